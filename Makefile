@@ -1,0 +1,49 @@
+# kcoord — the two commands that matter: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ARGS ?=
+
+.PHONY: install run test test-fast lint bench analyze docker-build compose-up tools clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## run: start the server in the foreground (127.0.0.1:9092, data in ./data); Ctrl-C stops it.
+run: $(STAMP)
+	$(VENV)/bin/kcoord serve $(ARGS)
+
+## tools: what the client tests need beyond PyPI (kafkajs from npm, kcat from Debian), idempotently.
+tools:
+	@bash scripts/ensure-test-tools.sh
+
+## test: install everything, then run the whole suite.
+test: $(STAMP) tools
+	$(PY) -m pytest $(ARGS)
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not slow and not spark" $(ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+bench: $(STAMP)
+	$(PY) -m bench all $(ARGS)
+
+analyze: $(STAMP)
+	$(VENV)/bin/kcoord analyze all --log-dirs ./data --out ./analytics-out $(ARGS)
+
+docker-build:
+	docker build -f docker/Dockerfile -t kcoord:latest .
+
+compose-up:
+	docker compose -f docker/docker-compose.yml up --build
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
