@@ -121,6 +121,12 @@ class Broker:
 
     # -- what handlers use --------------------------------------------------------------------------
     @property
+    def bootstrap(self) -> str:
+        """host:port of the first listener, as bound."""
+        first = self.listeners[0]
+        return f"{first.host}:{first.port}"
+
+    @property
     def metrics_port(self) -> int | None:
         return self._prometheus.port if self._prometheus is not None else None
 
