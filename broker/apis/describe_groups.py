@@ -17,10 +17,10 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
-DEAD = "Dead"
+UNKNOWN_STATE = ""  # a group we cannot describe right now (Kafka's DescribeGroupsResponse.UNKNOWN_STATE)
 
 
-def _group(group_id: str, error: ErrorCode, state: str = DEAD, protocol_type: str = "",
+def _group(group_id: str, error: ErrorCode, state: str = UNKNOWN_STATE, protocol_type: str = "",
            protocol_data: str = "", members=(), message: str | None = None):
     return m.DescribeGroupsResponse.DescribedGroup(
         error_code=error, error_message=message, group_id=group_id, group_state=state,
@@ -41,17 +41,16 @@ async def handle(ctx, request):
         else:
             ready.append(group_id)
     member_type = m.DescribeGroupsResponse.DescribedGroupMember
-    for described in groups.coordinator.handle_describe_groups(ready):
-        if version >= 6 and described.error == ErrorCode.NONE and described.state == DEAD:
-            out.append(_group(described.group_id, ErrorCode.GROUP_ID_NOT_FOUND,
-                              message=f"Group {described.group_id} not found."))
-            continue
+    for described in groups.coordinator.handle_describe_groups(ready, request_version=version):
+        message = None
+        if described.error == ErrorCode.GROUP_ID_NOT_FOUND:
+            message = f"Group {described.group_id} not found."
         members = [member_type(member_id=mm.member_id, group_instance_id=mm.group_instance_id,
                                client_id=mm.client_id, client_host=mm.client_host,
                                member_metadata=mm.metadata, member_assignment=mm.assignment)
                    for mm in described.members]
         out.append(_group(described.group_id, described.error, described.state, described.protocol_type,
-                          described.protocol_data, members))
+                          described.protocol_data, members, message))
     order = {g: i for i, g in enumerate(request.groups)}
     out.sort(key=lambda g: order.get(g.group_id, 0))
     return m.DescribeGroupsResponse(groups=out)

@@ -12,6 +12,8 @@ Versions (v0-v1 were removed in Kafka 4.0, KIP-896):
 """
 from __future__ import annotations
 
+import time
+
 from broker.registry import api
 from coordinator.results import OffsetCommitRequestPartition
 from protocol import messages as m
@@ -42,6 +44,7 @@ async def handle(ctx, request):
             leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
             metadata=p.committed_metadata)
         for t in request.topics for p in t.partitions]
+    started = time.monotonic()
     errors = await groups.call(
         "handle_commit_offsets",
         group_id=request.group_id,
@@ -52,4 +55,5 @@ async def handle(ctx, request):
         offsets=offsets,
         request_version=version,
     )
+    ctx.broker.metrics.commit_latency(time.monotonic() - started)  # request to durable answer
     return _response(request, lambda t, p: errors[(t, p)])

@@ -12,6 +12,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from broker import groups_cli
 from broker.client import KafkaWireClient
 from coordinator.runtime import FAULT_FILE_ENV
+from protocol.errors import ErrorCode
+from tests.broker.groups.procs import wait_until
 from tests.support.kcoord_server import KcoordServer
 
 GROUP_TEST_OVERRIDES = {
@@ -50,8 +52,18 @@ class GroupTestServer(KcoordServer):
         return {p: o for (_t, p), o in ends.items()}
 
     def committed_offsets(self, group: str, topic: str, partitions: int) -> dict[int, int]:
-        with KafkaWireClient.connect(self.bootstrap) as client:
-            committed = groups_cli.committed_offsets(client, group)
+        """The group's committed offsets, retrying (as clients do) while the server is still loading."""
+
+        def fetch():
+            try:
+                with KafkaWireClient.connect(self.bootstrap) as client:
+                    return (groups_cli.committed_offsets(client, group),)
+            except groups_cli.GroupsError as exc:
+                if ErrorCode.COORDINATOR_LOAD_IN_PROGRESS.name in str(exc):
+                    return None
+                raise
+
+        (committed,) = wait_until(fetch, 30, f"offsets of {group} loaded")
         return {p: o for (t, p), o in committed.items() if t == topic and p < partitions}
 
     def restart(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> KcoordServer:

@@ -152,7 +152,7 @@ def kafkajs_consumer(bootstrap: str, group: str, topic: str, name: str) -> Consu
 
 def kcat_consumer(bootstrap: str, group: str, topic: str, name: str) -> ConsumerProcess:
     fmt = '{"ev":"rec","p":%p,"o":%o,"k":"%k"}\\n'
-    argv = [KCAT, "-b", bootstrap, "-G", group, "-f", fmt, "-X", f"client.id={name}",
+    argv = [KCAT, "-u", "-b", bootstrap, "-G", group, "-f", fmt, "-X", f"client.id={name}",
             "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000",
             "-X", "heartbeat.interval.ms=1500", "-X", "topic.metadata.refresh.interval.ms=1000", topic]
     return ConsumerProcess(argv, name, stderr_parser=_kcat_stderr_line)

@@ -45,18 +45,18 @@ def test_admin_client_and_kcoord_groups_agree(server):
                    and committed_max(consumers) == ends, 60,
                    "a stable group that committed everything\n" + "\n".join(c.describe() for c in consumers))
 
-        listed = dict(admin.list_consumer_groups())
-        assert listed.get(GROUP) == "consumer"
-        (described,) = admin.describe_consumer_groups([GROUP])
-        assert described.group == GROUP and described.state == "Stable"
-        assert described.protocol_type == "consumer" and described.protocol == "roundrobin"
+        listed = {g["group_id"]: g for g in admin.list_groups()}
+        assert listed[GROUP]["protocol_type"] == "consumer" and listed[GROUP]["group_state"] == "Stable"
+        described = admin.describe_groups([GROUP])[GROUP]
+        assert described["group_state"] == "Stable"
+        assert described["protocol_type"] == "consumer" and described["protocol_data"] == "roundrobin"
         owners = {}
-        for member in described.members:
-            for tp in member.member_assignment.assignment:  # [(topic, [partitions])]
-                for p in tp[1]:
-                    owners[p] = member.member_id
+        for member in described["members"]:
+            assert member["member_metadata"]["topics"] == [TOPIC]
+            for tp in member["member_assignment"]["assigned_partitions"]:
+                owners.update(dict.fromkeys(tp["partitions"], member["member_id"]))
         assert sorted(owners) == list(range(PARTITIONS))
-        offsets = admin.list_consumer_group_offsets(GROUP)
+        offsets = admin.list_group_offsets({GROUP: None})[GROUP]
         assert {tp.partition: om.offset for tp, om in offsets.items()} == ends
 
         rows = describe_table(server.bootstrap, GROUP)
@@ -73,7 +73,7 @@ def test_admin_client_and_kcoord_groups_agree(server):
             c.terminate()
 
     try:
-        wait_until(lambda: admin.describe_consumer_groups([GROUP])[0].state == "Empty", 30, "an Empty group")
+        wait_until(lambda: admin.describe_groups([GROUP])[GROUP]["group_state"] == "Empty", 30, "an Empty group")
         server.produce_keyed(TOPIC, 12, prefix="later-")
         new_ends = server.end_offsets(TOPIC, PARTITIONS)
         rows = describe_table(server.bootstrap, GROUP)
@@ -84,8 +84,7 @@ def test_admin_client_and_kcoord_groups_agree(server):
         reset = kcoord_groups(server.bootstrap, "reset-offsets", GROUP, "--topic", TOPIC,
                               "--to-earliest", "--execute")
         assert reset.returncode == 0, reset.stderr
-        offsets = admin.list_consumer_group_offsets(GROUP, partitions=[
-            TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+        offsets = admin.list_group_offsets({GROUP: [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]})[GROUP]
         assert {tp.partition: om.offset for tp, om in offsets.items()} == dict.fromkeys(range(PARTITIONS), 0)
         to_offset = kcoord_groups(server.bootstrap, "reset-offsets", GROUP, "--topic", TOPIC,
                                   "--to-offset", "2", "--execute")
@@ -93,11 +92,9 @@ def test_admin_client_and_kcoord_groups_agree(server):
         assert {int(r["PARTITION"]): int(r["CURRENT-OFFSET"]) for r in describe_table(
             server.bootstrap, GROUP)} == {p: min(2, new_ends[p]) for p in range(PARTITIONS)}
 
-        listed = kcoord_groups(server.bootstrap, "list")
-        assert GROUP in listed.stdout.split()
-        assert dict(admin.delete_consumer_groups([GROUP])) == {GROUP: None} or \
-            all(err is None or getattr(err, "errno", 0) == 0 for _g, err in admin.delete_consumer_groups([]))
-        assert GROUP not in dict(admin.list_consumer_groups())
+        assert GROUP in kcoord_groups(server.bootstrap, "list").stdout.split()
+        assert admin.delete_groups([GROUP]) == {GROUP: "OK"}
+        assert GROUP not in {g["group_id"] for g in admin.list_groups()}
         assert GROUP not in kcoord_groups(server.bootstrap, "list").stdout.split()
         gone = kcoord_groups(server.bootstrap, "delete", GROUP)
         assert gone.returncode == 1 and "GROUP_ID_NOT_FOUND" in gone.stderr
