@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from protocol.errors import DecodeError
 
@@ -42,6 +43,8 @@ _U16 = struct.Struct(">H")
 _V3_HEAD = struct.Struct(">hqih")   # version, offset, leader_epoch, metadata length
 _V0_HEAD = struct.Struct(">hqh")    # version, offset, metadata length (v0, v1, v2)
 _V1_TAIL = struct.Struct(">qq")     # commit_timestamp, expire_timestamp
+_V3_NO_METADATA = struct.Struct(">hqihq")  # version 3, offset, leader_epoch, metadata length 0, commit_ts
+_new_tuple = tuple.__new__
 _MEMBER_TIMEOUTS = struct.Struct(">ii")  # rebalance_timeout, session_timeout (v1+)
 
 
@@ -57,8 +60,8 @@ class GroupMetadataKey:
     group: str
 
 
-@dataclass(slots=True)
-class OffsetCommitValue:
+class OffsetCommitValue(NamedTuple):
+    """Immutable, and a tuple so that the loader can build a million of them cheaply."""
     offset: int
     metadata: str = ""
     commit_timestamp: int = -1
@@ -199,6 +202,21 @@ def encode_group_metadata_key(group: str) -> bytes:
     return _I16.pack(GROUP_METADATA_KEY_VERSION) + _string(group)
 
 
+def split_offset_commit_key(key: bytes) -> tuple[bytes, str, int]:
+    """Fast path for the loader: (raw UTF-8 group, topic, partition) of an OffsetCommitKey v0/v1."""
+    try:
+        (glen,) = _I16.unpack_from(key, 2)
+        gend = 4 + glen
+        (tlen,) = _I16.unpack_from(key, gend)
+        tend = gend + 2 + tlen
+        (partition,) = _I32.unpack_from(key, tend)
+        if glen < 0 or tlen < 0 or tend + 4 != len(key):
+            raise DecodeError("malformed OffsetCommitKey", api="OffsetCommitKey", offset=0)
+        return key[4:gend], key[gend + 2:tend].decode("utf-8"), partition
+    except (struct.error, UnicodeDecodeError):
+        raise DecodeError("malformed OffsetCommitKey", api="OffsetCommitKey", offset=0) from None
+
+
 def decode_key(buf) -> OffsetCommitKey | GroupMetadataKey | None:
     """Decode a key; None for record types that are not the classic group's (KIP-848, share)."""
     r = _Reader(buf, "ConsumerOffsetsKey")
@@ -229,6 +247,24 @@ def encode_offset_commit_value(v: OffsetCommitValue) -> bytes:
 
 
 def decode_offset_commit_value(buf) -> OffsetCommitValue:
+    # Fast paths: v3 (what Kafka and we write), checked exactly; anything else takes the general road.
+    if len(buf) == 24:
+        version, offset, epoch, n, commit_ts = _V3_NO_METADATA.unpack(buf)
+        if version == 3 and n == 0:
+            return _new_tuple(OffsetCommitValue, (offset, "", commit_ts, epoch, -1, None))
+    if len(buf) >= 24 and buf[0] == 0 and buf[1] == 3:
+        _, offset, epoch, n = _V3_HEAD.unpack_from(buf)
+        end = 16 + n
+        if n >= 0 and len(buf) == end + 8:
+            try:
+                metadata = buf[16:end].decode("utf-8") if n else ""
+            except UnicodeDecodeError:
+                raise DecodeError("invalid UTF-8", api="OffsetCommitValue", offset=16) from None
+            return OffsetCommitValue(offset, metadata, _I64.unpack_from(buf, end)[0], epoch)
+    return _decode_offset_commit_value_general(buf)
+
+
+def _decode_offset_commit_value_general(buf) -> OffsetCommitValue:
     r = _Reader(buf, "OffsetCommitValue")
     (version,) = r.unpack(_I16)
     r.pos = 0  # the heads below re-read the version in the same struct call
