@@ -85,5 +85,4 @@ def test_group_lifecycle(restartable_server):
                     r"removing member c2-\S+ on heartbeat expiration"):
             assert re.search(rf"Preparing to rebalance group {GROUP} .*reason: {why}", log, re.IGNORECASE), why
     finally:
-        for c in consumers:
-            c.terminate()
+        procs.stop_all(consumers)
