@@ -203,15 +203,19 @@ class GroupRuntime:
         return records
 
     async def close(self) -> None:
-        """Stop serving, let in-flight writes finish (their callbacks answer their requests)."""
+        """Stop serving: let in-flight writes finish (their callbacks answer their requests), then
+        give up every partition as Kafka does on shutdown (parked joins/syncs: NOT_COORDINATOR)."""
+        if not self._active:
+            return
         self._active = False
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
             await asyncio.gather(self._load_task, return_exceptions=True)
         if self._writer is not None:
             await self._writer.drain()
-        if self._timer is not None:
-            self._timer.cancel_all()
+        for partition in range(self.num_partitions):
+            self.coordinator.unload_partition(partition)
+        self._timer.cancel_all()
 
     # ------------------------------------------------------------------ serving
     def partition_for(self, group_id: str) -> int:

@@ -97,3 +97,22 @@ async def test_loop_timer_keys_replace_and_cancel():
             break
     await asyncio.sleep(0.1)
     assert fired == ["second"]
+
+
+async def test_close_answers_parked_joins_not_coordinator(tmp_path):
+    manager = LogManager(str(tmp_path))
+    runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p),
+                           GroupConfig(offsets_topic_num_partitions=3, group_initial_rebalance_delay_ms=60_000))
+    await runtime.start()
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    join = asyncio.ensure_future(runtime.call(
+        "handle_join_group", group_id="g", member_id="", group_instance_id=None, require_known_member_id=False,
+        client_id="c", client_host="127.0.0.1", rebalance_timeout_ms=60_000, session_timeout_ms=10_000,
+        protocol_type="consumer", protocols=[("range", b"")], reason=None, request_version=3))
+    await asyncio.sleep(0)
+    assert not join.done()  # parked behind the initial rebalance delay
+    await runtime.close()
+    result = await asyncio.wait_for(join, 5)
+    assert result.error == E.NOT_COORDINATOR
+    assert runtime.group_error("g") == E.COORDINATOR_NOT_AVAILABLE
+    await manager.close()
