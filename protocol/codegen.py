@@ -6,7 +6,7 @@ linecache (so tracebacks show it) and caches the result. One decode and one enco
 struct.Struct call, nested structs are inlined as loops, and every length prefix is checked against
 the bytes remaining before it is used.
 
-Generated decoders rely on three locals: `buf` (bytes-like), `pos` (current offset) and `end`
+Generated decoders rely on three locals: `buf` (bytes), `pos` (current offset) and `end`
 (len(buf)). Fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the
 codec wrapper turns that into DecodeError, reading the failing offset from the generated frame.
 """
@@ -226,25 +226,36 @@ class _DecodeGen:
         self.w.emit(ind + 1, f"raise _overrun({f.name!r}, {need}, end - pos, pos)")
 
     def scalar(self, f: Field, ftype: str, target: str, ind: int) -> None:
-        """A single non-fixed scalar (string, bytes, records, uuid) into `target`."""
+        """A single non-fixed scalar (string, bytes, records, uuid) into `target`.
+
+        A slice past the end of `buf` is merely short, so strings and bytes skip a per-field bounds
+        check: `pos` then runs past `end`, which the check at the end of the message reports.
+        """
         w = self.w
         if ftype == "uuid":
             w.names.add("_UUID")
-            w.emit(ind, f"{target} = _UUID(bytes=bytes(buf[pos:pos + 16]))")
+            w.emit(ind, f"{target} = _UUID(bytes=buf[pos:pos + 16])")
             w.emit(ind, "pos += 16")
             return
         n = self.length(f.name, ind, wide=ftype != "string")
-        self.null_branch(f, n, target, ind)
-        w.emit(ind, "else:")
-        self.overrun_check(f, n, ind + 1)
+        if f.nullable_in(self.v):
+            w.emit(ind, f"if {n} < 0:")
+            w.emit(ind + 1, f"{target} = None")
+            w.emit(ind, "else:")
+            ind += 1
+        else:
+            w.names.add("_null_error")
+            w.emit(ind, f"if {n} < 0:")
+            w.emit(ind + 1, f"raise _null_error({f.name!r}, pos)")
         if ftype == "string":
-            expr = f"str(buf[pos:pos + {n}], 'utf-8')"
+            expr = f"buf[pos:pos + {n}].decode()"
         elif ftype == "bytes":
-            expr = f"bytes(buf[pos:pos + {n}])"
-        else:  # records: left as raw bytes (or a zero-copy view when decoding from a memoryview)
             expr = f"buf[pos:pos + {n}]"
-        w.emit(ind + 1, f"{target} = {expr}")
-        w.emit(ind + 1, f"pos += {n}")
+        else:  # records: a zero-copy view, parsed later by protocol.records
+            w.names.add("_memoryview")
+            expr = f"_memoryview(buf)[pos:pos + {n}]"
+        w.emit(ind, f"{target} = {expr}")
+        w.emit(ind, f"pos += {n}")
 
     def value(self, f: Field, target: str, ind: int) -> None:
         """Any field (untagged layout) into `target`."""
@@ -501,6 +512,9 @@ def codec_source(spec: MessageSpec, version: int) -> tuple[str, set[str]]:
     w.emit(0, f"def {decode_function_name(spec, version)}(buf, pos):")
     w.emit(1, "end = len(buf)")
     _DecodeGen(w, version, flexible, collect_classes(spec)).struct(spec.name, spec.fields, "o", 1)
+    w.names.add("_past_end")
+    w.emit(1, "if pos > end:")
+    w.emit(2, "raise _past_end(pos, end)")
     w.emit(1, "return o, pos")
     w.emit(0, "")
     w.emit(0, "")

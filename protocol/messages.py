@@ -133,6 +133,8 @@ _RUNTIME = {
     "_null_error": primitives.null_error,
     "_overrun": primitives.overrun,
     "_tag_size_error": primitives.tag_size_error,
+    "_past_end": primitives.past_end,
+    "_memoryview": memoryview,
     "_not_nullable": primitives.not_nullable,
     "_NULL_INT16": primitives.NULL_INT16,
     "_NULL_INT32": primitives.NULL_INT32,
@@ -196,14 +198,21 @@ class Codec:
 
         Only DecodeError escapes, naming the message, version and byte offset.
         """
+        if type(buf) is not bytes:
+            # Generated code indexes and slices plain bytes (its fastest path). A view covering a whole
+            # bytes object (a frame the splitter had to join) is used without copying.
+            inner = getattr(buf, "obj", None)
+            buf = inner if type(inner) is bytes and len(inner) == len(buf) else bytes(buf)
         try:
             return self._decode(buf, offset)
         except DecodeError as e:
             raise DecodeError(e.reason, api=self.name, version=self.version, offset=e.offset) from None
         except Exception as e:  # truncated / garbage input surfacing from struct, indexing, utf-8
             reason = "truncated input" if isinstance(e, (IndexError, struct.error)) else f"invalid input: {e}"
-            raise DecodeError(reason, api=self.name, version=self.version,
-                              offset=_failing_offset(e)) from e
+            at = _failing_offset(e)
+            if at is not None and at > len(buf):   # an earlier length prefix ran past the end
+                at = len(buf)
+            raise DecodeError(reason, api=self.name, version=self.version, offset=at) from e
 
     def __repr__(self) -> str:
         return f"<Codec {self.name} v{self.version}{' flexible' if self.flexible else ''}>"

@@ -147,6 +147,10 @@ def overrun(field: str, need: int, remaining: int, pos: int) -> DecodeError:
     return DecodeError(f"{field}: length {need} exceeds the {remaining} bytes remaining", offset=pos)
 
 
+def past_end(pos: int, end: int) -> DecodeError:
+    return DecodeError(f"a length prefix runs {pos - end} bytes past the end of the message", offset=end)
+
+
 def tag_size_error(field: str, size: int, pos: int) -> DecodeError:
     return DecodeError(f"tagged field {field} does not fill its {size} bytes", offset=pos)
 
