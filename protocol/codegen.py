@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocol.primitives import LENGTH_TABLE_SIZE
 from protocol.schema import FIXED_FORMATS, ZERO_UUID, Field, MessageSpec
 
 CODEGEN_FILENAME_PREFIX = "<kcoord-codegen "
@@ -207,7 +208,7 @@ class _DecodeGen:
             w.emit(ind, f"{n} -= 1")
         else:
             fmt = "i" if wide else "h"
-            w.emit(ind, f"{n} = {w.unpack(fmt)}(buf, pos)[0]")
+            w.emit(ind, f"{n}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {4 if wide else 2}")
         return n
 
@@ -289,7 +290,7 @@ class _DecodeGen:
         elif f.is_struct:
             if f.nullable_in(self.v):
                 b = w.var("present")
-                w.emit(ind, f"{b} = {w.unpack('b')}(buf, pos)[0]")
+                w.emit(ind, f"{b}, = {w.unpack('b')}(buf, pos)")
                 w.emit(ind, "pos += 1")
                 w.emit(ind, f"if {b} < 0:")
                 w.emit(ind + 1, f"{target} = None")
@@ -300,7 +301,7 @@ class _DecodeGen:
             w.emit(ind, f"{target} = {s}")
         elif _is_fixed(f):
             fmt = FIXED_FORMATS[f.type]
-            w.emit(ind, f"{target} = {w.unpack(fmt)}(buf, pos)[0]")
+            w.emit(ind, f"{target}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {_size(f.type)}")
         else:
             self.scalar(f, f.type, target, ind)
@@ -329,12 +330,24 @@ class _DecodeGen:
             self.tags(tagged, obj, ind)
 
     def tags(self, tagged: list[Field], obj: str, ind: int) -> None:
+        """The tagged-field section ending a flexible struct; almost always the single byte 0."""
         w = self.w
-        w.names.update(("_read_uvarint", "_overrun"))
-        nt = w.var("ntags")
-        self.uvarint(nt, ind)
+        w.emit(ind, "if buf[pos]:")
+        if not tagged:
+            w.names.add("_read_unknown_tags")
+            w.emit(ind + 1, f"pos = _read_unknown_tags(buf, pos, {obj})")
+        else:
+            self.known_tags(tagged, obj, ind + 1)
+        w.emit(ind, "else:")
+        w.emit(ind + 1, "pos += 1")
+        w.emit(ind, "")
+
+    def known_tags(self, tagged: list[Field], obj: str, ind: int) -> None:
+        w = self.w
+        w.names.update(("_read_uvarint", "_overrun", "_tag_size_error", "_keep_unknown_tag"))
+        nt, t, size, stop = w.var("ntags"), w.var("tag"), w.var("size"), w.var("stop")
+        w.emit(ind, f"{nt}, pos = _read_uvarint(buf, pos)")
         w.emit(ind, f"for _ in range({nt}):")
-        t, size, stop = w.var("tag"), w.var("size"), w.var("stop")
         w.emit(ind + 1, f"{t}, pos = _read_uvarint(buf, pos)")
         w.emit(ind + 1, f"{size}, pos = _read_uvarint(buf, pos)")
         w.emit(ind + 1, f"if {size} > end - pos:")
@@ -344,19 +357,12 @@ class _DecodeGen:
         for f in tagged:
             w.emit(ind + 1, f"{keyword} {t} == {f.tag}:")
             self.value(f, f"{obj}.{f.name}", ind + 2)
-            w.names.add("_tag_size_error")
             w.emit(ind + 2, f"if pos != {stop}:")
             w.emit(ind + 3, f"raise _tag_size_error({f.name!r}, {size}, pos)")
             keyword = "elif"
-        if tagged:
-            w.emit(ind + 1, "else:")
-            ind += 1
-        u = w.var("unknown")
-        w.emit(ind + 1, f"{u} = {obj}._unknown_tagged_fields")
-        w.emit(ind + 1, f"if {u} is None:")
-        w.emit(ind + 2, f"{u} = {obj}._unknown_tagged_fields = {{}}")
-        w.emit(ind + 1, f"{u}[{t}] = bytes(buf[pos:{stop}])")
-        w.emit(ind + 1, f"pos = {stop}")
+        w.emit(ind + 1, "else:")
+        w.emit(ind + 2, f"_keep_unknown_tag({obj}, {t}, buf[pos:{stop}])")
+        w.emit(ind + 2, f"pos = {stop}")
 
 
 class _EncodeGen:
@@ -370,10 +376,18 @@ class _EncodeGen:
     def length(self, n_expr: str, ind: int, app: str, wide: bool) -> None:
         w = self.w
         if self.flex:
-            w.names.add("_compact_length")
-            w.emit(ind, f"{app}(_compact_length({n_expr}))")
+            w.names.update(("_COMPACT_LENGTHS", "_compact_length"))
+            n = w.var("n")
+            w.emit(ind, f"{n} = {n_expr}")
+            w.emit(ind, f"{app}(_COMPACT_LENGTHS[{n}] if {n} < 127 else _compact_length({n}))")
         else:
-            w.emit(ind, f"{app}({w.pack('i' if wide else 'h')}({n_expr}))")
+            # Lengths below LENGTH_TABLE_SIZE come from a table of pre-packed prefixes.
+            table = "_LEN32" if wide else "_LEN16"
+            w.names.add(table)
+            n = w.var("n")
+            w.emit(ind, f"{n} = {n_expr}")
+            w.emit(ind, f"{app}({table}[{n}] if {n} < {LENGTH_TABLE_SIZE} else "
+                        f"{w.pack('i' if wide else 'h')}({n}))")
 
     def null(self, f: Field, ind: int, app: str, wide: bool) -> None:
         w = self.w
@@ -396,7 +410,7 @@ class _EncodeGen:
         self.null(f, ind + 1, app, wide)
         w.emit(ind, "else:")
         if ftype == "string":
-            w.emit(ind + 1, f"{v} = {v}.encode('utf-8')")
+            w.emit(ind + 1, f"{v} = {v}.encode()")
         self.length(f"len({v})", ind + 1, app, wide)
         w.emit(ind + 1, f"{app}({v})")
 
