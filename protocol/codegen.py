@@ -6,7 +6,7 @@ linecache (so tracebacks show it) and caches the result. One decode and one enco
 struct.Struct call, nested structs are inlined as loops, and every length prefix is checked against
 the bytes remaining before it is used.
 
-Generated decoders rely on three locals: `buf` (bytes-like), `pos` (current offset) and `end`
+Generated decoders rely on three locals: `buf` (bytes), `pos` (current offset) and `end`
 (len(buf)). Fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the
 codec wrapper turns that into DecodeError, reading the failing offset from the generated frame.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocol.primitives import LENGTH_TABLE_SIZE
 from protocol.schema import FIXED_FORMATS, ZERO_UUID, Field, MessageSpec
 
 CODEGEN_FILENAME_PREFIX = "<kcoord-codegen "
@@ -207,7 +208,7 @@ class _DecodeGen:
             w.emit(ind, f"{n} -= 1")
         else:
             fmt = "i" if wide else "h"
-            w.emit(ind, f"{n} = {w.unpack(fmt)}(buf, pos)[0]")
+            w.emit(ind, f"{n}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {4 if wide else 2}")
         return n
 
@@ -226,25 +227,36 @@ class _DecodeGen:
         self.w.emit(ind + 1, f"raise _overrun({f.name!r}, {need}, end - pos, pos)")
 
     def scalar(self, f: Field, ftype: str, target: str, ind: int) -> None:
-        """A single non-fixed scalar (string, bytes, records, uuid) into `target`."""
+        """A single non-fixed scalar (string, bytes, records, uuid) into `target`.
+
+        A slice past the end of `buf` is merely short, so strings and bytes skip a per-field bounds
+        check: `pos` then runs past `end`, which the check at the end of the message reports.
+        """
         w = self.w
         if ftype == "uuid":
             w.names.add("_UUID")
-            w.emit(ind, f"{target} = _UUID(bytes=bytes(buf[pos:pos + 16]))")
+            w.emit(ind, f"{target} = _UUID(bytes=buf[pos:pos + 16])")
             w.emit(ind, "pos += 16")
             return
         n = self.length(f.name, ind, wide=ftype != "string")
-        self.null_branch(f, n, target, ind)
-        w.emit(ind, "else:")
-        self.overrun_check(f, n, ind + 1)
+        if f.nullable_in(self.v):
+            w.emit(ind, f"if {n} < 0:")
+            w.emit(ind + 1, f"{target} = None")
+            w.emit(ind, "else:")
+            ind += 1
+        else:
+            w.names.add("_null_error")
+            w.emit(ind, f"if {n} < 0:")
+            w.emit(ind + 1, f"raise _null_error({f.name!r}, pos)")
         if ftype == "string":
-            expr = f"str(buf[pos:pos + {n}], 'utf-8')"
+            expr = f"buf[pos:pos + {n}].decode()"
         elif ftype == "bytes":
-            expr = f"bytes(buf[pos:pos + {n}])"
-        else:  # records: left as raw bytes (or a zero-copy view when decoding from a memoryview)
             expr = f"buf[pos:pos + {n}]"
-        w.emit(ind + 1, f"{target} = {expr}")
-        w.emit(ind + 1, f"pos += {n}")
+        else:  # records: a zero-copy view, parsed later by protocol.records
+            w.names.add("_memoryview")
+            expr = f"_memoryview(buf)[pos:pos + {n}]"
+        w.emit(ind, f"{target} = {expr}")
+        w.emit(ind, f"pos += {n}")
 
     def value(self, f: Field, target: str, ind: int) -> None:
         """Any field (untagged layout) into `target`."""
@@ -278,7 +290,7 @@ class _DecodeGen:
         elif f.is_struct:
             if f.nullable_in(self.v):
                 b = w.var("present")
-                w.emit(ind, f"{b} = {w.unpack('b')}(buf, pos)[0]")
+                w.emit(ind, f"{b}, = {w.unpack('b')}(buf, pos)")
                 w.emit(ind, "pos += 1")
                 w.emit(ind, f"if {b} < 0:")
                 w.emit(ind + 1, f"{target} = None")
@@ -289,7 +301,7 @@ class _DecodeGen:
             w.emit(ind, f"{target} = {s}")
         elif _is_fixed(f):
             fmt = FIXED_FORMATS[f.type]
-            w.emit(ind, f"{target} = {w.unpack(fmt)}(buf, pos)[0]")
+            w.emit(ind, f"{target}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {_size(f.type)}")
         else:
             self.scalar(f, f.type, target, ind)
@@ -318,12 +330,24 @@ class _DecodeGen:
             self.tags(tagged, obj, ind)
 
     def tags(self, tagged: list[Field], obj: str, ind: int) -> None:
+        """The tagged-field section ending a flexible struct; almost always the single byte 0."""
         w = self.w
-        w.names.update(("_read_uvarint", "_overrun"))
-        nt = w.var("ntags")
-        self.uvarint(nt, ind)
+        w.emit(ind, "if buf[pos]:")
+        if not tagged:
+            w.names.add("_read_unknown_tags")
+            w.emit(ind + 1, f"pos = _read_unknown_tags(buf, pos, {obj})")
+        else:
+            self.known_tags(tagged, obj, ind + 1)
+        w.emit(ind, "else:")
+        w.emit(ind + 1, "pos += 1")
+        w.emit(ind, "")
+
+    def known_tags(self, tagged: list[Field], obj: str, ind: int) -> None:
+        w = self.w
+        w.names.update(("_read_uvarint", "_overrun", "_tag_size_error", "_keep_unknown_tag"))
+        nt, t, size, stop = w.var("ntags"), w.var("tag"), w.var("size"), w.var("stop")
+        w.emit(ind, f"{nt}, pos = _read_uvarint(buf, pos)")
         w.emit(ind, f"for _ in range({nt}):")
-        t, size, stop = w.var("tag"), w.var("size"), w.var("stop")
         w.emit(ind + 1, f"{t}, pos = _read_uvarint(buf, pos)")
         w.emit(ind + 1, f"{size}, pos = _read_uvarint(buf, pos)")
         w.emit(ind + 1, f"if {size} > end - pos:")
@@ -333,19 +357,12 @@ class _DecodeGen:
         for f in tagged:
             w.emit(ind + 1, f"{keyword} {t} == {f.tag}:")
             self.value(f, f"{obj}.{f.name}", ind + 2)
-            w.names.add("_tag_size_error")
             w.emit(ind + 2, f"if pos != {stop}:")
             w.emit(ind + 3, f"raise _tag_size_error({f.name!r}, {size}, pos)")
             keyword = "elif"
-        if tagged:
-            w.emit(ind + 1, "else:")
-            ind += 1
-        u = w.var("unknown")
-        w.emit(ind + 1, f"{u} = {obj}._unknown_tagged_fields")
-        w.emit(ind + 1, f"if {u} is None:")
-        w.emit(ind + 2, f"{u} = {obj}._unknown_tagged_fields = {{}}")
-        w.emit(ind + 1, f"{u}[{t}] = bytes(buf[pos:{stop}])")
-        w.emit(ind + 1, f"pos = {stop}")
+        w.emit(ind + 1, "else:")
+        w.emit(ind + 2, f"_keep_unknown_tag({obj}, {t}, buf[pos:{stop}])")
+        w.emit(ind + 2, f"pos = {stop}")
 
 
 class _EncodeGen:
@@ -359,10 +376,18 @@ class _EncodeGen:
     def length(self, n_expr: str, ind: int, app: str, wide: bool) -> None:
         w = self.w
         if self.flex:
-            w.names.add("_compact_length")
-            w.emit(ind, f"{app}(_compact_length({n_expr}))")
+            w.names.update(("_COMPACT_LENGTHS", "_compact_length"))
+            n = w.var("n")
+            w.emit(ind, f"{n} = {n_expr}")
+            w.emit(ind, f"{app}(_COMPACT_LENGTHS[{n}] if {n} < 127 else _compact_length({n}))")
         else:
-            w.emit(ind, f"{app}({w.pack('i' if wide else 'h')}({n_expr}))")
+            # Lengths below LENGTH_TABLE_SIZE come from a table of pre-packed prefixes.
+            table = "_LEN32" if wide else "_LEN16"
+            w.names.add(table)
+            n = w.var("n")
+            w.emit(ind, f"{n} = {n_expr}")
+            w.emit(ind, f"{app}({table}[{n}] if {n} < {LENGTH_TABLE_SIZE} else "
+                        f"{w.pack('i' if wide else 'h')}({n}))")
 
     def null(self, f: Field, ind: int, app: str, wide: bool) -> None:
         w = self.w
@@ -385,7 +410,7 @@ class _EncodeGen:
         self.null(f, ind + 1, app, wide)
         w.emit(ind, "else:")
         if ftype == "string":
-            w.emit(ind + 1, f"{v} = {v}.encode('utf-8')")
+            w.emit(ind + 1, f"{v} = {v}.encode()")
         self.length(f"len({v})", ind + 1, app, wide)
         w.emit(ind + 1, f"{app}({v})")
 
@@ -501,6 +526,9 @@ def codec_source(spec: MessageSpec, version: int) -> tuple[str, set[str]]:
     w.emit(0, f"def {decode_function_name(spec, version)}(buf, pos):")
     w.emit(1, "end = len(buf)")
     _DecodeGen(w, version, flexible, collect_classes(spec)).struct(spec.name, spec.fields, "o", 1)
+    w.names.add("_past_end")
+    w.emit(1, "if pos > end:")
+    w.emit(2, "raise _past_end(pos, end)")
     w.emit(1, "return o, pos")
     w.emit(0, "")
     w.emit(0, "")
