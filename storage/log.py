@@ -196,14 +196,15 @@ class PartitionLog:
         end = 0
         try:
             for position, header, _ in iter_batches(buf, verify=True):
-                if header.size > self.config.segment_bytes:
-                    raise RecordTooLargeError(f"{self.name}: batch of {header.size} bytes exceeds segment.bytes")
                 headers.append(header)
                 end = position + header.size
         except DecodeError as exc:
             raise CorruptRecordError(f"{self.name}: invalid record batch: {exc}") from exc
         if not headers or end != len(buf):
             raise CorruptRecordError(f"{self.name}: record set is not whole batches ({len(buf) - end} stray bytes)")
+        if len(buf) > self.config.segment_bytes:
+            # As Kafka: a record set must fit in one segment (it is never split).
+            raise RecordTooLargeError(f"{self.name}: {len(buf)} bytes exceed segment.bytes")
         return headers
 
     def _maybe_roll(self, size: int, headers: list[BatchHeader]) -> None:

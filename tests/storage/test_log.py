@@ -6,7 +6,14 @@ from kafka.record import MemoryRecords
 from storage_helpers import batch
 
 from protocol.records import build_batch, decode_records, iter_batches, parse_batch_header
-from storage import CorruptRecordError, LogConfig, OffsetOutOfRangeError, PartitionLog, StorageError
+from storage import (
+    CorruptRecordError,
+    LogConfig,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    RecordTooLargeError,
+    StorageError,
+)
 from storage.index import OffsetIndex
 
 
@@ -246,3 +253,10 @@ def test_closed_log_refuses_work(tmp_path):
     log.close()
     with pytest.raises(StorageError):
         log.append(batch())
+
+
+def test_record_set_larger_than_a_segment_is_rejected(tmp_path):
+    log = open_log(tmp_path, segment_bytes=500)
+    with pytest.raises(RecordTooLargeError):
+        log.append(batch(1, value=b"x" * 600))
+    assert log.log_end_offset == 0

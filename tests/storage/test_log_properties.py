@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from protocol.records import build_batch, decode_records, iter_batches
 from storage import LogConfig, OffsetOutOfRangeError, PartitionLog
 
-CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=100)
+CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=100)
 
 
 def batches_in(data: bytes) -> list[tuple[int, list[bytes]]]:
@@ -34,7 +34,7 @@ class LogMachine(RuleBasedStateMachine):
     def end(self) -> int:
         return self.model[-1][0] + len(self.model[-1][1]) if self.model else 0
 
-    @rule(sizes=st.lists(st.integers(min_value=0, max_value=150), min_size=1, max_size=4),
+    @rule(sizes=st.lists(st.integers(min_value=0, max_value=120), min_size=1, max_size=4),
           compression=st.sampled_from([0, 0, 1, 3]), batches=st.integers(min_value=1, max_value=3))
     def append(self, sizes, compression, batches):
         record_sets = []
