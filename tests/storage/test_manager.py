@@ -88,3 +88,22 @@ async def test_close_flushes_everything(tmp_path):
     assert log.recovery_point == 0
     await mgr.close()
     assert log.recovery_point == 1 and log.closed
+
+
+async def test_maintenance_fsyncs_logs_without_flush_on_append(tmp_path):
+    mgr = LogManager(str(tmp_path), LogConfig(flush_on_append=False))
+    log = mgr.get_or_create("t", 0)
+    await log.append_durable(batch())
+    assert log.recovery_point == 0
+    await mgr.maintain_once()
+    assert log.recovery_point == 1
+    await mgr.close()
+
+
+def test_errors_name_kafka_error_codes():
+    from protocol.errors import ErrorCode
+    from storage import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
+    assert StorageError("x").error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert CorruptRecordError("x").error_code == ErrorCode.CORRUPT_MESSAGE
+    assert OffsetOutOfRangeError("x").error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert RecordTooLargeError("x").error_code == ErrorCode.RECORD_LIST_TOO_LARGE
