@@ -81,21 +81,17 @@ async def test_maintenance_applies_retention_and_compaction(tmp_path):
     await mgr.close()
 
 
-async def test_close_flushes_everything(tmp_path):
+@pytest.mark.parametrize("flush_by", ["close", "maintenance"])
+async def test_logs_without_flush_on_append_are_fsynced_by_close_and_maintenance(tmp_path, flush_by):
     mgr = LogManager(str(tmp_path), LogConfig(flush_on_append=False))
     log = mgr.get_or_create("t", 0)
     await log.append_durable(batch())
     assert log.recovery_point == 0
-    await mgr.close()
-    assert log.recovery_point == 1 and log.closed
-
-
-async def test_maintenance_fsyncs_logs_without_flush_on_append(tmp_path):
-    mgr = LogManager(str(tmp_path), LogConfig(flush_on_append=False))
-    log = mgr.get_or_create("t", 0)
-    await log.append_durable(batch())
-    assert log.recovery_point == 0
-    await mgr.maintain_once()
+    if flush_by == "close":
+        await mgr.close()
+        assert log.closed
+    else:
+        await mgr.maintain_once()
     assert log.recovery_point == 1
     await mgr.close()
 
