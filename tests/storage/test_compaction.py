@@ -4,6 +4,8 @@ import asyncio
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from storage_helpers import ManualClock
 
@@ -190,3 +192,44 @@ def test_rebuilt_batches_keep_compression_and_batch_span(tmp_path, compression):
     assert header.compression == compression
     assert (header.base_offset, header.last_offset) == (0, 3)
     assert [(r.offset, r.key) for r in decode_records(batch)] == [(1, b"b"), (2, b"a"), (3, b"c")]
+
+
+def replay(rows) -> dict[bytes, bytes]:
+    """The state a consumer of the log ends with: last value per key, tombstones delete."""
+    state = {}
+    for _, key, value in rows:
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
+    return state
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=st.lists(st.one_of(
+    st.tuples(st.just("put"), st.sampled_from([b"a", b"b", b"c", b"d"]), st.none() | st.binary(max_size=30)),
+    st.tuples(st.just("roll"), st.none(), st.none())), max_size=60),
+    first_clean=st.integers(min_value=0, max_value=3 * DAY))
+def test_compaction_preserves_what_a_consumer_replays(tmp_path_factory, ops, first_clean):
+    log = open_log(tmp_path_factory.mktemp("prop"), segment_bytes=250)
+    for op, key, value in ops:
+        if op == "put":
+            put(log, key, value)
+        else:
+            log.roll()
+    log.roll()
+    log.flush()
+    before = records(log)
+    end = log.log_end_offset
+    log.compact(now_ms=first_clean)
+    after_first = records(log)
+    log.compact(now_ms=first_clean + DAY)  # every tombstone's horizon has passed now
+    after_second = records(log)
+    for after in (after_first, after_second):
+        assert replay(after) == replay(before)
+        assert set(after) <= set(before)
+        assert [o for o, _, _ in after] == sorted({o for o, _, _ in after})
+        assert log.log_end_offset == end
+        assert len({k for _, k, v in after if v is not None}) == len(replay(before))
+    assert all(v is not None for _, _, v in after_second)
+    log.close()
