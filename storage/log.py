@@ -196,14 +196,15 @@ class PartitionLog:
         end = 0
         try:
             for position, header, _ in iter_batches(buf, verify=True):
-                if header.size > self.config.segment_bytes:
-                    raise RecordTooLargeError(f"{self.name}: batch of {header.size} bytes exceeds segment.bytes")
                 headers.append(header)
                 end = position + header.size
         except DecodeError as exc:
             raise CorruptRecordError(f"{self.name}: invalid record batch: {exc}") from exc
         if not headers or end != len(buf):
             raise CorruptRecordError(f"{self.name}: record set is not whole batches ({len(buf) - end} stray bytes)")
+        if len(buf) > self.config.segment_bytes:
+            # As Kafka: a record set must fit in one segment (it is never split).
+            raise RecordTooLargeError(f"{self.name}: {len(buf)} bytes exceed segment.bytes")
         return headers
 
     def _maybe_roll(self, size: int, headers: list[BatchHeader]) -> None:
@@ -278,7 +279,7 @@ class PartitionLog:
             return
         log.error("%s: fsync failed (%s); truncating from %d back to durable offset %d",
                   self.name, exc, self.log_end_offset, self.recovery_point)
-        self._truncate(self.recovery_point, reason="fsync failure")
+        self._truncate(self.recovery_point, reason=f"fsync failed: {exc}", cause=exc)
 
     def flush(self) -> None:
         """Blocking fsync of everything appended so far (shutdown, tests)."""
@@ -353,7 +354,7 @@ class PartitionLog:
         self._check_open()
         self._truncate(max(offset, self.log_start_offset), reason="truncate_to")
 
-    def _truncate(self, offset: int, reason: str) -> None:
+    def _truncate(self, offset: int, reason: str, cause: BaseException | None = None) -> None:
         if offset >= self.log_end_offset:
             return
         try:
@@ -365,8 +366,9 @@ class PartitionLog:
             raise StorageError(f"{self.name}: truncation failed, log taken offline: {exc}") from exc
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.generation += 1
-        self._commit.fail_all(StorageError(f"{self.name}: data cut back to offset "
-                                           f"{self.log_end_offset} ({reason})"))
+        error = StorageError(f"{self.name}: data cut back to offset {self.log_end_offset} ({reason})")
+        error.__cause__ = cause
+        self._commit.fail_all(error)
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention for delete-policy logs: drop whole old segments by time and size.

@@ -102,7 +102,8 @@ class LogSegment:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def scan(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    def scan(self, start: int = 0, end: int | None = None,
+             chunk_size: int = SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """Yield (position, header, batch view) of whole batches in [start, end); stops at a torn tail.
 
         Raises DecodeError where the bytes are not a batch header (bad magic or length).
@@ -110,7 +111,7 @@ class LogSegment:
         end = self.size if end is None else end
         position = start
         while end - position >= LOG_OVERHEAD:
-            chunk = self.fs.pread(self.fd, min(SCAN_CHUNK, end - position), position)
+            chunk = self.fs.pread(self.fd, min(chunk_size, end - position), position)
             consumed = 0
             for at, header, batch in iter_batches(chunk):
                 yield position + at, header, batch
@@ -134,7 +135,9 @@ class LogSegment:
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= offset, if any."""
-        for position, header, _ in self.scan(self.index.lookup(offset)):
+        # The target is usually within index.interval.bytes of the entry: read little at a time.
+        chunk = max(2 * self.index.interval_bytes, 16384)
+        for position, header, _ in self.scan(self.index.lookup(offset), chunk_size=chunk):
             if header.last_offset >= offset:
                 return position, header
         return None
@@ -202,11 +205,11 @@ class LogSegment:
         """CRC-check every batch; cut a torn or corrupt tail; rebuild the index if it disagrees.
 
         Returns the number of bytes dropped. Batches must have base offsets >= min_offset and
-        increasing; the first one that breaks a rule ends the valid part of the segment.
+        increasing (compaction leaves gaps, so not contiguous); the first one that breaks a rule
+        ends the valid part of the segment. One pass: tracking and index are rebuilt as it goes.
         """
         file_size = self.fs.size(self.fd)
-        self.size = file_size
-        valid = 0
+        self._reset_tracking(0, write_index=False)
         expected = max(min_offset, self.base_offset)
         reason = "torn batch"
         try:
@@ -218,17 +221,17 @@ class LogSegment:
                     reason = f"CRC mismatch in batch at offset {header.base_offset}"
                     break
                 expected = header.next_offset
-                valid = position + header.size
+                self._account(header, position)
+                self.index.maybe_add(header.last_offset, position, header.size)
+                self.size = position + header.size
         except DecodeError as exc:
             reason = str(exc)
-        dropped = file_size - valid
+        dropped = file_size - self.size
         if dropped:
             log.warning("recovering %s: dropped %d bytes after position %d (%s)",
-                        self.log_path, dropped, valid, reason)
-            self.fs.truncate(self.fd, valid)
-        on_disk = self.fs.pread(self.index_fd, self.fs.size(self.index_fd), 0)
-        self._reset_tracking(valid, write_index=False)
-        if on_disk != self.index.to_bytes():
+                        self.log_path, dropped, self.size, reason)
+            self.fs.truncate(self.fd, self.size)
+        if self.fs.pread(self.index_fd, self.fs.size(self.index_fd), 0) != self.index.to_bytes():
             log.info("rebuilding index %s (%d entries)", self.index_path, len(self.index))
             self._rewrite_index()
         return dropped
