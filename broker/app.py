@@ -60,6 +60,9 @@ class Broker:
         self.logs = LogManager(self.log_dir, default_config=self.log_config())
         self.topics = TopicManager(self)
         self.producers = ProducerStateManager(self.log_dir, self.logs)
+        # Retention and compaction run in the background (Kafka's log cleaner / retention check).
+        self.logs.start_maintenance(min(self.config.get("log.retention.check.interval.ms"),
+                                        self.config.get("log.cleaner.backoff.ms")) / 1000.0)
         await self._start_groups()
         self.server = KafkaServer(
             self, max_request_bytes=self.config.get("socket.request.max.bytes"),
@@ -116,7 +119,8 @@ class Broker:
         if address:
             host, _, port_text = address.rpartition(":")
             self._statsd = StatsdPusher(self.metrics, host or "127.0.0.1", int(port_text),
-                                        self.config.get("metrics.statsd.interval.ms") / 1000.0)
+                                        self.config.get("metrics.statsd.interval.ms") / 1000.0,
+                                        self.config.get("metrics.statsd.prefix"))
             await self._statsd.start()
 
     # -- what handlers use --------------------------------------------------------------------------

@@ -25,6 +25,7 @@ HELP = {
     "kcoord_request_seconds": ("summary", "Time to serve a request (decode to encode), by API"),
     "kcoord_connections_opened_total": ("counter", "Connections accepted, by listener"),
     "kcoord_connections": ("gauge", "Open connections, by listener"),
+    "kcoord_partition_errors_total": ("counter", "Partition-level errors in Produce and Fetch responses"),
     "kcoord_produced_records_total": ("counter", "Records appended by Produce, by topic"),
     "kcoord_produced_bytes_total": ("counter", "Record-batch bytes appended by Produce, by topic"),
     "kcoord_fetched_bytes_total": ("counter", "Record-batch bytes returned by Fetch, by topic"),
@@ -111,22 +112,22 @@ class Metrics:
                 out.append(f"{name}_sum{_fmt_labels(labels)} {_num(s.sum)}")
         return "\n".join(out) + "\n"
 
-    def statsd_lines(self, previous: dict[str, float]) -> list[str]:
+    def statsd_lines(self, previous: dict[str, float], prefix: str = "kcoord") -> list[str]:
         """Counter deltas since `previous` (updated in place), gauges as they are, timers as means."""
         lines: list[str] = []
         for name, series in self.counters.items():
             for labels, value in series.items():
-                key = _statsd_name(name, labels)
+                key = _statsd_name(name, labels, prefix)
                 delta = value - previous.get(key, 0.0)
                 previous[key] = value
                 if delta:
                     lines.append(f"{key}:{_num(delta)}|c")
         for name, series in self.gauges.items():
             for labels, value in series.items():
-                lines.append(f"{_statsd_name(name, labels)}:{_num(value)}|g")
+                lines.append(f"{_statsd_name(name, labels, prefix)}:{_num(value)}|g")
         for name, series in self.summaries.items():
             for labels, s in series.items():
-                key = _statsd_name(name, labels)
+                key = _statsd_name(name, labels, prefix)
                 count_key = key + "#count"
                 new = s.count - previous.get(count_key, 0)
                 if new:
@@ -160,8 +161,8 @@ def _num(value: float) -> str:
     return repr(value)
 
 
-def _statsd_name(name: str, labels: Labels) -> str:
-    parts = [name.replace("kcoord_", "kcoord.", 1)]
+def _statsd_name(name: str, labels: Labels, prefix: str) -> str:
+    parts = [prefix + "." + name.removeprefix("kcoord_")]
     parts += [f"{k}.{v}".replace(":", "_").replace("|", "_").replace(" ", "_") for k, v in labels]
     return ".".join(parts)
 
@@ -207,8 +208,9 @@ class PrometheusEndpoint:
 class StatsdPusher:
     """Push StatsD lines over UDP (asyncio-dgram) every `interval_s`; UDP loss is acceptable."""
 
-    def __init__(self, metrics: Metrics, host: str, port: int, interval_s: float) -> None:
+    def __init__(self, metrics: Metrics, host: str, port: int, interval_s: float, prefix: str = "kcoord") -> None:
         self.metrics, self.host, self.port, self.interval_s = metrics, host, port, interval_s
+        self.prefix = prefix
         self._task: asyncio.Task | None = None
         self._previous: dict[str, float] = {}
         self._stream = None
@@ -225,7 +227,7 @@ class StatsdPusher:
             await self.push()
 
     async def push(self) -> None:
-        lines = self.metrics.statsd_lines(self._previous)
+        lines = self.metrics.statsd_lines(self._previous, self.prefix)
         packet: list[str] = []
         size = 0
         for line in lines:  # keep datagrams under a typical 1432-byte MTU payload

@@ -56,6 +56,9 @@ async def handle(ctx, request):
         size = sum(len(p.records or b"") for p in topic_resp.partitions)
         if size:
             broker.metrics.inc("kcoord_fetched_bytes_total", size, topic=name)
+        for p in topic_resp.partitions:
+            if p.error_code:
+                broker.metrics.inc("kcoord_partition_errors_total", api="Fetch", error_code=p.error_code)
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
 
 

@@ -23,8 +23,11 @@ from broker.data.batches import BatchRejected, validate_produce_records
 from broker.registry import api
 from protocol import messages as m
 from protocol.errors import ErrorCode
+from storage import CorruptRecordError, RecordTooLargeError, StorageError
 
 log = logging.getLogger("kcoord.produce")
+
+_STORAGE_ERRORS = {CorruptRecordError: ErrorCode.CORRUPT_MESSAGE, RecordTooLargeError: ErrorCode.MESSAGE_TOO_LARGE}
 
 
 @api(key=0, name="Produce", min_version=3, max_version=10)
@@ -41,6 +44,10 @@ async def handle(ctx, request):
             partitions.append(resp)
             if plog is not None:
                 touched.setdefault(id(plog), (plog, []))[1].append(resp)
+    for _name, parts in results:
+        for resp in parts:
+            if resp.error_code:
+                broker.metrics.inc("kcoord_partition_errors_total", api="Produce", error_code=resp.error_code)
     if acks == 0:
         return None
     if touched and broker.config.get("log.flush.interval.messages") <= 1:
@@ -108,9 +115,10 @@ def _check_and_append(broker, topic_name: str, pdata, acks: int, transactional_i
     started = time.perf_counter()
     try:
         info = plog.append(batch)
-    except Exception as exc:  # storage refused (I/O error, corrupt batch it caught): this partition only
+    except StorageError as exc:  # this partition only
+        code = _STORAGE_ERRORS.get(type(exc), ErrorCode.KAFKA_STORAGE_ERROR)
         log.error("append to %s-%d failed: %s", topic_name, index, exc)
-        return _response(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+        return _response(index, code, str(exc))
     broker.metrics.storage_latency("append", time.perf_counter() - started)
     broker.metrics.inc("kcoord_produced_records_total", header.records_count, topic=topic_name)
     broker.metrics.inc("kcoord_produced_bytes_total", len(batch), topic=topic_name)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from broker import registry
 from broker.connection import ConnectionState, ProtocolViolation, encode_response, parse_request
@@ -101,3 +103,18 @@ def test_reading_pauses_at_high_water_and_resumes_at_low_water():
         state.request_done()
         assert state.should_resume() is expected
     assert not state.reading_paused
+
+
+SERVED = [(s.key, v) for s in registry.served() for v in range(s.min_version, s.max_version + 1)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(api=st.sampled_from(SERVED), body=st.binary(max_size=200), client_id=st.one_of(st.none(), st.text(max_size=20)))
+def test_any_body_either_parses_or_is_a_protocol_violation(api, body, client_id):
+    """Fuzz target for the decoder: garbage never escapes as anything but ProtocolViolation."""
+    key, version = api
+    try:
+        req = parse_request(frame_of(key, version, body, client_id=client_id))
+    except ProtocolViolation:
+        return
+    assert (req.header.api_key, req.header.api_version) == (key, version)

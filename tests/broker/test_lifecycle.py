@@ -194,3 +194,51 @@ def test_metrics_endpoint_and_statsd(kcoord_server_factory):
         packets += udp.recv(65536)
     udp.close()
     assert b"|c" in packets
+
+
+async def test_reading_pauses_when_too_many_requests_are_queued(tmp_path):
+    from broker.config import BrokerConfig
+
+    cfg = BrokerConfig.load(overrides={"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d"),
+                                       "queued.max.requests": "4"})
+    broker = Broker(cfg)
+    await broker.start()
+    try:
+        release = asyncio.Event()
+
+        async def hold(ctx, req):
+            await release.wait()
+
+        broker.hooks.before(18, hold)
+        port = broker.listeners[0].port
+        count = 64
+
+        def pipeline():
+            with RawKafka(port) as c:
+                sent = [c.send_request(18, 0, m.ApiVersionsRequest()) for _ in range(count)]
+                return sent, [c.read_response(18, 0)[0] for _ in sent]
+
+        talker = asyncio.create_task(asyncio.to_thread(pipeline))
+        await wait_until(lambda: any(conn.state.reading_paused for conn in broker.server.connections))
+        (conn,) = broker.server.connections
+        assert conn.state.pending < count  # the rest waits in the socket buffers, not in our queue
+        release.set()
+        sent, answered = await asyncio.wait_for(talker, BOUND_S)
+        assert answered == sent
+    finally:
+        await broker.stop()
+
+
+def test_second_server_on_a_busy_port_fails_cleanly(kcoord_server, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support.kcoord_server import ROOT
+
+    run = subprocess.run(
+        [sys.executable, "-m", "broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{kcoord_server.port}",
+         "--override", f"log.dirs={tmp_path / 'other'}"],
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert "cannot start" in run.stderr and "kcoord ready" not in run.stdout
+    assert kcoord_server.running
