@@ -18,6 +18,7 @@ LEAVE_GROUP, LEAVE_GROUP_V = 13, 4  # v3+: batch of members
 OFFSET_COMMIT, OFFSET_COMMIT_V = 8, 8  # v8: flexible
 OFFSET_FETCH, OFFSET_FETCH_V = 9, 7  # v7: flexible, one group, require_stable
 FIND_COORDINATOR, FIND_COORDINATOR_V = 10, 3  # v3: flexible, one key
+CREATE_TOPICS, CREATE_TOPICS_V = 19, 5  # v5: flexible
 
 # error codes the member state machine reacts to
 NONE = 0
@@ -146,6 +147,11 @@ def offset_fetch(group: str, topic: str | None, partitions: list[int] = ()) -> b
 
 def find_coordinator(key: str) -> bytes:
     return cstr(key) + _I8.pack(0) + _TAGS
+
+
+def create_topic(name: str, partitions: int) -> bytes:
+    topic = cstr(name) + _I32.pack(partitions) + _I16.pack(1) + carray([]) + carray([]) + _TAGS
+    return carray([topic]) + _I32.pack(30_000) + b"\x00" + _TAGS  # timeout, validate_only=false
 
 
 # ---- responses: just the fields a member needs ----

@@ -64,6 +64,23 @@ def ratio(value, baseline) -> float:
         return float("nan")
 
 
+def arun(coro):
+    """Run a coroutine on a fresh uvloop loop (the same loop kind the server uses)."""
+    import uvloop
+
+    return uvloop.run(coro)
+
+
+def fit_slope(xs, ys) -> float:
+    """Least-squares slope of ys over xs (e.g. seconds per member)."""
+    n = len(xs)
+    if n < 2:
+        return float("nan")
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else float("nan")
+
+
 def raise_nofile() -> int:
     """Raise this process's open-file limit to its hard limit (10k connections need it)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
