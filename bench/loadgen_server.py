@@ -47,9 +47,10 @@ class KcoordServer:
         self.pid = self.proc.pid
 
     async def wait_ready(
-        self, timeout: float = 120, probe_groups: tuple[str, ...] = ("bench-probe",)
+        self, timeout: float = 120, probe_groups: tuple[str, ...] = ("bench-probe",), fetch: bool = False
     ) -> float:
-        """Seconds from process start until every probe group's coordinator answers."""
+        """Seconds from process start until every probe group's coordinator answers (and, with
+        `fetch`, its OffsetFetch answers without COORDINATOR_LOAD_IN_PROGRESS)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
@@ -61,7 +62,7 @@ class KcoordServer:
                 continue
             try:
                 while time.monotonic() < end:
-                    if await self._all_loaded(conn, probe_groups):
+                    if await self._all_loaded(conn, probe_groups, fetch):
                         return time.monotonic() - self.started_at
                     await asyncio.sleep(0.01)
             finally:
@@ -69,13 +70,15 @@ class KcoordServer:
         raise TimeoutError(f"kcoord not ready after {timeout}s")
 
     @staticmethod
-    async def _all_loaded(conn: KafkaConn, groups) -> bool:
+    async def _all_loaded(conn: KafkaConn, groups, fetch: bool) -> bool:
         for g in groups:
             fc = w.parse_find_coordinator(
                 await conn.call(w.FIND_COORDINATOR, w.FIND_COORDINATOR_V, w.find_coordinator(g))
             )
             if fc != w.NONE:
                 return False
+            if not fetch:
+                continue
             err, _, _ = w.parse_offset_fetch(
                 await conn.call(w.OFFSET_FETCH, w.OFFSET_FETCH_V, w.offset_fetch(g, None))
             )

@@ -58,7 +58,6 @@ def _commit_records(group: str, parts: int) -> list[tuple[bytes, bytes]]:
 
 async def _storage_baseline(seconds: float, parts: int) -> dict:
     from protocol.records import build_batch
-
     from storage import LogManager
 
     tmp = tempfile.mkdtemp(prefix="kcoord-bench-storage-")
