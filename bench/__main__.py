@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 
-from bench.runner import RESULTS, save, settings, table
+from bench.runner import RESULTS, enable_profiling, save, settings, table
 
 # ours first (ceiling is every throughput figure's baseline), then colleagues' modules
 OURS = ["ceiling", "heartbeat", "rebalance", "offsets", "load", "memory", "e2e"]
@@ -43,7 +43,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("names", nargs="*", default=["all"], help=f"all, or any of: {', '.join(ALL)}")
     ap.add_argument("--quick", action="store_true", help="short settings for development")
+    ap.add_argument("--profile", action="store_true", help="run kcoord under pyinstrument (slower)")
     args = ap.parse_args()
+    if args.profile:
+        enable_profiling()
     names = ALL if "all" in args.names else args.names
     unknown = [n for n in names if n not in ALL]
     if unknown:

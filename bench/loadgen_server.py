@@ -8,6 +8,7 @@ without COORDINATOR_LOAD_IN_PROGRESS.
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,9 @@ from bench.loadgen_client import KafkaConn
 from bench.runner import ROOT
 
 _LAUNCH = "import sys; from broker.cli import main; sys.exit(main())"
+# `python -m bench --profile` sets this: every server then runs under pyinstrument and leaves
+# a text profile in bench/results/profiles/ (what the report's bottleneck summaries come from).
+PROFILE_ENV = "KCOORD_BENCH_PROFILE"
 
 
 class KcoordServer:
@@ -39,6 +43,11 @@ class KcoordServer:
             **(overrides or {}),
         }
         args = [sys.executable, "-c", _LAUNCH, "serve", "--log-level", log_level]
+        profile_dir = os.environ.get(PROFILE_ENV)
+        if profile_dir:
+            os.makedirs(profile_dir, exist_ok=True)
+            out = os.path.join(profile_dir, f"kcoord-{time.strftime('%H%M%S')}-{self.port}.txt")
+            args[1:1] = ["-m", "pyinstrument", "-r", "text", "--no-color", "-o", out]
         for k, v in props.items():
             args += ["--override", f"{k}={v}"]
         self._log = open(Path(self.data_dir).parent / f"kcoord-bench-{self.port}.log", "w")  # noqa: SIM115

@@ -162,11 +162,20 @@ def save(result: dict) -> Path:
     return base.with_suffix(".md")
 
 
+def enable_profiling() -> None:
+    from bench.loadgen_server import PROFILE_ENV
+
+    os.environ[PROFILE_ENV] = str(RESULTS / "profiles")
+
+
 def main(run) -> None:
     """Entry point for ``python -m bench.<name> [--quick]``."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="short settings for development")
+    ap.add_argument("--profile", action="store_true", help="run kcoord under pyinstrument")
     args = ap.parse_args()
+    if args.profile:
+        enable_profiling()
     result = run(quick=args.quick)
     save(result)
     sys.stdout.write(table(result))
