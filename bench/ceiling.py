@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 from bench import loadgen
 from bench import loadgen_wire as w
@@ -102,41 +103,49 @@ def heartbeat_frames(n: int) -> list[bytes]:
     ]
 
 
-def measure(
-    port: int,
-    conns: int,
-    seconds: float,
-    reps: int,
-    warmup: float = 0.5,
-    pid: int | None = None,
-    frames: list[bytes] | None = None,
-    err_offset: int = w.HEARTBEAT_ERR_OFFSET,
-) -> dict:
-    """Median over `reps` short runs of the closed loop against one server (pid: its process,
-    to report the server's CPU share next to the generator's)."""
-    frames = frames or heartbeat_frames(min(conns, 10_000))
-    runs = []
+@dataclass
+class Target:
+    """One server under the generator: where it is, what to send, how many connections."""
+
+    port: int
+    pid: int | None
+    frames: list[bytes]
+    conns: int
+    err_offset: int = w.HEARTBEAT_ERR_OFFSET
+
+
+def _once(t: Target, seconds: float, warmup: float) -> dict:
+    c0, t0 = (proc_cpu_seconds(t.pid) if t.pid else 0.0), time.monotonic()
+    r = loadgen.drive(t.port, t.frames, t.conns, seconds, warmup, t.err_offset)
+    if t.pid:
+        r["server_cpu"] = (proc_cpu_seconds(t.pid) - c0) / (time.monotonic() - t0)
+    return r
+
+
+def compare(targets: list[Target], seconds: float, reps: int, warmup: float = 0.5) -> list[dict]:
+    """Each rep runs every target once, in turn, so drift in the machine's load (the team shares
+    these cores) hits all alike. Per target: medians over reps, and `ratio`, the median over
+    reps of its rate / the rate of targets[0] in the same rep."""
+    runs: list[list[dict]] = [[] for _ in targets]
     for _ in range(reps):
-        c0, t0 = (proc_cpu_seconds(pid) if pid else 0.0), time.monotonic()
-        r = loadgen.drive(port, frames, conns, seconds, warmup, err_offset)
-        if pid:
-            r["server_cpu"] = (proc_cpu_seconds(pid) - c0) / (time.monotonic() - t0)
-        runs.append(r)
-    return {
-        "gen_cpu": median(r["cpu"] for r in runs),
-        "server_cpu": median(r.get("server_cpu") for r in runs),
-        "rps": median(r["rps"] for r in runs),
-        "p50_us": median(r["p50_us"] for r in runs),
-        "p99_us": median(r["p99_us"] for r in runs),
-        "errors": sum(r["errors"] + r["bad_corr"] + r["closed"] for r in runs),
-        "spread": (max(r["rps"] for r in runs) / min(r["rps"] for r in runs)) if runs else float("nan"),
-    }
-
-
-def python_ceiling(conns: int, seconds: float, reps: int) -> dict:
-    """The Python ceiling at `conns` connections (used by other benchmarks as their baseline)."""
-    with PythonCeiling() as server:
-        return measure(server.port, conns, seconds, reps)
+        for i, t in enumerate(targets):
+            runs[i].append(_once(t, seconds, warmup))
+    out = []
+    for rs in runs:
+        rates = [r["rps"] for r in rs]
+        out.append(
+            {
+                "rps": median(rates),
+                "p50_us": median(r["p50_us"] for r in rs),
+                "p99_us": median(r["p99_us"] for r in rs),
+                "gen_cpu": median(r["cpu"] for r in rs),
+                "server_cpu": median(r.get("server_cpu") for r in rs),
+                "errors": sum(r["errors"] + r["bad_corr"] + r["closed"] for r in rs),
+                "spread": max(rates) / min(rates) if min(rates) > 0 else float("nan"),
+                "ratio": median(ratio(r["rps"], b["rps"]) for r, b in zip(rs, runs[0], strict=True)),
+            }
+        )
+    return out
 
 
 def run(quick: bool = False) -> dict:
@@ -146,8 +155,15 @@ def run(quick: bool = False) -> dict:
     t0 = time.monotonic()
     with loadgen.CServer(w.HEARTBEAT_OK) as cserver, PythonCeiling() as pyserver:
         for conns in sizes:
-            c = measure(cserver.port, conns, seconds, reps, pid=cserver.proc.pid)
-            p = measure(pyserver.port, conns, seconds, reps, pid=pyserver.proc.pid)
+            frames = heartbeat_frames(min(conns, 10_000))
+            c, p = compare(
+                [
+                    Target(cserver.port, cserver.proc.pid, frames, conns),
+                    Target(pyserver.port, pyserver.proc.pid, frames, conns),
+                ],
+                seconds,
+                reps,
+            )
             for label, m in (
                 ("C fixed-answer (generator capacity)", c),
                 ("uvloop fixed-answer (ceiling)", p),
@@ -159,7 +175,7 @@ def run(quick: bool = False) -> dict:
                         "req/s": m["rps"],
                         "p50 us": m["p50_us"],
                         "p99 us": m["p99_us"],
-                        "ratio to C": ratio(m["rps"], c["rps"]),
+                        "ratio to C": m["ratio"],
                         "server cpu": m["server_cpu"],
                         "generator cpu": m["gen_cpu"],
                         "max/min": m["spread"],
