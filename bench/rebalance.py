@@ -30,17 +30,20 @@ def hb_interval(n: int) -> float:
     return max(0.02, n / 20_000)
 
 
-async def _form_and_grow(port: int, n: int, group: str, timeout: float) -> tuple[float, float]:
+async def _form_and_grow(port: int, n: int, group: str, timeout: float) -> tuple[float, float, float]:
+    """(formation s, +1 join s, this client's CPU share during formation: near 1.0 would mean the
+    Python members, not the server, set the pace)."""
     conns = await open_many(port, n + 1)
     try:
         members = [Member(c, group) for c in conns[:n]]
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.process_time()
         first = GroupRun(members, n, hb_interval(n))
         formed = await first.run(timeout) - t0
+        client_cpu = (time.process_time() - cpu0) / formed
         late = Member(conns[n], group)
         t1 = time.monotonic()
         grown = await GroupRun([*members, late], n + 1, hb_interval(n)).run(timeout) - t1
-        return formed, grown
+        return formed, grown, client_cpu
     finally:
         for c in conns:
             c.close()
@@ -71,11 +74,13 @@ def run(quick: bool = False) -> dict:
     rows, xs, ys = [], [], []
     with ceiling.PythonCeiling() as floor_server:
         for n in sizes:
-            floors = [arun(_floor(floor_server.port, n)) for _ in range(reps)]
+            floors, runs = [], []
             with KcoordServer() as server:
                 arun(server.wait_ready())
                 arun(_form_and_grow(server.port, min(n, 10), f"warmup-{n}", 60))  # warm caches/imports
-                runs = [arun(_form_and_grow(server.port, n, f"rb-{n}-{i}", 120)) for i in range(reps)]
+                for i in range(reps):  # alternate, so drift in machine load hits both alike
+                    floors.append(arun(_floor(floor_server.port, n)))
+                    runs.append(arun(_form_and_grow(server.port, n, f"rb-{n}-{i}", 120)))
             formed, grown, floor = median(r[0] for r in runs), median(r[1] for r in runs), median(floors)
             xs.append(n)
             ys.append(formed)
@@ -91,6 +96,7 @@ def run(quick: bool = False) -> dict:
                     "floor s": floor,
                     "ratio form/floor": ratio(formed, floor),
                     "hb interval s": hb_interval(n),
+                    "client cpu": median(r[2] for r in runs),
                     "max/min": max(r[0] for r in runs) / min(r[0] for r in runs),
                 }
             )
