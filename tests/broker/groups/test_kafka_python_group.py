@@ -12,7 +12,7 @@ from tests.broker.groups.procs import committed_max, disjoint_cover, wait_until
 
 PARTITIONS = 6
 BATCH = 60
-SESSION_TIMEOUT_MS = 3000
+SESSION_TIMEOUT_MS = 6000  # generous: a loaded CI box must not expire a live member
 TOPIC, GROUP = "lifecycle", "lifecycle-group"
 
 
