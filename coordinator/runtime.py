@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator import GroupConfig, GroupCoordinator
-from protocol.errors import ErrorCode
+from protocol.errors import DecodeError, ErrorCode
 from protocol.records import build_batch, decode_records, iter_batches
 from storage import StorageError
 
@@ -175,9 +175,14 @@ class GroupRuntime:
         started = time.monotonic()
         count = 0
         for partition in range(self.num_partitions):
-            records = self._read_partition(partition)
-            count += len(records)
-            self.coordinator.load_partition(partition, records)
+            try:
+                records = self._read_partition(partition)
+                count += len(records)
+                self.coordinator.load_partition(partition, records)
+            except (StorageError, DecodeError):
+                # Kafka gives such a partition up; its groups answer NOT_COORDINATOR, never silence.
+                log.exception("cannot load %s-%d; not serving its groups", OFFSETS_TOPIC, partition)
+                self.coordinator.unload_partition(partition)
             await asyncio.sleep(0)  # let requests in meanwhile; they answer LOAD_IN_PROGRESS
         self.loaded_event.set()
         log.info("loaded %d %s partitions (%d records) in %.1f ms", self.num_partitions,
