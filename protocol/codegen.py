@@ -128,7 +128,7 @@ class _Writer:
         return f"{prefix}{self._n}"
 
     def emit(self, indent: int, line: str) -> None:
-        self.lines.append("    " * indent + line)
+        self.lines.append("    " * indent + line if line else "")
 
     def unpack(self, fmt: str) -> str:
         name = "_U_" + fmt_ident(fmt)
