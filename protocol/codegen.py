@@ -12,8 +12,6 @@ codec wrapper turns that into DecodeError, reading the failing offset from the g
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from protocol.primitives import LENGTH_TABLE_SIZE
 from protocol.schema import FIXED_FORMATS, ZERO_UUID, Field, MessageSpec
 
@@ -34,11 +32,13 @@ def codegen_filename(title: str) -> str:
 # Classes: one per message and per struct type, shared by all versions.
 # ---------------------------------------------------------------------------------------------
 
-@dataclass
 class ClassSpec:
-    name: str
-    fields: list[Field]            # union over all versions, in first-seen order
-    children: list[str]            # struct type names directly nested in this struct
+    __slots__ = ("name", "fields", "children")
+
+    def __init__(self, name: str, fields: list[Field], children: list[str]) -> None:
+        self.name = name
+        self.fields = fields            # union over all versions, in first-seen order
+        self.children = children        # struct type names directly nested in this struct
 
 
 def collect_classes(spec: MessageSpec) -> dict[str, ClassSpec]:
