@@ -24,6 +24,7 @@ from protocol.records import (
     iter_record_tuples,
     set_base_offset,
     set_log_append_time,
+    set_partition_leader_epoch,
 )
 from storage import cleaner
 from storage.config import LogConfig
@@ -41,6 +42,13 @@ MAX_TIMESTAMP = -3
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".swap", ".deleted")
+
+
+def _raise_as_storage_error(name: str, exc: BaseException):
+    """Re-raise a failed clean: OS and decode errors as StorageError, anything else unchanged."""
+    if isinstance(exc, (OSError, DecodeError)):
+        raise StorageError(f"{name}: compaction failed: {exc}") from exc
+    raise exc
 
 
 def wall_clock_ms() -> int:
@@ -80,6 +88,7 @@ class PartitionLog:
         self.fs = fs or FS()
         self.clock = clock
         self.name = f"{topic}-{partition}"
+        self.leader_epoch = 0         # stamped on every appended batch, as a Kafka leader does
         self.generation = 0           # bumped whenever unflushed data is cut away
         self.recovery_point = 0       # everything below this offset is fsynced
         self._segments: list[LogSegment] = []
@@ -176,12 +185,14 @@ class PartitionLog:
         position = 0
         for header in headers:
             set_base_offset(buf, offset, position)
+            set_partition_leader_epoch(buf, self.leader_epoch, position)
             attributes, max_timestamp = header.attributes, header.max_timestamp
             if append_time >= 0:
                 set_log_append_time(buf, append_time, position)
                 attributes |= TIMESTAMP_TYPE_MASK
                 max_timestamp = append_time
-            patched.append(header._replace(base_offset=offset, attributes=attributes, max_timestamp=max_timestamp))
+            patched.append(header._replace(base_offset=offset, partition_leader_epoch=self.leader_epoch,
+                                           attributes=attributes, max_timestamp=max_timestamp))
             offset += header.last_offset_delta + 1
             position += header.size
         self._maybe_roll(len(buf), patched)
@@ -428,19 +439,24 @@ class PartitionLog:
         plan = self._begin_clean(now_ms)
         try:
             results = cleaner.prepare(plan)
-        except BaseException:
+        except BaseException as exc:
             self._abort_clean(plan)
-            raise
+            _raise_as_storage_error(self.name, exc)
         return self._finish_clean(plan, results)
 
     async def compact_async(self, now_ms: int | None = None, executor=None) -> cleaner.CleanStats:
         """Compact with the heavy part in a worker thread; appends and reads go on meanwhile."""
         plan = self._begin_clean(now_ms)
+        work = asyncio.get_running_loop().run_in_executor(executor, cleaner.prepare, plan)
         try:
-            results = await asyncio.get_running_loop().run_in_executor(executor, cleaner.prepare, plan)
-        except BaseException:
+            results = await asyncio.shield(work)
+        except BaseException as exc:
+            if not work.done():
+                # Cancelled: the worker still reads the segments; only once it is done may their
+                # files be closed and its output removed.
+                await asyncio.wait([work])
             self._abort_clean(plan)
-            raise
+            _raise_as_storage_error(self.name, exc)
         return self._finish_clean(plan, results)
 
     def _begin_clean(self, now_ms: int | None) -> cleaner.CleanPlan:

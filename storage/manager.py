@@ -141,7 +141,10 @@ class LogManager:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_s)
-                await self.maintain_once()
+                try:
+                    await self.maintain_once()
+                except Exception:  # a background loop must outlive one bad pass
+                    log.exception("storage maintenance pass failed")
 
         if self._maintenance is None:
             self._maintenance = asyncio.get_running_loop().create_task(loop(), name="storage maintenance")

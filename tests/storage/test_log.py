@@ -279,6 +279,7 @@ def test_client_built_batches_are_stored_and_served_byte_exact(tmp_path, codec):
     stored = log.read(0, 1 << 20)
     batches = list(iter_batches(stored, verify=True))
     assert [h.base_offset for _, h, _ in batches] == [0, 10]
+    assert [h.partition_leader_epoch for _, h, _ in batches] == [0, 0]  # producers send -1
     for (_, header, view), original in zip(batches, produced, strict=True):
         # Only the base offset changed: the CRC-covered bytes are the producer's own.
         assert bytes(view[21:]) == original[21:]
