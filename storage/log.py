@@ -207,6 +207,11 @@ class PartitionLog:
         end = 0
         try:
             for position, header, _ in iter_batches(buf, verify=True):
+                if header.records_count != header.last_offset_delta + 1:
+                    # As Kafka's LogValidator: offsets are assigned from the header, so it must
+                    # agree with the records it carries.
+                    raise CorruptRecordError(f"{self.name}: batch claims {header.last_offset_delta + 1} "
+                                             f"offsets but holds {header.records_count} records")
                 headers.append(header)
                 end = position + header.size
         except DecodeError as exc:

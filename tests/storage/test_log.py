@@ -175,6 +175,12 @@ def test_invalid_record_sets_are_rejected(tmp_path):
         log.append(good)
     with pytest.raises(CorruptRecordError):
         log.append(b"")
+    # A header whose offset span disagrees with its record count (offsets come from the header).
+    liar = build_batch([(None, b"x")], last_offset_delta=1000, timestamp_ms=1)
+    with pytest.raises(CorruptRecordError, match="1001 offsets"):
+        log.append(liar)
+    with pytest.raises(CorruptRecordError):
+        log.append(build_batch([], timestamp_ms=1))
     assert log.log_end_offset == 0
 
 
