@@ -14,7 +14,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 
 from protocol.errors import DecodeError
 from protocol.records import (
@@ -80,7 +81,8 @@ class _FlushSnapshot:
 
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig | None = None,
-                 fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms) -> None:
+                 fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms,
+                 fsync_executor: Executor | None = None) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -99,7 +101,7 @@ class PartitionLog:
         self._cleaning = False
         self._first_dirty_offset = 0  # compaction: offsets below were cleaned
         self.closed = False
-        self._commit = GroupCommit(self, self.name)
+        self._commit = GroupCommit(self, self.name, fsync_executor)
         self.fs.makedirs(directory)
         self._load()
 
@@ -299,6 +301,7 @@ class PartitionLog:
 
     def flush(self) -> None:
         """Blocking fsync of everything appended so far (shutdown, tests)."""
+        self._check_open()
         snapshot = self.begin_flush()
         try:
             snapshot.run()
@@ -328,6 +331,24 @@ class PartitionLog:
         except (OSError, DecodeError) as exc:
             raise StorageError(f"{self.name}: read at offset {offset} failed: {exc}") from exc
         return b""
+
+    def batches(self, start_offset: int | None = None,
+                max_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Every batch holding offsets >= start_offset (default: log start), in order, stopping
+        before any batch that starts at or after max_offset. For loading (e.g. the coordinator
+        replaying __consumer_offsets): consume it without awaiting in between, as a compaction
+        swap may close the segment files it reads."""
+        self._check_open()
+        start = self.log_start_offset if start_offset is None else start_offset
+        end = self.log_end_offset if max_offset is None else max_offset
+        for segment in list(self._segments):
+            if segment.next_offset <= start:
+                continue
+            for _, header, batch in segment.scan(segment.index.lookup(start)):
+                if header.base_offset >= end:
+                    return
+                if header.last_offset >= start:
+                    yield header, batch
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: the first offset whose timestamp is >= timestamp, with that timestamp.

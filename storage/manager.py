@@ -14,6 +14,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from storage.config import LogConfig
 from storage.errors import StorageError
@@ -53,6 +54,10 @@ class LogManager:
         self.clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._maintenance: asyncio.Task | None = None
+        # Storage's own threads: fsyncs never queue behind other blocking work, and one cleaner
+        # thread (Kafka's log.cleaner.threads default) keeps compaction from hogging both cores.
+        self.fsync_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kcoord-fsync")
+        self.cleaner_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-cleaner")
         self.fs.makedirs(log_dir)
         self._load()
 
@@ -69,7 +74,7 @@ class LogManager:
             if parsed is None:
                 continue
             self._logs[parsed] = PartitionLog(path, parsed[0], parsed[1], self.config_for(parsed[0]),
-                                              self.fs, self.clock)
+                                              self.fs, self.clock, self.fsync_executor)
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -100,7 +105,8 @@ class LogManager:
             raise StorageError(f"invalid topic name {topic!r}")
         path = os.path.join(self.log_dir, partition_dir_name(topic, partition))
         try:
-            created = PartitionLog(path, topic, partition, config or self.config_for(topic), self.fs, self.clock)
+            created = PartitionLog(path, topic, partition, config or self.config_for(topic), self.fs,
+                                   self.clock, self.fsync_executor)
             self.fs.fsync_dir(self.log_dir)
         except OSError as exc:
             raise StorageError(f"cannot create log {topic}-{partition}: {exc}") from exc
@@ -149,7 +155,7 @@ class LogManager:
                 if partition_log.config.delete:
                     partition_log.delete_old_segments(now_ms)
                 if partition_log.needs_compaction():
-                    await partition_log.compact_async(now_ms)
+                    await partition_log.compact_async(now_ms, executor=self.cleaner_executor)
             except StorageError:
                 log.exception("maintenance of %s failed", partition_log.name)
 
@@ -182,5 +188,7 @@ class LogManager:
             except StorageError as exc:
                 errors.append(exc)
         self._logs.clear()
+        self.fsync_executor.shutdown(wait=False)
+        self.cleaner_executor.shutdown(wait=False)
         if errors:
             raise StorageError(f"{len(errors)} logs failed to close cleanly: {errors[0]}") from errors[0]

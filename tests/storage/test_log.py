@@ -296,3 +296,15 @@ def test_client_built_batches_are_stored_and_served_byte_exact(tmp_path, codec):
     while mr.has_next():
         seen.extend((r.offset, r.key) for r in mr.next_batch())
     assert seen == [(i, b"k%d" % (i % 10)) for i in range(20)]
+
+
+def test_batches_iterates_across_segments_from_any_offset(tmp_path):
+    log = open_log(tmp_path, segment_bytes=300, index_interval_bytes=50)
+    for i in range(30):
+        log.append(batch(2, value=b"%d" % i))
+    assert len(log.segments) > 3
+    assert [h.base_offset for h, _ in log.batches()] == list(range(0, 60, 2))
+    assert [h.base_offset for h, _ in log.batches(start_offset=33)][:2] == [32, 34]
+    assert [h.base_offset for h, _ in log.batches(start_offset=10, max_offset=16)] == [10, 12, 14]
+    assert [r.offset for _, b in log.batches(start_offset=58) for r in decode_records(b)] == [58, 59]
+    assert list(log.batches(start_offset=60)) == []
