@@ -14,7 +14,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 
 from protocol.errors import DecodeError
 from protocol.records import (
@@ -24,6 +25,7 @@ from protocol.records import (
     iter_record_tuples,
     set_base_offset,
     set_log_append_time,
+    set_partition_leader_epoch,
 )
 from storage import cleaner
 from storage.config import LogConfig
@@ -41,6 +43,13 @@ MAX_TIMESTAMP = -3
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".swap", ".deleted")
+
+
+def _raise_as_storage_error(name: str, exc: BaseException):
+    """Re-raise a failed clean: OS and decode errors as StorageError, anything else unchanged."""
+    if isinstance(exc, (OSError, DecodeError)):
+        raise StorageError(f"{name}: compaction failed: {exc}") from exc
+    raise exc
 
 
 def wall_clock_ms() -> int:
@@ -72,7 +81,8 @@ class _FlushSnapshot:
 
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig | None = None,
-                 fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms) -> None:
+                 fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms,
+                 fsync_executor: Executor | None = None) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -80,6 +90,7 @@ class PartitionLog:
         self.fs = fs or FS()
         self.clock = clock
         self.name = f"{topic}-{partition}"
+        self.leader_epoch = 0         # stamped on every appended batch, as a Kafka leader does
         self.generation = 0           # bumped whenever unflushed data is cut away
         self.recovery_point = 0       # everything below this offset is fsynced
         self._segments: list[LogSegment] = []
@@ -90,7 +101,7 @@ class PartitionLog:
         self._cleaning = False
         self._first_dirty_offset = 0  # compaction: offsets below were cleaned
         self.closed = False
-        self._commit = GroupCommit(self, self.name)
+        self._commit = GroupCommit(self, self.name, fsync_executor)
         self.fs.makedirs(directory)
         self._load()
 
@@ -176,12 +187,14 @@ class PartitionLog:
         position = 0
         for header in headers:
             set_base_offset(buf, offset, position)
+            set_partition_leader_epoch(buf, self.leader_epoch, position)
             attributes, max_timestamp = header.attributes, header.max_timestamp
             if append_time >= 0:
                 set_log_append_time(buf, append_time, position)
                 attributes |= TIMESTAMP_TYPE_MASK
                 max_timestamp = append_time
-            patched.append(header._replace(base_offset=offset, attributes=attributes, max_timestamp=max_timestamp))
+            patched.append(header._replace(base_offset=offset, partition_leader_epoch=self.leader_epoch,
+                                           attributes=attributes, max_timestamp=max_timestamp))
             offset += header.last_offset_delta + 1
             position += header.size
         self._maybe_roll(len(buf), patched)
@@ -196,6 +209,11 @@ class PartitionLog:
         end = 0
         try:
             for position, header, _ in iter_batches(buf, verify=True):
+                if header.records_count != header.last_offset_delta + 1:
+                    # As Kafka's LogValidator: offsets are assigned from the header, so it must
+                    # agree with the records it carries.
+                    raise CorruptRecordError(f"{self.name}: batch claims {header.last_offset_delta + 1} "
+                                             f"offsets but holds {header.records_count} records")
                 headers.append(header)
                 end = position + header.size
         except DecodeError as exc:
@@ -283,6 +301,7 @@ class PartitionLog:
 
     def flush(self) -> None:
         """Blocking fsync of everything appended so far (shutdown, tests)."""
+        self._check_open()
         snapshot = self.begin_flush()
         try:
             snapshot.run()
@@ -312,6 +331,24 @@ class PartitionLog:
         except (OSError, DecodeError) as exc:
             raise StorageError(f"{self.name}: read at offset {offset} failed: {exc}") from exc
         return b""
+
+    def batches(self, start_offset: int | None = None,
+                max_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Every batch holding offsets >= start_offset (default: log start), in order, stopping
+        before any batch that starts at or after max_offset. For loading (e.g. the coordinator
+        replaying __consumer_offsets): consume it without awaiting in between, as a compaction
+        swap may close the segment files it reads."""
+        self._check_open()
+        start = self.log_start_offset if start_offset is None else start_offset
+        end = self.log_end_offset if max_offset is None else max_offset
+        for segment in list(self._segments):
+            if segment.next_offset <= start:
+                continue
+            for _, header, batch in segment.scan(segment.index.lookup(start)):
+                if header.base_offset >= end:
+                    return
+                if header.last_offset >= start:
+                    yield header, batch
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: the first offset whose timestamp is >= timestamp, with that timestamp.
@@ -428,19 +465,24 @@ class PartitionLog:
         plan = self._begin_clean(now_ms)
         try:
             results = cleaner.prepare(plan)
-        except BaseException:
+        except BaseException as exc:
             self._abort_clean(plan)
-            raise
+            _raise_as_storage_error(self.name, exc)
         return self._finish_clean(plan, results)
 
     async def compact_async(self, now_ms: int | None = None, executor=None) -> cleaner.CleanStats:
         """Compact with the heavy part in a worker thread; appends and reads go on meanwhile."""
         plan = self._begin_clean(now_ms)
+        work = asyncio.get_running_loop().run_in_executor(executor, cleaner.prepare, plan)
         try:
-            results = await asyncio.get_running_loop().run_in_executor(executor, cleaner.prepare, plan)
-        except BaseException:
+            results = await asyncio.shield(work)
+        except BaseException as exc:
+            if not work.done():
+                # Cancelled: the worker still reads the segments; only once it is done may their
+                # files be closed and its output removed.
+                await asyncio.wait([work])
             self._abort_clean(plan)
-            raise
+            _raise_as_storage_error(self.name, exc)
         return self._finish_clean(plan, results)
 
     def _begin_clean(self, now_ms: int | None) -> cleaner.CleanPlan:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from protocol.errors import DecodeError
 from protocol.records import (
@@ -33,6 +33,36 @@ _LENGTH = struct.Struct(">qi")
 
 def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+def scan_batches(pread: Callable[[int, int], bytes], start: int, end: int,
+                 chunk_size: int = SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    """Yield (position, header, batch view) of whole batches in [start, end) of a file, reading it
+    in chunks through pread(size, position). Stops quietly at a torn tail; raises DecodeError
+    where the bytes are not a batch header (bad magic or length). CRCs are not checked here.
+    """
+    position = start
+    while end - position >= LOG_OVERHEAD:
+        chunk = pread(min(chunk_size, end - position), position)
+        consumed = 0
+        for at, header, batch in iter_batches(chunk):
+            yield position + at, header, batch
+            consumed = at + header.size
+        if consumed == 0:
+            # The next batch is larger than a chunk (or torn): read exactly that one.
+            if len(chunk) < LOG_OVERHEAD:
+                return
+            size = _LENGTH.unpack_from(chunk)[1] + LOG_OVERHEAD
+            if size <= LOG_OVERHEAD:
+                raise DecodeError(f"bad batch length {size - LOG_OVERHEAD}", offset=position)
+            if size > end - position:
+                return
+            whole = pread(size, position)
+            if len(whole) < size:
+                return
+            yield position, parse_batch_header(whole), memoryview(whole)
+            consumed = size
+        position += consumed
 
 
 class LogSegment:
@@ -104,34 +134,10 @@ class LogSegment:
 
     def scan(self, start: int = 0, end: int | None = None,
              chunk_size: int = SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-        """Yield (position, header, batch view) of whole batches in [start, end); stops at a torn tail.
-
-        Raises DecodeError where the bytes are not a batch header (bad magic or length).
-        """
-        end = self.size if end is None else end
-        position = start
-        while end - position >= LOG_OVERHEAD:
-            chunk = self.fs.pread(self.fd, min(chunk_size, end - position), position)
-            consumed = 0
-            for at, header, batch in iter_batches(chunk):
-                yield position + at, header, batch
-                consumed = at + header.size
-            if consumed == 0:
-                # The next batch is larger than a chunk (or torn): read exactly that one.
-                if len(chunk) < LOG_OVERHEAD:
-                    return
-                size = _LENGTH.unpack_from(chunk)[1] + LOG_OVERHEAD
-                if size < LOG_OVERHEAD or size > end - position:
-                    if size <= LOG_OVERHEAD:
-                        raise DecodeError(f"bad batch length {size - LOG_OVERHEAD}", offset=position)
-                    return
-                whole = self.fs.pread(self.fd, size, position)
-                if len(whole) < size:
-                    return
-                header = parse_batch_header(whole)
-                yield position, header, memoryview(whole)
-                consumed = size
-            position += consumed
+        """Whole batches in [start, end) of this segment; see scan_batches."""
+        fd, pread = self.fd, self.fs.pread
+        return scan_batches(lambda size, position: pread(fd, size, position), start,
+                            self.size if end is None else end, chunk_size)
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= offset, if any."""

@@ -2,6 +2,7 @@
 untouched, offsets kept, crash mid-clean harmless, appends and reads go on during a clean."""
 import asyncio
 import os
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -10,7 +11,7 @@ from kafka.record import MemoryRecords
 from storage_helpers import ManualClock
 
 from protocol.records import build_batch, decode_records, iter_batches
-from storage import LogConfig, PartitionLog, cleaner
+from storage import FaultyFS, LogConfig, PartitionLog, StorageError, cleaner
 
 DAY = 24 * 3600 * 1000
 
@@ -233,3 +234,47 @@ def test_compaction_preserves_what_a_consumer_replays(tmp_path_factory, ops, fir
         assert len({k for _, k, v in after if v is not None}) == len(replay(before))
     assert all(v is not None for _, _, v in after_second)
     log.close()
+
+
+def _compactable(tmp_path, fs):
+    log = PartitionLog(str(tmp_path / "f-0"), "f", 0, LogConfig(cleanup_policy="compact", segment_bytes=400),
+                       fs=fs)
+    for i in range(30):
+        put(log, b"k%d" % (i % 3), b"v%d" % i)
+    log.roll()
+    log.flush()
+    return log
+
+
+def _leftovers(log):
+    return [n for n in os.listdir(log.directory) if n.endswith(".cleaned")]
+
+
+def test_failed_clean_reports_storage_error_and_leaves_log_intact(tmp_path):
+    fs = FaultyFS()
+    log = _compactable(tmp_path, fs)
+    before = records(log)
+    fs.fail_next_write()
+    with pytest.raises(StorageError):
+        log.compact(now_ms=0)
+    assert records(log) == before and _leftovers(log) == []
+    assert log.compact(now_ms=0).records_removed == len(before) - 3
+
+
+@pytest.mark.timeout(30)
+async def test_cancelled_clean_waits_for_its_worker_then_cleans_up(tmp_path):
+    fs = FaultyFS()
+    log = _compactable(tmp_path, fs)
+    before = records(log)
+    fs.fsync_gate = threading.Event()  # the worker will block fsyncing its first `.cleaned` file
+    task = asyncio.create_task(log.compact_async(now_ms=0))
+    while not _leftovers(log):
+        await asyncio.sleep(0.005)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    assert not task.done()  # still waiting for the worker, which holds segment fds
+    fs.fsync_gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _leftovers(log) == [] and records(log) == before
+    assert (await log.compact_async(now_ms=0)).records_removed == len(before) - 3

@@ -175,6 +175,12 @@ def test_invalid_record_sets_are_rejected(tmp_path):
         log.append(good)
     with pytest.raises(CorruptRecordError):
         log.append(b"")
+    # A header whose offset span disagrees with its record count (offsets come from the header).
+    liar = build_batch([(None, b"x")], last_offset_delta=1000, timestamp_ms=1)
+    with pytest.raises(CorruptRecordError, match="1001 offsets"):
+        log.append(liar)
+    with pytest.raises(CorruptRecordError):
+        log.append(build_batch([], timestamp_ms=1))
     assert log.log_end_offset == 0
 
 
@@ -279,6 +285,7 @@ def test_client_built_batches_are_stored_and_served_byte_exact(tmp_path, codec):
     stored = log.read(0, 1 << 20)
     batches = list(iter_batches(stored, verify=True))
     assert [h.base_offset for _, h, _ in batches] == [0, 10]
+    assert [h.partition_leader_epoch for _, h, _ in batches] == [0, 0]  # producers send -1
     for (_, header, view), original in zip(batches, produced, strict=True):
         # Only the base offset changed: the CRC-covered bytes are the producer's own.
         assert bytes(view[21:]) == original[21:]
@@ -289,3 +296,15 @@ def test_client_built_batches_are_stored_and_served_byte_exact(tmp_path, codec):
     while mr.has_next():
         seen.extend((r.offset, r.key) for r in mr.next_batch())
     assert seen == [(i, b"k%d" % (i % 10)) for i in range(20)]
+
+
+def test_batches_iterates_across_segments_from_any_offset(tmp_path):
+    log = open_log(tmp_path, segment_bytes=300, index_interval_bytes=50)
+    for i in range(30):
+        log.append(batch(2, value=b"%d" % i))
+    assert len(log.segments) > 3
+    assert [h.base_offset for h, _ in log.batches()] == list(range(0, 60, 2))
+    assert [h.base_offset for h, _ in log.batches(start_offset=33)][:2] == [32, 34]
+    assert [h.base_offset for h, _ in log.batches(start_offset=10, max_offset=16)] == [10, 12, 14]
+    assert [r.offset for _, b in log.batches(start_offset=58) for r in decode_records(b)] == [58, 59]
+    assert list(log.batches(start_offset=60)) == []
