@@ -161,3 +161,19 @@ def test_explicit_expire_timestamp_wins(ctx):
     commit(ctx, "g", [P("t", 0, 1)], retention=1000)
     ctx.sleep(600_000)
     assert "g" not in ctx.gc.groups
+
+
+def test_overlapping_commits_of_one_partition_stay_pending_until_both_land(ctx):
+    ctx.writer.auto = False
+    first = commit(ctx, "g", [P("t", 0, 1)])
+    second = commit(ctx, "g", [P("t", 0, 2)])
+    g = ctx.gc.groups["g"]
+    assert g.pending_offset_commits == {("t", 0): 2}
+    a, b = ctx.writer.pending()
+    a.done = True
+    a.callback(E.NONE)
+    assert first.result == {("t", 0): E.NONE} and g.pending_offset_commits == {("t", 0): 1}
+    assert fetch(ctx, "g", [("t", 0)], require_stable=True).partitions[0].error == E.UNSTABLE_OFFSET_COMMIT
+    ctx.writer.complete_all()
+    assert second.result == {("t", 0): E.NONE}
+    assert fetch(ctx, "g", [("t", 0)], require_stable=True).partitions[0].offset == 2
