@@ -22,6 +22,7 @@ examples:
   kcoord groups list                             list consumer groups of a running server
   kcoord groups describe my-group                members, offsets and lag of a group
   kcoord analyze all --log-dirs ./data           tables + HTML report from the store (PySpark)
+  kcoord demo ping --bootstrap-server 127.0.0.1:9092   is a server answering ApiVersions?
 """
 
 
@@ -54,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
         "groups", help="list / describe / delete consumer groups, reset offsets (talks to a running server)",
         description="Consumer-group tool built on the server's own admin APIs; see `kcoord groups --help`.",
         add_help=False)
+
+    sub.add_parser(
+        "demo", help="the compose scenario's clients: ping | produce | consume (kafka-python)",
+        description="See `kcoord demo --help`.", add_help=False)
 
     sub.add_parser(
         "analyze", help="PySpark pipeline: ingest | report | health | all over a store's segments",
@@ -102,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         from broker.groups_cli import main as groups_main
 
         return groups_main(argv[1:])
+    if argv and argv[0] == "demo":
+        from broker.demo import main as demo_main
+
+        return demo_main(argv[1:])
     if argv and argv[0] == "analyze":
         os.execv(sys.executable, [sys.executable, "-m", "analytics", *argv[1:]])
     parser = build_parser()

@@ -6,7 +6,7 @@ linecache (so tracebacks show it) and caches the result. One decode and one enco
 struct.Struct call, nested structs are inlined as loops, and every length prefix is checked against
 the bytes remaining before it is used.
 
-Generated decoders rely on three locals: `buf` (bytes-like), `pos` (current offset) and `end`
+Generated decoders rely on three locals: `buf` (bytes), `pos` (current offset) and `end`
 (len(buf)). Fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the
 codec wrapper turns that into DecodeError, reading the failing offset from the generated frame.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from protocol.primitives import LENGTH_TABLE_SIZE
 from protocol.schema import FIXED_FORMATS, ZERO_UUID, Field, MessageSpec
 
 CODEGEN_FILENAME_PREFIX = "<kcoord-codegen "
@@ -207,78 +208,83 @@ class _DecodeGen:
             w.emit(ind, f"{n} -= 1")
         else:
             fmt = "i" if wide else "h"
-            w.emit(ind, f"{n} = {w.unpack(fmt)}(buf, pos)[0]")
+            w.emit(ind, f"{n}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {4 if wide else 2}")
         return n
 
-    def null_branch(self, f: Field, n: str, target: str, ind: int) -> None:
+    def if_null(self, name: str, nullable: bool, n: str, target: str, ind: int) -> int:
+        """Emit the branch for a negative (null) length; returns the indent for a present value."""
         w = self.w
         w.emit(ind, f"if {n} < 0:")
-        if f.nullable_in(self.v):
-            w.emit(ind + 1, f"{target} = None")
-        else:
+        if not nullable:
             w.names.add("_null_error")
-            w.emit(ind + 1, f"raise _null_error({f.name!r}, pos)")
+            w.emit(ind + 1, f"raise _null_error({name!r}, pos)")
+            return ind
+        w.emit(ind + 1, f"{target} = None")
+        w.emit(ind, "else:")
+        return ind + 1
 
     def overrun_check(self, f: Field, need: str, ind: int) -> None:
         self.w.names.add("_overrun")
         self.w.emit(ind, f"if {need} > end - pos:")
         self.w.emit(ind + 1, f"raise _overrun({f.name!r}, {need}, end - pos, pos)")
 
-    def scalar(self, f: Field, ftype: str, target: str, ind: int) -> None:
-        """A single non-fixed scalar (string, bytes, records, uuid) into `target`."""
+    def scalar(self, f: Field, ftype: str, target: str, ind: int, nullable: bool) -> None:
+        """A single non-fixed scalar (string, bytes, records, uuid) into `target`.
+
+        A slice past the end of `buf` is merely short, so strings and bytes skip a per-field bounds
+        check: `pos` then runs past `end`, which the check at the end of the message reports.
+        """
         w = self.w
         if ftype == "uuid":
             w.names.add("_UUID")
-            w.emit(ind, f"{target} = _UUID(bytes=bytes(buf[pos:pos + 16]))")
+            w.emit(ind, f"{target} = _UUID(bytes=buf[pos:pos + 16])")
             w.emit(ind, "pos += 16")
             return
         n = self.length(f.name, ind, wide=ftype != "string")
-        self.null_branch(f, n, target, ind)
-        w.emit(ind, "else:")
-        self.overrun_check(f, n, ind + 1)
+        ind = self.if_null(f.name, nullable, n, target, ind)
         if ftype == "string":
-            expr = f"str(buf[pos:pos + {n}], 'utf-8')"
+            expr = f"buf[pos:pos + {n}].decode()"
         elif ftype == "bytes":
-            expr = f"bytes(buf[pos:pos + {n}])"
-        else:  # records: left as raw bytes (or a zero-copy view when decoding from a memoryview)
             expr = f"buf[pos:pos + {n}]"
-        w.emit(ind + 1, f"{target} = {expr}")
-        w.emit(ind + 1, f"pos += {n}")
+        else:  # records: a zero-copy view, parsed later by protocol.records
+            w.names.add("_memoryview")
+            expr = f"_memoryview(buf)[pos:pos + {n}]"
+        w.emit(ind, f"{target} = {expr}")
+        w.emit(ind, f"pos += {n}")
 
     def value(self, f: Field, target: str, ind: int) -> None:
         """Any field (untagged layout) into `target`."""
         w = self.w
         if f.is_array:
             n = self.length(f.name, ind, wide=True)
-            self.null_branch(f, n, target, ind)
-            w.emit(ind, "else:")
+            ind = self.if_null(f.name, f.nullable_in(self.v), n, target, ind)
             elem = f.element_type
             if elem in FIXED_FORMATS:
                 size = f"{n} * {_size(elem)}"
-                self.overrun_check(f, size, ind + 1)
+                self.overrun_check(f, size, ind)
                 w.names.add("_unpack_from")
-                w.emit(ind + 1, f"{target} = list(_unpack_from('>%d{FIXED_FORMATS[elem]}' % {n}, buf, pos))")
-                w.emit(ind + 1, f"pos += {size}")
+                w.emit(ind, f"{target} = list(_unpack_from('>%d{FIXED_FORMATS[elem]}' % {n}, buf, pos))")
+                w.emit(ind, f"pos += {size}")
                 return
             # Kafka's rule: never believe a count larger than the bytes left (each element >= 1 byte).
-            self.overrun_check(f, n, ind + 1)
+            self.overrun_check(f, n, ind)
             lst = w.var("lst")
             app = w.var("append")
-            w.emit(ind + 1, f"{lst} = []")
-            w.emit(ind + 1, f"{app} = {lst}.append")
-            w.emit(ind + 1, f"for _ in range({n}):")
+            w.emit(ind, f"{lst} = []")
+            w.emit(ind, f"{app} = {lst}.append")
+            w.emit(ind, f"for _ in range({n}):")
             e = w.var("e")
             if f.is_struct:
-                self.struct(elem, f.fields, e, ind + 2)
-            else:
-                self.scalar(f, elem, e, ind + 2)
-            w.emit(ind + 2, f"{app}({e})")
-            w.emit(ind + 1, f"{target} = {lst}")
+                self.struct(elem, f.fields, e, ind + 1)
+            else:   # array elements are never null; nullableVersions is about the array
+                self.scalar(f, elem, e, ind + 1, nullable=False)
+            w.emit(ind + 1, f"{app}({e})")
+            w.emit(ind, f"{target} = {lst}")
         elif f.is_struct:
             if f.nullable_in(self.v):
                 b = w.var("present")
-                w.emit(ind, f"{b} = {w.unpack('b')}(buf, pos)[0]")
+                w.emit(ind, f"{b}, = {w.unpack('b')}(buf, pos)")
                 w.emit(ind, "pos += 1")
                 w.emit(ind, f"if {b} < 0:")
                 w.emit(ind + 1, f"{target} = None")
@@ -289,10 +295,10 @@ class _DecodeGen:
             w.emit(ind, f"{target} = {s}")
         elif _is_fixed(f):
             fmt = FIXED_FORMATS[f.type]
-            w.emit(ind, f"{target} = {w.unpack(fmt)}(buf, pos)[0]")
+            w.emit(ind, f"{target}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {_size(f.type)}")
         else:
-            self.scalar(f, f.type, target, ind)
+            self.scalar(f, f.type, target, ind, f.nullable_in(self.v))
 
     def struct(self, cls: str, fields: list[Field], obj: str, ind: int) -> None:
         w = self.w
@@ -318,12 +324,24 @@ class _DecodeGen:
             self.tags(tagged, obj, ind)
 
     def tags(self, tagged: list[Field], obj: str, ind: int) -> None:
+        """The tagged-field section ending a flexible struct; almost always the single byte 0."""
         w = self.w
-        w.names.update(("_read_uvarint", "_overrun"))
-        nt = w.var("ntags")
-        self.uvarint(nt, ind)
+        w.emit(ind, "if buf[pos]:")
+        if not tagged:
+            w.names.add("_read_unknown_tags")
+            w.emit(ind + 1, f"pos = _read_unknown_tags(buf, pos, {obj})")
+        else:
+            self.known_tags(tagged, obj, ind + 1)
+        w.emit(ind, "else:")
+        w.emit(ind + 1, "pos += 1")
+        w.emit(ind, "")
+
+    def known_tags(self, tagged: list[Field], obj: str, ind: int) -> None:
+        w = self.w
+        w.names.update(("_read_uvarint", "_overrun", "_tag_size_error", "_keep_unknown_tag"))
+        nt, t, size, stop = w.var("ntags"), w.var("tag"), w.var("size"), w.var("stop")
+        w.emit(ind, f"{nt}, pos = _read_uvarint(buf, pos)")
         w.emit(ind, f"for _ in range({nt}):")
-        t, size, stop = w.var("tag"), w.var("size"), w.var("stop")
         w.emit(ind + 1, f"{t}, pos = _read_uvarint(buf, pos)")
         w.emit(ind + 1, f"{size}, pos = _read_uvarint(buf, pos)")
         w.emit(ind + 1, f"if {size} > end - pos:")
@@ -333,19 +351,12 @@ class _DecodeGen:
         for f in tagged:
             w.emit(ind + 1, f"{keyword} {t} == {f.tag}:")
             self.value(f, f"{obj}.{f.name}", ind + 2)
-            w.names.add("_tag_size_error")
             w.emit(ind + 2, f"if pos != {stop}:")
             w.emit(ind + 3, f"raise _tag_size_error({f.name!r}, {size}, pos)")
             keyword = "elif"
-        if tagged:
-            w.emit(ind + 1, "else:")
-            ind += 1
-        u = w.var("unknown")
-        w.emit(ind + 1, f"{u} = {obj}._unknown_tagged_fields")
-        w.emit(ind + 1, f"if {u} is None:")
-        w.emit(ind + 2, f"{u} = {obj}._unknown_tagged_fields = {{}}")
-        w.emit(ind + 1, f"{u}[{t}] = bytes(buf[pos:{stop}])")
-        w.emit(ind + 1, f"pos = {stop}")
+        w.emit(ind + 1, "else:")
+        w.emit(ind + 2, f"_keep_unknown_tag({obj}, {t}, buf[pos:{stop}])")
+        w.emit(ind + 2, f"pos = {stop}")
 
 
 class _EncodeGen:
@@ -359,56 +370,66 @@ class _EncodeGen:
     def length(self, n_expr: str, ind: int, app: str, wide: bool) -> None:
         w = self.w
         if self.flex:
-            w.names.add("_compact_length")
-            w.emit(ind, f"{app}(_compact_length({n_expr}))")
+            w.names.update(("_COMPACT_LENGTHS", "_compact_length"))
+            n = w.var("n")
+            w.emit(ind, f"{n} = {n_expr}")
+            w.emit(ind, f"{app}(_COMPACT_LENGTHS[{n}] if {n} < 127 else _compact_length({n}))")
         else:
-            w.emit(ind, f"{app}({w.pack('i' if wide else 'h')}({n_expr}))")
+            # Lengths below LENGTH_TABLE_SIZE come from a table of pre-packed prefixes.
+            table = "_LEN32" if wide else "_LEN16"
+            w.names.add(table)
+            n = w.var("n")
+            w.emit(ind, f"{n} = {n_expr}")
+            w.emit(ind, f"{app}({table}[{n}] if {n} < {LENGTH_TABLE_SIZE} else "
+                        f"{w.pack('i' if wide else 'h')}({n}))")
 
-    def null(self, f: Field, ind: int, app: str, wide: bool) -> None:
+    def if_none(self, name: str, nullable: bool, v: str, ind: int, app: str, wide: bool) -> int:
+        """Emit the branch for a None value; returns the indent for encoding a present one."""
         w = self.w
-        if not f.nullable_in(self.v):
+        w.emit(ind, f"if {v} is None:")
+        if not nullable:
             w.names.add("_not_nullable")
-            w.emit(ind, f"raise _not_nullable({f.name!r}, {self.v})")
-        elif self.flex:
-            w.emit(ind, f"{app}(b'\\x00')")
+            w.emit(ind + 1, f"raise _not_nullable({name!r}, {self.v})")
+            return ind
+        if self.flex:
+            w.emit(ind + 1, f"{app}(b'\\x00')")
         else:
-            w.emit(ind, f"{app}({'_NULL_INT32' if wide else '_NULL_INT16'})")
-            w.names.add("_NULL_INT32" if wide else "_NULL_INT16")
+            null = "_NULL_INT32" if wide else "_NULL_INT16"
+            w.names.add(null)
+            w.emit(ind + 1, f"{app}({null})")
+        w.emit(ind, "else:")
+        return ind + 1
 
-    def scalar(self, f: Field, ftype: str, v: str, ind: int, app: str) -> None:
+    def scalar(self, f: Field, ftype: str, v: str, ind: int, app: str, nullable: bool) -> None:
         w = self.w
         if ftype == "uuid":
             w.emit(ind, f"{app}({v}.bytes)")
             return
         wide = ftype != "string"
-        w.emit(ind, f"if {v} is None:")
-        self.null(f, ind + 1, app, wide)
-        w.emit(ind, "else:")
+        ind = self.if_none(f.name, nullable, v, ind, app, wide)
         if ftype == "string":
-            w.emit(ind + 1, f"{v} = {v}.encode('utf-8')")
-        self.length(f"len({v})", ind + 1, app, wide)
-        w.emit(ind + 1, f"{app}({v})")
+            w.emit(ind, f"{v} = {v}.encode()")
+        self.length(f"len({v})", ind, app, wide)
+        w.emit(ind, f"{app}({v})")
 
     def value(self, f: Field, expr: str, ind: int, app: str) -> None:
         w = self.w
         v = w.var("v")
         w.emit(ind, f"{v} = {expr}")
         if f.is_array:
-            w.emit(ind, f"if {v} is None:")
-            self.null(f, ind + 1, app, True)
-            w.emit(ind, "else:")
-            self.length(f"len({v})", ind + 1, app, True)
+            ind = self.if_none(f.name, f.nullable_in(self.v), v, ind, app, True)
+            self.length(f"len({v})", ind, app, True)
             elem = f.element_type
             if elem in FIXED_FORMATS:
                 w.names.add("_pack")
-                w.emit(ind + 1, f"{app}(_pack('>%d{FIXED_FORMATS[elem]}' % len({v}), *{v}))")
+                w.emit(ind, f"{app}(_pack('>%d{FIXED_FORMATS[elem]}' % len({v}), *{v}))")
                 return
             e = w.var("e")
-            w.emit(ind + 1, f"for {e} in {v}:")
+            w.emit(ind, f"for {e} in {v}:")
             if f.is_struct:
-                self.struct(elem, f.fields, e, ind + 2, app)
-            else:
-                self.scalar(f, elem, e, ind + 2, app)
+                self.struct(elem, f.fields, e, ind + 1, app)
+            else:   # array elements are never null; nullableVersions is about the array
+                self.scalar(f, elem, e, ind + 1, app, nullable=False)
         elif f.is_struct:
             w.names.add("C_" + f.element_type)
             if f.nullable_in(self.v):
@@ -424,7 +445,7 @@ class _EncodeGen:
         elif _is_fixed(f):
             w.emit(ind, f"{app}({w.pack(FIXED_FORMATS[f.type])}({v}))")
         else:
-            self.scalar(f, f.type, v, ind, app)
+            self.scalar(f, f.type, v, ind, app, f.nullable_in(self.v))
 
     def struct(self, cls: str, fields: list[Field], obj: str, ind: int, app: str) -> None:
         w = self.w
@@ -501,6 +522,9 @@ def codec_source(spec: MessageSpec, version: int) -> tuple[str, set[str]]:
     w.emit(0, f"def {decode_function_name(spec, version)}(buf, pos):")
     w.emit(1, "end = len(buf)")
     _DecodeGen(w, version, flexible, collect_classes(spec)).struct(spec.name, spec.fields, "o", 1)
+    w.names.add("_past_end")
+    w.emit(1, "if pos > end:")
+    w.emit(2, "raise _past_end(pos, end)")
     w.emit(1, "return o, pos")
     w.emit(0, "")
     w.emit(0, "")

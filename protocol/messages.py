@@ -129,10 +129,17 @@ _RUNTIME = {
     "_new": object.__new__,
     "_read_uvarint": primitives.read_uvarint,
     "_compact_length": primitives.compact_length,
+    "_COMPACT_LENGTHS": primitives.COMPACT_LENGTHS,
+    "_LEN16": primitives.LENGTHS_INT16,
+    "_LEN32": primitives.LENGTHS_INT32,
+    "_read_unknown_tags": primitives.read_unknown_tags,
+    "_keep_unknown_tag": primitives.keep_unknown_tag,
     "_encode_tag_section": primitives.encode_tag_section,
     "_null_error": primitives.null_error,
     "_overrun": primitives.overrun,
     "_tag_size_error": primitives.tag_size_error,
+    "_past_end": primitives.past_end,
+    "_memoryview": memoryview,
     "_not_nullable": primitives.not_nullable,
     "_NULL_INT16": primitives.NULL_INT16,
     "_NULL_INT32": primitives.NULL_INT32,
@@ -196,14 +203,21 @@ class Codec:
 
         Only DecodeError escapes, naming the message, version and byte offset.
         """
+        if type(buf) is not bytes:
+            # Generated code indexes and slices plain bytes (its fastest path). A view covering a whole
+            # bytes object (a frame the splitter had to join) is used without copying.
+            inner = getattr(buf, "obj", None)
+            buf = inner if type(inner) is bytes and len(inner) == len(buf) else bytes(buf)
         try:
             return self._decode(buf, offset)
         except DecodeError as e:
             raise DecodeError(e.reason, api=self.name, version=self.version, offset=e.offset) from None
         except Exception as e:  # truncated / garbage input surfacing from struct, indexing, utf-8
             reason = "truncated input" if isinstance(e, (IndexError, struct.error)) else f"invalid input: {e}"
-            raise DecodeError(reason, api=self.name, version=self.version,
-                              offset=_failing_offset(e)) from e
+            at = _failing_offset(e)
+            if at is not None and at > len(buf):   # an earlier length prefix ran past the end
+                at = len(buf)
+            raise DecodeError(reason, api=self.name, version=self.version, offset=at) from e
 
     def __repr__(self) -> str:
         return f"<Codec {self.name} v{self.version}{' flexible' if self.flexible else ''}>"

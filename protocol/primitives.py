@@ -21,6 +21,14 @@ FLOAT64 = struct.Struct(">d")
 # One-byte unsigned varints 0..127, so encoders skip a call for the common small lengths.
 UVARINT_1BYTE = tuple(bytes((i,)) for i in range(128))
 
+# Compact length prefixes (n + 1) of 0..126 items, indexed by n.
+COMPACT_LENGTHS = UVARINT_1BYTE[1:]
+
+# Pre-packed int16 / int32 length prefixes for the common short lengths (encoders index these).
+LENGTH_TABLE_SIZE = 1024
+LENGTHS_INT16 = tuple(INT16.pack(n) for n in range(LENGTH_TABLE_SIZE))
+LENGTHS_INT32 = tuple(INT32.pack(n) for n in range(LENGTH_TABLE_SIZE))
+
 NULL_INT16 = b"\xff\xff"          # null string (non-compact)
 NULL_INT32 = b"\xff\xff\xff\xff"  # null bytes / array (non-compact)
 EMPTY_TAGS = b"\x00"              # an empty tagged-field section
@@ -124,6 +132,29 @@ def encode_tag_section(known: list[tuple[int, bytes]] | None, unknown: dict[int,
     return b"".join(parts)
 
 
+def keep_unknown_tag(obj, tag: int, data: bytes) -> None:
+    """Keep a tagged field this version does not define, so re-encoding writes it back."""
+    unknown = obj._unknown_tagged_fields
+    if unknown is None:
+        unknown = obj._unknown_tagged_fields = {}
+    unknown[tag] = data
+
+
+def read_unknown_tags(buf, pos: int, obj) -> int:
+    """A tagged-field section of a struct that defines no tagged fields: keep them all."""
+    count, pos = read_uvarint(buf, pos)
+    end = len(buf)
+    for _ in range(count):
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        if size > end - pos:
+            raise DecodeError(f"tagged field {tag} of {size} bytes exceeds the {end - pos} remaining",
+                              offset=pos)
+        keep_unknown_tag(obj, tag, bytes(buf[pos:pos + size]))
+        pos += size
+    return pos
+
+
 def skip_tag_section(buf, pos: int) -> int:
     """Skip a tagged-field section whose fields we do not keep (e.g. request header v2)."""
     count, pos = read_uvarint(buf, pos)
@@ -145,6 +176,10 @@ def null_error(field: str, pos: int) -> DecodeError:
 
 def overrun(field: str, need: int, remaining: int, pos: int) -> DecodeError:
     return DecodeError(f"{field}: length {need} exceeds the {remaining} bytes remaining", offset=pos)
+
+
+def past_end(pos: int, end: int) -> DecodeError:
+    return DecodeError(f"a length prefix runs {pos - end} bytes past the end of the message", offset=end)
 
 
 def tag_size_error(field: str, size: int, pos: int) -> DecodeError:

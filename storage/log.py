@@ -24,6 +24,7 @@ from protocol.records import (
     iter_record_tuples,
     set_base_offset,
     set_log_append_time,
+    set_partition_leader_epoch,
 )
 from storage import cleaner
 from storage.config import LogConfig
@@ -41,6 +42,13 @@ MAX_TIMESTAMP = -3
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 _LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".swap", ".deleted")
+
+
+def _raise_as_storage_error(name: str, exc: BaseException):
+    """Re-raise a failed clean: OS and decode errors as StorageError, anything else unchanged."""
+    if isinstance(exc, (OSError, DecodeError)):
+        raise StorageError(f"{name}: compaction failed: {exc}") from exc
+    raise exc
 
 
 def wall_clock_ms() -> int:
@@ -80,6 +88,7 @@ class PartitionLog:
         self.fs = fs or FS()
         self.clock = clock
         self.name = f"{topic}-{partition}"
+        self.leader_epoch = 0         # stamped on every appended batch, as a Kafka leader does
         self.generation = 0           # bumped whenever unflushed data is cut away
         self.recovery_point = 0       # everything below this offset is fsynced
         self._segments: list[LogSegment] = []
@@ -176,12 +185,14 @@ class PartitionLog:
         position = 0
         for header in headers:
             set_base_offset(buf, offset, position)
+            set_partition_leader_epoch(buf, self.leader_epoch, position)
             attributes, max_timestamp = header.attributes, header.max_timestamp
             if append_time >= 0:
                 set_log_append_time(buf, append_time, position)
                 attributes |= TIMESTAMP_TYPE_MASK
                 max_timestamp = append_time
-            patched.append(header._replace(base_offset=offset, attributes=attributes, max_timestamp=max_timestamp))
+            patched.append(header._replace(base_offset=offset, partition_leader_epoch=self.leader_epoch,
+                                           attributes=attributes, max_timestamp=max_timestamp))
             offset += header.last_offset_delta + 1
             position += header.size
         self._maybe_roll(len(buf), patched)
@@ -196,14 +207,15 @@ class PartitionLog:
         end = 0
         try:
             for position, header, _ in iter_batches(buf, verify=True):
-                if header.size > self.config.segment_bytes:
-                    raise RecordTooLargeError(f"{self.name}: batch of {header.size} bytes exceeds segment.bytes")
                 headers.append(header)
                 end = position + header.size
         except DecodeError as exc:
             raise CorruptRecordError(f"{self.name}: invalid record batch: {exc}") from exc
         if not headers or end != len(buf):
             raise CorruptRecordError(f"{self.name}: record set is not whole batches ({len(buf) - end} stray bytes)")
+        if len(buf) > self.config.segment_bytes:
+            # As Kafka: a record set must fit in one segment (it is never split).
+            raise RecordTooLargeError(f"{self.name}: {len(buf)} bytes exceed segment.bytes")
         return headers
 
     def _maybe_roll(self, size: int, headers: list[BatchHeader]) -> None:
@@ -278,7 +290,7 @@ class PartitionLog:
             return
         log.error("%s: fsync failed (%s); truncating from %d back to durable offset %d",
                   self.name, exc, self.log_end_offset, self.recovery_point)
-        self._truncate(self.recovery_point, reason="fsync failure")
+        self._truncate(self.recovery_point, reason=f"fsync failed: {exc}", cause=exc)
 
     def flush(self) -> None:
         """Blocking fsync of everything appended so far (shutdown, tests)."""
@@ -353,7 +365,7 @@ class PartitionLog:
         self._check_open()
         self._truncate(max(offset, self.log_start_offset), reason="truncate_to")
 
-    def _truncate(self, offset: int, reason: str) -> None:
+    def _truncate(self, offset: int, reason: str, cause: BaseException | None = None) -> None:
         if offset >= self.log_end_offset:
             return
         try:
@@ -365,8 +377,9 @@ class PartitionLog:
             raise StorageError(f"{self.name}: truncation failed, log taken offline: {exc}") from exc
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.generation += 1
-        self._commit.fail_all(StorageError(f"{self.name}: data cut back to offset "
-                                           f"{self.log_end_offset} ({reason})"))
+        error = StorageError(f"{self.name}: data cut back to offset {self.log_end_offset} ({reason})")
+        error.__cause__ = cause
+        self._commit.fail_all(error)
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention for delete-policy logs: drop whole old segments by time and size.
@@ -426,19 +439,24 @@ class PartitionLog:
         plan = self._begin_clean(now_ms)
         try:
             results = cleaner.prepare(plan)
-        except BaseException:
+        except BaseException as exc:
             self._abort_clean(plan)
-            raise
+            _raise_as_storage_error(self.name, exc)
         return self._finish_clean(plan, results)
 
     async def compact_async(self, now_ms: int | None = None, executor=None) -> cleaner.CleanStats:
         """Compact with the heavy part in a worker thread; appends and reads go on meanwhile."""
         plan = self._begin_clean(now_ms)
+        work = asyncio.get_running_loop().run_in_executor(executor, cleaner.prepare, plan)
         try:
-            results = await asyncio.get_running_loop().run_in_executor(executor, cleaner.prepare, plan)
-        except BaseException:
+            results = await asyncio.shield(work)
+        except BaseException as exc:
+            if not work.done():
+                # Cancelled: the worker still reads the segments; only once it is done may their
+                # files be closed and its output removed.
+                await asyncio.wait([work])
             self._abort_clean(plan)
-            raise
+            _raise_as_storage_error(self.name, exc)
         return self._finish_clean(plan, results)
 
     def _begin_clean(self, now_ms: int | None) -> cleaner.CleanPlan:

@@ -121,12 +121,14 @@ class LogManager:
     # -- background maintenance: retention and compaction --------------------------------------
 
     async def maintain_once(self, now_ms: int | None = None) -> None:
-        """One pass: retention for delete-policy logs, compaction (in a worker thread) for
-        compact-policy logs whose dirty ratio is reached."""
+        """One pass: fsync logs that do not fsync per append, retention for delete-policy logs,
+        compaction (in a worker thread) for compact-policy logs whose dirty ratio is reached."""
         for partition_log in self.logs():
             if partition_log.closed:
                 continue
             try:
+                if not partition_log.config.flush_on_append and partition_log.recovery_point < partition_log.log_end_offset:
+                    await partition_log.sync()  # the periodic flush of logs that do not fsync per append
                 if partition_log.config.delete:
                     partition_log.delete_old_segments(now_ms)
                 if partition_log.needs_compaction():
@@ -139,7 +141,10 @@ class LogManager:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_s)
-                await self.maintain_once()
+                try:
+                    await self.maintain_once()
+                except Exception:  # a background loop must outlive one bad pass
+                    log.exception("storage maintenance pass failed")
 
         if self._maintenance is None:
             self._maintenance = asyncio.get_running_loop().create_task(loop(), name="storage maintenance")

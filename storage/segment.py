@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from protocol.errors import DecodeError
 from protocol.records import (
@@ -33,6 +33,36 @@ _LENGTH = struct.Struct(">qi")
 
 def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
     return f"{base_offset:020d}{suffix}"
+
+
+def scan_batches(pread: Callable[[int, int], bytes], start: int, end: int,
+                 chunk_size: int = SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+    """Yield (position, header, batch view) of whole batches in [start, end) of a file, reading it
+    in chunks through pread(size, position). Stops quietly at a torn tail; raises DecodeError
+    where the bytes are not a batch header (bad magic or length). CRCs are not checked here.
+    """
+    position = start
+    while end - position >= LOG_OVERHEAD:
+        chunk = pread(min(chunk_size, end - position), position)
+        consumed = 0
+        for at, header, batch in iter_batches(chunk):
+            yield position + at, header, batch
+            consumed = at + header.size
+        if consumed == 0:
+            # The next batch is larger than a chunk (or torn): read exactly that one.
+            if len(chunk) < LOG_OVERHEAD:
+                return
+            size = _LENGTH.unpack_from(chunk)[1] + LOG_OVERHEAD
+            if size <= LOG_OVERHEAD:
+                raise DecodeError(f"bad batch length {size - LOG_OVERHEAD}", offset=position)
+            if size > end - position:
+                return
+            whole = pread(size, position)
+            if len(whole) < size:
+                return
+            yield position, parse_batch_header(whole), memoryview(whole)
+            consumed = size
+        position += consumed
 
 
 class LogSegment:
@@ -102,39 +132,18 @@ class LogSegment:
 
     # -- reading --------------------------------------------------------------------------------
 
-    def scan(self, start: int = 0, end: int | None = None) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-        """Yield (position, header, batch view) of whole batches in [start, end); stops at a torn tail.
-
-        Raises DecodeError where the bytes are not a batch header (bad magic or length).
-        """
-        end = self.size if end is None else end
-        position = start
-        while end - position >= LOG_OVERHEAD:
-            chunk = self.fs.pread(self.fd, min(SCAN_CHUNK, end - position), position)
-            consumed = 0
-            for at, header, batch in iter_batches(chunk):
-                yield position + at, header, batch
-                consumed = at + header.size
-            if consumed == 0:
-                # The next batch is larger than a chunk (or torn): read exactly that one.
-                if len(chunk) < LOG_OVERHEAD:
-                    return
-                size = _LENGTH.unpack_from(chunk)[1] + LOG_OVERHEAD
-                if size < LOG_OVERHEAD or size > end - position:
-                    if size <= LOG_OVERHEAD:
-                        raise DecodeError(f"bad batch length {size - LOG_OVERHEAD}", offset=position)
-                    return
-                whole = self.fs.pread(self.fd, size, position)
-                if len(whole) < size:
-                    return
-                header = parse_batch_header(whole)
-                yield position, header, memoryview(whole)
-                consumed = size
-            position += consumed
+    def scan(self, start: int = 0, end: int | None = None,
+             chunk_size: int = SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        """Whole batches in [start, end) of this segment; see scan_batches."""
+        fd, pread = self.fd, self.fs.pread
+        return scan_batches(lambda size, position: pread(fd, size, position), start,
+                            self.size if end is None else end, chunk_size)
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= offset, if any."""
-        for position, header, _ in self.scan(self.index.lookup(offset)):
+        # The target is usually within index.interval.bytes of the entry: read little at a time.
+        chunk = max(2 * self.index.interval_bytes, 16384)
+        for position, header, _ in self.scan(self.index.lookup(offset), chunk_size=chunk):
             if header.last_offset >= offset:
                 return position, header
         return None
@@ -202,11 +211,11 @@ class LogSegment:
         """CRC-check every batch; cut a torn or corrupt tail; rebuild the index if it disagrees.
 
         Returns the number of bytes dropped. Batches must have base offsets >= min_offset and
-        increasing; the first one that breaks a rule ends the valid part of the segment.
+        increasing (compaction leaves gaps, so not contiguous); the first one that breaks a rule
+        ends the valid part of the segment. One pass: tracking and index are rebuilt as it goes.
         """
         file_size = self.fs.size(self.fd)
-        self.size = file_size
-        valid = 0
+        self._reset_tracking(0, write_index=False)
         expected = max(min_offset, self.base_offset)
         reason = "torn batch"
         try:
@@ -218,17 +227,17 @@ class LogSegment:
                     reason = f"CRC mismatch in batch at offset {header.base_offset}"
                     break
                 expected = header.next_offset
-                valid = position + header.size
+                self._account(header, position)
+                self.index.maybe_add(header.last_offset, position, header.size)
+                self.size = position + header.size
         except DecodeError as exc:
             reason = str(exc)
-        dropped = file_size - valid
+        dropped = file_size - self.size
         if dropped:
             log.warning("recovering %s: dropped %d bytes after position %d (%s)",
-                        self.log_path, dropped, valid, reason)
-            self.fs.truncate(self.fd, valid)
-        on_disk = self.fs.pread(self.index_fd, self.fs.size(self.index_fd), 0)
-        self._reset_tracking(valid, write_index=False)
-        if on_disk != self.index.to_bytes():
+                        self.log_path, dropped, self.size, reason)
+            self.fs.truncate(self.fd, self.size)
+        if self.fs.pread(self.index_fd, self.fs.size(self.index_fd), 0) != self.index.to_bytes():
             log.info("rebuilding index %s (%d entries)", self.index_path, len(self.index))
             self._rewrite_index()
         return dropped

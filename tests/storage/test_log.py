@@ -6,7 +6,14 @@ from kafka.record import MemoryRecords
 from storage_helpers import batch
 
 from protocol.records import build_batch, decode_records, iter_batches, parse_batch_header
-from storage import CorruptRecordError, LogConfig, OffsetOutOfRangeError, PartitionLog, StorageError
+from storage import (
+    CorruptRecordError,
+    LogConfig,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    RecordTooLargeError,
+    StorageError,
+)
 from storage.index import OffsetIndex
 
 
@@ -246,3 +253,40 @@ def test_closed_log_refuses_work(tmp_path):
     log.close()
     with pytest.raises(StorageError):
         log.append(batch())
+
+
+def test_record_set_larger_than_a_segment_is_rejected(tmp_path):
+    log = open_log(tmp_path, segment_bytes=500)
+    with pytest.raises(RecordTooLargeError):
+        log.append(batch(1, value=b"x" * 600))
+    assert log.log_end_offset == 0
+
+
+@pytest.mark.parametrize("codec", range(5))
+def test_client_built_batches_are_stored_and_served_byte_exact(tmp_path, codec):
+    from aiokafka.record.default_records import DefaultRecordBatchBuilder as AiokafkaBuilder
+    from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaPythonBuilder
+
+    log = open_log(tmp_path)
+    produced = []
+    for builder_cls in (KafkaPythonBuilder, AiokafkaBuilder):
+        builder = builder_cls(2, codec, False, 42, 0, 7, 1 << 20)
+        for i in range(10):
+            builder.append(i, 1_700_000_000_000 + i, b"k%d" % i, b"v" * 200, [("h", b"%d" % i)])
+        data = bytes(builder.build())
+        produced.append(data)
+        log.append(data)
+    stored = log.read(0, 1 << 20)
+    batches = list(iter_batches(stored, verify=True))
+    assert [h.base_offset for _, h, _ in batches] == [0, 10]
+    assert [h.partition_leader_epoch for _, h, _ in batches] == [0, 0]  # producers send -1
+    for (_, header, view), original in zip(batches, produced, strict=True):
+        # Only the base offset changed: the CRC-covered bytes are the producer's own.
+        assert bytes(view[21:]) == original[21:]
+        assert (header.producer_id, header.base_sequence, header.compression) == (42, 7, codec)
+        assert header.crc == parse_batch_header(original).crc
+    mr = MemoryRecords(stored)
+    seen = []
+    while mr.has_next():
+        seen.extend((r.offset, r.key) for r in mr.next_batch())
+    assert seen == [(i, b"k%d" % (i % 10)) for i in range(20)]

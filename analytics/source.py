@@ -1,0 +1,92 @@
+"""The PySpark 4 Python Data Source over Kafka-format log dirs: `spark.read.format("kcoord_log")`.
+
+Options: `path` (log dirs, comma-separated), `records`:
+  - "commits": offset commits from `__consumer_offsets-N` (offsets.SCHEMA), decoded vectorised;
+  - "groups":  GroupMetadata records with members, assignments and record headers (GROUPS_SCHEMA);
+  - "batches": one row per batch of every other topic's partitions (BATCH_SCHEMA), headers only.
+  `verify_crc` ("true"): stop a segment at its first batch whose CRC does not match.
+One Spark partition per segment; `read` yields Arrow record batches. Works the same for our store and
+a real Kafka broker's log dirs. Paths are opened by the executors, so on a cluster they must be on
+storage every executor can read.
+"""
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from analytics import layout
+
+MODES = ("commits", "groups", "batches")
+
+
+class SegmentPartition(InputPartition):
+    def __init__(self, segment, later_paths):
+        super().__init__(segment.path)
+        self.segment, self.later_paths = segment, later_paths
+
+
+def _arrow_schema(mode):
+    from analytics import offsets, segment
+
+    return {"commits": offsets.SCHEMA, "groups": segment.GROUPS_SCHEMA, "batches": segment.BATCH_SCHEMA}[mode]
+
+
+class KcoordLogSource(DataSource):
+    @classmethod
+    def name(cls):
+        return "kcoord_log"
+
+    def _mode(self):
+        mode = self.options.get("records", "commits")
+        if mode not in MODES:
+            raise ValueError(f"records must be one of {MODES}, not {mode!r}")
+        return mode
+
+    def schema(self):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(_arrow_schema(self._mode()))
+
+    def reader(self, schema):
+        return KcoordLogReader(self.options.get("path", ""), self._mode(),
+                               self.options.get("verify_crc", "true").lower() == "true")
+
+
+class KcoordLogReader(DataSourceReader):
+    def __init__(self, path, mode, verify_crc):
+        self.path, self.mode, self.verify_crc = path, mode, verify_crc
+
+    def partitions(self):
+        if self.mode == "batches":
+            segments = layout.list_segments(self.path, exclude_topics={layout.OFFSETS_TOPIC})
+            return [SegmentPartition(s, []) for s in segments] or [InputPartition(None)]
+        segments = layout.list_segments(self.path, topics={layout.OFFSETS_TOPIC})
+        parts = [SegmentPartition(s, [x.path for x in layout.following(s, segments)]) for s in segments]
+        return parts or [InputPartition(None)]       # no segments: one empty partition
+
+    def read(self, partition):
+        from analytics.segment import SegmentDecoder, batch_summaries, read_file
+
+        seg = getattr(partition, "segment", None)
+        if seg is None:
+            return
+        buf = read_file(seg.path)
+        if self.mode == "batches":
+            yield batch_summaries(buf, seg.topic, seg.partition, self.verify_crc)
+            return
+        decoder = SegmentDecoder(buf, seg.partition, partition.later_paths, self.verify_crc)
+        yield from (decoder.commits() if self.mode == "commits" else decoder.groups())
+
+
+def load(spark, log_dirs, records):
+    return (spark.read.format(KcoordLogSource.name()).option("records", records)
+            .option("path", ",".join(layout.split_log_dirs(log_dirs))).load())
+
+
+def commits(spark, log_dirs):
+    return load(spark, log_dirs, "commits")
+
+
+def groups(spark, log_dirs):
+    return load(spark, log_dirs, "groups")
+
+
+def data_batches(spark, log_dirs):
+    return load(spark, log_dirs, "batches")

@@ -1,0 +1,114 @@
+"""Analytics pipeline throughput: decoding a generated `__consumer_offsets` store.
+
+Rows: the same segment decoder (analytics.segment) in one plain Python process (the baseline), and
+through Spark's Python Data Source with local[2] (decode + an aggregate over every row, so every
+record crosses into the JVM). `python -m bench.analytics [--quick]` prints a markdown table.
+
+The store: template batches (kafka-python's builder + the reference key/value layouts, as in the
+tests) of 1-20 offset commits each - one consumer's commit of its partitions - tiled to the wanted
+size with patched base offsets (the CRC does not cover the base offset, so the batches stay valid).
+"""
+import os
+import random
+import struct
+import sys
+import tempfile
+import time
+
+from analytics import layout
+from analytics.segment import SegmentDecoder, read_file
+
+SEGMENT_BYTES = 32 << 20
+LOG_PARTITIONS = 8
+
+
+def generate_store(root, records, seed=1):
+    from tests.analytics import storegen as g
+
+    rnd = random.Random(seed)
+    templates = []
+    for _ in range(2048):
+        group, topic = f"group-{rnd.randrange(500)}", f"topic-{rnd.randrange(50)}"
+        ts = 1_700_000_000_000 + rnd.randrange(86_400_000)
+        recs = [(ts, g.offset_commit_key(group, topic, p), g.offset_commit_value(rnd.randrange(1 << 40), ts),
+                 None) for p in range(rnd.randint(1, 20))]
+        templates.append((len(recs), g.batch(recs, 0)))
+    written, per_part = 0, -(-records // LOG_PARTITIONS)
+    for part in range(LOG_PARTITIONS):
+        d = os.path.join(root, f"{layout.OFFSETS_TOPIC}-{part}")
+        os.makedirs(d, exist_ok=True)
+        offset, segment, out, size = 0, None, [], 0
+        target = min(per_part, records - written)
+        while offset < target:
+            if segment is None:
+                segment, out, size = os.path.join(d, f"{offset:020d}.log"), [], 0
+            n, data = templates[rnd.randrange(len(templates))]
+            b = bytearray(data)
+            struct.pack_into(">q", b, 0, offset)
+            out.append(b)
+            size += len(b)
+            offset += n
+            if size >= SEGMENT_BYTES or offset >= target:
+                with open(segment, "wb") as f:
+                    f.write(b"".join(out))
+                segment = None
+        written += offset
+    return written
+
+
+def plain_python(root):
+    t0 = time.perf_counter()
+    rows = 0
+    for seg in layout.list_segments(root):
+        for batch in SegmentDecoder(read_file(seg.path), seg.partition).commits():
+            rows += batch.num_rows
+    return rows, time.perf_counter() - t0
+
+
+def spark_local2(root):
+    from pyspark.sql import functions as F
+
+    from analytics import session, source
+
+    spark = session.get_or_create("local[2]", progress=False)
+    df = source.commits(spark, root)
+    df.agg(F.count("*"), F.sum("current_offset")).collect()          # warm up workers and planning
+    t0 = time.perf_counter()
+    (rows, _), = df.agg(F.count("*"), F.sum("current_offset")).collect()
+    return rows, time.perf_counter() - t0
+
+
+def run(quick=False):
+    records = 1_000_000 if quick else 10_000_000
+    with tempfile.TemporaryDirectory(prefix="kcoord-bench-analytics-") as root:
+        t0 = time.perf_counter()
+        written = generate_store(root, records)
+        gen_s = time.perf_counter() - t0
+        segments = layout.list_segments(root)
+        size = sum(s.size for s in segments)
+        result_rows = []
+        for name, fn in (("plain Python, 1 process", plain_python), ("Spark local[2] data source", spark_local2)):
+            rows, secs = fn(root)
+            assert rows == written, (name, rows, written)
+            result_rows.append({"path": name, "records": rows, "seconds": round(secs, 2),
+                                "records_per_s": int(rows / secs), "MB_per_s": round(size / secs / 1e6, 1)})
+        base = result_rows[0]["records_per_s"]
+        for r in result_rows:
+            r["vs_baseline"] = round(r["records_per_s"] / base, 2)
+    return {"name": "analytics", "settings": {"records": written, "store_bytes": size,
+                                              "segments": len(segments),
+                                              "generate_s": round(gen_s, 1), "cores": os.cpu_count()},
+            "rows": result_rows}
+
+
+def markdown(result):
+    rows = result["rows"]
+    cols = list(rows[0])
+    lines = [f"### {result['name']}  {result['settings']}", "| " + " | ".join(cols) + " |",
+             "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown(run(quick="--quick" in sys.argv)))
