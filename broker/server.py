@@ -157,6 +157,9 @@ class KafkaConnection(asyncio.Protocol):
             broker=self.server.broker, api_key=hdr.api_key, api_version=hdr.api_version,
             correlation_id=hdr.correlation_id, client_id=hdr.client_id, client_host=self.peer[0],
             client_port=self.peer[1], listener=self.listener, connection_id=self.connection_id)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: %s v%d correlation %d from %s", self.connection_id, request.spec.name,
+                      hdr.api_version, hdr.correlation_id, hdr.client_id)
         response = await self._call(ctx, request)
         error = _error_code_of(response)
         self.server.metrics.request_done(request.spec.name, error, time.perf_counter() - started)
