@@ -24,14 +24,13 @@ from typing import Any
 
 from coordinator import GroupConfig, GroupCoordinator
 from protocol.errors import DecodeError, ErrorCode
-from protocol.records import build_batch, decode_records, iter_batches
+from protocol.records import build_batch, decode_records
 from storage import StorageError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Test switch: while this file exists, coordinator writes fail (one failure per file; the writer
 # removes it), so a test in another process can fail exactly one OffsetCommit's write.
 FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"
-_READ_CHUNK = 1 << 20
 
 log = logging.getLogger("kcoord.coordinator.runtime")
 
@@ -189,22 +188,12 @@ class GroupRuntime:
                  OFFSETS_TOPIC, count, (time.monotonic() - started) * 1000)
 
     def _read_partition(self, partition: int) -> list:
-        partition_log = self._log_for(partition)
+        """Every record of the partition, oldest first (control batches are not the coordinator's).
+        Read without awaiting in between, as storage asks of loaders."""
         records = []
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            data = partition_log.read(offset, _READ_CHUNK)
-            progressed = False
-            for _position, header, batch in iter_batches(data):
-                if header.last_offset < offset:
-                    continue
-                if not header.is_control:
-                    records.extend(r for r in decode_records(batch) if r.offset >= offset)
-                offset = header.last_offset + 1
-                progressed = True
-            if not progressed:
-                break
+        for header, batch in self._log_for(partition).batches():
+            if not header.is_control:
+                records.extend(decode_records(batch))
         return records
 
     async def close(self) -> None:
