@@ -134,9 +134,45 @@ async def create(broker) -> GroupRuntime:
     """Build and start the runtime for a broker (the composition root calls this at start)."""
     props = broker.config.props
     runtime = GroupRuntime(broker.consumer_offsets_log, GroupConfig.from_properties(props),
+                           logger=coordinator_logger(broker.metrics),
                            compression=int(props.get("offsets.topic.compression.codec", 0)))
     await runtime.start()
     return runtime
+
+
+class CoordinatorEvents(logging.Handler):
+    """The coordinator's log records carry structured events (extra={"event": ..., "group_id": ...});
+    this turns them into broker metrics and hands every record on to the "kcoord.coordinator"
+    logger, so metrics do not depend on the log level and the log output is unchanged."""
+
+    def __init__(self, metrics, target: logging.Logger) -> None:
+        super().__init__(logging.DEBUG)
+        self.metrics = metrics
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "event", None)
+        group = getattr(record, "group_id", "")
+        if self.metrics is not None and event is not None:
+            if event == "prepare_rebalance":
+                self.metrics.rebalance(group, getattr(record, "cause", None) or "other")
+            elif event == "join_complete":
+                self.metrics.group_members(group, getattr(record, "members", 0))
+            elif event in ("group_empty", "group_deleted", "group_expired"):
+                self.metrics.group_members(group, 0)
+        if self.target.isEnabledFor(record.levelno):
+            self.target.handle(record)
+
+
+def coordinator_logger(metrics) -> logging.Logger:
+    """A private logger for the coordinator that sees every event record (see CoordinatorEvents):
+    INFO, where the events are, or lower if the real logger is more verbose."""
+    target = logging.getLogger("kcoord.coordinator")
+    # Not registered with logging: no parent, and a level of its own.
+    logger = logging.Logger(target.name, min(target.getEffectiveLevel(), logging.INFO))
+    logger.propagate = False
+    logger.addHandler(CoordinatorEvents(metrics, target))
+    return logger
 
 
 class GroupRuntime:
