@@ -77,6 +77,15 @@ class LoopTimer:
             log.exception("coordinator timer %r failed", key)
 
 
+def _append_error(exc: Exception, what: str) -> ErrorCode:
+    """The Kafka error a failed write reports (the coordinator maps it for the client)."""
+    if isinstance(exc, StorageError):
+        log.error("%s failed: %s", what, exc)
+        return exc.error_code
+    log.exception("%s failed unexpectedly", what)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 class OffsetsTopicWriter:
     """The coordinator's one writer: `append(partition, records, callback(error))`.
 
@@ -97,10 +106,10 @@ class OffsetsTopicWriter:
             self._maybe_inject_fault()
             partition_log = self._log_for(partition)
             partition_log.append(build_batch(list(records), compression=self._compression))
-        except StorageError as exc:
-            log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+        except Exception as exc:  # the callback must run whatever happened, or a request hangs
+            error = _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}")
             # Never call back re-entrantly into the coordinator that is in the middle of a handler.
-            self._loop.call_soon(callback, ErrorCode.KAFKA_STORAGE_ERROR)
+            self._loop.call_soon(callback, error)
             return
         task = self._loop.create_task(self._sync(partition, partition_log, callback))
         self._pending.add(task)
@@ -110,9 +119,8 @@ class OffsetsTopicWriter:
         try:
             await partition_log.sync()
             error = ErrorCode.NONE
-        except StorageError as exc:
-            log.error("fsync of %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            error = ErrorCode.KAFKA_STORAGE_ERROR
+        except Exception as exc:
+            error = _append_error(exc, f"fsync of {OFFSETS_TOPIC}-{partition}")
         callback(error)
 
     def _maybe_inject_fault(self) -> None:
