@@ -32,7 +32,7 @@ from storage.config import LogConfig
 from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
 from storage.fs import FS
 from storage.group_commit import GroupCommit
-from storage.segment import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, LogSegment
+from storage.segment import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
 
 log = logging.getLogger("kcoord.storage")
 
@@ -121,8 +121,9 @@ class PartitionLog:
                        if n.endswith(LOG_SUFFIX) and n[:-len(LOG_SUFFIX)].isdigit())
         live = {f"{b:020d}" for b in bases}
         for name in names:
-            if name.endswith(INDEX_SUFFIX) and name[:-len(INDEX_SUFFIX)] not in live:
-                self.fs.remove(os.path.join(self.directory, name))
+            stem, _, suffix = name.partition(".")
+            if "." + suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX) and stem not in live:
+                self.fs.remove(os.path.join(self.directory, name))  # index of a segment that is gone
         expected = 0
         for i, base in enumerate(bases):
             segment = LogSegment(self.fs, self.directory, base, self.config.index_interval_bytes)
