@@ -14,8 +14,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
+from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.records import (
@@ -253,17 +254,21 @@ class PartitionLog:
 
     # -- durability -----------------------------------------------------------------------------
 
-    async def sync(self, after: AppendInfo | None = None) -> None:
-        """Return once everything appended before the call (or `after`) is fsynced.
+    def sync(self, after: AppendInfo | None = None) -> Coroutine[Any, Any, None]:
+        """Awaitable that resolves once everything appended before this call (or `after`) is fsynced.
 
-        Concurrent callers share one fsync. Raises StorageError if the fsync failed, or if `after`
-        was cut away by an earlier failure.
+        What it covers is fixed when sync() is *called*, not when it is awaited, so
+        `gather(*(log.sync() for log in touched))` right after appending is exact. Concurrent
+        callers share one fsync. Raises StorageError if the fsync failed, or if what it covers was
+        cut away by an earlier failure.
         """
+        if after is not None:
+            return self._sync(after.last_offset + 1, after.generation)
+        return self._sync(self.log_end_offset if self._segments else 0, self.generation)
+
+    async def _sync(self, target: int, generation: int) -> None:
         self._check_open()
-        if after is None:
-            await self._commit.wait(self.log_end_offset, self.generation)
-        else:
-            await self._commit.wait(after.last_offset + 1, after.generation)
+        await self._commit.wait(target, generation)
 
     async def append_durable(self, records) -> AppendInfo:
         info = self.append(records)
