@@ -33,6 +33,7 @@ class CleanPlan:
     segments: list[LogSegment]
     now_ms: int
     delete_retention_ms: int
+    generation: int = 0   # the log's generation when planned: a truncation since voids the clean
 
 
 @dataclasses.dataclass(slots=True)

@@ -498,7 +498,8 @@ class PartitionLog:
         self._cleaning = True
         self._pin()
         now = self.clock() if now_ms is None else now_ms
-        return cleaner.CleanPlan(self.fs, self.cleanable_segments(), now, self.config.delete_retention_ms)
+        return cleaner.CleanPlan(self.fs, self.cleanable_segments(), now, self.config.delete_retention_ms,
+                                 self.generation)
 
     def _abort_clean(self, plan: cleaner.CleanPlan) -> None:
         for segment in plan.segments:
@@ -509,10 +510,13 @@ class PartitionLog:
     def _finish_clean(self, plan: cleaner.CleanPlan, results: list[cleaner.CleanedSegment]) -> cleaner.CleanStats:
         """Swap cleaned segments in: rename `.cleaned` over `.log` (atomic), then re-open them."""
         stats = cleaner.CleanStats()
+        # A truncation meanwhile may have cut into a planned segment: its cleaned copy would bring
+        # the cut records back. Then the whole clean is dropped (the next pass redoes it).
+        stale = self.closed or plan.generation != self.generation
         try:
             for result in results:
                 segment = result.segment
-                if segment not in self._segments or self.closed:
+                if stale or segment not in self._segments:
                     self.fs.remove(result.path)  # deleted or truncated away meanwhile
                     continue
                 stats.add(result)
@@ -527,7 +531,7 @@ class PartitionLog:
                 self._retire(segment.reopen(), delete=False)
             if results:
                 self.fs.fsync_dir(self.directory)
-            if plan.segments:
+            if plan.segments and not stale:
                 self._first_dirty_offset = max(self._first_dirty_offset, plan.segments[-1].next_offset)
         except OSError as exc:
             raise StorageError(f"{self.name}: swapping cleaned segments failed: {exc}") from exc

@@ -299,3 +299,20 @@ def test_last_batch_of_each_idempotent_producer_survives_emptied(tmp_path):
     while mr.has_next():
         assert mr.next_batch().validate_crc()
     assert log.compact(now_ms=0).records_removed == 0  # the shells are stable
+
+
+@pytest.mark.timeout(30)
+async def test_truncation_during_a_clean_voids_it(tmp_path):
+    fs = FaultyFS()
+    log = _compactable(tmp_path, fs)
+    cut = log.segments[1].base_offset + 1  # inside a planned segment
+    fs.fsync_gate = threading.Event()
+    task = asyncio.create_task(log.compact_async(now_ms=0))
+    while not _leftovers(log):
+        await asyncio.sleep(0.005)
+    log.truncate_to(cut)
+    fs.fsync_gate.set()
+    stats = await task
+    assert stats.segments == 0 and _leftovers(log) == []
+    assert [o for o, _, _ in records(log)] == list(range(log.log_end_offset))
+    assert log.log_end_offset <= cut
