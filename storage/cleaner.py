@@ -134,41 +134,41 @@ def clean_segment(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap) -> C
     fd = fs.open(path)
     try:
         fs.truncate(fd, 0)
-        changed = False
-        removed = 0
-        position = 0
-        pending: list[bytes] = []
-        pending_size = 0
-        for _, header, batch in segment.scan():
-            cleaned, dropped, batch_changed = filter_batch(header, batch, offsets, plan.now_ms,
-                                                           plan.delete_retention_ms)
-            removed += dropped
-            changed = changed or batch_changed
-            if cleaned is not None:
-                pending.append(cleaned)
-                pending_size += len(cleaned)
-            if pending_size >= _WRITE_CHUNK:
-                fs.write_all(fd, b"".join(pending), position)
-                position += pending_size
-                pending, pending_size = [], 0
-        if not changed:
-            fs.close(fd)
-            fd = -1
-            fs.remove(path)
-            return None
-        fs.write_all(fd, b"".join(pending), position)
-        position += pending_size
-        fs.fsync(fd)
+        size, removed, changed = _write_cleaned(plan, segment, offsets, fd)
+        if changed:
+            fs.fsync(fd)
     except BaseException:
-        if fd >= 0:
-            fs.close(fd)
-            fd = -1
+        fs.close(fd)
         fs.remove(path)
         raise
-    finally:
-        if fd >= 0:
-            fs.close(fd)
-    return CleanedSegment(segment, path, position, segment.size, removed)
+    fs.close(fd)
+    if not changed:
+        fs.remove(path)
+        return None
+    return CleanedSegment(segment, path, size, segment.size, removed)
+
+
+def _write_cleaned(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap, fd: int) -> tuple[int, int, bool]:
+    """Filter every batch of `segment` into fd, in chunks; (bytes written, records removed, changed?)."""
+    position = removed = 0
+    changed = False
+    pending: list[bytes] = []
+    pending_size = 0
+    for _, header, batch in segment.scan():
+        cleaned, dropped, batch_changed = filter_batch(header, batch, offsets, plan.now_ms, plan.delete_retention_ms)
+        removed += dropped
+        changed = changed or batch_changed
+        if cleaned is not None:
+            pending.append(cleaned)
+            pending_size += len(cleaned)
+        if pending_size >= _WRITE_CHUNK:
+            plan.fs.write_all(fd, b"".join(pending), position)
+            position += pending_size
+            pending, pending_size = [], 0
+    if changed and pending:
+        plan.fs.write_all(fd, b"".join(pending), position)
+        position += pending_size
+    return position, removed, changed
 
 
 def prepare(plan: CleanPlan) -> list[CleanedSegment]:
