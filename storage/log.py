@@ -33,7 +33,14 @@ from storage.config import LogConfig
 from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
 from storage.fs import FS
 from storage.group_commit import GroupCommit
-from storage.segment import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, LogSegment
+from storage.segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    LogSegment,
+    SegmentFiles,
+)
 
 log = logging.getLogger("kcoord.storage")
 
@@ -98,7 +105,7 @@ class PartitionLog:
         self._dir_dirty = False
         self._pins = 0                # background work holding segment fds
         self._pin_lock = threading.Lock()
-        self._retired: list[LogSegment] = []
+        self._retired: list[tuple[LogSegment | SegmentFiles, bool]] = []  # (to close, delete too?)
         self._cleaning = False
         self._first_dirty_offset = 0  # compaction: offsets below were cleaned
         self.closed = False
@@ -557,14 +564,14 @@ class PartitionLog:
         for segment, delete in retired:
             self._dispose(segment, delete)
 
-    def _retire(self, segment: LogSegment, delete: bool) -> None:
+    def _retire(self, segment: LogSegment | SegmentFiles, delete: bool) -> None:
         with self._pin_lock:
             if self._pins:
                 self._retired.append((segment, delete))
                 return
         self._dispose(segment, delete)
 
-    def _dispose(self, segment: LogSegment, delete: bool) -> None:
+    def _dispose(self, segment: LogSegment | SegmentFiles, delete: bool) -> None:
         try:
             segment.delete() if delete else segment.close()
         except OSError:
