@@ -351,3 +351,13 @@ def test_offset_for_timestamp_matches_a_full_scan(tmp_path_factory, deltas, pick
                          if t >= target), None)
         assert log.offset_for_timestamp(target) == expected
     log.close()
+
+
+@pytest.mark.parametrize("bad", [
+    {"segment_bytes": 2**31}, {"segment_bytes": 13}, {"cleanup_policy": "archive"},
+    {"message_timestamp_type": "WallClock"}, {"min_cleanable_dirty_ratio": 1.5},
+])
+def test_log_config_rejects_values_kafka_rejects(bad):
+    with pytest.raises(ValueError):
+        LogConfig(**bad)
+    assert LogConfig(cleanup_policy="compact,delete").compact and LogConfig(cleanup_policy="compact,delete").delete
