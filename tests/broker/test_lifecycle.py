@@ -242,3 +242,31 @@ def test_second_server_on_a_busy_port_fails_cleanly(kcoord_server, tmp_path):
     assert run.returncode == 1
     assert "cannot start" in run.stderr and "kcoord ready" not in run.stdout
     assert kcoord_server.running
+
+
+async def test_request_in_flight_completes_when_its_client_disconnects(kcoord_broker: Broker):
+    port = kcoord_broker.listeners[0].port
+    with RawKafka(port) as c:
+        await asyncio.to_thread(create, c, "orphan")
+    entered, release, finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def hold(ctx, req):
+        entered.set()
+        await release.wait()
+
+    kcoord_broker.hooks.before(0, hold)
+    kcoord_broker.hooks.after(0, lambda ctx, req, resp: finished.set())
+
+    def send_and_leave():
+        with RawKafka(port) as c:
+            c.send_request(0, 9, m.ProduceRequest(
+                transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[m.ProduceRequest.TopicProduceData(
+                    name="orphan", partition_data=[m.ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=0, records=records_batch(2))])]))
+
+    await asyncio.to_thread(send_and_leave)
+    await asyncio.wait_for(entered.wait(), BOUND_S)
+    await wait_until(lambda: not kcoord_broker.server.connections)  # the server saw the disconnect
+    release.set()
+    await asyncio.wait_for(finished.wait(), BOUND_S)  # the handler ran to the end; its answer is dropped
+    assert kcoord_broker.topics.log("orphan", 0).log_end_offset == 2
