@@ -144,7 +144,7 @@ class KafkaConnection(asyncio.Protocol):
                 frame = self.queue.popleft()
                 await self._serve(frame)
                 self._last_active = time.monotonic()
-                self.state.request_done()
+                self.state.request_done(len(frame))
                 if self.state.should_resume() and not self._draining and self.transport is not None:
                     self.transport.resume_reading()
         except ProtocolViolation as exc:
