@@ -270,3 +270,22 @@ async def test_request_in_flight_completes_when_its_client_disconnects(kcoord_br
     release.set()
     await asyncio.wait_for(finished.wait(), BOUND_S)  # the handler ran to the end; its answer is dropped
     assert kcoord_broker.topics.log("orphan", 0).log_end_offset == 2
+
+
+def test_idempotent_retry_across_restart_is_still_a_duplicate(kcoord_server):
+    def idem_batch(n: int, seq: int, pid: int, epoch: int) -> bytes:
+        return records_batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+    with RawKafka(kcoord_server.port) as c:
+        create(c, "idem-restart")
+        init = c.request(22, 4, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000,
+                                                       producer_id=-1, producer_epoch=-1))
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert produce(c, "idem-restart", idem_batch(3, 0, pid, epoch)).base_offset == 0
+    kcoord_server.restart()
+    with RawKafka(kcoord_server.port) as c:
+        retry = produce(c, "idem-restart", idem_batch(3, 0, pid, epoch))  # state rebuilt from the log
+        assert (retry.error_code, retry.base_offset) == (ErrorCode.NONE, 0)
+        assert produce(c, "idem-restart", idem_batch(1, 3, pid, epoch)).base_offset == 3
+        gap = produce(c, "idem-restart", idem_batch(1, 7, pid, epoch))
+        assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
