@@ -289,3 +289,24 @@ def test_idempotent_retry_across_restart_is_still_a_duplicate(kcoord_server):
         assert produce(c, "idem-restart", idem_batch(1, 3, pid, epoch)).base_offset == 3
         gap = produce(c, "idem-restart", idem_batch(1, 7, pid, epoch))
         assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+async def test_consumer_offsets_topic_is_internal_and_compacted(kcoord_broker: Broker):
+    log = kcoord_broker.consumer_offsets_log(3)
+    assert (log.topic, log.partition) == ("__consumer_offsets", 3)
+    assert log.config.cleanup_policy == "compact"
+    port = kcoord_broker.listeners[0].port
+
+    def inspect():
+        with RawKafka(port) as c:
+            md = c.request(3, 12, m.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            (topic,) = [t for t in md.topics if t.name == "__consumer_offsets"]
+            refused = produce(c, "__consumer_offsets", records_batch(1), partition=3)
+            deleted = c.request(20, 6, m.DeleteTopicsRequest(
+                topics=[m.DeleteTopicsRequest.DeleteTopicState(name="__consumer_offsets")], timeout_ms=1000))
+            return topic, refused, deleted.responses[0]
+
+    topic, refused, deleted = await asyncio.to_thread(inspect)
+    assert topic.is_internal and len(topic.partitions) == kcoord_broker.config.get("offsets.topic.num.partitions")
+    assert refused.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert deleted.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
