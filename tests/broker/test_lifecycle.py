@@ -310,3 +310,10 @@ async def test_consumer_offsets_topic_is_internal_and_compacted(kcoord_broker: B
     assert topic.is_internal and len(topic.partitions) == kcoord_broker.config.get("offsets.topic.num.partitions")
     assert refused.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert deleted.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_sigint_stops_gracefully_too(kcoord_server):
+    kcoord_server.proc.send_signal(signal.SIGINT)
+    assert kcoord_server.proc.wait(BOUND_S) == 0
+    kcoord_server.stop()
+    assert "kcoord stopped" in kcoord_server.log_text()
