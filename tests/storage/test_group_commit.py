@@ -141,3 +141,21 @@ async def test_new_segment_directory_entry_is_fsynced_with_its_data(tmp_path, mo
     await log.append_durable(batch(value=b"y" * 100))  # rolls
     assert len(log.segments) == 2
     assert synced_dirs == [log.directory]
+
+
+async def test_sync_covers_what_was_appended_when_it_was_called(tmp_path):
+    # A handler appends, calls sync(), and awaits it later (e.g. via gather): if a failure cuts
+    # the append away in between, the sync must fail rather than vouch for the new tail.
+    fs = FaultyFS()
+    log = open_log(tmp_path, fs, flush_on_append=False)
+    log.append(batch(value=b"doomed"))
+    fs.fail_next_fsync()
+    failing = asyncio.ensure_future(log.sync())
+    pending = log.sync()  # called now, awaited after the failure
+    with pytest.raises(StorageError):
+        await failing
+    log.append(batch(value=b"new tail"))
+    with pytest.raises(StorageError, match="lost"):
+        await pending
+    await log.sync()
+    assert values(log) == [b"new tail-0"]

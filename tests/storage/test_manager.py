@@ -103,3 +103,18 @@ def test_errors_name_kafka_error_codes():
     assert CorruptRecordError("x").error_code == ErrorCode.CORRUPT_MESSAGE
     assert OffsetOutOfRangeError("x").error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert RecordTooLargeError("x").error_code == ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+async def test_topic_configs_apply_from_open_and_to_new_partitions(tmp_path):
+    mgr = LogManager(str(tmp_path))
+    await mgr.get_or_create("__consumer_offsets", 0).append_durable(batch())
+    await mgr.close()
+    compact = LogConfig(cleanup_policy="compact")
+    mgr = LogManager(str(tmp_path), topic_configs={"__consumer_offsets": compact})
+    assert mgr.get("__consumer_offsets", 0).config is compact
+    assert mgr.get_or_create("__consumer_offsets", 1).config is compact
+    assert mgr.get_or_create("other", 0).config is mgr.default_config
+    small = LogConfig(segment_bytes=1000)
+    mgr.set_topic_config("other", small)
+    assert mgr.get("other", 0).config is small and mgr.get_or_create("other", 1).config is small
+    await mgr.close()
