@@ -9,9 +9,11 @@ injected with:
 * `OffsetsTopicWriter` — appends the coordinator's records as one v2 batch per write to
   `__consumer_offsets-N` and calls back only after `await log.sync()`: a callback with NONE means
   the records are durable.
-* `GroupRuntime` — owns the three, loads every `__consumer_offsets` partition by replay before
-  serving it (requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), turns the coordinator's
-  callbacks into awaitables for the handlers, and shuts down cleanly.
+* `CoordinatorEvents` — the coordinator's structured log events (rebalances and their causes, group
+  sizes) as broker metrics.
+* `GroupRuntime` — owns them, loads every `__consumer_offsets` partition by replay before serving it
+  (requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), turns the coordinator's callbacks into
+  awaitables for the handlers, and shuts down cleanly.
 """
 from __future__ import annotations
 
