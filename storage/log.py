@@ -535,7 +535,7 @@ class PartitionLog:
                     continue
                 self.fs.rename(result.path, segment.log_path)
                 # Old fds may be in a running fsync: close them once unpinned.
-                self._retire(segment.reopen(), delete=False)
+                self._retire(segment.reopen(result.state), delete=False)
             if results:
                 self.fs.fsync_dir(self.directory)
             if plan.segments and not stale:
