@@ -536,8 +536,8 @@ class PartitionLog:
                 self.fs.rename(result.path, segment.log_path)
                 # Old fds may be in a running fsync: close them once unpinned.
                 self._retire(segment.reopen(result.state), delete=False)
-            if results:
-                self.fs.fsync_dir(self.directory)
+            # No directory fsync here: should the renames be lost to a power cut, the old segments
+            # come back, which are as valid (just not yet compacted).
             if plan.segments and not stale:
                 self._first_dirty_offset = max(self._first_dirty_offset, plan.segments[-1].next_offset)
         except OSError as exc:
