@@ -9,6 +9,7 @@ Knows bytes and offsets, never groups. May import: protocol (record batches).
     index.py         the sparse offset and time indexes (derived, rebuilt when they disagree)
     cleaner.py       compaction's worker-thread half: latest per key, tombstone horizons, `.cleaned` files
     reader.py        read-only iteration over segment files (tools, analytics)
+    checkpoint.py    Kafka's offset checkpoint file format (cleaner-offset-checkpoint)
     fs.py            the file-system layer all I/O goes through, and FaultyFS for tests
     config.py        LogConfig (Kafka's topic-config names and defaults); errors.py: StorageError family
 """
