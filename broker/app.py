@@ -94,7 +94,7 @@ class Broker:
             await self._prometheus.stop()
 
     async def sync_all(self) -> None:
-        logs = [self.logs.get_or_create(t, p) for t, p in self.logs.partitions()]
+        logs = self.logs.logs()
         results = await asyncio.gather(*(lg.sync() for lg in logs), return_exceptions=True)
         for lg, result in zip(logs, results, strict=True):
             if isinstance(result, Exception):

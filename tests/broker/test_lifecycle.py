@@ -317,3 +317,30 @@ def test_sigint_stops_gracefully_too(kcoord_server):
     assert kcoord_server.proc.wait(BOUND_S) == 0
     kcoord_server.stop()
     assert "kcoord stopped" in kcoord_server.log_text()
+
+
+async def test_restart_finishes_an_interrupted_topic_deletion(tmp_path):
+    import json
+
+    from broker.config import BrokerConfig
+    from broker.data.topics import METADATA_FILE
+
+    cfg = BrokerConfig.load(overrides={"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d")})
+    broker = Broker(cfg)
+    await broker.start()
+    broker.topics.create("doomed", 2)
+    broker.topics.create("kept", 1)
+    await broker.stop()
+    # A crash after the metadata dropped the topic but before its directories were removed:
+    path = tmp_path / "d" / METADATA_FILE
+    meta = json.loads(path.read_text())
+    meta["topics"] = [t for t in meta["topics"] if t["name"] != "doomed"]
+    path.write_text(json.dumps(meta))
+    again = Broker(cfg)
+    await again.start()
+    try:
+        assert again.topics.get("doomed") is None and again.topics.get("kept") is not None
+        assert not any(t == "doomed" for t, _p in again.logs.partitions())
+        assert not list((tmp_path / "d").glob("doomed-*"))
+    finally:
+        await again.stop()
