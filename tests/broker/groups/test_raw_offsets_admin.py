@@ -148,6 +148,9 @@ def test_describe_list_delete_and_offset_delete(server, client):
             member.member_id, "raw-dyn", assignment([0, 1]))
         v6 = client.request(m.DescribeGroupsRequest(groups=["no-such-group"]), 6).groups[0]
         assert v6.error_code == E.GROUP_ID_NOT_FOUND
+        with_ops = client.request(m.DescribeGroupsRequest(groups=[group], include_authorized_operations=True), 5)
+        assert with_ops.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)  # READ DELETE DESCRIBE
+        assert described[0].authorized_operations == -(2**31)  # not asked for
 
         stable = client.request(m.ListGroupsRequest(states_filter=["stable"]), 4).groups
         empty = client.request(m.ListGroupsRequest(states_filter=["Empty"]), 4).groups
