@@ -155,6 +155,9 @@ def test_describe_list_delete_and_offset_delete(server, client):
         stable = client.request(m.ListGroupsRequest(states_filter=["stable"]), 4).groups
         empty = client.request(m.ListGroupsRequest(states_filter=["Empty"]), 4).groups
         assert group in {g.group_id for g in stable} and group not in {g.group_id for g in empty}
+        classic = client.request(m.ListGroupsRequest(types_filter=["Classic"]), 5).groups
+        assert {(g.group_id, g.group_type) for g in classic} >= {(group, "classic")}
+        assert client.request(m.ListGroupsRequest(types_filter=["consumer"]), 5).groups == []  # no KIP-848 groups
 
         busy = client.request(m.DeleteGroupsRequest(groups_names=[group]), 2).results[0]
         assert busy.error_code == E.NON_EMPTY_GROUP
