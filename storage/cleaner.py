@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from protocol.records import BatchHeader, Record, build_batch, iter_record_tuples
+from protocol.records import BatchHeader, Record, build_batch, iter_record_tuples, parse_batch_header
 from storage.fs import FS
-from storage.segment import CLEANED_SUFFIX
+from storage.segment import CLEANED_SUFFIX, SegmentState
 
 if TYPE_CHECKING:
     from storage.segment import LogSegment
@@ -43,6 +43,7 @@ class CleanedSegment:
     size: int             # bytes after cleaning
     bytes_before: int
     records_removed: int
+    state: SegmentState   # offsets, timestamps and indexes of the cleaned copy
 
 
 @dataclasses.dataclass(slots=True)
@@ -134,7 +135,7 @@ def clean_segment(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap) -> C
     fd = fs.open(path)
     try:
         fs.truncate(fd, 0)
-        size, removed, changed = _write_cleaned(plan, segment, offsets, fd)
+        state, removed, changed = _write_cleaned(plan, segment, offsets, fd)
         if changed:
             fs.fsync(fd)
     except BaseException:
@@ -145,11 +146,13 @@ def clean_segment(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap) -> C
     if not changed:
         fs.remove(path)
         return None
-    return CleanedSegment(segment, path, size, segment.size, removed)
+    return CleanedSegment(segment, path, state.size, segment.size, removed, state)
 
 
-def _write_cleaned(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap, fd: int) -> tuple[int, int, bool]:
-    """Filter every batch of `segment` into fd, in chunks; (bytes written, records removed, changed?)."""
+def _write_cleaned(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap,
+                   fd: int) -> tuple[SegmentState, int, bool]:
+    """Filter every batch of `segment` into fd, in chunks; (state of the copy, records removed, changed?)."""
+    state = SegmentState(segment.base_offset, segment.index_interval_bytes)
     position = removed = 0
     changed = False
     pending: list[bytes] = []
@@ -159,6 +162,7 @@ def _write_cleaned(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap, fd:
         removed += dropped
         changed = changed or batch_changed
         if cleaned is not None:
+            state.track(header if not batch_changed else parse_batch_header(cleaned), position + pending_size)
             pending.append(cleaned)
             pending_size += len(cleaned)
         if pending_size >= _WRITE_CHUNK:
@@ -167,8 +171,7 @@ def _write_cleaned(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap, fd:
             pending, pending_size = [], 0
     if changed and pending:
         plan.fs.write_all(fd, b"".join(pending), position)
-        position += pending_size
-    return position, removed, changed
+    return state, removed, changed
 
 
 def prepare(plan: CleanPlan) -> list[CleanedSegment]:

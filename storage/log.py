@@ -107,7 +107,7 @@ class PartitionLog:
         self._pin_lock = threading.Lock()
         self._retired: list[tuple[LogSegment | SegmentFiles, bool]] = []  # (to close, delete too?)
         self._cleaning = False
-        self._first_dirty_offset = 0  # compaction: offsets below were cleaned
+        self.first_dirty_offset = 0   # compaction: offsets below were cleaned (cleaner checkpoint)
         self.closed = False
         self._commit = GroupCommit(self, self.name, fsync_executor)
         self.fs.makedirs(directory)
@@ -149,7 +149,7 @@ class PartitionLog:
         if not self._segments:
             self._segments.append(self._new_segment(0))
         self.log_start_offset = self._segments[0].base_offset
-        self._first_dirty_offset = self.log_start_offset
+        self.first_dirty_offset = self.log_start_offset
         # What recovery kept may sit only in the page cache (a killed process): make it durable
         # before treating it as such.
         try:
@@ -465,7 +465,7 @@ class PartitionLog:
         total = sum(s.size for s in segments)
         if total == 0:
             return 0.0
-        dirty = sum(s.size for s in segments if s.base_offset >= self._first_dirty_offset)
+        dirty = sum(s.size for s in segments if s.base_offset >= self.first_dirty_offset)
         return dirty / total
 
     def needs_compaction(self) -> bool:
@@ -535,11 +535,11 @@ class PartitionLog:
                     continue
                 self.fs.rename(result.path, segment.log_path)
                 # Old fds may be in a running fsync: close them once unpinned.
-                self._retire(segment.reopen(), delete=False)
-            if results:
-                self.fs.fsync_dir(self.directory)
+                self._retire(segment.reopen(result.state), delete=False)
+            # No directory fsync here: should the renames be lost to a power cut, the old segments
+            # come back, which are as valid (just not yet compacted).
             if plan.segments and not stale:
-                self._first_dirty_offset = max(self._first_dirty_offset, plan.segments[-1].next_offset)
+                self.first_dirty_offset = max(self.first_dirty_offset, plan.segments[-1].next_offset)
         except OSError as exc:
             raise StorageError(f"{self.name}: swapping cleaned segments failed: {exc}") from exc
         finally:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from storage.checkpoint import read_checkpoint, write_checkpoint
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.fs import FS
@@ -25,6 +26,7 @@ log = logging.getLogger("kcoord.storage")
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _DELETE_SUFFIX = "-delete"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -75,6 +77,12 @@ class LogManager:
                 continue
             self._logs[parsed] = PartitionLog(path, parsed[0], parsed[1], self.config_for(parsed[0]),
                                               self.fs, self.clock, self.fsync_executor)
+        # Where compaction got to, so a restart does not clean every compacted log again.
+        for key, offset in read_checkpoint(self.fs, os.path.join(self.log_dir, CLEANER_CHECKPOINT)).items():
+            partition_log = self._logs.get(key)
+            if partition_log is not None:
+                partition_log.first_dirty_offset = min(max(offset, partition_log.log_start_offset),
+                                                       partition_log.log_end_offset)
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -146,6 +154,7 @@ class LogManager:
     async def maintain_once(self, now_ms: int | None = None) -> None:
         """One pass: fsync logs that do not fsync per append, retention for delete-policy logs,
         compaction (in a worker thread) for compact-policy logs whose dirty ratio is reached."""
+        cleaned = False
         for partition_log in self.logs():
             if partition_log.closed:
                 continue
@@ -156,8 +165,20 @@ class LogManager:
                     partition_log.delete_old_segments(now_ms)
                 if partition_log.needs_compaction():
                     await partition_log.compact_async(now_ms, executor=self.cleaner_executor)
+                    cleaned = True
             except StorageError:
                 log.exception("maintenance of %s failed", partition_log.name)
+        if cleaned:
+            self.write_cleaner_checkpoint()
+
+    def write_cleaner_checkpoint(self) -> None:
+        """Persist each compacted log's first dirty offset (Kafka's cleaner-offset-checkpoint)."""
+        offsets = {key: lg.first_dirty_offset for key, lg in self._logs.items()
+                   if lg.first_dirty_offset > lg.log_start_offset and not lg.closed}
+        try:
+            write_checkpoint(self.fs, os.path.join(self.log_dir, CLEANER_CHECKPOINT), offsets)
+        except OSError as exc:
+            log.warning("could not write %s: %s", CLEANER_CHECKPOINT, exc)
 
     def start_maintenance(self, interval_s: float = 15.0) -> asyncio.Task:
         """Run maintain_once every interval (log.cleaner.backoff.ms is 15 s in Kafka)."""
@@ -181,6 +202,8 @@ class LogManager:
                 await self._maintenance
             self._maintenance = None
         errors = []
+        if self._logs:
+            self.write_cleaner_checkpoint()
         for partition_log in self.logs():
             await partition_log.wait_idle()
             try:

@@ -66,6 +66,37 @@ def scan_batches(pread: Callable[[int, int], bytes], start: int, end: int,
         position += consumed
 
 
+class SegmentState:
+    """What a segment knows about its batches — built as they are appended, by a recovery scan,
+    or by the cleaner for the copy it writes (so a swap need not rescan on the event loop)."""
+
+    __slots__ = ("size", "next_offset", "max_timestamp", "offset_of_max_timestamp", "rolling_timestamp",
+                 "index", "time_index")
+
+    def __init__(self, base_offset: int, index_interval_bytes: int) -> None:
+        self.size = 0
+        self.next_offset = base_offset  # one past the last offset held
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.rolling_timestamp: int | None = None  # first batch's max timestamp: segment.ms rolls
+        self.index = OffsetIndex(base_offset, index_interval_bytes)
+        self.time_index = TimeIndex(base_offset)
+
+    def track(self, header: BatchHeader, position: int) -> tuple[bytes | None, bytes | None]:
+        """Account for a batch at `position`; returns the index entries (bytes) it caused, if any."""
+        if self.rolling_timestamp is None:
+            self.rolling_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        self.next_offset = header.next_offset
+        self.size = position + header.size
+        entry = self.index.maybe_add(header.last_offset, position, header.size)
+        if entry is None:
+            return None, None
+        return entry, self.time_index.maybe_add(self.max_timestamp, self.offset_of_max_timestamp)
+
+
 class LogSegment:
     def __init__(self, fs: FS, directory: str, base_offset: int, index_interval_bytes: int) -> None:
         self.fs = fs
@@ -77,14 +108,18 @@ class LogSegment:
         self.fd = fs.open(self.log_path)
         self.index_fd = fs.open(self.index_path)
         self.timeindex_fd = fs.open(self.timeindex_path)
-        self.index = OffsetIndex(base_offset, index_interval_bytes)
-        self.time_index = TimeIndex(base_offset)
-        self.size = 0
-        self.next_offset = base_offset  # one past the last offset held here
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = -1
-        self.rolling_timestamp: int | None = None  # first batch's max timestamp: segment.ms rolls
+        self.index_interval_bytes = index_interval_bytes
+        self.state = SegmentState(base_offset, index_interval_bytes)
         self.closed = False
+
+    # What the log reads about the segment lives in its state.
+    size = property(lambda self: self.state.size)
+    next_offset = property(lambda self: self.state.next_offset)
+    max_timestamp = property(lambda self: self.state.max_timestamp)
+    offset_of_max_timestamp = property(lambda self: self.state.offset_of_max_timestamp)
+    rolling_timestamp = property(lambda self: self.state.rolling_timestamp)
+    index = property(lambda self: self.state.index)
+    time_index = property(lambda self: self.state.time_index)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.base_offset}, size={self.size}, next_offset={self.next_offset})"
@@ -102,7 +137,7 @@ class LogSegment:
         index_entries, time_entries = [], []
         position = start
         for header in headers:
-            entry, time_entry = self._track(header, position)
+            entry, time_entry = self.state.track(header, position)
             if entry is not None:
                 index_entries.append(entry)
             if time_entry is not None:
@@ -114,20 +149,6 @@ class LogSegment:
         if time_entries:
             self._write_entries(self.timeindex_fd, self.timeindex_path, time_entries,
                                 len(self.time_index) - len(time_entries), self.time_index.entry_size)
-
-    def _track(self, header: BatchHeader, position: int) -> tuple[bytes | None, bytes | None]:
-        """Account for a batch at `position`: offsets, timestamps, size, index entries (returned)."""
-        if self.rolling_timestamp is None:
-            self.rolling_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.last_offset
-        self.next_offset = header.next_offset
-        self.size = position + header.size
-        entry = self.index.maybe_add(header.last_offset, position, header.size)
-        if entry is None:
-            return None, None
-        return entry, self.time_index.maybe_add(self.max_timestamp, self.offset_of_max_timestamp)
 
     def _cut_back(self, size: int) -> None:
         try:
@@ -213,17 +234,12 @@ class LogSegment:
         """Recompute offsets, timestamps and indexes for the bytes in [0, position)."""
         self._clear_tracking()
         for at, header, _ in self.scan(0, position):
-            self._track(header, at)
+            self.state.track(header, at)
         if write_indexes:
             self._rewrite_indexes()
 
     def _clear_tracking(self) -> None:
-        self.size = 0
-        self.next_offset = self.base_offset
-        self.max_timestamp = self.offset_of_max_timestamp = -1
-        self.rolling_timestamp = None
-        self.index = OffsetIndex(self.base_offset, self.index.interval_bytes)
-        self.time_index = TimeIndex(self.base_offset)
+        self.state = SegmentState(self.base_offset, self.index_interval_bytes)
 
     def recover(self, min_offset: int) -> int:
         """CRC-check every batch; cut a torn or corrupt tail; rebuild indexes that disagree.
@@ -245,7 +261,7 @@ class LogSegment:
                     reason = f"CRC mismatch in batch at offset {header.base_offset}"
                     break
                 expected = header.next_offset
-                self._track(header, position)
+                self.state.track(header, position)
         except DecodeError as exc:
             reason = str(exc)
         dropped = file_size - self.size
@@ -274,8 +290,9 @@ class LogSegment:
         except OSError:
             log.warning("could not rewrite index %s", path, exc_info=True)
 
-    def reopen(self) -> SegmentFiles:
-        """Re-open the files after the `.log` was replaced by a rename (compaction).
+    def reopen(self, state: SegmentState | None = None) -> SegmentFiles:
+        """Re-open the files after the `.log` was replaced by a rename (compaction), taking `state`
+        as the new content's (else rescanning it), and rewrite the indexes.
 
         Returns the old descriptors still open, for the caller to close once no worker uses them.
         """
@@ -283,7 +300,11 @@ class LogSegment:
         self.fd = self.fs.open(self.log_path)
         self.index_fd = self.fs.open(self.index_path)
         self.timeindex_fd = self.fs.open(self.timeindex_path)
-        self._reset_tracking(self.fs.size(self.fd))
+        if state is None:
+            self._reset_tracking(self.fs.size(self.fd))
+        else:
+            self.state = state
+            self._rewrite_indexes()
         return old
 
     def flush(self) -> None:

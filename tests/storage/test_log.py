@@ -351,3 +351,30 @@ def test_offset_for_timestamp_matches_a_full_scan(tmp_path_factory, deltas, pick
                          if t >= target), None)
         assert log.offset_for_timestamp(target) == expected
     log.close()
+
+
+@pytest.mark.parametrize("bad", [
+    {"segment_bytes": 2**31}, {"segment_bytes": 13}, {"cleanup_policy": "archive"},
+    {"message_timestamp_type": "WallClock"}, {"min_cleanable_dirty_ratio": 1.5},
+])
+def test_log_config_rejects_values_kafka_rejects(bad):
+    with pytest.raises(ValueError):
+        LogConfig(**bad)
+    assert LogConfig(cleanup_policy="compact,delete").compact and LogConfig(cleanup_policy="compact,delete").delete
+
+
+def test_batches_larger_than_a_scan_chunk(tmp_path):
+    log = open_log(tmp_path, index_interval_bytes=100)
+    log.append(batch(1, value=b"small", ts=1))
+    big = os.urandom(1_500_000)  # > the 1 MiB scan chunk and the 16 KiB lookup chunk
+    log.append(build_batch([(b"big", big)], timestamp_ms=5))
+    log.append(batch(1, value=b"after", ts=2))
+    path = log.active_segment.log_path
+    log.close()
+    with open(path, "ab") as f:
+        f.write(build_batch([(b"torn", big)], timestamp_ms=6)[:1_200_000])
+    again = open_log(tmp_path, index_interval_bytes=100)
+    assert again.log_end_offset == 3
+    assert [r.value for r in decode_records(again.read(1, 1))] == [big]
+    assert [r.value for r in decode_records(again.read(2, 1))] == [b"after-0"]
+    assert again.offset_for_timestamp(5) == (1, 5)
