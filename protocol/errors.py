@@ -3,7 +3,9 @@
 A handler answers with an ErrorCode; `ErrorCode.X.retriable` says whether clients retry it.
 """
 from __future__ import annotations
+
 import enum
+
 
 class ErrorCode(enum.IntEnum):
     """Kafka protocol error codes (numbers are wire values)."""

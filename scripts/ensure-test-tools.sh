@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the client-compatibility tests need beyond PyPI, idempotently:
-#   kafkajs (npm, into tests/js/node_modules) and kcat (Debian).
+#   kafkajs (npm, into tests/js/node_modules); kcat, chromium, docker-compose (Debian).
 # Where a tool truly cannot be had, says so; the tests that need it then skip with that message.
 set -u
 cd "$(dirname "$0")/.."
@@ -15,13 +15,19 @@ else
   echo "NOTE: npm not found; the kafkajs tests will be skipped."
 fi
 
-if command -v kcat >/dev/null 2>&1; then
-  :
-elif command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  echo "installing kcat (Debian) ..."
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat; } >/dev/null 2>&1 \
-    || echo "NOTE: apt-get install kcat failed; the kcat tests will be skipped."
-else
-  echo "NOTE: kcat is not installed and cannot be installed here (needs root + apt-get); the kcat tests will be skipped."
+# Debian packages: kcat (librdkafka 2.0 client), chromium (report screenshot), docker-compose (validates
+# docker/docker-compose.yml; no engine is needed for `config`).
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+if [ ${#missing[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "installing ${missing[*]} (Debian) ..."
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; } >/dev/null 2>&1 \
+      || echo "NOTE: apt-get install ${missing[*]} failed; tests needing them will be skipped."
+  else
+    echo "NOTE: ${missing[*]} not installed and cannot be installed here (needs root + apt-get); tests needing them will be skipped."
+  fi
 fi
 exit 0

@@ -1,0 +1,36 @@
+"""ApiVersions (key 18): which APIs and versions this broker serves, built from the registry.
+
+Versions:
+  v0: error code + [api key, min, max]
+  v1: throttle_time_ms
+  v2: same as v1
+  v3: flexible (tagged fields, request header v2); client_software_name/version; supported features
+  v4: same as v3; the version kafka-python 3 sends first
+A version above 4 is answered with UNSUPPORTED_VERSION and a v0 body listing our ApiVersions range
+(KIP-511), so a client probing with a newer version falls back; the response header is always v0.
+"""
+from __future__ import annotations
+
+from broker import registry
+from broker.registry import api
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+KEY = 18
+
+
+@api(key=KEY, name="ApiVersions", min_version=0, max_version=4)
+async def handle(ctx, request):
+    served = registry.served()
+    if request is None:  # a version we do not serve: tell the client our ApiVersions range only
+        own = registry.lookup(KEY)
+        return m.ApiVersionsResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            api_keys=[_entry(own)])
+    return m.ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=[_entry(s) for s in served],
+                                 throttle_time_ms=0)
+
+
+def _entry(spec: registry.ApiSpec):
+    return m.ApiVersionsResponse.ApiVersion(api_key=spec.key, min_version=spec.min_version,
+                                            max_version=spec.max_version)

@@ -1,0 +1,90 @@
+"""CreateTopics (key 19): create topics with a partition count and config overrides.
+
+Versions (we serve 2-7):
+  v2: throttle_time_ms (v1 brought validate_only and error messages)
+  v3: same as v2
+  v4: same as v3 (KIP-464: -1 partitions / replication factor = broker defaults)
+  v5: flexible; the result carries partitions, replication factor and the effective configs
+  v6: same as v5
+  v7: topic id in the result
+Single node: replication factor must be 1 (or -1 = default); a manual assignment may only name this
+node. Errors as Kafka: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
+INVALID_REPLICATION_ASSIGNMENT, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_REQUEST (a name twice).
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from broker.data.topics import TopicError
+from broker.registry import api
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
+
+
+@api(key=19, name="CreateTopics", min_version=2, max_version=7)
+async def handle(ctx, request):
+    counts = Counter(t.name for t in request.topics)
+    results = []
+    for t in request.topics:
+        if counts[t.name] > 1:
+            results.append(_result(t.name, ErrorCode.INVALID_REQUEST,
+                                   f"Create topics request from client contains duplicate topic {t.name}"))
+            continue
+        results.append(_create(ctx, t, request.validate_only))
+    return m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _result(name: str, code: ErrorCode, message: str | None = None):
+    return m.CreateTopicsResponse.CreatableTopicResult(
+        name=name, error_code=code, error_message=message, num_partitions=-1, replication_factor=-1,
+        configs=None)
+
+
+def _create(ctx, t, validate_only: bool):
+    topics = ctx.broker.topics
+    configs = {c.name: c.value for c in t.configs}
+    partitions, replication = t.num_partitions, t.replication_factor
+    try:
+        if t.assignments:
+            if partitions != -1 or replication != -1:
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
+            for a in t.assignments:
+                if list(a.broker_ids) != [ctx.broker.node_id]:
+                    raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                     f"Partition {a.partition_index} must be assigned to broker "
+                                     f"{ctx.broker.node_id} only")
+            indexes = sorted(a.partition_index for a in t.assignments)
+            if indexes != list(range(len(indexes))):
+                raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 "Partitions should be a consecutive 0-based integer sequence")
+            partitions, replication = len(indexes), 1
+        partitions = topics.check_create(t.name, partitions, replication, configs)
+    except TopicError as exc:
+        return _result(t.name, exc.code, exc.message)
+    if validate_only:
+        topic_id = None
+        effective = {k: (v, k not in configs or v is None) for k, v in _preview(topics, configs).items()}
+    else:
+        topic = topics.create(t.name, partitions, configs)
+        topic_id = topic.topic_id
+        effective = topics.effective_configs(topic)
+    R = m.CreateTopicsResponse.CreatableTopicResult
+    kwargs = {}
+    if topic_id is not None:
+        kwargs["topic_id"] = topic_id
+    return R(name=t.name, error_code=ErrorCode.NONE, error_message=None, num_partitions=partitions,
+             replication_factor=1, topic_config_error_code=ErrorCode.NONE,
+             configs=[R.CreatableTopicConfigs(
+                 name=k, value=v, read_only=False, is_sensitive=False,
+                 config_source=CONFIG_SOURCE_DEFAULT if is_default else CONFIG_SOURCE_TOPIC)
+                 for k, (v, is_default) in sorted(effective.items())],
+             **kwargs)
+
+
+def _preview(topics, configs: dict) -> dict[str, str]:
+    from broker.data.topics import TOPIC_CONFIG_DEFAULTS, broker_default
+
+    return {k: (configs.get(k) or broker_default(topics.config, k)) for k in TOPIC_CONFIG_DEFAULTS}

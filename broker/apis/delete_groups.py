@@ -1,0 +1,30 @@
+"""DeleteGroups (api key 42): delete Empty groups with their offsets (tombstones in
+__consumer_offsets); answered once the tombstones are durable.
+
+Versions:
+  v0: GroupsNames; per-group results
+  v1: same as v0
+  v2: flexible encoding (KIP-482)
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from protocol import messages as m
+
+
+@api(key=42, name="DeleteGroups", min_version=0, max_version=2)
+async def handle(ctx, request):
+    groups = ctx.broker.groups
+    errors = {}
+    ready = []
+    for group_id in request.groups_names:
+        error = groups.group_error(group_id)
+        if error:
+            errors[group_id] = error
+        else:
+            ready.append(group_id)
+    if ready:
+        errors.update(await groups.call("handle_delete_groups", ready))
+    result_type = m.DeleteGroupsResponse.DeletableGroupResult
+    return m.DeleteGroupsResponse(results=[
+        result_type(group_id=g, error_code=errors[g]) for g in dict.fromkeys(request.groups_names)])

@@ -1,0 +1,56 @@
+"""DescribeGroups (api key 15): state, protocol and members (with metadata and assignment when
+Stable) of each requested group.
+
+Versions:
+  v0: Groups
+  v1: ThrottleTimeMs in the response
+  v2: same as v1
+  v3: IncludeAuthorizedOperations, AuthorizedOperations (no ACLs here: the "not requested" value)
+  v4: GroupInstanceId per member (KIP-345)
+  v5: flexible encoding (KIP-482)
+  v6: ErrorMessage; an unknown group answers GROUP_ID_NOT_FOUND instead of state "Dead" (KIP-1043)
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+UNKNOWN_STATE = ""  # a group we cannot describe right now (Kafka's DescribeGroupsResponse.UNKNOWN_STATE)
+
+
+def _group(group_id: str, error: ErrorCode, state: str = UNKNOWN_STATE, protocol_type: str = "",
+           protocol_data: str = "", members=(), message: str | None = None):
+    return m.DescribeGroupsResponse.DescribedGroup(
+        error_code=error, error_message=message, group_id=group_id, group_state=state,
+        protocol_type=protocol_type, protocol_data=protocol_data, members=list(members),
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+
+
+@api(key=15, name="DescribeGroups", min_version=0, max_version=6)
+async def handle(ctx, request):
+    version = ctx.api_version
+    groups = ctx.broker.groups
+    out = []
+    ready = []
+    for group_id in request.groups:
+        error = groups.group_error(group_id)
+        if error:
+            out.append(_group(group_id, error))
+        else:
+            ready.append(group_id)
+    member_type = m.DescribeGroupsResponse.DescribedGroupMember
+    for described in groups.coordinator.handle_describe_groups(ready, request_version=version):
+        message = None
+        if described.error == ErrorCode.GROUP_ID_NOT_FOUND:
+            message = f"Group {described.group_id} not found."
+        members = [member_type(member_id=mm.member_id, group_instance_id=mm.group_instance_id,
+                               client_id=mm.client_id, client_host=mm.client_host,
+                               member_metadata=mm.metadata, member_assignment=mm.assignment)
+                   for mm in described.members]
+        out.append(_group(described.group_id, described.error, described.state, described.protocol_type,
+                          described.protocol_data, members, message))
+    order = {g: i for i, g in enumerate(request.groups)}
+    out.sort(key=lambda g: order.get(g.group_id, 0))
+    return m.DescribeGroupsResponse(groups=out)

@@ -1,0 +1,29 @@
+"""Heartbeat (api key 12): keeps a member's session alive and tells it when to rejoin.
+
+Versions:
+  v0: GroupId, GenerationId, MemberId
+  v1: ThrottleTimeMs in the response
+  v2: same as v1
+  v3: GroupInstanceId (KIP-345)
+  v4: flexible encoding (KIP-482)
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from protocol import messages as m
+
+
+@api(key=12, name="Heartbeat", min_version=0, max_version=4)
+async def handle(ctx, request):
+    groups = ctx.broker.groups
+    error = groups.group_error(request.group_id)
+    if error:
+        return m.HeartbeatResponse(error_code=error)
+    error = await groups.call(
+        "handle_heartbeat",
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if ctx.api_version >= 3 else None,
+        generation_id=request.generation_id,
+    )
+    return m.HeartbeatResponse(error_code=error)

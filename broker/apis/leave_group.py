@@ -1,0 +1,41 @@
+"""LeaveGroup (api key 13): members leave at once instead of waiting for their session to expire.
+
+Versions:
+  v0: GroupId, one MemberId
+  v1: ThrottleTimeMs in the response
+  v2: same as v1
+  v3: batch of Members, each MemberId + GroupInstanceId, with per-member errors (KIP-345)
+  v4: flexible encoding (KIP-482)
+  v5: per-member Reason, logged by the coordinator (KIP-800)
+v0-v2 are served as a one-member batch; their response carries the top-level error, or else the
+member's error.
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+
+@api(key=13, name="LeaveGroup", min_version=0, max_version=5)
+async def handle(ctx, request):
+    version = ctx.api_version
+    groups = ctx.broker.groups
+    error = groups.group_error(request.group_id)
+    if error:
+        return m.LeaveGroupResponse(error_code=error, members=[])
+    if version < 3:
+        members = [(request.member_id, None, None)]
+    else:
+        members = [(mm.member_id, mm.group_instance_id, mm.reason if version >= 5 else None)
+                   for mm in request.members]
+    result = await groups.call("handle_leave_group", group_id=request.group_id, members=members)
+    if version < 3:
+        top = result.error or next((mm.error for mm in result.members if mm.error), ErrorCode.NONE)
+        return m.LeaveGroupResponse(error_code=top)
+    member_type = m.LeaveGroupResponse.MemberResponse
+    return m.LeaveGroupResponse(
+        error_code=result.error,
+        members=[member_type(member_id=mm.member_id, group_instance_id=mm.group_instance_id,
+                             error_code=mm.error) for mm in result.members],
+    )

@@ -1,0 +1,32 @@
+"""ListGroups (api key 16): every group this coordinator knows, optionally filtered by state.
+
+Versions:
+  v0: GroupId and ProtocolType per group
+  v1: ThrottleTimeMs in the response
+  v2: same as v1
+  v3: flexible encoding (KIP-482)
+  v4: StatesFilter in the request, GroupState per group (KIP-518)
+  v5: TypesFilter, GroupType (KIP-848); every group here is "classic"
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from protocol import messages as m
+
+CLASSIC = "classic"
+
+
+@api(key=16, name="ListGroups", min_version=0, max_version=5)
+async def handle(ctx, request):
+    version = ctx.api_version
+    groups = ctx.broker.groups
+    error = groups.all_loaded_error()
+    if error:
+        return m.ListGroupsResponse(error_code=error, groups=[])
+    states = list(request.states_filter) if version >= 4 else []
+    types = {t.lower() for t in request.types_filter} if version >= 5 else set()
+    listed = [] if types and CLASSIC not in types else groups.coordinator.handle_list_groups(states)
+    group_type = m.ListGroupsResponse.ListedGroup
+    return m.ListGroupsResponse(error_code=0, groups=[
+        group_type(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=CLASSIC)
+        for g in listed])

@@ -1,0 +1,75 @@
+"""OffsetFetch (api key 9): a group's committed positions (offset -1 where none is committed).
+
+Versions (v0, offsets in ZooKeeper, was removed in Kafka 4.0, KIP-896):
+  v1: offsets from __consumer_offsets
+  v2: null Topics means every partition the group has committed; top-level ErrorCode (KIP-88)
+  v3: ThrottleTimeMs in the response
+  v4: same as v3
+  v5: CommittedLeaderEpoch per partition (KIP-320)
+  v6: flexible encoding (KIP-482)
+  v7: RequireStable: UNSTABLE_OFFSET_COMMIT while a transactional commit is pending (KIP-447)
+  v8: several groups per request, one result per group (KIP-709)
+  v9: MemberId / MemberEpoch for KIP-848 groups (not checked for classic groups)
+v2-v7 answer a group-level error with that error alone and no partitions, as Kafka does.
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from coordinator.results import OffsetFetchResult
+from protocol import messages as m
+
+
+async def _fetch(groups, group_id: str, topics, require_stable: bool):
+    """OffsetFetchResult for one group; `topics` None means all."""
+    error = groups.group_error(group_id)
+    if error:
+        return OffsetFetchResult(group_id=group_id, error=error)
+    partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    return groups.coordinator.handle_fetch_offsets(group_id, partitions, require_stable)
+
+
+def _by_topic(partitions) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for p in partitions:
+        out.setdefault(p.topic, []).append(p)
+    return out
+
+
+@api(key=9, name="OffsetFetch", min_version=1, max_version=9)
+async def handle(ctx, request):
+    version = ctx.api_version
+    groups = ctx.broker.groups
+    require_stable = request.require_stable if version >= 7 else False
+    if version >= 8:
+        group_type = m.OffsetFetchResponse.OffsetFetchResponseGroup
+        topic_type = group_type.OffsetFetchResponseTopics
+        partition_type = topic_type.OffsetFetchResponsePartitions
+        out = []
+        for g in request.groups:
+            result = await _fetch(groups, g.group_id, g.topics, require_stable)
+            out.append(group_type(group_id=g.group_id, error_code=result.error, topics=[
+                topic_type(name=name, partitions=[
+                    partition_type(partition_index=p.partition, committed_offset=p.offset,
+                                   committed_leader_epoch=p.leader_epoch, metadata=p.metadata,
+                                   error_code=p.error) for p in parts])
+                for name, parts in _by_topic(result.partitions).items()]))
+        return m.OffsetFetchResponse(groups=out)
+
+    topics = request.topics if version >= 2 else list(request.topics or ())
+    result = await _fetch(groups, request.group_id, topics, require_stable)
+    topic_type = m.OffsetFetchResponse.OffsetFetchResponseTopic
+    partition_type = topic_type.OffsetFetchResponsePartition
+    if result.error and version >= 2:
+        return m.OffsetFetchResponse(error_code=result.error, topics=[])
+    if result.error:  # v1 has no top-level error: every requested partition carries it
+        return m.OffsetFetchResponse(topics=[
+            topic_type(name=t.name, partitions=[
+                partition_type(partition_index=p, committed_offset=-1, metadata="", error_code=result.error)
+                for p in t.partition_indexes])
+            for t in topics])
+    return m.OffsetFetchResponse(error_code=0, topics=[
+        topic_type(name=name, partitions=[
+            partition_type(partition_index=p.partition, committed_offset=p.offset,
+                           committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
+            for p in parts])
+        for name, parts in _by_topic(result.partitions).items()])

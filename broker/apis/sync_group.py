@@ -1,0 +1,43 @@
+"""SyncGroup (api key 14): the leader hands in the assignment; every member gets its own share once
+the group's metadata record is durable.
+
+Versions:
+  v0: GroupId, GenerationId, MemberId, Assignments
+  v1: ThrottleTimeMs in the response
+  v2: same as v1
+  v3: GroupInstanceId (KIP-345)
+  v4: flexible encoding (KIP-482)
+  v5: ProtocolType and ProtocolName, mandatory in the request and echoed back (KIP-559)
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+
+def error_response(error: ErrorCode) -> m.SyncGroupResponse:
+    return m.SyncGroupResponse(error_code=error, protocol_type=None, protocol_name=None, assignment=b"")
+
+
+@api(key=14, name="SyncGroup", min_version=0, max_version=5)
+async def handle(ctx, request):
+    version = ctx.api_version
+    groups = ctx.broker.groups
+    if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        return error_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    error = groups.group_error(request.group_id)
+    if error:
+        return error_response(error)
+    result = await groups.call(
+        "handle_sync_group",
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        protocol_type=request.protocol_type if version >= 5 else None,
+        protocol_name=request.protocol_name if version >= 5 else None,
+        group_instance_id=request.group_instance_id if version >= 3 else None,
+        assignments={a.member_id: a.assignment for a in request.assignments},
+    )
+    return m.SyncGroupResponse(error_code=result.error, protocol_type=result.protocol_type,
+                               protocol_name=result.protocol_name, assignment=result.assignment or b"")

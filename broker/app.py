@@ -1,0 +1,222 @@
+"""The composition root: builds storage, the data plane, the group runtime, the server and metrics,
+and runs them until SIGINT/SIGTERM.
+
+Shutdown goes in stages (as hypercorn/aiohttp do): stop accepting, let queued and in-flight requests
+finish up to a timeout, stop the group runtime, flush and fsync every partition, close.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import os
+import signal
+import sys
+import uuid
+from typing import Any
+
+from broker import registry
+from broker.data.fetch_wait import FetchWaiters
+from broker.data.producers import ProducerStateManager
+from broker.data.topics import CONSUMER_OFFSETS, TopicManager
+from broker.hooks import Hooks
+from broker.metrics import Metrics, PrometheusEndpoint, StatsdPusher
+from broker.server import BoundListener, KafkaServer
+
+log = logging.getLogger("kcoord")
+
+SHUTDOWN_TIMEOUT_S = 10.0
+
+
+class Broker:
+    """One kcoord node. `await start()`, then `await stop()`; `serve(config)` wraps both."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.node_id: int = config.node_id
+        self.log_dir: str = config.log_dirs[0]
+        self.hooks = Hooks()
+        self.metrics = Metrics()
+        self.cluster_id = ""
+        self.logs: Any = None          # storage.LogManager
+        self.topics: TopicManager | None = None
+        self.producers: ProducerStateManager | None = None
+        self.fetch_waiters = FetchWaiters()
+        self.groups: Any = None        # the coordinator runtime, when coordinator/runtime.py provides one
+        self.server: KafkaServer | None = None
+        self.listeners: list[BoundListener] = []
+        self._prometheus: PrometheusEndpoint | None = None
+        self._statsd: StatsdPusher | None = None
+        self.stopping = False
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        from storage import LogManager
+
+        registry.load_all()
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
+        self.logs = LogManager(self.log_dir, default_config=self.log_config())
+        self.topics = TopicManager(self)
+        self.producers = ProducerStateManager(self.log_dir, self.logs)
+        # Retention and compaction run in the background (Kafka's log cleaner / retention check).
+        self.logs.start_maintenance(min(self.config.get("log.retention.check.interval.ms"),
+                                        self.config.get("log.cleaner.backoff.ms")) / 1000.0)
+        await self._start_groups()
+        self.server = KafkaServer(
+            self, max_request_bytes=self.config.get("socket.request.max.bytes"),
+            idle_ms=self.config.get("connections.max.idle.ms"),
+            high_water=max(2, self.config.get("queued.max.requests")),
+            low_water=max(1, self.config.get("queued.max.requests") // 4))
+        self.listeners = await self.server.start(self.config.listeners)
+        await self._start_metrics()
+        log.info("kcoord node %d of cluster %s started; listeners %s", self.node_id, self.cluster_id,
+                 ", ".join(f"{b.name}://{b.host}:{b.port}" for b in self.listeners))
+
+    async def stop(self, timeout: float = SHUTDOWN_TIMEOUT_S) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        self.fetch_waiters.wake_all()  # long-polling fetches answer now with what they have
+        if self.server is not None:
+            await self.server.stop(timeout)
+        if self.groups is not None and hasattr(self.groups, "close"):
+            await self.groups.close()
+        if self.logs is not None:
+            await self.sync_all()
+            await self.logs.close()
+        if self._statsd is not None:
+            await self._statsd.stop()
+        if self._prometheus is not None:
+            await self._prometheus.stop()
+
+    async def sync_all(self) -> None:
+        logs = [self.logs.get_or_create(t, p) for t, p in self.logs.partitions()]
+        results = await asyncio.gather(*(lg.sync() for lg in logs), return_exceptions=True)
+        for lg, result in zip(logs, results, strict=True):
+            if isinstance(result, Exception):
+                log.error("fsync of %s failed at shutdown: %s", lg, result)
+
+    async def _start_groups(self) -> None:
+        # The group runtime is optional at this layer: broker-core runs without it, the group APIs
+        # answer COORDINATOR_NOT_AVAILABLE until it exists. coordinator.runtime.create(broker) builds it.
+        try:
+            from coordinator import runtime  # type: ignore[attr-defined]
+        except ImportError:
+            return
+        create = getattr(runtime, "create", None)
+        if create is not None:
+            self.groups = await create(self)
+
+    async def _start_metrics(self) -> None:
+        port = self.config.get("metrics.port")
+        if port >= 0:
+            self._prometheus = PrometheusEndpoint(self.metrics)
+            bound = await self._prometheus.start(self.config.get("metrics.host"), port)
+            log.info("metrics at http://%s:%d/metrics", self.config.get("metrics.host"), bound)
+        address = self.config.get("metrics.statsd.address")
+        if address:
+            host, _, port_text = address.rpartition(":")
+            self._statsd = StatsdPusher(self.metrics, host or "127.0.0.1", int(port_text),
+                                        self.config.get("metrics.statsd.interval.ms") / 1000.0,
+                                        self.config.get("metrics.statsd.prefix"))
+            await self._statsd.start()
+
+    # -- what handlers use --------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        """host:port of the first listener, as bound."""
+        first = self.listeners[0]
+        return f"{first.host}:{first.port}"
+
+    @property
+    def metrics_port(self) -> int | None:
+        return self._prometheus.port if self._prometheus is not None else None
+
+    def advertised(self) -> list[BoundListener]:
+        """advertised.listeners, with port 0 (or an unset advertised.listeners) meaning the bound port."""
+        bound = {b.name: b for b in self.listeners}
+        out = []
+        for adv in self.config.advertised_listeners:
+            real = bound.get(adv.name)
+            host = adv.host
+            if host in ("0.0.0.0", "::", ""):
+                host = "127.0.0.1" if real is None or real.host in ("0.0.0.0", "::", "") else real.host
+            port = adv.port if adv.port != 0 or real is None else real.port
+            out.append(BoundListener(adv.name, host, port))
+        return out
+
+    def endpoint_for(self, listener: str) -> BoundListener:
+        """The address to advertise to a client that came in on `listener`."""
+        adv = self.advertised()
+        for b in adv:
+            if b.name == listener:
+                return b
+        return adv[0]
+
+    def log_config(self, overrides: dict[str, Any] | None = None) -> Any:
+        from broker.data.topics import log_config_for
+
+        return log_config_for(self.config, overrides or {})
+
+    def consumer_offsets_log(self, partition: int) -> Any:
+        """The PartitionLog of `__consumer_offsets-<partition>`, creating the topic on first use."""
+        self.topics.ensure_consumer_offsets()
+        return self.logs.get_or_create(CONSUMER_OFFSETS, partition)
+
+
+def load_or_create_cluster_id(log_dir: str, node_id: int) -> str:
+    """Read cluster.id from log.dirs/meta.properties, or make one and write it the way Kafka does."""
+    path = os.path.join(log_dir, "meta.properties")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                key, sep, value = line.strip().partition("=")
+                if sep and key.strip() == "cluster.id":
+                    return value.strip()
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write("#\n#kcoord\nversion=1\n")
+        fh.write(f"cluster.id={cluster_id}\nnode.id={node_id}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return cluster_id
+
+
+async def _serve_async(config: Any) -> int:
+    broker = Broker(config)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except OSError as exc:
+        log.error("cannot start: %s", exc)
+        await broker.stop(timeout=1.0)
+        return 1
+    listening = ", ".join(f"{b.host}:{b.port}" for b in broker.listeners)
+    extra = f"; metrics on port {broker.metrics_port}" if broker.metrics_port is not None else ""
+    print(f"kcoord ready: listening on {listening}{extra}", flush=True)
+    await stop.wait()
+    log.info("shutting down (signal received)")
+    await broker.stop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.remove_signal_handler(sig)
+    log.info("kcoord stopped")
+    return 0
+
+
+def serve(config: Any) -> int:
+    """Run a broker in the foreground on uvloop until SIGINT/SIGTERM; return the exit status."""
+    try:
+        import uvloop
+    except ImportError:  # uvloop is a dependency; fall back rather than refuse to run
+        return asyncio.run(_serve_async(config))
+    with contextlib.suppress(KeyboardInterrupt):
+        return uvloop.run(_serve_async(config))
+    sys.stderr.flush()
+    return 0

@@ -1,0 +1,315 @@
+"""Broker configuration under Kafka's own property names, with Kafka's defaults.
+
+Sources, later wins: the embedded defaults, a `server.properties` file, `--override key=value`.
+Values are typed once here, so the rest of the broker reads `cfg.get("group.max.size")` as an int.
+Unknown or malformed properties are a ConfigError naming the key. Kafka settings that make no sense for a
+single-node broker (threads, replication, KRaft quorum) are accepted and ignored so that a real Kafka
+`server.properties` still loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A property that is unknown or does not parse; the message names the key."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def _int(lo: int = -(2**63), hi: int = INT64_MAX) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got {raw!r}") from None
+        if not lo <= value <= hi:
+            raise ValueError(f"{value} is outside [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _str(raw: str) -> str:
+    return str(raw).strip()
+
+
+def _optional_str(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    text = str(raw).strip()
+    return text or None
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        text = str(raw).strip()
+        for choice in choices:
+            if text.lower() == choice.lower():
+                return choice
+        raise ValueError(f"expected one of {', '.join(choices)}, got {raw!r}")
+
+    return parse
+
+
+def _str_list(raw: str) -> list[str]:
+    return [part.strip() for part in str(raw).split(",") if part.strip()]
+
+
+def parse_listeners(raw: str) -> list[Listener]:
+    """`PLAINTEXT://127.0.0.1:9092,OTHER://:9093` -> Listeners. Empty host means all interfaces."""
+    listeners = []
+    for item in _str_list(raw):
+        name, sep, rest = item.partition("://")
+        if not sep or not name:
+            raise ValueError(f"listener {item!r} is not NAME://HOST:PORT")
+        if rest.startswith("["):
+            host, _, port_text = rest[1:].partition("]:")
+        else:
+            host, _, port_text = rest.rpartition(":")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ValueError(f"listener {item!r} has no numeric port") from None
+        if not 0 <= port <= 65535:
+            raise ValueError(f"listener {item!r} port is outside 0-65535")
+        if name.upper() in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ValueError(f"listener {item!r}: only PLAINTEXT listeners are supported")
+        listeners.append(Listener(name.upper(), host or "0.0.0.0", port))
+    if not listeners:
+        raise ValueError("at least one listener is required")
+    names = [listener.name for listener in listeners]
+    if len(set(names)) != len(names):
+        raise ValueError("listener names must be unique")
+    return listeners
+
+
+@dataclasses.dataclass(frozen=True)
+class Property:
+    name: str
+    default: Any
+    parse: Callable[[Any], Any]
+    doc: str
+
+
+def _p(name: str, default: Any, parse: Callable[[Any], Any], doc: str) -> Property:
+    return Property(name, default, parse, doc)
+
+
+# The properties kcoord honours, with Kafka's defaults (kcoord-specific ones say so).
+PROPERTIES: dict[str, Property] = {p.name: p for p in [
+    # --- server
+    _p("listeners", "PLAINTEXT://127.0.0.1:9092", parse_listeners,
+       "Where to accept connections. kcoord's embedded default binds loopback; port 0 picks a free port."),
+    _p("advertised.listeners", None, lambda raw: None if raw is None else parse_listeners(raw),
+       "What Metadata/FindCoordinator tell clients; defaults to the bound listeners."),
+    _p("node.id", 1, _int(0, INT32_MAX), "This broker's id (Kafka's KRaft name; broker.id is an alias)."),
+    _p("log.dirs", "./data", _str_list, "Where partition directories live (first entry is used)."),
+    _p("num.partitions", 1, _int(1, 100_000), "Partitions of an auto-created topic."),
+    _p("default.replication.factor", 1, _int(1, 1), "Single node: always 1."),
+    _p("auto.create.topics.enable", True, _bool, "Create a topic on Metadata/Produce for an unknown name."),
+    _p("delete.topic.enable", True, _bool, "Allow DeleteTopics."),
+    _p("message.max.bytes", 1048588, _int(0, INT32_MAX), "Largest record batch accepted by Produce."),
+    _p("socket.request.max.bytes", 104857600, _int(1, INT32_MAX), "Largest request frame accepted."),
+    _p("connections.max.idle.ms", 600000, _int(-1), "Idle connections are closed after this."),
+    _p("queued.max.requests", 500, _int(1, INT32_MAX),
+       "Requests read ahead per connection before reading pauses (kcoord: per connection)."),
+    # --- log
+    _p("log.segment.bytes", 1073741824, _int(14, INT32_MAX), "Segment size before rolling."),
+    _p("log.roll.ms", None, lambda raw: None if raw is None else _int(1)(raw), "Segment age before rolling."),
+    _p("log.roll.hours", 168, _int(1, INT32_MAX), "Segment age before rolling, if log.roll.ms is unset."),
+    _p("log.retention.ms", None, lambda raw: None if raw is None else _int(-1)(raw), "Retention by time."),
+    _p("log.retention.minutes", None, lambda raw: None if raw is None else _int(-1)(raw), "Retention by time."),
+    _p("log.retention.hours", 168, _int(-1, INT32_MAX), "Retention by time (lowest precedence)."),
+    _p("log.retention.bytes", -1, _int(-1), "Retention by size per partition; -1 = unlimited."),
+    _p("log.retention.check.interval.ms", 300000, _int(1), "How often retention runs."),
+    _p("log.cleanup.policy", "delete", _one_of("delete", "compact"), "Default cleanup policy of topics."),
+    _p("log.cleaner.enable", True, _bool, "Run compaction for compacted topics."),
+    _p("log.cleaner.delete.retention.ms", 86400000, _int(0), "How long tombstones survive compaction."),
+    _p("log.cleaner.min.cleanable.ratio", 0.5, float, "Dirty ratio that triggers compaction."),
+    _p("log.cleaner.backoff.ms", 15000, _int(0), "Sleep between cleaner passes."),
+    _p("log.index.interval.bytes", 4096, _int(0, INT32_MAX), "Bytes between offset-index entries."),
+    _p("log.message.timestamp.type", "CreateTime", _one_of("CreateTime", "LogAppendTime"),
+       "Timestamp kept in appended batches."),
+    _p("log.flush.interval.messages", 1, _int(1),
+       "kcoord default 1: an append is acknowledged only after fsync (group commit). Larger = rely on the OS."),
+    # --- group coordinator
+    _p("group.min.session.timeout.ms", 6000, _int(0, INT32_MAX), "Smallest session timeout a member may ask for."),
+    _p("group.max.session.timeout.ms", 1800000, _int(0, INT32_MAX), "Largest session timeout a member may ask for."),
+    _p("group.initial.rebalance.delay.ms", 3000, _int(0, INT32_MAX),
+       "How long a new group waits for more members before its first rebalance (KIP-134)."),
+    _p("group.max.size", INT32_MAX, _int(1, INT32_MAX), "Members per group (KIP-389)."),
+    _p("offsets.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __consumer_offsets."),
+    _p("offsets.topic.replication.factor", 3, _int(1, 32767), "Accepted for compatibility; single node."),
+    _p("offsets.topic.segment.bytes", 104857600, _int(14, INT32_MAX), "Segment size of __consumer_offsets."),
+    _p("offsets.topic.compression.codec", 0, _int(0, 4), "Compression of coordinator writes (0 = none)."),
+    _p("offsets.retention.minutes", 10080, _int(1, INT32_MAX), "Offset retention (KIP-211)."),
+    _p("offsets.retention.check.interval.ms", 600000, _int(1), "How often expired offsets are removed."),
+    _p("offsets.commit.timeout.ms", 5000, _int(1, INT32_MAX), "Longest wait for a durable commit."),
+    _p("offsets.load.buffer.size", 5242880, _int(1, INT32_MAX), "Read size while loading __consumer_offsets."),
+    _p("offset.metadata.max.bytes", 4096, _int(0, INT32_MAX), "Largest commit metadata string."),
+    # --- metrics (kcoord-specific)
+    _p("metrics.port", -1, _int(-1, 65535),
+       "kcoord: Prometheus text endpoint (GET /metrics) port on metrics.host; -1 = off, 0 = any free port."),
+    _p("metrics.host", "127.0.0.1", _str, "kcoord: address of the Prometheus endpoint."),
+    _p("metrics.statsd.address", None, _optional_str, "kcoord: HOST:PORT to push StatsD metrics to over UDP."),
+    _p("metrics.statsd.interval.ms", 10000, _int(100), "kcoord: StatsD push interval."),
+    _p("metrics.statsd.prefix", "kcoord", _str, "kcoord: StatsD metric name prefix."),
+]}
+
+ALIASES = {"broker.id": "node.id", "log.dir": "log.dirs"}
+
+# Kafka settings with no meaning on a single-node, plaintext broker: accepted, ignored.
+IGNORED = frozenset({
+    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
+    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
+    "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+    "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr", "min.insync.replicas", "unclean.leader.election.enable",
+    "zookeeper.connect", "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
+    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
+    "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
+})
+
+
+def read_properties_file(path: str | pathlib.Path) -> dict[str, str]:
+    """Java .properties subset: `key=value` or `key: value`, `#`/`!` comments, trailing-backslash continuation."""
+    props: dict[str, str] = {}
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+    pending = ""
+    for lineno, raw_line in enumerate(text.splitlines(), 1):
+        line = raw_line.strip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        line, pending = pending + line, ""
+        key, sep, value = _split_property(line)
+        if not sep:
+            raise ConfigError(f"{path}:{lineno}: {line!r} is not key=value")
+        props[key] = value
+    return props
+
+
+def _split_property(line: str) -> tuple[str, str, str]:
+    for i, ch in enumerate(line):
+        if ch in "=:":
+            return line[:i].strip(), ch, line[i + 1:].strip()
+    return line, "", ""
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    overrides = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override {item!r} is not key=value")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+class BrokerConfig:
+    """Typed, validated broker properties. `get(name)` returns the typed value of a Kafka property."""
+
+    def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
+        self.ignored: list[str] = []
+        given: dict[str, Any] = {}
+        for key, value in (raw or {}).items():
+            name = ALIASES.get(key, key)
+            if name in IGNORED:
+                self.ignored.append(key)
+                continue
+            if name not in PROPERTIES:
+                raise ConfigError(f"unknown property {key!r}")
+            given[name] = value
+        self.props: dict[str, Any] = {}
+        for name, prop in PROPERTIES.items():
+            if name not in given:
+                default = prop.default  # string defaults are written the way a user would write them
+                self.props[name] = prop.parse(default) if isinstance(default, str) else default
+                continue
+            try:
+                self.props[name] = prop.parse(given[name])
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(f"property {name!r}: {exc}") from None
+        if self.props["group.min.session.timeout.ms"] > self.props["group.max.session.timeout.ms"]:
+            raise ConfigError("property 'group.min.session.timeout.ms' exceeds group.max.session.timeout.ms")
+
+    @classmethod
+    def load(cls, path: str | pathlib.Path | None = None,
+             overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+        raw: dict[str, Any] = {}
+        if path is not None:
+            try:
+                raw.update(read_properties_file(path))
+            except OSError as exc:
+                raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+        raw.update(overrides or {})
+        return cls(raw)
+
+    def get(self, name: str) -> Any:
+        try:
+            return self.props[ALIASES.get(name, name)]
+        except KeyError:
+            raise ConfigError(f"unknown property {name!r}") from None
+
+    # Derived values the broker reads often.
+    @property
+    def listeners(self) -> list[Listener]:
+        return self.props["listeners"]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        return self.props["advertised.listeners"] or self.listeners
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self.props["log.dirs"]
+
+    @property
+    def node_id(self) -> int:
+        return self.props["node.id"]
+
+    @property
+    def log_roll_ms(self) -> int:
+        return self.props["log.roll.ms"] or self.props["log.roll.hours"] * 3_600_000
+
+    @property
+    def log_retention_ms(self) -> int:
+        if self.props["log.retention.ms"] is not None:
+            return self.props["log.retention.ms"]
+        if self.props["log.retention.minutes"] is not None:
+            return self.props["log.retention.minutes"] * 60_000
+        hours = self.props["log.retention.hours"]
+        return -1 if hours < 0 else hours * 3_600_000
+
+    def describe(self) -> list[tuple[str, Any, str]]:
+        """(name, effective value, doc) for every property, for `kcoord config` and DescribeConfigs."""
+        return [(name, self.props[name], prop.doc) for name, prop in PROPERTIES.items()]
+
+    def __repr__(self) -> str:
+        return f"BrokerConfig(listeners={self.listeners}, log_dirs={self.log_dirs}, node_id={self.node_id})"

@@ -1,0 +1,116 @@
+"""The connection's protocol layer: bytes in, parsed requests out; responses encoded; flow-control
+decisions. No I/O here, so tests drive it by feeding bytes (broker/server.py owns the socket).
+
+Kafka's rules that shape it:
+- a request is a 4-byte big-endian size + header + body; a size above socket.request.max.bytes, a header
+  that does not parse, or an api key we do not serve closes that connection (Kafka's SocketServer does
+  the same: it cannot tell where the next request would start, or what to answer);
+- ApiVersions at a version we do not serve is answered (UNSUPPORTED_VERSION + a v0 body listing our
+  ApiVersions range, KIP-511), because every client probes with a version newer than the broker's;
+- any other api at a version outside our range closes the connection, as Kafka's request parsing does;
+- requests are processed one at a time and answered in order, but reading runs ahead up to a high-water
+  mark of queued requests, then pauses until the queue drains to the low-water mark.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker import registry
+from protocol import messages as m
+from protocol.errors import DecodeError
+from protocol.framing import FrameSplitter
+from protocol.headers import RequestHeader, decode_request_header, encode_response_frame
+
+API_VERSIONS_KEY = 18
+
+
+class ProtocolViolation(Exception):
+    """The peer broke the protocol; close this connection (only) and log `reason`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(slots=True)
+class Request:
+    header: RequestHeader
+    spec: registry.ApiSpec
+    body: Any                 # decoded request object; None for an ApiVersions probe we cannot decode
+    response_version: int     # version to encode the answer with (0 for the ApiVersions fallback)
+    size: int                 # frame size in bytes, for metrics
+
+    @property
+    def unsupported_version(self) -> bool:
+        return not self.spec.supports(self.header.api_version)
+
+
+def parse_request(frame: bytes | memoryview) -> Request:
+    """Decode one frame's header and body, or raise ProtocolViolation saying why we must close."""
+    try:
+        header = decode_request_header(frame)
+    except DecodeError as exc:
+        raise ProtocolViolation(f"malformed request header: {exc}") from exc
+    spec = registry.lookup(header.api_key)
+    if spec is None:
+        raise ProtocolViolation(f"unknown api key {header.api_key} (version {header.api_version}, "
+                                f"correlation id {header.correlation_id})")
+    if not spec.supports(header.api_version):
+        if header.api_key == API_VERSIONS_KEY:
+            return Request(header, spec, None, 0, len(frame))
+        raise ProtocolViolation(f"unsupported version {header.api_version} of {spec.name} "
+                                f"(served: {spec.min_version}-{spec.max_version})")
+    try:
+        body, _end = m.request_codec(header.api_key, header.api_version).decode(frame, header.body_offset)
+    except DecodeError as exc:
+        raise ProtocolViolation(f"malformed {spec.name} v{header.api_version} request: {exc}") from exc
+    return Request(header, spec, body, header.api_version, len(frame))
+
+
+def encode_response(request: Request, response: Any) -> bytes:
+    """The whole response frame (size + header + body) for `request`."""
+    key, version = request.header.api_key, request.response_version
+    body = m.response_codec(key, version).encode(response)
+    return encode_response_frame(request.header.correlation_id, key, version, body)
+
+
+class ConnectionState:
+    """Framing and read-ahead accounting for one connection.
+
+    `receive` returns complete frames; `pending` counts frames received but not yet answered. The I/O
+    layer asks `should_pause` after queueing and `should_resume` after each answer.
+    """
+
+    def __init__(self, max_request_bytes: int, high_water: int = 32, low_water: int = 8) -> None:
+        if not 0 <= low_water < high_water:
+            raise ValueError("need 0 <= low_water < high_water")
+        self._splitter = FrameSplitter(max_request_bytes)
+        self.high_water = high_water
+        self.low_water = low_water
+        self.pending = 0
+        self.reading_paused = False
+
+    def receive(self, data: bytes) -> list[memoryview]:
+        """Complete frames in `data` (views over immutable bytes, safe to queue)."""
+        try:
+            frames = self._splitter.feed(data)
+        except DecodeError as exc:
+            raise ProtocolViolation(f"bad frame: {exc}") from exc
+        self.pending += len(frames)
+        return frames
+
+    def should_pause(self) -> bool:
+        if not self.reading_paused and self.pending >= self.high_water:
+            self.reading_paused = True
+            return True
+        return False
+
+    def request_done(self) -> None:
+        self.pending -= 1
+
+    def should_resume(self) -> bool:
+        if self.reading_paused and self.pending <= self.low_water:
+            self.reading_paused = False
+            return True
+        return False

@@ -1,0 +1,22 @@
+"""What a handler knows about the request it serves, besides the decoded body."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Any            # the composition root (broker.app.Broker): .config, .logs, .groups, .metrics, ...
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    client_host: str
+    client_port: int
+    listener: str          # listener name the connection came in on, e.g. "PLAINTEXT"
+    connection_id: str     # "local_host:port-remote_host:port-n", as Kafka names connections
+
+    @property
+    def node_id(self) -> int:
+        return self.broker.node_id

@@ -1,0 +1,53 @@
+"""Long-poll support for Fetch (Kafka's DelayedFetch, reduced to what one node needs).
+
+A Fetch that has fewer than min_bytes waits until an append lands on one of its partitions, the
+max_wait_ms deadline passes, or the broker shuts down; then it reads again. Appends call `notify`.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable
+
+TopicPartition = tuple[str, int]
+
+
+class FetchWaiters:
+    def __init__(self) -> None:
+        self._waiting: dict[TopicPartition, set[asyncio.Future]] = defaultdict(set)
+        self._closed = False
+
+    def notify(self, tp: TopicPartition) -> None:
+        for fut in self._waiting.pop(tp, ()):
+            if not fut.done():
+                fut.set_result(tp)
+
+    def notify_topic(self, topic: str, partitions: int) -> None:
+        for p in range(partitions):
+            self.notify((topic, p))
+
+    def wake_all(self) -> None:
+        self._closed = True
+        for tp in list(self._waiting):
+            self.notify(tp)
+
+    async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
+        """True when one of `partitions` got an append before `timeout_s`; False on timeout/shutdown."""
+        if self._closed or timeout_s <= 0:
+            return False
+        fut = asyncio.get_running_loop().create_future()
+        tps = list(partitions)
+        for tp in tps:
+            self._waiting[tp].add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+            return not self._closed
+        except TimeoutError:
+            return False
+        finally:
+            for tp in tps:
+                waiters = self._waiting.get(tp)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        del self._waiting[tp]

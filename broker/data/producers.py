@@ -1,0 +1,153 @@
+"""Idempotent producers: producer-id allocation and per-partition sequence state.
+
+- Ids come from blocks (as Kafka's ProducerIdManager hands them out): the end of the current block is
+  written and fsynced before any id from it is used, so no id is reused after a restart or a crash.
+- Per partition and producer we keep the epoch and the last 5 batches (Kafka's window): a retried
+  batch that matches one of them is answered with its original offsets instead of being appended
+  again; anything else must continue the sequence (OUT_OF_ORDER_SEQUENCE_NUMBER otherwise), and an
+  older epoch is fenced (INVALID_PRODUCER_EPOCH).
+- After a restart, a partition's state is rebuilt on first use by scanning its batches, so a producer
+  that retries across the restart still gets duplicate detection.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.errors import ErrorCode
+from protocol.records import iter_batches
+
+ID_FILE = "kcoord-producer-ids.json"
+ID_BLOCK_SIZE = 1000
+BATCH_WINDOW = 5
+MAX_EPOCH = 32767
+INT32_MAX = 2**31 - 1
+_SCAN_READ_BYTES = 1 << 20
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMeta:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=BATCH_WINDOW))
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+
+def _next_seq(seq: int) -> int:
+    return 0 if seq == INT32_MAX else seq + 1
+
+
+class ProducerStateManager:
+    def __init__(self, log_dir: str, logs: Any) -> None:
+        self._path = os.path.join(log_dir, ID_FILE)
+        self._logs = logs
+        self._next_id = 0
+        self._block_end = 0
+        if os.path.exists(self._path):
+            with open(self._path, encoding="utf-8") as fh:
+                self._next_id = self._block_end = int(json.load(fh)["next_block_start"])
+        self._partitions: dict[TopicPartition, dict[int, ProducerEntry]] = {}
+
+    # -- InitProducerId ---------------------------------------------------------------------------
+    def init_producer(self, producer_id: int, producer_epoch: int) -> tuple[ErrorCode, int, int]:
+        """(error, producer_id, epoch). An existing id+epoch (KIP-360) gets its epoch bumped."""
+        if producer_id >= 0 and producer_epoch >= 0:
+            if producer_id >= self._block_end:
+                return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+            if producer_epoch + 1 < MAX_EPOCH:
+                return ErrorCode.NONE, producer_id, producer_epoch + 1
+        return ErrorCode.NONE, self._allocate_id(), 0
+
+    def _allocate_id(self) -> int:
+        if self._next_id >= self._block_end:
+            self._block_end = self._next_id + ID_BLOCK_SIZE
+            tmp = self._path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump({"next_block_start": self._block_end}, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self._path)
+        pid = self._next_id
+        self._next_id += 1
+        return pid
+
+    # -- Produce ----------------------------------------------------------------------------------
+    def check(self, tp: TopicPartition, log: Any, header: Any) -> BatchMeta | ErrorCode | None:
+        """Before appending an idempotent batch: a BatchMeta for a duplicate, an error, or None (append)."""
+        entry = self._state(tp, log).get(header.producer_id)
+        if entry is None:
+            # No state (new producer, or its batches were removed): accept, as Kafka does.
+            return None
+        if header.producer_epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        last_seq = header.base_sequence + header.last_offset_delta
+        if header.producer_epoch > entry.epoch:
+            return None if header.base_sequence == 0 else ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        for meta in entry.batches:
+            if meta.first_seq == header.base_sequence and meta.last_seq == last_seq:
+                return meta
+        if header.base_sequence != _next_seq(entry.last_seq):
+            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        return None
+
+    def record(self, tp: TopicPartition, header: Any, first_offset: int, last_offset: int,
+               timestamp: int) -> None:
+        """After a successful append of an idempotent batch."""
+        state = self._partitions.setdefault(tp, {})
+        self._apply(state, header.producer_id, header.producer_epoch, header.base_sequence,
+                    header.base_sequence + header.last_offset_delta, first_offset, last_offset, timestamp)
+
+    def forget_topic(self, topic: str) -> None:
+        for tp in [tp for tp in self._partitions if tp[0] == topic]:
+            del self._partitions[tp]
+
+    # -- internals --------------------------------------------------------------------------------
+    @staticmethod
+    def _apply(state: dict[int, ProducerEntry], pid: int, epoch: int, first_seq: int, last_seq: int,
+               first_offset: int, last_offset: int, timestamp: int) -> None:
+        entry = state.get(pid)
+        if entry is None or epoch > entry.epoch:
+            entry = state[pid] = ProducerEntry(epoch)
+        entry.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset, timestamp))
+
+    def _state(self, tp: TopicPartition, log: Any) -> dict[int, ProducerEntry]:
+        state = self._partitions.get(tp)
+        if state is None:
+            state = self._partitions[tp] = self._rebuild(log)
+        return state
+
+    def _rebuild(self, log: Any) -> dict[int, ProducerEntry]:
+        state: dict[int, ProducerEntry] = {}
+        offset = log.log_start_offset
+        end = log.log_end_offset
+        while offset < end:
+            data = log.read(offset, _SCAN_READ_BYTES)
+            progressed = False
+            for _pos, h, _batch in iter_batches(data):
+                if h.last_offset < offset:
+                    continue
+                if h.producer_id >= 0 and h.base_sequence >= 0:
+                    self._apply(state, h.producer_id, h.producer_epoch, h.base_sequence,
+                                h.base_sequence + h.last_offset_delta, h.base_offset, h.last_offset,
+                                h.max_timestamp)
+                offset = h.next_offset
+                progressed = True
+            if not progressed:
+                break
+        return state

@@ -1,0 +1,286 @@
+"""Topics: name, stable topic id, partition count, config overrides; creation, deletion, auto-creation.
+
+The partition logs belong to storage; this module owns what Kafka keeps in its controller metadata.
+That metadata is one small JSON file in log.dirs, rewritten atomically (write, fsync, rename) before
+any partition of a new topic exists, so a topic id never changes across restarts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.errors import ErrorCode
+
+log = logging.getLogger("kcoord.topics")
+
+CONSUMER_OFFSETS = "__consumer_offsets"
+METADATA_FILE = "kcoord-topics.json"
+MAX_NAME_LENGTH = 249
+_LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_PARTITIONS = 100_000
+
+# Topic-level configs we honour, with the broker property that gives the default.
+TOPIC_CONFIG_DEFAULTS = {
+    "cleanup.policy": "log.cleanup.policy",
+    "retention.ms": None,                  # derived: config.log_retention_ms
+    "retention.bytes": "log.retention.bytes",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": None,                    # derived: config.log_roll_ms
+    "message.timestamp.type": "log.message.timestamp.type",
+    "max.message.bytes": "message.max.bytes",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "compression.type": None,              # "producer": batches are stored as sent
+    "min.insync.replicas": None,           # single node: 1
+    "unclean.leader.election.enable": None,
+}
+_TOPIC_VALUE_CHECKS = {
+    "cleanup.policy": lambda v: set(v.split(",")) <= {"delete", "compact"},
+    "message.timestamp.type": lambda v: v in ("CreateTime", "LogAppendTime"),
+    "compression.type": lambda v: v in ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    "unclean.leader.election.enable": lambda v: v in ("true", "false"),
+    "min.cleanable.dirty.ratio": lambda v: 0.0 <= float(v) <= 1.0,
+}
+
+
+class TopicError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # overrides only
+
+    @property
+    def internal(self) -> bool:
+        return self.name == CONSUMER_OFFSETS
+
+
+def validate_topic_name(name: str | None) -> None:
+    """Kafka's Topic.validate: 1-249 chars of [a-zA-Z0-9._-], not '.' or '..'."""
+    if not name:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_NAME_LENGTH:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters")
+    if not _LEGAL_NAME.fullmatch(name):
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                         f"Topic name \"{name}\" is illegal, it contains a character other than "
+                         "ASCII alphanumerics, '.', '_' and '-'")
+
+
+def validate_topic_configs(configs: dict[str, str | None]) -> None:
+    for key, value in configs.items():
+        if key not in TOPIC_CONFIG_DEFAULTS:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {key}")
+        if value is None:
+            continue
+        check = _TOPIC_VALUE_CHECKS.get(key)
+        try:
+            ok = check(value) if check else int(value) >= -1
+        except ValueError:
+            ok = False
+        if not ok:
+            raise TopicError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {key}")
+
+
+def broker_default(config: Any, key: str) -> str:
+    """The effective default of topic config `key` from broker properties, as Kafka shows it."""
+    if key == "retention.ms":
+        return str(config.log_retention_ms)
+    if key == "segment.ms":
+        return str(config.log_roll_ms)
+    if key == "compression.type":
+        return "producer"
+    if key == "min.insync.replicas":
+        return "1"
+    if key == "unclean.leader.election.enable":
+        return "false"
+    value = config.get(TOPIC_CONFIG_DEFAULTS[key])
+    return str(value)
+
+
+def log_config_for(config: Any, overrides: dict[str, str]) -> Any:
+    """A storage.LogConfig with the broker defaults and the topic's overrides applied."""
+    from storage import LogConfig
+
+    def eff(key: str) -> str:
+        return overrides.get(key) or broker_default(config, key)
+
+    wanted = {
+        "segment_bytes": int(eff("segment.bytes")),
+        "segment_ms": int(eff("segment.ms")),
+        "retention_ms": int(eff("retention.ms")),
+        "retention_bytes": int(eff("retention.bytes")),
+        "cleanup_policy": eff("cleanup.policy"),
+        "message_timestamp_type": eff("message.timestamp.type"),
+        "max_message_bytes": int(eff("max.message.bytes")),
+        "flush_on_append": config.get("log.flush.interval.messages") <= 1,
+        "index_interval_bytes": int(eff("index.interval.bytes")),
+        "delete_retention_ms": int(eff("delete.retention.ms")),
+        "min_cleanable_dirty_ratio": float(eff("min.cleanable.dirty.ratio")),
+    }
+    if dataclasses.is_dataclass(LogConfig):
+        names = {f.name for f in dataclasses.fields(LogConfig)}
+        return LogConfig(**{k: v for k, v in wanted.items() if k in names})
+    return LogConfig()
+
+
+class TopicManager:
+    """The one owner of topic metadata. Handlers call it; it calls storage."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.logs = broker.logs
+        self._path = os.path.join(broker.log_dir, METADATA_FILE)
+        self._topics: dict[str, Topic] = {}
+        self._by_id: dict[uuid.UUID, Topic] = {}
+        self._load()
+
+    # -- persistence ------------------------------------------------------------------------------
+    def _load(self) -> None:
+        if os.path.exists(self._path):
+            with open(self._path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            for item in data.get("topics", []):
+                self._add(Topic(item["name"], uuid.UUID(item["id"]), int(item["partitions"]),
+                                dict(item.get("configs", {}))))
+        # Partitions on disk we have no record of (a metadata file lost or written by another tool):
+        # adopt them so their data stays reachable.
+        on_disk: dict[str, int] = {}
+        for topic, partition in self.logs.partitions():
+            on_disk[topic] = max(on_disk.get(topic, 0), partition + 1)
+        adopted = False
+        for name, count in on_disk.items():
+            if name not in self._topics:
+                log.warning("adopting topic %s found on disk with %d partitions", name, count)
+                self._add(Topic(name, uuid.uuid4(), count))
+                adopted = True
+        if adopted:
+            self._save()
+        for topic in self._topics.values():
+            self._open_partitions(topic)
+
+    def _save(self) -> None:
+        data = {"version": 1, "topics": [
+            {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
+            for t in self._topics.values()]}
+        tmp = self._path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self._path)
+        _fsync_dir(os.path.dirname(self._path))
+
+    def _add(self, topic: Topic) -> None:
+        self._topics[topic.name] = topic
+        self._by_id[topic.topic_id] = topic
+
+    def _open_partitions(self, topic: Topic) -> None:
+        cfg = self.broker.log_config(topic.configs)
+        for p in range(topic.partitions):
+            self.logs.get_or_create(topic.name, p, config=cfg)
+
+    # -- queries ----------------------------------------------------------------------------------
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        return self._by_id.get(topic_id)
+
+    def all(self) -> list[Topic]:
+        return sorted(self._topics.values(), key=lambda t: t.name)
+
+    def log(self, name: str, partition: int) -> Any | None:
+        """The partition's log, or None when the topic or partition does not exist."""
+        topic = self._topics.get(name)
+        if topic is None or not 0 <= partition < topic.partitions:
+            return None
+        return self.logs.get_or_create(name, partition)
+
+    def effective_configs(self, topic: Topic) -> dict[str, tuple[str, bool]]:
+        """{key: (value, is_default)} for every topic config we know."""
+        out = {}
+        for key in TOPIC_CONFIG_DEFAULTS:
+            if key in topic.configs:
+                out[key] = (topic.configs[key], False)
+            else:
+                out[key] = (broker_default(self.config, key), True)
+        return out
+
+    # -- changes ----------------------------------------------------------------------------------
+    def check_create(self, name: str, partitions: int, replication_factor: int,
+                     configs: dict[str, str | None]) -> int:
+        """Validate a CreateTopics entry; returns the partition count to use, or raises TopicError."""
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if partitions == -1:
+            partitions = self.config.get("num.partitions")
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
+        if replication_factor not in (-1, 1):
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Replication factor must be 1 on this single-node broker, got {replication_factor}.")
+        validate_topic_configs(configs)
+        return partitions
+
+    def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        topic = Topic(name, uuid.uuid4(), partitions, {k: v for k, v in (configs or {}).items() if v is not None})
+        self._add(topic)
+        self._save()  # the id is durable before any partition exists
+        self._open_partitions(topic)
+        log.info("created topic %s (id %s) with %d partitions", name, topic.topic_id, partitions)
+        return topic
+
+    def delete(self, name: str) -> None:
+        topic = self._topics.pop(name)
+        self._by_id.pop(topic.topic_id, None)
+        self._save()
+        self.logs.delete_topic(name)
+        self.broker.producers.forget_topic(name)
+        log.info("deleted topic %s (id %s)", name, topic.topic_id)
+
+    def maybe_auto_create(self, name: str) -> Topic | None:
+        """Kafka's auto.create.topics.enable: create an unknown, valid, non-internal name."""
+        if not self.config.get("auto.create.topics.enable") or name == CONSUMER_OFFSETS:
+            return None
+        try:
+            validate_topic_name(name)
+        except TopicError:
+            return None
+        return self.create(name, self.config.get("num.partitions"))
+
+    def ensure_consumer_offsets(self) -> Topic:
+        topic = self._topics.get(CONSUMER_OFFSETS)
+        if topic is None:
+            topic = self.create(CONSUMER_OFFSETS, self.config.get("offsets.topic.num.partitions"), {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
+            })
+        return topic
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,71 @@
+"""The single registry of served APIs: api_key -> handler and the version range we advertise.
+
+Every module in broker/apis/ registers itself with the `api` decorator; ApiVersions is built from this
+registry, so what we advertise is exactly what has a handler.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+_APIS: dict[int, ApiSpec] = {}
+_loaded = False
+
+
+def api(*, key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    """Register `handle(ctx, request)` as the handler of `key` for [min_version, max_version]."""
+    if not 0 <= min_version <= max_version:
+        raise ValueError(f"bad version range {min_version}..{max_version} for {name}")
+
+    def register(handler: Handler) -> Handler:
+        existing = _APIS.get(key)
+        if existing is not None and existing.handler is not handler:
+            # Re-importing the same module (e.g. importlib.reload in a test) replaces it; two modules
+            # claiming one key is a bug.
+            if existing.handler.__module__ != handler.__module__:
+                raise ValueError(f"api key {key} registered twice: {existing.name} and {name}")
+        _APIS[key] = ApiSpec(key, name, min_version, max_version, handler)
+        return handler
+
+    return register
+
+
+def load_all() -> None:
+    """Import every module in broker/apis/ once, so each registers itself."""
+    global _loaded
+    if _loaded:
+        return
+    import broker.apis as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+    _loaded = True
+
+
+def lookup(key: int) -> ApiSpec | None:
+    load_all()
+    return _APIS.get(key)
+
+
+def served() -> list[ApiSpec]:
+    """Every registered API, by key."""
+    load_all()
+    return [_APIS[k] for k in sorted(_APIS)]

@@ -1,0 +1,234 @@
+"""The transport layer: asyncio listeners and one KafkaConnection per socket.
+
+A connection reads ahead into a bounded queue (pausing the socket at the high-water mark), a single
+worker answers the queued requests strictly in order, and writes respect the transport's flow control.
+Framing and parsing live in broker/connection.py; what a request means lives in broker/apis/.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from broker.connection import ConnectionState, ProtocolViolation, Request, encode_response, parse_request
+from broker.context import RequestContext
+
+log = logging.getLogger("kcoord.server")
+
+
+@dataclass(frozen=True, slots=True)
+class BoundListener:
+    name: str
+    host: str
+    port: int  # the port actually bound (an ephemeral one when configured as 0)
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer, listener: str, seq: int) -> None:
+        self.server = server
+        self.listener = listener
+        self.seq = seq
+        self.state = ConnectionState(server.max_request_bytes, server.high_water, server.low_water)
+        self.queue: deque[memoryview] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.connection_id = ""
+        self.peer = ("?", 0)
+        self._wakeup = asyncio.Event()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._worker: asyncio.Task | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._last_active = time.monotonic()
+        self._draining = False
+        self.closed = asyncio.get_running_loop().create_future()
+
+    # -- asyncio.Protocol -------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  (uvloop transports are not asyncio.Transport subclasses)
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        local = transport.get_extra_info("sockname") or ("?", 0)
+        self.peer = (str(peer[0]), int(peer[1]))
+        self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self.seq}"
+        self._worker = asyncio.get_running_loop().create_task(self._run(), name=f"conn-{self.seq}")
+        self._arm_idle_timer()
+        self.server.metrics.connection_opened(self.listener)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_active = time.monotonic()
+        try:
+            frames = self.state.receive(data)
+        except ProtocolViolation as exc:
+            self.close(exc.reason)
+            return
+        if frames:
+            self.queue.extend(frames)
+            self._wakeup.set()
+            if self.state.should_pause() and self.transport is not None:
+                self.transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        # The client will send nothing more; answer what is queued, then close.
+        self._draining = True
+        self._wakeup.set()
+        return True
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+        self._writable.set()
+        self.server.connections.discard(self)
+        self.server.metrics.connection_closed(self.listener)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def close(self, reason: str | None = None) -> None:
+        if reason:
+            log.warning("closing connection %s (client %s): %s", self.connection_id, self.peer[0], reason)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def drain_and_close(self) -> None:
+        """Shutdown: read nothing more, answer what is already queued, then close."""
+        self._draining = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self._wakeup.set()
+
+    def _arm_idle_timer(self) -> None:
+        idle_s = self.server.idle_ms / 1000.0
+        if idle_s <= 0:
+            return
+        due = self._last_active + idle_s - time.monotonic()
+        self._idle_timer = asyncio.get_running_loop().call_later(max(due, 0.0), self._check_idle)
+
+    def _check_idle(self) -> None:
+        busy = self.state.pending > 0
+        if not busy and time.monotonic() - self._last_active >= self.server.idle_ms / 1000.0:
+            log.info("closing connection %s: idle for more than connections.max.idle.ms=%d",
+                     self.connection_id, self.server.idle_ms)
+            self.close()
+            return
+        if busy:
+            self._last_active = time.monotonic()
+        self._arm_idle_timer()
+
+    # -- the worker: one request at a time, in order ----------------------------------------------
+    async def _run(self) -> None:
+        try:
+            while True:
+                while not self.queue:
+                    if self._draining:
+                        self.close()
+                        return
+                    self._wakeup.clear()
+                    await self._wakeup.wait()
+                frame = self.queue.popleft()
+                await self._serve(frame)
+                self._last_active = time.monotonic()
+                self.state.request_done()
+                if self.state.should_resume() and not self._draining and self.transport is not None:
+                    self.transport.resume_reading()
+        except ProtocolViolation as exc:
+            self.close(exc.reason)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a handler bug: this connection only
+            log.exception("closing connection %s: error while serving a request", self.connection_id)
+            self.close(f"internal error: {exc!r}")
+
+    async def _serve(self, frame: memoryview) -> None:
+        started = time.perf_counter()
+        request = parse_request(frame)
+        hdr = request.header
+        ctx = RequestContext(
+            broker=self.server.broker, api_key=hdr.api_key, api_version=hdr.api_version,
+            correlation_id=hdr.correlation_id, client_id=hdr.client_id, client_host=self.peer[0],
+            client_port=self.peer[1], listener=self.listener, connection_id=self.connection_id)
+        response = await self._call(ctx, request)
+        error = _error_code_of(response)
+        self.server.metrics.request_done(request.spec.name, error, time.perf_counter() - started)
+        if response is None:  # e.g. Produce acks=0
+            return
+        await self._write(encode_response(request, response))
+
+    async def _call(self, ctx: RequestContext, request: Request) -> Any:
+        hooks = self.server.broker.hooks
+        if hooks.active(ctx.api_key):
+            replaced = await hooks.run_before(ctx, request.body)
+            if replaced is not None:
+                return replaced
+            response = await request.spec.handler(ctx, request.body)
+            return await hooks.run_after(ctx, request.body, response)
+        return await request.spec.handler(ctx, request.body)
+
+    async def _write(self, data: bytes) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return  # the peer went away; nothing to answer
+        self.transport.write(data)
+        if not self._writable.is_set():
+            await self._writable.wait()
+
+
+def _error_code_of(response: Any) -> int:
+    return int(getattr(response, "error_code", 0) or 0) if response is not None else 0
+
+
+class KafkaServer:
+    """Listeners and live connections; `stop` closes them in stages."""
+
+    def __init__(self, broker: Any, *, max_request_bytes: int, idle_ms: int,
+                 high_water: int = 32, low_water: int = 8) -> None:
+        self.broker = broker
+        self.metrics = broker.metrics
+        self.max_request_bytes = max_request_bytes
+        self.idle_ms = idle_ms
+        self.high_water = high_water
+        self.low_water = low_water
+        self.connections: set[KafkaConnection] = set()
+        self.bound: list[BoundListener] = []
+        self._servers: list[asyncio.Server] = []
+        self._seq = itertools.count()
+
+    async def start(self, listeners: list[Any]) -> list[BoundListener]:
+        loop = asyncio.get_running_loop()
+        for listener in listeners:
+            def factory(name: str = listener.name) -> KafkaConnection:
+                conn = KafkaConnection(self, name, next(self._seq))
+                self.connections.add(conn)
+                return conn
+
+            srv = await loop.create_server(factory, host=listener.host or None, port=listener.port,
+                                           reuse_address=True, backlog=512)
+            self._servers.append(srv)
+            port = srv.sockets[0].getsockname()[1]
+            self.bound.append(BoundListener(listener.name, listener.host, port))
+        return self.bound
+
+    async def stop(self, timeout: float) -> None:
+        for srv in self._servers:
+            srv.close()  # stop accepting
+        conns = list(self.connections)
+        for conn in conns:
+            conn.drain_and_close()
+        if conns:
+            _done, pending = await asyncio.wait([c.closed for c in conns], timeout=timeout)
+            for conn in conns:
+                if not conn.closed.done():
+                    log.warning("connection %s still busy after %.1fs; aborting it", conn.connection_id, timeout)
+                    if conn.transport is not None:
+                        conn.transport.abort()
+        for srv in self._servers:
+            await srv.wait_closed()

@@ -1,0 +1,26 @@
+"""GroupCoordinator: the classic consumer-group coordinator, composed from one module per concern:
+
+    join.py        JoinGroup         (handle_join_group, do_unknown_join_group, do_join_group, ...)
+    sync.py        SyncGroup         (handle_sync_group, do_sync_group)
+    membership.py  Heartbeat, LeaveGroup
+    rebalance.py   prepare_rebalance, on_complete_join, pending sync, heartbeat expiry, store_group
+    offsets.py     OffsetCommit, OffsetFetch, offset retention
+    admin.py       DescribeGroups, ListGroups, DeleteGroups, OffsetDelete
+    loading.py     load_partition / unload_partition (replay)
+"""
+from __future__ import annotations
+
+from coordinator.admin import AdminMixin
+from coordinator.join import JoinGroupMixin
+from coordinator.loading import LoadingMixin
+from coordinator.membership import MembershipMixin
+from coordinator.sync import SyncGroupMixin
+
+
+class GroupCoordinator(JoinGroupMixin, SyncGroupMixin, MembershipMixin, AdminMixin, LoadingMixin):
+    """Pure and deterministic: handlers take a callback and return; time comes from the injected
+    clock, timers from the injected keyed timer, and every record goes through the one writer."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.schedule_offset_expiration()

@@ -1,0 +1,69 @@
+"""The record factory: every `__consumer_offsets` record the coordinator writes is built here.
+
+A record is (key bytes, value bytes or None, headers). A delete is a null value (a tombstone).
+"""
+from __future__ import annotations
+
+from coordinator.group_metadata import GroupMetadata
+from protocol.consumer_offsets import (
+    GroupMetadataValue,
+    MemberMetadataValue,
+    OffsetCommitValue,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
+
+Header = tuple[str, bytes]
+Record = tuple[bytes, bytes | None, list[Header]]
+
+REBALANCE_CAUSES = frozenset({
+    "initial_join", "member_joined", "member_left", "session_timeout", "metadata_changed",
+    "leader_rejoined", "sync_timeout", "join_timeout", "store_failure", "static_member_update",
+    "group_max_size", "other",
+})
+
+
+def offset_commit_record(group_id: str, topic: str, partition: int, value: OffsetCommitValue) -> Record:
+    return (encode_offset_commit_key(group_id, topic, partition), encode_offset_commit_value(value), [])
+
+
+def offset_commit_tombstone(group_id: str, topic: str, partition: int) -> Record:
+    return (encode_offset_commit_key(group_id, topic, partition), None, [])
+
+
+def group_metadata_record(group: GroupMetadata, assignment: dict[str, bytes],
+                          headers: list[Header] | None = None) -> Record:
+    """The group after a generation: each member's metadata for the chosen protocol and its assignment.
+    An Empty group is written with no members, no protocol and no leader."""
+    protocol = group.protocol_name
+    members = [] if protocol is None else [
+        MemberMetadataValue(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                            m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(protocol),
+                            bytes(assignment.get(m.member_id, b"")))
+        for m in group.members.values()]
+    value = GroupMetadataValue(group.protocol_type or "", group.generation_id, protocol,
+                               group.leader_id if members else None, group.current_state_timestamp, members)
+    return (encode_group_metadata_key(group.group_id), encode_group_metadata_value(value), headers or [])
+
+
+def group_metadata_tombstone(group_id: str) -> Record:
+    return (encode_group_metadata_key(group_id), None, [])
+
+
+def rebalance_headers(group: GroupMetadata, now_ms: int, sync_done: bool) -> list[Header]:
+    """The kcoord.rebalance.* headers (docs/CONTRACTS.md) for the record that ends a generation."""
+    info = group.rebalance
+    if info is None:
+        return []
+    join_done = info.join_done_ms if info.join_done_ms >= 0 else now_ms
+    values = {
+        "cause": info.cause,
+        "reason": info.reason,
+        "trigger_member": info.trigger_member,
+        "start_ms": str(info.start_ms),
+        "join_ms": str(join_done - info.start_ms),
+        "sync_ms": str(now_ms - join_done if sync_done else 0),
+    }
+    return [(f"kcoord.rebalance.{k}", v.encode("utf-8")) for k, v in values.items()]

@@ -1,0 +1,50 @@
+"""Replay: how `__consumer_offsets` records change the coordinator's state.
+
+The live path and the loader use the same functions: an offset commit is applied with
+`replay_offset_commit` once its write is durable; a load feeds every record of a partition through
+`replay_record`. Keys are decoded once per distinct key on load (the last record of a key wins,
+exactly as sequential replay would leave it).
+"""
+from __future__ import annotations
+
+from coordinator.group_metadata import GroupMetadata
+from coordinator.group_state import GroupState
+from coordinator.member_metadata import MemberMetadata
+from protocol.consumer_offsets import GroupMetadataValue, OffsetCommitValue
+
+
+def replay_offset_commits(group: GroupMetadata, records: dict[tuple[str, int], OffsetCommitValue | None]) -> None:
+    """Apply OffsetCommit records ((topic, partition) -> value, None = tombstone) to the group's
+    committed offsets. The live path passes the records it just wrote; the loader whole partitions."""
+    offsets = group.offsets
+    has_tombstones = None in records.values()
+    if not offsets and not has_tombstones:
+        group.offsets = records.copy()  # a fresh group on load: cloning the table beats re-inserting
+        return
+    offsets.update(records)
+    if has_tombstones:
+        for tp, value in records.items():
+            if value is None:
+                del offsets[tp]
+
+
+def replay_offset_commit(group: GroupMetadata, topic: str, partition: int, value: OffsetCommitValue | None) -> None:
+    replay_offset_commits(group, {(topic, partition): value})
+
+
+def group_from_metadata_value(group_id: str, value: GroupMetadataValue, now_ms: int) -> GroupMetadata:
+    """A loaded group: Stable with its members and assignments, or Empty without members."""
+    state = GroupState.STABLE if value.members else GroupState.EMPTY
+    group = GroupMetadata(group_id, now_ms, state)
+    group.protocol_type = value.protocol_type or None  # "" was written for a group without one
+    group.generation_id = value.generation
+    group.protocol_name = value.protocol
+    group.current_state_timestamp = value.current_state_timestamp if value.current_state_timestamp >= 0 else now_ms
+    for m in value.members:
+        member = MemberMetadata(m.member_id, group_id, m.group_instance_id, m.client_id, m.client_host,
+                                m.rebalance_timeout, m.session_timeout, value.protocol_type,
+                                [(value.protocol or "", m.subscription)])
+        member.assignment = m.assignment
+        group.add(member)
+    group.leader_id = value.leader if value.leader in group.members else group.leader_id
+    return group

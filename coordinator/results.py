@@ -1,0 +1,100 @@
+"""What the coordinator hands to a handler's callback: the error and the fields of the response."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from protocol.errors import ErrorCode
+
+
+@dataclass(slots=True)
+class JoinGroupMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(slots=True)
+class JoinGroupResult:
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    skip_assignment: bool = False
+    members: list[JoinGroupMember] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SyncGroupResult:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(slots=True)
+class LeaveMemberResult:
+    member_id: str
+    group_instance_id: str | None
+    error: ErrorCode
+
+
+@dataclass(slots=True)
+class LeaveGroupResult:
+    error: ErrorCode
+    members: list[LeaveMemberResult] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OffsetCommitRequestPartition:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@dataclass(slots=True)
+class OffsetFetchPartition:
+    topic: str
+    partition: int
+    offset: int = -1
+    leader_epoch: int = -1
+    metadata: str = ""
+    error: ErrorCode = ErrorCode.NONE
+
+
+@dataclass(slots=True)
+class OffsetFetchResult:
+    """One group's answer. `partitions` is empty when `error` is set at the group level."""
+    group_id: str
+    error: ErrorCode
+    partitions: list[OffsetFetchPartition] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class DescribedGroup:
+    group_id: str
+    error: ErrorCode
+    state: str
+    protocol_type: str
+    protocol_data: str
+    members: list[DescribedMember] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str

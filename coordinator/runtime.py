@@ -1,0 +1,245 @@
+"""The coordinator runtime: binds the pure GroupCoordinator to asyncio and storage.
+
+Everything else in coordinator/ is deterministic and I/O-free; this module supplies what it is
+injected with:
+
+* `WallClock` — `now_ms()`; records carry wall-clock timestamps, like Kafka's.
+* `LoopTimer` — keyed, replaceable timers on `loop.call_at`. A deadline is taken from the injected
+  clock and converted to loop time, so tests that inject another clock see the same arithmetic.
+* `OffsetsTopicWriter` — appends the coordinator's records as one v2 batch per write to
+  `__consumer_offsets-N` and calls back only after `await log.sync()`: a callback with NONE means
+  the records are durable.
+* `GroupRuntime` — owns the three, loads every `__consumer_offsets` partition by replay before
+  serving it (requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), turns the coordinator's
+  callbacks into awaitables for the handlers, and shuts down cleanly.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from coordinator import GroupConfig, GroupCoordinator
+from protocol.errors import ErrorCode
+from protocol.records import build_batch, decode_records, iter_batches
+from storage import StorageError
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Test switch: while this file exists, coordinator writes fail (one failure per file; the writer
+# removes it), so a test in another process can fail exactly one OffsetCommit's write.
+FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"
+_READ_CHUNK = 1 << 20
+
+log = logging.getLogger("kcoord.coordinator.runtime")
+
+
+class WallClock:
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+class LoopTimer:
+    """Keyed, replaceable timers. Scheduling a key again replaces its previous timer."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock) -> None:
+        self._loop = loop
+        self._clock = clock
+        self._handles: dict[Any, asyncio.TimerHandle] = {}
+
+    def schedule(self, key, delay_ms: int, callback: Callable[[], None]) -> None:
+        self.cancel(key)
+        deadline_ms = self._clock.now_ms() + max(0, delay_ms)
+        when = self._loop.time() + (deadline_ms - self._clock.now_ms()) / 1000.0
+        self._handles[key] = self._loop.call_at(when, self._fire, key, callback)
+
+    def cancel(self, key) -> bool:
+        handle = self._handles.pop(key, None)
+        if handle is None:
+            return False
+        handle.cancel()
+        return True
+
+    def is_scheduled(self, key) -> bool:
+        return key in self._handles
+
+    def cancel_all(self) -> None:
+        for handle in self._handles.values():
+            handle.cancel()
+        self._handles.clear()
+
+    def _fire(self, key, callback: Callable[[], None]) -> None:
+        self._handles.pop(key, None)
+        try:
+            callback()
+        except Exception:  # a timer must never take the loop down
+            log.exception("coordinator timer %r failed", key)
+
+
+class OffsetsTopicWriter:
+    """The coordinator's one writer: `append(partition, records, callback(error))`.
+
+    The append itself is synchronous (ordered with every other write to that partition); the fsync
+    is shared with concurrent writers (storage's group commit) and the callback runs after it.
+    """
+
+    def __init__(self, log_for: Callable[[int], Any], loop: asyncio.AbstractEventLoop,
+                 compression: int = 0) -> None:
+        self._log_for = log_for
+        self._loop = loop
+        self._compression = compression
+        self._pending: set[asyncio.Task] = set()
+        self._fault_file = os.environ.get(FAULT_FILE_ENV) or None
+
+    def append(self, partition: int, records, callback: Callable[[ErrorCode], None]) -> None:
+        try:
+            self._maybe_inject_fault()
+            partition_log = self._log_for(partition)
+            partition_log.append(build_batch(list(records), compression=self._compression))
+        except StorageError as exc:
+            log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+            # Never call back re-entrantly into the coordinator that is in the middle of a handler.
+            self._loop.call_soon(callback, ErrorCode.KAFKA_STORAGE_ERROR)
+            return
+        task = self._loop.create_task(self._sync(partition, partition_log, callback))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _sync(self, partition: int, partition_log, callback) -> None:
+        try:
+            await partition_log.sync()
+            error = ErrorCode.NONE
+        except StorageError as exc:
+            log.error("fsync of %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+        callback(error)
+
+    def _maybe_inject_fault(self) -> None:
+        if self._fault_file is None:
+            return
+        try:
+            os.unlink(self._fault_file)
+        except FileNotFoundError:
+            return
+        raise StorageError(f"injected write fault ({FAULT_FILE_ENV})")
+
+    async def drain(self) -> None:
+        """Wait for every write in flight (so their callbacks ran) — part of a clean shutdown."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+
+async def create(broker) -> GroupRuntime:
+    """Build and start the runtime for a broker (the composition root calls this at start)."""
+    props = broker.config.props
+    runtime = GroupRuntime(broker.consumer_offsets_log, GroupConfig.from_properties(props),
+                           compression=int(props.get("offsets.topic.compression.codec", 0)))
+    await runtime.start()
+    return runtime
+
+
+class GroupRuntime:
+    """The asyncio face of the GroupCoordinator (`broker.groups`)."""
+
+    def __init__(self, log_for: Callable[[int], Any], config: GroupConfig,
+                 logger: logging.Logger | None = None, compression: int = 0) -> None:
+        self._log_for = log_for
+        self.config = config
+        self.num_partitions = config.offsets_topic_num_partitions
+        self._compression = compression
+        self._logger = logger or logging.getLogger("kcoord.coordinator")
+        self.coordinator: GroupCoordinator | None = None
+        self.clock = WallClock()
+        self._timer: LoopTimer | None = None
+        self._writer: OffsetsTopicWriter | None = None
+        self._loaded: set[int] = set()
+        self._load_task: asyncio.Task | None = None
+        self._active = False
+        self.loaded_event = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Create the coordinator and start loading every partition in the background."""
+        loop = asyncio.get_running_loop()
+        self._timer = LoopTimer(loop, self.clock)
+        self._writer = OffsetsTopicWriter(self._log_for, loop, self._compression)
+        self.coordinator = GroupCoordinator(self.config, clock=self.clock, timer=self._timer,
+                                            writer=self._writer, log=self._logger)
+        self._active = True
+        self._load_task = loop.create_task(self._load_all())
+
+    async def _load_all(self) -> None:
+        started = time.monotonic()
+        count = 0
+        for partition in range(self.num_partitions):
+            records = self._read_partition(partition)
+            count += len(records)
+            self.coordinator.load_partition(partition, records)
+            self._loaded.add(partition)
+            await asyncio.sleep(0)  # let requests in meanwhile; they answer LOAD_IN_PROGRESS
+        self.loaded_event.set()
+        log.info("loaded %d %s partitions (%d records) in %.1f ms", self.num_partitions,
+                 OFFSETS_TOPIC, count, (time.monotonic() - started) * 1000)
+
+    def _read_partition(self, partition: int) -> list:
+        partition_log = self._log_for(partition)
+        records = []
+        offset = partition_log.log_start_offset
+        end = partition_log.log_end_offset
+        while offset < end:
+            data = partition_log.read(offset, _READ_CHUNK)
+            progressed = False
+            for _position, header, batch in iter_batches(data):
+                if header.last_offset < offset:
+                    continue
+                if not header.is_control:
+                    records.extend(r for r in decode_records(batch) if r.offset >= offset)
+                offset = header.last_offset + 1
+                progressed = True
+            if not progressed:
+                break
+        return records
+
+    async def close(self) -> None:
+        """Stop serving, let in-flight writes finish (their callbacks answer their requests)."""
+        self._active = False
+        if self._load_task is not None and not self._load_task.done():
+            self._load_task.cancel()
+            await asyncio.gather(self._load_task, return_exceptions=True)
+        if self._writer is not None:
+            await self._writer.drain()
+        if self._timer is not None:
+            self._timer.cancel_all()
+
+    # ------------------------------------------------------------------ serving
+    def partition_for(self, group_id: str) -> int:
+        return self.coordinator.partition_for(group_id)
+
+    def group_error(self, group_id: str) -> ErrorCode:
+        """NONE when this node serves `group_id` right now, else the error Kafka answers."""
+        if not self._active or self.coordinator is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.partition_for(group_id) not in self._loaded:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def all_loaded_error(self) -> ErrorCode:
+        """For requests about every group (ListGroups)."""
+        if not self._active or self.coordinator is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if len(self._loaded) < self.num_partitions:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    async def call(self, method: str, *args, **kwargs):
+        """Invoke a callback-style coordinator entry point and await its callback's argument."""
+        future = asyncio.get_running_loop().create_future()
+
+        def callback(result) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        getattr(self.coordinator, method)(*args, callback=callback, **kwargs)
+        return await future

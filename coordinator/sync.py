@@ -1,0 +1,108 @@
+"""SyncGroup (v0-v5), after the seeds: handle_sync_group -> do_sync_group -> store_group ->
+set_and_propagate_assignment (then Stable) / reset_and_propagate_assignment_error (then rebalance).
+
+    v3   group.instance.id (KIP-345): fenced old incarnations get FENCED_INSTANCE_ID
+    v5   protocol type and name in request and response (KIP-559), checked against the group's
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from coordinator.group_metadata import GroupMetadata
+from coordinator.group_state import GroupState
+from coordinator.rebalance import RebalanceMixin
+from coordinator.records import rebalance_headers
+from coordinator.results import SyncGroupResult
+from protocol.errors import ErrorCode
+
+S = GroupState
+SyncCallback = Callable[[SyncGroupResult], None]
+
+
+class SyncGroupMixin(RebalanceMixin):
+
+    def handle_sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
+                          protocol_name: str | None, group_instance_id: str | None,
+                          assignments: dict[str, bytes], callback: SyncCallback) -> None:
+        error = self.validate_group_status(group_id)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # The rebalance's state is lost with the reload: the member must rejoin, not rediscover.
+            callback(SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
+            return
+        if error is not None:
+            callback(SyncGroupResult(error))
+            return
+        group = self.get_group(group_id)
+        if group is None:
+            callback(SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
+            return
+        self.do_sync_group(group, generation_id, member_id, protocol_type, protocol_name, group_instance_id,
+                           assignments, callback)
+
+    def do_sync_group(self, group: GroupMetadata, generation_id: int, member_id: str, protocol_type: str | None,
+                      protocol_name: str | None, group_instance_id: str | None, assignments: dict[str, bytes],
+                      callback: SyncCallback) -> None:
+        if group.is_(S.DEAD):
+            callback(SyncGroupResult(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+        elif group.is_static_member_fenced(group_instance_id, member_id):
+            callback(SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
+        elif not group.has(member_id):
+            callback(SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        elif generation_id != group.generation_id:
+            callback(SyncGroupResult(ErrorCode.ILLEGAL_GENERATION))
+        elif protocol_type is not None and protocol_type != group.protocol_type:
+            callback(SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        elif protocol_name is not None and protocol_name != group.protocol_name:
+            callback(SyncGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
+        else:
+            match group.state:
+                case S.EMPTY:
+                    callback(SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
+                case S.PREPARING_REBALANCE:
+                    callback(SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
+                case S.COMPLETING_REBALANCE:
+                    self._sync_completing_rebalance(group, generation_id, member_id, assignments, callback)
+                case S.STABLE:
+                    # A late follower: the assignment is already stored.
+                    self.remove_pending_sync_member(group, member_id)
+                    member = group.get(member_id)
+                    callback(SyncGroupResult(ErrorCode.NONE, group.protocol_type, group.protocol_name,
+                                             member.assignment))
+                    self.complete_and_schedule_next_heartbeat_expiration(group, member)
+
+    def _sync_completing_rebalance(self, group: GroupMetadata, generation_id: int, member_id: str,
+                                   assignments: dict[str, bytes], callback: SyncCallback) -> None:
+        # Everyone waits here until the leader's assignment is durable.
+        group.get(member_id).awaiting_sync_callback = callback
+        self.remove_pending_sync_member(group, member_id)
+        if not group.is_leader(member_id):
+            return
+        static = sum(1 for m in group.all_member_metadata() if m.is_static_member)
+        self.log.info("Assignment received from leader %s for group %s for generation %d. The group has %d members, "
+                      "%d of which are static.", member_id, group.group_id, group.generation_id, group.size, static)
+        # Members the leader left out get an empty assignment; ids not in the group are ignored.
+        missing = [m for m in group.all_members() if m not in assignments]
+        assignment = {m: bytes(assignments.get(m, b"")) for m in group.all_members()}
+        if missing:
+            self.log.warning("Setting empty assignments for members %s of %s for generation %d", missing,
+                             group.group_id, group.generation_id)
+        headers = rebalance_headers(group, self.now_ms(), sync_done=True)
+
+        def on_stored(error: ErrorCode) -> None:
+            if not (self.group_if_current(group) and group.is_(S.COMPLETING_REBALANCE)
+                    and generation_id == group.generation_id):
+                return  # a newer rebalance has taken over; its members get its own answers
+            if error != ErrorCode.NONE:
+                self.reset_and_propagate_assignment_error(group, error)
+                self.maybe_prepare_rebalance(
+                    group, f"Error {error.name} when storing group assignment during SyncGroup (member: {member_id})",
+                    "store_failure", member_id)
+            else:
+                self.set_and_propagate_assignment(group, assignment)
+                group.transition_to(S.STABLE, self.now_ms())
+                self.log.info("Group %s transitioned to Stable with generation %d and %d members", group.group_id,
+                              group.generation_id, group.size,
+                              extra={"group_id": group.group_id, "event": "stable",
+                                     "generation_id": group.generation_id})
+
+        self.store_group(group, assignment, on_stored, headers)

@@ -1,0 +1,540 @@
+"""Code generation: message definition (schema.MessageSpec) -> Python source.
+
+Pure functions from spec to source text; protocol.messages compiles the text, registers it in
+linecache (so tracebacks show it) and caches the result. One decode and one encode function per
+(message, version), straight-line: consecutive fixed-width fields become one precompiled
+struct.Struct call, nested structs are inlined as loops, and every length prefix is checked against
+the bytes remaining before it is used.
+
+Generated decoders rely on three locals: `buf` (bytes), `pos` (current offset) and `end`
+(len(buf)). Fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the
+codec wrapper turns that into DecodeError, reading the failing offset from the generated frame.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.primitives import LENGTH_TABLE_SIZE
+from protocol.schema import FIXED_FORMATS, ZERO_UUID, Field, MessageSpec
+
+CODEGEN_FILENAME_PREFIX = "<kcoord-codegen "
+
+_FMT_NAMES = {"?": "o"}  # struct format chars that are not identifier characters
+
+
+def fmt_ident(fmt: str) -> str:
+    return "".join(_FMT_NAMES.get(c, c) for c in fmt)
+
+
+def codegen_filename(title: str) -> str:
+    return f"{CODEGEN_FILENAME_PREFIX}{title}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# Classes: one per message and per struct type, shared by all versions.
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class ClassSpec:
+    name: str
+    fields: list[Field]            # union over all versions, in first-seen order
+    children: list[str]            # struct type names directly nested in this struct
+
+
+def collect_classes(spec: MessageSpec) -> dict[str, ClassSpec]:
+    """Every class the message needs: the message itself plus one per struct type name."""
+    classes: dict[str, ClassSpec] = {}
+
+    def visit(name: str, fields: list[Field]) -> None:
+        cs = classes.get(name)
+        if cs is None:
+            cs = classes[name] = ClassSpec(name, [], [])
+        known = {f.name for f in cs.fields}
+        for f in fields:
+            if f.name not in known:
+                cs.fields.append(f)
+                known.add(f.name)
+            if f.is_struct:
+                if f.element_type not in cs.children:
+                    cs.children.append(f.element_type)
+                visit(f.element_type, f.fields)
+
+    visit(spec.name, spec.fields)
+    return classes
+
+
+def default_literal(f: Field) -> str:
+    """Source text of a field's default, for immutable defaults (None for mutable ones)."""
+    if f.is_array:
+        return "None" if f.default_text == "null" else "[]"
+    if f.is_struct:
+        return "None"
+    value = f.default_value()
+    if value == ZERO_UUID:
+        return "_ZERO_UUID"
+    if f.type == "uuid":
+        return f"_UUID({str(value)!r})"
+    return repr(value)
+
+
+def class_source(cs: ClassSpec) -> str:
+    """A plain class with __slots__, a kwargs constructor taking schema defaults, __eq__, __repr__."""
+    names = [f.name for f in cs.fields]
+    slots = names + ["_unknown_tagged_fields"]
+    lines = [f"class {cs.name}:"]
+    lines.append(f"    __slots__ = {tuple(slots)!r}")
+    lines.append("    __hash__ = None  # mutable, like Kafka's generated Data classes")
+    params = []
+    body = []
+    for f in cs.fields:
+        lit = default_literal(f)
+        if lit == "[]":
+            params.append(f"{f.name}=_MISSING")
+            body.append(f"        self.{f.name} = [] if {f.name} is _MISSING else {f.name}")
+        else:
+            params.append(f"{f.name}={lit}")
+            body.append(f"        self.{f.name} = {f.name}")
+    params.append("_unknown_tagged_fields=None")
+    body.append("        self._unknown_tagged_fields = _unknown_tagged_fields")
+    lines.append(f"    def __init__(self, *, {', '.join(params)}):")
+    lines.extend(body)
+    mine = ", ".join(f"self.{n}" for n in slots)
+    theirs = ", ".join(f"other.{n}" for n in slots)
+    lines.append("    def __eq__(self, other):")
+    lines.append("        if type(other) is not type(self):")
+    lines.append("            return NotImplemented")
+    lines.append(f"        return ({mine},) == ({theirs},)")
+    shown = ", ".join(f"{n}={{self.{n}!r}}" for n in names)
+    lines.append("    def __repr__(self):")
+    lines.append(f"        text = f'{cs.name}({shown}'")
+    lines.append("        if self._unknown_tagged_fields:")
+    lines.append("            text += f', _unknown_tagged_fields={self._unknown_tagged_fields!r}'")
+    lines.append("        return text + ')'")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Codecs: one decode and one encode function per (message, version).
+# ---------------------------------------------------------------------------------------------
+
+class _Writer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.names: set[str] = set()   # globals the source refers to (resolved by messages.py)
+        self._n = 0
+
+    def var(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}{self._n}"
+
+    def emit(self, indent: int, line: str) -> None:
+        self.lines.append("    " * indent + line)
+
+    def unpack(self, fmt: str) -> str:
+        name = "_U_" + fmt_ident(fmt)
+        self.names.add(name)
+        return name
+
+    def default(self, f: Field) -> str:
+        """A field's default as source text, noting the globals it needs."""
+        lit = default_literal(f)
+        if "_ZERO_UUID" in lit:
+            self.names.add("_ZERO_UUID")
+        if "_UUID(" in lit:
+            self.names.add("_UUID")
+        return lit
+
+    def pack(self, fmt: str) -> str:
+        name = "_P_" + fmt_ident(fmt)
+        self.names.add(name)
+        return name
+
+
+def _fixed_fmt(f: Field) -> str | None:
+    return None if f.is_array else FIXED_FORMATS.get(f.type)
+
+
+def _is_fixed(f: Field) -> bool:
+    return _fixed_fmt(f) is not None
+
+
+def _runs(fields: list[Field]):
+    """Group consecutive fixed-width fields: yields (True, [fields]) or (False, field)."""
+    run: list[Field] = []
+    for f in fields:
+        if _is_fixed(f):
+            run.append(f)
+            continue
+        if run:
+            yield True, run
+            run = []
+        yield False, f
+    if run:
+        yield True, run
+
+
+def _split(fields: list[Field], version: int, flexible: bool):
+    present = [f for f in fields if f.present_in(version)]
+    tagged = sorted((f for f in present if flexible and f.tagged_in(version)), key=lambda f: f.tag)
+    untagged = [f for f in present if not (flexible and f.tagged_in(version))]
+    return untagged, tagged
+
+
+class _DecodeGen:
+    """Emits the body of decode_<Message>_v<N>(buf, pos) -> (obj, pos)."""
+
+    def __init__(self, w: _Writer, version: int, flexible: bool, classes: dict[str, ClassSpec]) -> None:
+        self.w = w
+        self.v = version
+        self.flex = flexible
+        self.classes = classes
+
+    def uvarint(self, var: str, ind: int) -> None:
+        """An unsigned varint into `var`, inlining the one-byte case."""
+        w = self.w
+        w.names.add("_read_uvarint")
+        w.emit(ind, f"{var} = buf[pos]")
+        w.emit(ind, f"if {var} < 128:")
+        w.emit(ind + 1, "pos += 1")
+        w.emit(ind, "else:")
+        w.emit(ind + 1, f"{var}, pos = _read_uvarint(buf, pos)")
+
+    def length(self, name: str, ind: int, wide: bool) -> str:
+        """Read a length/count prefix into a fresh local; -1 (or less) means null."""
+        w = self.w
+        n = w.var("n")
+        if self.flex:
+            self.uvarint(n, ind)
+            w.emit(ind, f"{n} -= 1")
+        else:
+            fmt = "i" if wide else "h"
+            w.emit(ind, f"{n}, = {w.unpack(fmt)}(buf, pos)")
+            w.emit(ind, f"pos += {4 if wide else 2}")
+        return n
+
+    def null_branch(self, f: Field, n: str, target: str, ind: int) -> None:
+        w = self.w
+        w.emit(ind, f"if {n} < 0:")
+        if f.nullable_in(self.v):
+            w.emit(ind + 1, f"{target} = None")
+        else:
+            w.names.add("_null_error")
+            w.emit(ind + 1, f"raise _null_error({f.name!r}, pos)")
+
+    def overrun_check(self, f: Field, need: str, ind: int) -> None:
+        self.w.names.add("_overrun")
+        self.w.emit(ind, f"if {need} > end - pos:")
+        self.w.emit(ind + 1, f"raise _overrun({f.name!r}, {need}, end - pos, pos)")
+
+    def scalar(self, f: Field, ftype: str, target: str, ind: int) -> None:
+        """A single non-fixed scalar (string, bytes, records, uuid) into `target`.
+
+        A slice past the end of `buf` is merely short, so strings and bytes skip a per-field bounds
+        check: `pos` then runs past `end`, which the check at the end of the message reports.
+        """
+        w = self.w
+        if ftype == "uuid":
+            w.names.add("_UUID")
+            w.emit(ind, f"{target} = _UUID(bytes=buf[pos:pos + 16])")
+            w.emit(ind, "pos += 16")
+            return
+        n = self.length(f.name, ind, wide=ftype != "string")
+        if f.nullable_in(self.v):
+            w.emit(ind, f"if {n} < 0:")
+            w.emit(ind + 1, f"{target} = None")
+            w.emit(ind, "else:")
+            ind += 1
+        else:
+            w.names.add("_null_error")
+            w.emit(ind, f"if {n} < 0:")
+            w.emit(ind + 1, f"raise _null_error({f.name!r}, pos)")
+        if ftype == "string":
+            expr = f"buf[pos:pos + {n}].decode()"
+        elif ftype == "bytes":
+            expr = f"buf[pos:pos + {n}]"
+        else:  # records: a zero-copy view, parsed later by protocol.records
+            w.names.add("_memoryview")
+            expr = f"_memoryview(buf)[pos:pos + {n}]"
+        w.emit(ind, f"{target} = {expr}")
+        w.emit(ind, f"pos += {n}")
+
+    def value(self, f: Field, target: str, ind: int) -> None:
+        """Any field (untagged layout) into `target`."""
+        w = self.w
+        if f.is_array:
+            n = self.length(f.name, ind, wide=True)
+            self.null_branch(f, n, target, ind)
+            w.emit(ind, "else:")
+            elem = f.element_type
+            if elem in FIXED_FORMATS:
+                size = f"{n} * {_size(elem)}"
+                self.overrun_check(f, size, ind + 1)
+                w.names.add("_unpack_from")
+                w.emit(ind + 1, f"{target} = list(_unpack_from('>%d{FIXED_FORMATS[elem]}' % {n}, buf, pos))")
+                w.emit(ind + 1, f"pos += {size}")
+                return
+            # Kafka's rule: never believe a count larger than the bytes left (each element >= 1 byte).
+            self.overrun_check(f, n, ind + 1)
+            lst = w.var("lst")
+            app = w.var("append")
+            w.emit(ind + 1, f"{lst} = []")
+            w.emit(ind + 1, f"{app} = {lst}.append")
+            w.emit(ind + 1, f"for _ in range({n}):")
+            e = w.var("e")
+            if f.is_struct:
+                self.struct(elem, f.fields, e, ind + 2)
+            else:
+                self.scalar(f, elem, e, ind + 2)
+            w.emit(ind + 2, f"{app}({e})")
+            w.emit(ind + 1, f"{target} = {lst}")
+        elif f.is_struct:
+            if f.nullable_in(self.v):
+                b = w.var("present")
+                w.emit(ind, f"{b}, = {w.unpack('b')}(buf, pos)")
+                w.emit(ind, "pos += 1")
+                w.emit(ind, f"if {b} < 0:")
+                w.emit(ind + 1, f"{target} = None")
+                w.emit(ind, "else:")
+                ind += 1
+            s = w.var("s")
+            self.struct(f.element_type, f.fields, s, ind)
+            w.emit(ind, f"{target} = {s}")
+        elif _is_fixed(f):
+            fmt = FIXED_FORMATS[f.type]
+            w.emit(ind, f"{target}, = {w.unpack(fmt)}(buf, pos)")
+            w.emit(ind, f"pos += {_size(f.type)}")
+        else:
+            self.scalar(f, f.type, target, ind)
+
+    def struct(self, cls: str, fields: list[Field], obj: str, ind: int) -> None:
+        w = self.w
+        w.names.add("C_" + cls)
+        w.emit(ind, f"{obj} = _new(C_{cls})")
+        untagged, tagged = _split(fields, self.v, self.flex)
+        # Every slot gets a value: fields this version does not carry (or carries only as tags) take
+        # their defaults.
+        for f in self.classes[cls].fields:
+            if any(f is g or f.name == g.name for g in untagged):
+                continue
+            w.emit(ind, f"{obj}.{f.name} = {w.default(f)}")
+        w.emit(ind, f"{obj}._unknown_tagged_fields = None")
+        for is_run, item in _runs(untagged):
+            if is_run:
+                fmt = "".join(FIXED_FORMATS[f.type] for f in item)
+                targets = ", ".join(f"{obj}.{f.name}" for f in item)
+                w.emit(ind, f"{targets}, = {w.unpack(fmt)}(buf, pos)")
+                w.emit(ind, f"pos += {sum(_size(f.type) for f in item)}")
+            else:
+                self.value(item, f"{obj}.{item.name}", ind)
+        if self.flex:
+            self.tags(tagged, obj, ind)
+
+    def tags(self, tagged: list[Field], obj: str, ind: int) -> None:
+        """The tagged-field section ending a flexible struct; almost always the single byte 0."""
+        w = self.w
+        w.emit(ind, "if buf[pos]:")
+        if not tagged:
+            w.names.add("_read_unknown_tags")
+            w.emit(ind + 1, f"pos = _read_unknown_tags(buf, pos, {obj})")
+        else:
+            self.known_tags(tagged, obj, ind + 1)
+        w.emit(ind, "else:")
+        w.emit(ind + 1, "pos += 1")
+        w.emit(ind, "")
+
+    def known_tags(self, tagged: list[Field], obj: str, ind: int) -> None:
+        w = self.w
+        w.names.update(("_read_uvarint", "_overrun", "_tag_size_error", "_keep_unknown_tag"))
+        nt, t, size, stop = w.var("ntags"), w.var("tag"), w.var("size"), w.var("stop")
+        w.emit(ind, f"{nt}, pos = _read_uvarint(buf, pos)")
+        w.emit(ind, f"for _ in range({nt}):")
+        w.emit(ind + 1, f"{t}, pos = _read_uvarint(buf, pos)")
+        w.emit(ind + 1, f"{size}, pos = _read_uvarint(buf, pos)")
+        w.emit(ind + 1, f"if {size} > end - pos:")
+        w.emit(ind + 2, f"raise _overrun('tagged field ' + str({t}), {size}, end - pos, pos)")
+        w.emit(ind + 1, f"{stop} = pos + {size}")
+        keyword = "if"
+        for f in tagged:
+            w.emit(ind + 1, f"{keyword} {t} == {f.tag}:")
+            self.value(f, f"{obj}.{f.name}", ind + 2)
+            w.emit(ind + 2, f"if pos != {stop}:")
+            w.emit(ind + 3, f"raise _tag_size_error({f.name!r}, {size}, pos)")
+            keyword = "elif"
+        w.emit(ind + 1, "else:")
+        w.emit(ind + 2, f"_keep_unknown_tag({obj}, {t}, buf[pos:{stop}])")
+        w.emit(ind + 2, f"pos = {stop}")
+
+
+class _EncodeGen:
+    """Emits the body of encode_<Message>_v<N>(o) -> bytes: appends parts, joins once."""
+
+    def __init__(self, w: _Writer, version: int, flexible: bool) -> None:
+        self.w = w
+        self.v = version
+        self.flex = flexible
+
+    def length(self, n_expr: str, ind: int, app: str, wide: bool) -> None:
+        w = self.w
+        if self.flex:
+            w.names.update(("_COMPACT_LENGTHS", "_compact_length"))
+            n = w.var("n")
+            w.emit(ind, f"{n} = {n_expr}")
+            w.emit(ind, f"{app}(_COMPACT_LENGTHS[{n}] if {n} < 127 else _compact_length({n}))")
+        else:
+            # Lengths below LENGTH_TABLE_SIZE come from a table of pre-packed prefixes.
+            table = "_LEN32" if wide else "_LEN16"
+            w.names.add(table)
+            n = w.var("n")
+            w.emit(ind, f"{n} = {n_expr}")
+            w.emit(ind, f"{app}({table}[{n}] if {n} < {LENGTH_TABLE_SIZE} else "
+                        f"{w.pack('i' if wide else 'h')}({n}))")
+
+    def null(self, f: Field, ind: int, app: str, wide: bool) -> None:
+        w = self.w
+        if not f.nullable_in(self.v):
+            w.names.add("_not_nullable")
+            w.emit(ind, f"raise _not_nullable({f.name!r}, {self.v})")
+        elif self.flex:
+            w.emit(ind, f"{app}(b'\\x00')")
+        else:
+            w.emit(ind, f"{app}({'_NULL_INT32' if wide else '_NULL_INT16'})")
+            w.names.add("_NULL_INT32" if wide else "_NULL_INT16")
+
+    def scalar(self, f: Field, ftype: str, v: str, ind: int, app: str) -> None:
+        w = self.w
+        if ftype == "uuid":
+            w.emit(ind, f"{app}({v}.bytes)")
+            return
+        wide = ftype != "string"
+        w.emit(ind, f"if {v} is None:")
+        self.null(f, ind + 1, app, wide)
+        w.emit(ind, "else:")
+        if ftype == "string":
+            w.emit(ind + 1, f"{v} = {v}.encode()")
+        self.length(f"len({v})", ind + 1, app, wide)
+        w.emit(ind + 1, f"{app}({v})")
+
+    def value(self, f: Field, expr: str, ind: int, app: str) -> None:
+        w = self.w
+        v = w.var("v")
+        w.emit(ind, f"{v} = {expr}")
+        if f.is_array:
+            w.emit(ind, f"if {v} is None:")
+            self.null(f, ind + 1, app, True)
+            w.emit(ind, "else:")
+            self.length(f"len({v})", ind + 1, app, True)
+            elem = f.element_type
+            if elem in FIXED_FORMATS:
+                w.names.add("_pack")
+                w.emit(ind + 1, f"{app}(_pack('>%d{FIXED_FORMATS[elem]}' % len({v}), *{v}))")
+                return
+            e = w.var("e")
+            w.emit(ind + 1, f"for {e} in {v}:")
+            if f.is_struct:
+                self.struct(elem, f.fields, e, ind + 2, app)
+            else:
+                self.scalar(f, elem, e, ind + 2, app)
+        elif f.is_struct:
+            w.names.add("C_" + f.element_type)
+            if f.nullable_in(self.v):
+                w.emit(ind, f"if {v} is None:")
+                w.emit(ind + 1, f"{app}(b'\\xff')")
+                w.emit(ind, "else:")
+                w.emit(ind + 1, f"{app}(b'\\x01')")
+                ind += 1
+            else:
+                w.emit(ind, f"if {v} is None:")
+                w.emit(ind + 1, f"{v} = C_{f.element_type}()")
+            self.struct(f.element_type, f.fields, v, ind, app)
+        elif _is_fixed(f):
+            w.emit(ind, f"{app}({w.pack(FIXED_FORMATS[f.type])}({v}))")
+        else:
+            self.scalar(f, f.type, v, ind, app)
+
+    def struct(self, cls: str, fields: list[Field], obj: str, ind: int, app: str) -> None:
+        w = self.w
+        untagged, tagged = _split(fields, self.v, self.flex)
+        for is_run, item in _runs(untagged):
+            if is_run:
+                args = ", ".join(f"{obj}.{f.name}" for f in item)
+                fmt = "".join(FIXED_FORMATS[f.type] for f in item)
+                w.emit(ind, f"{app}({w.pack(fmt)}({args}))")
+            else:
+                self.value(item, f"{obj}.{item.name}", ind, app)
+        if self.flex:
+            self.tags(tagged, obj, ind, app)
+
+    def tags(self, tagged: list[Field], obj: str, ind: int, app: str) -> None:
+        """Tagged fields are written only when they differ from their default (as Kafka does)."""
+        w = self.w
+        w.names.add("_encode_tag_section")
+        known = w.var("known")
+        u = w.var("unknown")
+        w.emit(ind, f"{u} = {obj}._unknown_tagged_fields")
+        if not tagged:
+            w.emit(ind, f"{app}(_encode_tag_section(None, {u}) if {u} else b'\\x00')")
+            return
+        w.emit(ind, f"{known} = None")
+        for f in tagged:
+            v = w.var("tv")
+            w.emit(ind, f"{v} = {obj}.{f.name}")
+            if f.is_struct and not f.is_array:
+                # A struct equal to a fresh default instance is not written, like Kafka's
+                # `!this.x.equals(new X())`.
+                w.names.add("C_" + f.element_type)
+                cond = f"{v} is not None and {v} != C_{f.element_type}()"
+            else:
+                lit = w.default(f)
+                cond = f"{v} is not None" if lit == "None" else f"{v} != {lit}"
+            w.emit(ind, f"if {cond}:")
+            parts = w.var("parts")
+            w.emit(ind + 1, f"{parts} = []")
+            self.value(f, v, ind + 1, f"{parts}.append")
+            w.emit(ind + 1, f"if {known} is None:")
+            w.emit(ind + 2, f"{known} = []")
+            w.emit(ind + 1, f"{known}.append(({f.tag}, b''.join({parts})))")
+        w.emit(ind, f"if {known} is None and not {u}:")
+        w.emit(ind + 1, f"{app}(b'\\x00')")
+        w.emit(ind, "else:")
+        w.emit(ind + 1, f"{app}(_encode_tag_section({known}, {u}))")
+
+
+def _size(ftype: str) -> int:
+    import struct
+    return struct.calcsize(">" + FIXED_FORMATS[ftype])
+
+
+def decode_function_name(spec: MessageSpec, version: int) -> str:
+    return f"decode_{spec.name}_v{version}"
+
+
+def encode_function_name(spec: MessageSpec, version: int) -> str:
+    return f"encode_{spec.name}_v{version}"
+
+
+def codec_source(spec: MessageSpec, version: int) -> tuple[str, set[str]]:
+    """Source of decode_<Name>_v<N>(buf, pos) and encode_<Name>_v<N>(o), plus the global names it uses.
+
+    Flexible versions (KIP-482) use compact strings/bytes/arrays and end every struct with a
+    tagged-field section.
+    """
+    flexible = spec.is_flexible(version)
+    w = _Writer()
+    w.names.add("_new")
+    w.emit(0, f"# {spec.name} v{version}{' (flexible)' if flexible else ''}: generated from "
+              f"Kafka's {spec.name}.json")
+    w.emit(0, f"def {decode_function_name(spec, version)}(buf, pos):")
+    w.emit(1, "end = len(buf)")
+    _DecodeGen(w, version, flexible, collect_classes(spec)).struct(spec.name, spec.fields, "o", 1)
+    w.names.add("_past_end")
+    w.emit(1, "if pos > end:")
+    w.emit(2, "raise _past_end(pos, end)")
+    w.emit(1, "return o, pos")
+    w.emit(0, "")
+    w.emit(0, "")
+    w.emit(0, f"def {encode_function_name(spec, version)}(o):")
+    w.emit(1, "parts = []")
+    w.emit(1, "a = parts.append")
+    _EncodeGen(w, version, flexible).struct(spec.name, spec.fields, "o", 1, "a")
+    w.emit(1, "return b''.join(parts)")
+    return "\n".join(w.lines) + "\n", w.names

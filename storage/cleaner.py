@@ -1,0 +1,160 @@
+"""Log compaction (cleanup.policy=compact): keep the latest record per key, drop tombstones once
+their delete horizon has passed.
+
+`prepare` is the heavy, read-only part and runs in a worker thread: it reads the cleanable
+(durable, non-active) segments, and writes each one that changes to `<segment>.log.cleaned`,
+fsynced. The log's owner then renames each `.cleaned` over its `.log` — an atomic swap — so a
+crash at any point leaves either the old or the new segment, and recovery deletes any leftover
+`.cleaned` file. Segments are cleaned one to one (same base offset, same name).
+
+Tombstones follow KIP-534: the first clean that keeps a tombstone stamps its batch with a delete
+horizon (now + delete.retention.ms, in the base timestamp, attribute bit 6); a later clean after
+the horizon drops it. Cleaned batches keep their base offset and last offset delta, so offsets
+never move, only gaps appear.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+from protocol.records import BatchHeader, Record, build_batch, iter_record_tuples
+from storage.fs import FS
+from storage.segment import CLEANED_SUFFIX
+
+if TYPE_CHECKING:
+    from storage.segment import LogSegment
+
+_WRITE_CHUNK = 1 << 20
+
+
+@dataclasses.dataclass(slots=True)
+class CleanPlan:
+    fs: FS
+    segments: list[LogSegment]
+    now_ms: int
+    delete_retention_ms: int
+
+
+@dataclasses.dataclass(slots=True)
+class CleanedSegment:
+    segment: LogSegment
+    path: str             # the `.cleaned` file
+    size: int             # bytes after cleaning
+    bytes_before: int
+    records_removed: int
+
+
+@dataclasses.dataclass(slots=True)
+class CleanStats:
+    segments: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_removed: int = 0
+
+    def add(self, result: CleanedSegment) -> None:
+        self.segments += 1
+        self.bytes_before += result.bytes_before
+        self.bytes_after += result.size
+        self.records_removed += result.records_removed
+
+
+def build_offset_map(segments: list[LogSegment]) -> dict[bytes, int]:
+    """key -> offset of its latest record in these segments."""
+    latest: dict[bytes, int] = {}
+    for segment in segments:
+        for _, header, batch in segment.scan():
+            if header.is_control:
+                continue
+            for offset, _ts, key, _value, _headers in iter_record_tuples(batch, header):
+                if key is not None:
+                    latest[key] = offset
+    return latest
+
+
+def filter_batch(header: BatchHeader, batch, latest: dict[bytes, int], now_ms: int,
+                 delete_retention_ms: int) -> tuple[bytes | None, int, bool]:
+    """(the batch as it should be after cleaning or None to drop it, records removed, changed?)"""
+    if header.is_control:
+        return bytes(batch), 0, False
+    records = list(iter_record_tuples(batch, header))
+    horizon = header.delete_horizon_ms
+    kept = []
+    tombstones_kept = 0
+    for record in records:
+        offset, _ts, key, value, _headers = record
+        if key is not None and latest.get(key, offset) != offset:
+            continue  # a later record has this key
+        if value is None and key is not None:
+            if horizon is not None and now_ms >= horizon:
+                continue  # tombstone past its delete horizon
+            tombstones_kept += 1
+        kept.append(record)
+    if len(kept) == len(records) and (tombstones_kept == 0 or horizon is not None):
+        return bytes(batch), 0, False
+    if not kept:
+        return None, len(records), True
+    new_horizon = None
+    if tombstones_kept:
+        new_horizon = horizon if horizon is not None else now_ms + delete_retention_ms
+    rebuilt = build_batch(
+        [Record._make(r) for r in kept], base_offset=header.base_offset, compression=header.compression,
+        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence, transactional=header.is_transactional,
+        timestamp_type=header.timestamp_type, partition_leader_epoch=header.partition_leader_epoch,
+        last_offset_delta=header.last_offset_delta, delete_horizon_ms=new_horizon)
+    return rebuilt, len(records) - len(kept), True
+
+
+def clean_segment(plan: CleanPlan, segment: LogSegment, latest: dict[bytes, int]) -> CleanedSegment | None:
+    """Write the cleaned copy of `segment` to `.cleaned` and fsync it; None if nothing changes."""
+    fs = plan.fs
+    path = segment.log_path + CLEANED_SUFFIX
+    fd = fs.open(path)
+    try:
+        fs.truncate(fd, 0)
+        changed = False
+        removed = 0
+        position = 0
+        pending: list[bytes] = []
+        pending_size = 0
+        for _, header, batch in segment.scan():
+            cleaned, dropped, batch_changed = filter_batch(header, batch, latest, plan.now_ms,
+                                                           plan.delete_retention_ms)
+            removed += dropped
+            changed = changed or batch_changed
+            if cleaned is not None:
+                pending.append(cleaned)
+                pending_size += len(cleaned)
+            if pending_size >= _WRITE_CHUNK:
+                fs.write_all(fd, b"".join(pending), position)
+                position += pending_size
+                pending, pending_size = [], 0
+        if not changed:
+            fs.close(fd)
+            fd = -1
+            fs.remove(path)
+            return None
+        fs.write_all(fd, b"".join(pending), position)
+        position += pending_size
+        fs.fsync(fd)
+    except BaseException:
+        if fd >= 0:
+            fs.close(fd)
+            fd = -1
+        fs.remove(path)
+        raise
+    finally:
+        if fd >= 0:
+            fs.close(fd)
+    return CleanedSegment(segment, path, position, segment.size, removed)
+
+
+def prepare(plan: CleanPlan) -> list[CleanedSegment]:
+    """Worker-thread half of a clean: build the offset map, write every changed segment's copy."""
+    latest = build_offset_map(plan.segments)
+    results = []
+    for segment in plan.segments:
+        result = clean_segment(plan, segment, latest)
+        if result is not None:
+            results.append(result)
+    return results

@@ -1,0 +1,546 @@
+"""PartitionLog: one topic-partition's log — segments, append with group commit, read, recovery,
+truncation, retention, and the owner side of compaction.
+
+Threading model: the log is owned by one thread (the event loop). Worker threads only run the
+blocking fsyncs of a group commit and the read-only part of a compaction; while they run, the log
+is "pinned" and segments it drops are closed only afterwards, so a worker never sees a closed fd.
+"""
+from __future__ import annotations
+
+import asyncio
+import bisect
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+
+from protocol.errors import DecodeError
+from protocol.records import (
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    iter_batches,
+    iter_record_tuples,
+    set_base_offset,
+    set_log_append_time,
+)
+from storage import cleaner
+from storage.config import LogConfig
+from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from storage.fs import FS
+from storage.group_commit import GroupCommit
+from storage.segment import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, LogSegment
+
+log = logging.getLogger("kcoord.storage")
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+_LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".swap", ".deleted")
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppendInfo:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
+    generation: int = 0      # the log's failure generation when appended (see sync)
+
+
+@dataclasses.dataclass(slots=True)
+class _FlushSnapshot:
+    target: int
+    generation: int
+    fds: list[int]
+    fs: FS
+    directory: str | None  # fsync the directory too (a segment file was created)
+
+    def run(self) -> None:
+        for fd in self.fds:
+            self.fs.fsync(fd)
+        if self.directory is not None:
+            self.fs.fsync_dir(self.directory)
+
+
+class PartitionLog:
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig | None = None,
+                 fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms) -> None:
+        self.directory = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config or LogConfig()
+        self.fs = fs or FS()
+        self.clock = clock
+        self.name = f"{topic}-{partition}"
+        self.generation = 0           # bumped whenever unflushed data is cut away
+        self.recovery_point = 0       # everything below this offset is fsynced
+        self._segments: list[LogSegment] = []
+        self._dir_dirty = False
+        self._pins = 0                # background work holding segment fds
+        self._pin_lock = threading.Lock()
+        self._retired: list[LogSegment] = []
+        self._cleaning = False
+        self._first_dirty_offset = 0  # compaction: offsets below were cleaned
+        self.closed = False
+        self._commit = GroupCommit(self, self.name)
+        self.fs.makedirs(directory)
+        self._load()
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset})"
+
+    # -- opening and recovery -------------------------------------------------------------------
+
+    def _load(self) -> None:
+        names = self.fs.listdir(self.directory)
+        for name in names:
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                # A crash mid-clean (or mid-delete) left this; the original segment is intact.
+                log.warning("%s: removing leftover %s", self.name, name)
+                self.fs.remove(os.path.join(self.directory, name))
+        bases = sorted(int(n[:-len(LOG_SUFFIX)]) for n in names
+                       if n.endswith(LOG_SUFFIX) and n[:-len(LOG_SUFFIX)].isdigit())
+        live = {f"{b:020d}" for b in bases}
+        for name in names:
+            if name.endswith(INDEX_SUFFIX) and name[:-len(INDEX_SUFFIX)] not in live:
+                self.fs.remove(os.path.join(self.directory, name))
+        expected = 0
+        for i, base in enumerate(bases):
+            segment = LogSegment(self.fs, self.directory, base, self.config.index_interval_bytes)
+            dropped = segment.recover(expected)
+            self._segments.append(segment)
+            expected = segment.next_offset
+            if dropped and i < len(bases) - 1:
+                # Corruption inside the log (not a torn tail): as Kafka does, nothing after it is kept.
+                later = bases[i + 1:]
+                log.error("%s: corrupt segment %d; deleting %d later segments %s",
+                          self.name, base, len(later), later)
+                for other in later:
+                    LogSegment(self.fs, self.directory, other, self.config.index_interval_bytes).delete()
+                break
+        if not self._segments:
+            self._segments.append(self._new_segment(0))
+        self.log_start_offset = self._segments[0].base_offset
+        self._first_dirty_offset = self.log_start_offset
+        # What recovery kept may sit only in the page cache (a killed process): make it durable
+        # before treating it as such.
+        try:
+            self._segments[-1].flush()
+            self.fs.fsync_dir(self.directory)
+        except OSError as exc:
+            raise StorageError(f"{self.name}: fsync on open failed: {exc}") from exc
+        self._dir_dirty = False
+        self.recovery_point = self.log_end_offset
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        segment = LogSegment(self.fs, self.directory, base_offset, self.config.index_interval_bytes)
+        self._dir_dirty = True
+        return segment
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    # -- append ---------------------------------------------------------------------------------
+
+    def append(self, records) -> AppendInfo:
+        """Assign offsets to whole batches and write them to the OS (not yet durable; see sync)."""
+        self._check_open()
+        buf = bytearray(records)
+        headers = self._validate(buf)
+        append_time = self.clock() if self.config.message_timestamp_type == "LogAppendTime" else -1
+        first = offset = self.log_end_offset
+        patched: list[BatchHeader] = []
+        position = 0
+        for header in headers:
+            set_base_offset(buf, offset, position)
+            attributes, max_timestamp = header.attributes, header.max_timestamp
+            if append_time >= 0:
+                set_log_append_time(buf, append_time, position)
+                attributes |= TIMESTAMP_TYPE_MASK
+                max_timestamp = append_time
+            patched.append(header._replace(base_offset=offset, attributes=attributes, max_timestamp=max_timestamp))
+            offset += header.last_offset_delta + 1
+            position += header.size
+        self._maybe_roll(len(buf), patched)
+        try:
+            self.active_segment.append(buf, patched)
+        except OSError as exc:
+            raise StorageError(f"{self.name}: write failed: {exc}") from exc
+        return AppendInfo(first, offset - 1, append_time, self.generation)
+
+    def _validate(self, buf: bytearray) -> list[BatchHeader]:
+        headers = []
+        end = 0
+        try:
+            for position, header, _ in iter_batches(buf, verify=True):
+                headers.append(header)
+                end = position + header.size
+        except DecodeError as exc:
+            raise CorruptRecordError(f"{self.name}: invalid record batch: {exc}") from exc
+        if not headers or end != len(buf):
+            raise CorruptRecordError(f"{self.name}: record set is not whole batches ({len(buf) - end} stray bytes)")
+        if len(buf) > self.config.segment_bytes:
+            # As Kafka: a record set must fit in one segment (it is never split).
+            raise RecordTooLargeError(f"{self.name}: {len(buf)} bytes exceed segment.bytes")
+        return headers
+
+    def _maybe_roll(self, size: int, headers: list[BatchHeader]) -> None:
+        active = self.active_segment
+        if active.size == 0:
+            return
+        newest = max(h.max_timestamp for h in headers)
+        if (active.size + size > self.config.segment_bytes
+                or (active.rolling_timestamp is not None
+                    and newest - active.rolling_timestamp > self.config.segment_ms)
+                or headers[-1].last_offset - active.base_offset > _MAX_RELATIVE_OFFSET):
+            self.roll()
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        self._check_open()
+        active = self.active_segment
+        if active.size == 0:
+            return active
+        try:
+            segment = self._new_segment(self.log_end_offset)
+        except OSError as exc:
+            raise StorageError(f"{self.name}: cannot create segment: {exc}") from exc
+        self._segments.append(segment)
+        log.debug("%s: rolled new segment at %d", self.name, segment.base_offset)
+        return segment
+
+    # -- durability -----------------------------------------------------------------------------
+
+    async def sync(self, after: AppendInfo | None = None) -> None:
+        """Return once everything appended before the call (or `after`) is fsynced.
+
+        Concurrent callers share one fsync. Raises StorageError if the fsync failed, or if `after`
+        was cut away by an earlier failure.
+        """
+        self._check_open()
+        if after is None:
+            await self._commit.wait(self.log_end_offset, self.generation)
+        else:
+            await self._commit.wait(after.last_offset + 1, after.generation)
+
+    async def append_durable(self, records) -> AppendInfo:
+        info = self.append(records)
+        if self.config.flush_on_append:
+            await self.sync(info)
+        return info
+
+    @property
+    def fsync_rounds(self) -> int:
+        return self._commit.rounds
+
+    def begin_flush(self) -> _FlushSnapshot:
+        fds = [s.fd for s in self._segments if s.next_offset > self.recovery_point or s is self.active_segment]
+        directory = self.directory if self._dir_dirty else None
+        self._dir_dirty = False
+        self._pin()
+        return _FlushSnapshot(self.log_end_offset, self.generation, fds, self.fs, directory)
+
+    def end_flush(self) -> None:
+        self._unpin()
+
+    def flush_succeeded(self, snapshot: _FlushSnapshot) -> None:
+        if snapshot.generation == self.generation:
+            self.recovery_point = max(self.recovery_point, snapshot.target)
+
+    def flush_failed(self, snapshot: _FlushSnapshot, exc: BaseException) -> None:
+        """Cut the log back to its last durable offset: unflushed bytes may be gone from the page
+        cache already (a failed fsync can drop them), so they must not be served or acknowledged."""
+        if snapshot.directory is not None:
+            self._dir_dirty = True
+        if snapshot.generation != self.generation:
+            return
+        log.error("%s: fsync failed (%s); truncating from %d back to durable offset %d",
+                  self.name, exc, self.log_end_offset, self.recovery_point)
+        self._truncate(self.recovery_point, reason=f"fsync failed: {exc}", cause=exc)
+
+    def flush(self) -> None:
+        """Blocking fsync of everything appended so far (shutdown, tests)."""
+        snapshot = self.begin_flush()
+        try:
+            snapshot.run()
+        except OSError as exc:
+            self.end_flush()
+            self.flush_failed(snapshot, exc)
+            raise StorageError(f"{self.name}: fsync failed: {exc}") from exc
+        self.end_flush()
+        self.flush_succeeded(snapshot)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """Whole batches from the one holding `offset`, up to max_bytes (at least one batch)."""
+        self._check_open()
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"{self.name}: offset {offset} outside [{self.log_start_offset}, {self.log_end_offset}]")
+        i = max(bisect.bisect_right(self._segments, offset, key=lambda s: s.base_offset) - 1, 0)
+        try:
+            for segment in self._segments[i:]:
+                if segment.next_offset <= offset:
+                    continue  # compaction may leave gaps
+                found = segment.find_position(offset)
+                if found is not None:
+                    return segment.read(found[0], max_bytes, max_offset)
+        except (OSError, DecodeError) as exc:
+            raise StorageError(f"{self.name}: read at offset {offset} failed: {exc}") from exc
+        return b""
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: the first offset whose timestamp is >= timestamp, with that timestamp.
+
+        -1 (latest) and -2 (earliest) give the end and start offsets with timestamp -1; -3 gives
+        the record with the largest timestamp.
+        """
+        self._check_open()
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == MAX_TIMESTAMP:
+            candidates = [s for s in self._segments if s.max_timestamp >= 0]
+            if not candidates:
+                return None
+            best = max(candidates, key=lambda s: s.max_timestamp)
+            return self._first_record_at_or_after(best, best.max_timestamp, exact=True)
+        for segment in self._segments:
+            found = self._first_record_at_or_after(segment, timestamp)
+            if found is not None:
+                return found
+        return None
+
+    def _first_record_at_or_after(self, segment: LogSegment, timestamp: int,
+                                  exact: bool = False) -> tuple[int, int] | None:
+        found = segment.offset_for_timestamp(timestamp)
+        if found is None:
+            return None
+        _, header, batch = found
+        for offset, record_ts, *_ in iter_record_tuples(batch, header):
+            if (record_ts == timestamp if exact else record_ts >= timestamp) and offset >= self.log_start_offset:
+                return offset, record_ts
+        return None
+
+    # -- truncation and retention ---------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every offset >= offset (whole batches). Waiters for removed data fail."""
+        self._check_open()
+        self._truncate(max(offset, self.log_start_offset), reason="truncate_to")
+
+    def _truncate(self, offset: int, reason: str, cause: BaseException | None = None) -> None:
+        if offset >= self.log_end_offset:
+            return
+        try:
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                self._retire(self._segments.pop(), delete=True)
+            self.active_segment.truncate_to(offset)
+        except OSError as exc:
+            self.closed = True
+            raise StorageError(f"{self.name}: truncation failed, log taken offline: {exc}") from exc
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.generation += 1
+        error = StorageError(f"{self.name}: data cut back to offset {self.log_end_offset} ({reason})")
+        error.__cause__ = cause
+        self._commit.fail_all(error)
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention for delete-policy logs: drop whole old segments by time and size.
+
+        Never the active segment, never one not yet durable. Advances log_start_offset.
+        """
+        self._check_open()
+        if not self.config.delete:
+            return 0
+        now = self.clock() if now_ms is None else now_ms
+        total = self.size_bytes
+        deleted = 0
+        while len(self._segments) > 1:
+            oldest = self._segments[0]
+            if oldest.next_offset > self.recovery_point:
+                break
+            expired = self.config.retention_ms >= 0 and 0 <= oldest.max_timestamp < now - self.config.retention_ms
+            oversize = self.config.retention_bytes >= 0 and total - oldest.size >= self.config.retention_bytes
+            if not (expired or oversize or (oldest.size == 0 and oldest.max_timestamp < 0)):
+                break
+            self._segments.pop(0)
+            total -= oldest.size
+            self._retire(oldest, delete=True)
+            deleted += 1
+        if deleted:
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            log.info("%s: retention deleted %d segments; log start offset now %d",
+                     self.name, deleted, self.log_start_offset)
+        return deleted
+
+    # -- compaction (owner side; the work itself is in storage.cleaner) -------------------------
+
+    def cleanable_segments(self) -> list[LogSegment]:
+        """Segments the cleaner may rewrite: all but the active one, and only durable ones."""
+        out = []
+        for segment in self._segments[:-1]:
+            if segment.next_offset > self.recovery_point:
+                break
+            out.append(segment)
+        return out
+
+    def dirty_ratio(self) -> float:
+        segments = self.cleanable_segments()
+        total = sum(s.size for s in segments)
+        if total == 0:
+            return 0.0
+        dirty = sum(s.size for s in segments if s.base_offset >= self._first_dirty_offset)
+        return dirty / total
+
+    def needs_compaction(self) -> bool:
+        return (self.config.compact and not self._cleaning and not self.closed
+                and self.dirty_ratio() >= self.config.min_cleanable_dirty_ratio
+                and len(self.cleanable_segments()) > 0)
+
+    def compact(self, now_ms: int | None = None) -> cleaner.CleanStats:
+        """Compact now, in this thread (tests, tools)."""
+        plan = self._begin_clean(now_ms)
+        try:
+            results = cleaner.prepare(plan)
+        except BaseException:
+            self._abort_clean(plan)
+            raise
+        return self._finish_clean(plan, results)
+
+    async def compact_async(self, now_ms: int | None = None, executor=None) -> cleaner.CleanStats:
+        """Compact with the heavy part in a worker thread; appends and reads go on meanwhile."""
+        plan = self._begin_clean(now_ms)
+        try:
+            results = await asyncio.get_running_loop().run_in_executor(executor, cleaner.prepare, plan)
+        except BaseException:
+            self._abort_clean(plan)
+            raise
+        return self._finish_clean(plan, results)
+
+    def _begin_clean(self, now_ms: int | None) -> cleaner.CleanPlan:
+        self._check_open()
+        if self._cleaning:
+            raise StorageError(f"{self.name}: already cleaning")
+        self._cleaning = True
+        self._pin()
+        now = self.clock() if now_ms is None else now_ms
+        return cleaner.CleanPlan(self.fs, self.cleanable_segments(), now, self.config.delete_retention_ms)
+
+    def _abort_clean(self, plan: cleaner.CleanPlan) -> None:
+        for segment in plan.segments:
+            self.fs.remove(segment.log_path + CLEANED_SUFFIX)
+        self._cleaning = False
+        self._unpin()
+
+    def _finish_clean(self, plan: cleaner.CleanPlan, results: list[cleaner.CleanedSegment]) -> cleaner.CleanStats:
+        """Swap cleaned segments in: rename `.cleaned` over `.log` (atomic), then re-open them."""
+        stats = cleaner.CleanStats()
+        try:
+            for result in results:
+                segment = result.segment
+                if segment not in self._segments or self.closed:
+                    self.fs.remove(result.path)  # deleted or truncated away meanwhile
+                    continue
+                stats.add(result)
+                first = segment is self._segments[0]
+                if result.size == 0 and not first:
+                    self._segments.remove(segment)
+                    self.fs.remove(result.path)
+                    self._retire(segment, delete=True)
+                    continue
+                self.fs.rename(result.path, segment.log_path)
+                # Old fds may be in a running fsync: close them once unpinned.
+                self._retire(segment.reopen(), delete=False)
+            if results:
+                self.fs.fsync_dir(self.directory)
+            if plan.segments:
+                self._first_dirty_offset = max(self._first_dirty_offset, plan.segments[-1].next_offset)
+        except OSError as exc:
+            raise StorageError(f"{self.name}: swapping cleaned segments failed: {exc}") from exc
+        finally:
+            self._cleaning = False
+            self._unpin()
+        log.info("%s: compacted %d segments: %d -> %d bytes, %d records removed",
+                 self.name, stats.segments, stats.bytes_before, stats.bytes_after, stats.records_removed)
+        return stats
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _pin(self) -> None:
+        with self._pin_lock:
+            self._pins += 1
+
+    def _unpin(self) -> None:
+        with self._pin_lock:
+            self._pins -= 1
+            retired = self._retired if self._pins == 0 else []
+            if retired:
+                self._retired = []
+        for segment, delete in retired:
+            self._dispose(segment, delete)
+
+    def _retire(self, segment: LogSegment, delete: bool) -> None:
+        with self._pin_lock:
+            if self._pins:
+                self._retired.append((segment, delete))
+                return
+        self._dispose(segment, delete)
+
+    def _dispose(self, segment: LogSegment, delete: bool) -> None:
+        try:
+            segment.delete() if delete else segment.close()
+        except OSError:
+            log.warning("%s: could not dispose of %r", self.name, segment, exc_info=True)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StorageError(f"{self.name}: log is closed")
+
+    async def wait_idle(self) -> None:
+        await self._commit.idle()
+
+    def close(self) -> None:
+        """Flush, fsync and close every segment."""
+        if self.closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self.closed = True
+            self._commit.fail_all(StorageError(f"{self.name}: log closed"))
+            for segment in self._segments:
+                self._retire(segment, delete=False)
+
+    def delete(self) -> None:
+        """Close and remove every file of this log (topic deletion)."""
+        self.closed = True
+        self._commit.fail_all(StorageError(f"{self.name}: log deleted"))
+        for segment in self._segments:
+            self._retire(segment, delete=True)
+        self._segments = []

@@ -1,0 +1,164 @@
+"""LogManager: every partition log under one log directory.
+
+Opening recovers each `<topic>-<partition>` directory. Topic deletion renames the directory to
+`<name>.<uuid>-delete` first (as Kafka does), so a crash mid-delete never leaves a half-deleted
+partition that would be recovered as live; leftovers are removed on the next start.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+
+from storage.config import LogConfig
+from storage.errors import StorageError
+from storage.fs import FS
+from storage.log import PartitionLog, wall_clock_ms
+
+log = logging.getLogger("kcoord.storage")
+
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+_DELETE_SUFFIX = "-delete"
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """`__consumer_offsets-12` -> ("__consumer_offsets", 12); None for anything else."""
+    if name.endswith(_DELETE_SUFFIX):
+        return None
+    match = _PARTITION_DIR.match(name)
+    if match is None:
+        return None
+    return match["topic"], int(match["partition"])
+
+
+class LogManager:
+    def __init__(self, log_dir: str, default_config: LogConfig | None = None, fs: FS | None = None,
+                 clock: Callable[[], int] = wall_clock_ms) -> None:
+        self.log_dir = log_dir
+        self.default_config = default_config or LogConfig()
+        self.fs = fs or FS()
+        self.clock = clock
+        self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self._maintenance: asyncio.Task | None = None
+        self.fs.makedirs(log_dir)
+        self._load()
+
+    def _load(self) -> None:
+        for name in sorted(self.fs.listdir(self.log_dir)):
+            path = os.path.join(self.log_dir, name)
+            if not self.fs.isdir(path):
+                continue
+            if name.endswith(_DELETE_SUFFIX):
+                log.info("removing %s left by an unfinished topic deletion", name)
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            parsed = parse_partition_dir(name)
+            if parsed is None:
+                continue
+            self._logs[parsed] = PartitionLog(path, parsed[0], parsed[1], self.default_config, self.fs, self.clock)
+
+    # -- lookup ---------------------------------------------------------------------------------
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        """The partition's log, created if missing. A given config replaces the log's (topic
+        configs are not persisted here: the owner of the topic passes them on every start)."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            if config is not None:
+                existing.config = config
+            return existing
+        if not topic or "/" in topic or topic in (".", ".."):
+            raise StorageError(f"invalid topic name {topic!r}")
+        path = os.path.join(self.log_dir, partition_dir_name(topic, partition))
+        try:
+            created = PartitionLog(path, topic, partition, config or self.default_config, self.fs, self.clock)
+            self.fs.fsync_dir(self.log_dir)
+        except OSError as exc:
+            raise StorageError(f"cannot create log {topic}-{partition}: {exc}") from exc
+        self._logs[(topic, partition)] = created
+        return created
+
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(self._logs)
+
+    def logs(self) -> list[PartitionLog]:
+        return [self._logs[key] for key in sorted(self._logs)]
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, partition in sorted(self._logs):
+            out.setdefault(topic, []).append(partition)
+        return out
+
+    def delete_topic(self, topic: str) -> int:
+        """Delete every partition of `topic`; returns how many there were."""
+        keys = [key for key in self._logs if key[0] == topic]
+        for key in keys:
+            partition_log = self._logs.pop(key)
+            partition_log.delete()
+            doomed = os.path.join(self.log_dir, f"{partition_dir_name(*key)}.{uuid.uuid4().hex}{_DELETE_SUFFIX}")
+            try:
+                self.fs.rename(partition_log.directory, doomed)
+            except OSError as exc:
+                raise StorageError(f"cannot delete {partition_log.name}: {exc}") from exc
+            shutil.rmtree(doomed, ignore_errors=True)
+        if keys:
+            self.fs.fsync_dir(self.log_dir)
+        return len(keys)
+
+    # -- background maintenance: retention and compaction --------------------------------------
+
+    async def maintain_once(self, now_ms: int | None = None) -> None:
+        """One pass: retention for delete-policy logs, compaction (in a worker thread) for
+        compact-policy logs whose dirty ratio is reached."""
+        for partition_log in self.logs():
+            if partition_log.closed:
+                continue
+            try:
+                if partition_log.config.delete:
+                    partition_log.delete_old_segments(now_ms)
+                if partition_log.needs_compaction():
+                    await partition_log.compact_async(now_ms)
+            except StorageError:
+                log.exception("maintenance of %s failed", partition_log.name)
+
+    def start_maintenance(self, interval_s: float = 15.0) -> asyncio.Task:
+        """Run maintain_once every interval (log.cleaner.backoff.ms is 15 s in Kafka)."""
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_s)
+                await self.maintain_once()
+
+        if self._maintenance is None:
+            self._maintenance = asyncio.get_running_loop().create_task(loop(), name="storage maintenance")
+        return self._maintenance
+
+    async def close(self) -> None:
+        """Stop maintenance, let running group commits finish, fsync and close every log."""
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+            self._maintenance = None
+        errors = []
+        for partition_log in self.logs():
+            await partition_log.wait_idle()
+            try:
+                partition_log.close()
+            except StorageError as exc:
+                errors.append(exc)
+        self._logs.clear()
+        if errors:
+            raise StorageError(f"{len(errors)} logs failed to close cleanly: {errors[0]}") from errors[0]

@@ -1,0 +1,83 @@
+"""Smoke tests for the benchmark plumbing: behaviour, never speed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import __main__ as bench_main
+from bench import ceiling, loadgen, runner
+from bench import loadgen_wire as w
+
+
+def test_table_and_save_write_markdown_and_json(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "RESULTS", tmp_path)
+    result = {
+        "name": "demo",
+        "settings": {"cores": 2},
+        "rows": [{"n": 1000, "rate": 1234.5}, {"n": 10, "x": "a"}],
+    }
+    md = runner.save(result)
+    text = md.read_text()
+    assert "### demo" in text and "cores=2" in text
+    assert "| n | rate | x |" in text and "| 1,000 | 1,234 |  |" in text
+    assert json.loads((tmp_path / "demo.json").read_text())["rows"][1]["x"] == "a"
+
+
+def test_missing_benchmark_module_is_skipped_not_fatal():
+    result, text = bench_main.run_one("no_such_bench_module", quick=True)
+    assert result is None and "skipped" in text
+
+
+def test_ratio_and_slope_never_crash():
+    assert runner.ratio(1.0, 0) != runner.ratio(1.0, 0)  # NaN
+    assert runner.fit_slope([1, 2, 3], [2, 4, 6]) == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("server", ["c", "python"])
+def test_generator_gets_every_answer(server):
+    make = (lambda: loadgen.CServer(w.HEARTBEAT_OK, lifetime=30)) if server == "c" else ceiling.PythonCeiling
+    with make() as s:
+        out = loadgen.drive(s.port, ceiling.heartbeat_frames(5), 20, 0.3, 0.1, w.HEARTBEAT_ERR_OFFSET)
+    assert out["conns"] == 20 and out["requests"] > 20
+    assert out["errors"] == out["bad_corr"] == out["closed"] == 0
+    assert 0 < out["p50_us"] <= out["p99_us"]
+
+
+def test_hand_encoded_frames_decode_with_the_protocol_codecs():
+    from protocol import messages as m
+    from protocol.headers import decode_request_header
+
+    body = w.join_group("g", "", 30_000, 60_000, [("range", b"\x01\x02")])
+    frame = w.frame(w.JOIN_GROUP, w.JOIN_GROUP_V, 7, body)
+    hdr = decode_request_header(frame[4:])
+    assert (hdr.api_key, hdr.api_version, hdr.correlation_id) == (11, 7, 7)
+    req, end = m.request_codec(11, 7).decode(frame[4:], hdr.body_offset)
+    assert end == len(frame) - 4
+    assert (req.group_id, req.session_timeout_ms, req.member_id) == ("g", 30_000, "")
+    assert req.protocols[0].name == "range" and bytes(req.protocols[0].metadata) == b"\x01\x02"
+
+    commit = w.frame(
+        w.OFFSET_COMMIT, w.OFFSET_COMMIT_V, 1, w.offset_commit("g", -1, "", "t", [(0, 5), (1, 6)])
+    )
+    hdr = decode_request_header(commit[4:])
+    req, _ = m.request_codec(8, 8).decode(commit[4:], hdr.body_offset)
+    assert [(p.partition_index, p.committed_offset) for p in req.topics[0].partitions] == [(0, 5), (1, 6)]
+
+
+def test_response_parsers_read_the_protocol_encoders_output():
+    from protocol import messages as m
+
+    resp = m.JoinGroupResponse(
+        error_code=0,
+        generation_id=3,
+        protocol_type="consumer",
+        protocol_name="range",
+        leader="a",
+        member_id="b",
+        members=[m.JoinGroupResponse.JoinGroupResponseMember(member_id="a", metadata=b"")],
+    )
+    payload = b"\x00\x00\x00\x09\x00" + m.response_codec(11, 7).encode(resp)  # header v1: corr id, tags
+    j = w.parse_join_group(payload)
+    assert (j["error"], j["generation"], j["leader"], j["member_id"], j["members"]) == (0, 3, "a", "b", ["a"])

@@ -1,0 +1,116 @@
+"""The real server over TCP: ApiVersions negotiation, bad input, flow of requests, idle connections."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.headers import encode_request_frame
+from tests.support.raw_kafka import RawKafka
+
+ADVERTISED = {0: (3, 10), 1: (4, 16), 2: (1, 7), 3: (0, 13), 18: (0, 4), 19: (2, 7), 20: (1, 6),
+              22: (0, 4), 32: (1, 4), 60: (0, 1)}
+
+
+def api_versions(c: RawKafka, version: int):
+    body = m.ApiVersionsRequest(client_software_name="raw", client_software_version="1")
+    return c.request(18, version, body)
+
+
+def assert_healthy(port: int) -> None:
+    with RawKafka(port) as c:
+        resp = api_versions(c, 0)
+        assert resp.error_code == ErrorCode.NONE
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_api_versions_lists_every_served_api(kcoord_shared_server, version):
+    with RawKafka(kcoord_shared_server.port) as c:
+        resp = api_versions(c, version)
+    assert resp.error_code == ErrorCode.NONE
+    got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    for key, versions in ADVERTISED.items():
+        assert got[key] == versions
+
+
+def test_api_versions_newer_than_ours_gets_unsupported_version_with_v0_body(kcoord_shared_server):
+    with RawKafka(kcoord_shared_server.port) as c:
+        # v5 does not exist yet: header v2 (client id, empty tagged fields) then a body we cannot know.
+        cid = c.send_request(18, 5, body=b"\x05raw1\x021\x00")
+        got, resp = c.read_response(18, 5, decode_version=0)
+        assert got == cid
+        assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert [(k.api_key, k.min_version, k.max_version) for k in resp.api_keys] == [(18, 0, 4)]
+        # The client falls back on the same connection, as kafka-python and librdkafka do.
+        assert api_versions(c, 4).error_code == ErrorCode.NONE
+
+
+def test_requests_pipelined_on_one_connection_are_answered_in_order(kcoord_shared_server):
+    with RawKafka(kcoord_shared_server.port) as c:
+        sent = []
+        for i in range(50):
+            version = i % 5
+            sent.append((c.send_request(18, version, m.ApiVersionsRequest(
+                client_software_name="raw", client_software_version="1")), version))
+        for cid, version in sent:
+            got, resp = c.read_response(18, version)
+            assert got == cid and resp.error_code == ErrorCode.NONE
+
+
+BAD_INPUTS = {
+    "unknown api key": encode_request_frame(4242, 0, 1, "x", b""),
+    "unsupported Metadata version": encode_request_frame(3, 99, 1, "x", b""),
+    "absurd frame size": struct.pack(">i", 2**31 - 1) + b"\x00" * 16,
+    "negative frame size": struct.pack(">i", -5) + b"\x00" * 16,
+    "truncated header": struct.pack(">i", 3) + b"\x00\x03\x00",
+    "truncated Metadata body": encode_request_frame(3, 1, 1, "x", b"\x00\x00\x00\x05\x00\x03ab"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_input_closes_only_that_connection(kcoord_shared_server, name):
+    port = kcoord_shared_server.port
+    with RawKafka(port) as bystander, RawKafka(port) as bad:
+        assert api_versions(bystander, 3).error_code == ErrorCode.NONE
+        bad.send_raw(BAD_INPUTS[name])
+        assert bad.closed_by_peer(), f"{name}: connection not closed"
+        assert api_versions(bystander, 3).error_code == ErrorCode.NONE  # same connection, still fine
+    assert kcoord_shared_server.running
+
+
+def test_closing_reason_is_logged(kcoord_shared_server):
+    with RawKafka(kcoord_shared_server.port) as bad:
+        bad.send_raw(encode_request_frame(31337, 0, 1, "x", b""))
+        assert bad.closed_by_peer()
+    kcoord_shared_server.wait_for_log(r"closing connection .*unknown api key 31337")
+
+
+def test_frame_above_socket_request_max_bytes_is_refused(kcoord_server_factory):
+    srv = kcoord_server_factory({"socket.request.max.bytes": "1000"})
+    with RawKafka(srv.port) as c:
+        c.send_raw(struct.pack(">i", 1001))
+        assert c.closed_by_peer()
+    srv.wait_for_log(r"frame of 1001 bytes exceeds max 1000")
+    assert_healthy(srv.port)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(junk=st.binary(min_size=1, max_size=300))
+def test_random_bytes_never_hurt_other_connections(kcoord_shared_server, junk):
+    port = kcoord_shared_server.port
+    with RawKafka(port) as bystander:
+        with RawKafka(port) as fuzz:
+            fuzz.send_raw(junk)
+        assert api_versions(bystander, 2).error_code == ErrorCode.NONE
+
+
+def test_idle_connection_is_closed_after_connections_max_idle_ms(kcoord_server_factory):
+    srv = kcoord_server_factory({"connections.max.idle.ms": "300"})
+    with RawKafka(srv.port) as c:
+        assert api_versions(c, 0).error_code == ErrorCode.NONE
+        assert c.closed_by_peer(timeout=10)
+    srv.wait_for_log(r"idle for more than connections.max.idle.ms=300")

@@ -1,0 +1,59 @@
+"""GroupConfig, the state enum's transitions, and the timer queue."""
+import pytest
+
+from coordinator.config import GroupConfig
+from coordinator.group_metadata import GroupMetadata, IllegalStateTransition
+from coordinator.group_state import GroupState
+from coordinator.testing import ManualClock
+
+S = GroupState
+
+
+def test_config_defaults_are_kafkas():
+    c = GroupConfig()
+    assert (c.group_min_session_timeout_ms, c.group_max_session_timeout_ms, c.group_initial_rebalance_delay_ms,
+            c.group_max_size, c.new_member_join_timeout_ms, c.offsets_topic_num_partitions,
+            c.offsets_retention_minutes, c.offsets_retention_check_interval_ms, c.offset_metadata_max_bytes,
+            c.offsets_commit_timeout_ms) == (6000, 1_800_000, 3000, 2_147_483_647, 300_000, 50, 10_080,
+                                             600_000, 4096, 5000)
+
+
+def test_config_from_kafka_property_names():
+    c = GroupConfig.from_properties({"group.max.size": "5", "offsets.topic.num.partitions": 3,
+                                     "log.dirs": "/tmp/x", "group.initial.rebalance.delay.ms": "0"})
+    assert (c.group_max_size, c.offsets_topic_num_partitions, c.group_initial_rebalance_delay_ms) == (5, 3, 0)
+    assert c.to_properties()["group.max.size"] == 5
+    with pytest.raises(ValueError):
+        GroupConfig.from_properties({"group.max.size": "many"})
+
+
+@pytest.mark.parametrize("src,dst,ok", [
+    (S.EMPTY, S.PREPARING_REBALANCE, True), (S.EMPTY, S.STABLE, False), (S.EMPTY, S.COMPLETING_REBALANCE, False),
+    (S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, True), (S.PREPARING_REBALANCE, S.EMPTY, True),
+    (S.PREPARING_REBALANCE, S.STABLE, False), (S.COMPLETING_REBALANCE, S.STABLE, True),
+    (S.COMPLETING_REBALANCE, S.EMPTY, False), (S.STABLE, S.PREPARING_REBALANCE, True),
+    (S.STABLE, S.COMPLETING_REBALANCE, False), (S.STABLE, S.DEAD, True), (S.DEAD, S.PREPARING_REBALANCE, False),
+])
+def test_transition_to_enforces_valid_previous_states(src, dst, ok):
+    g = GroupMetadata("g", 0, src)
+    if ok:
+        g.transition_to(dst, 42)
+        assert g.state is dst and g.previous_state is src and g.current_state_timestamp == 42
+    else:
+        with pytest.raises(IllegalStateTransition):
+            g.transition_to(dst, 42)
+        assert g.state is src
+
+
+def test_timers_are_keyed_replaceable_and_fire_in_order():
+    clock = ManualClock(0)
+    fired = []
+    clock.timers.schedule("a", 100, lambda: fired.append(("a", clock.now_ms())))
+    clock.timers.schedule("b", 50, lambda: fired.append(("b", clock.now_ms())))
+    clock.timers.schedule("a", 200, lambda: fired.append(("a2", clock.now_ms())))  # replaces a
+    clock.timers.schedule("c", 10, lambda: fired.append(("c", clock.now_ms())))
+    assert clock.timers.cancel("c") and not clock.timers.cancel("c")
+    clock.sleep(150)
+    assert fired == [("b", 50)]
+    clock.sleep(100)
+    assert fired == [("b", 50), ("a2", 200)] and clock.now_ms() == 250 and len(clock.timers) == 0

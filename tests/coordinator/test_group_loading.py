@@ -1,0 +1,108 @@
+"""load_partition: replaying __consumer_offsets records restores groups and offsets."""
+from typing import NamedTuple
+
+from coordinator.group_state import GroupState
+from coordinator.results import OffsetCommitRequestPartition as P
+from coordinator.testing import Capture, CoordinatorContext
+from protocol.errors import ErrorCode as E
+
+
+class Record(NamedTuple):  # the shape of protocol.records.Record, which the runtime hands us
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+
+S = GroupState
+
+
+def _restart(ctx, **cfg):
+    """A new coordinator fed every record the old one wrote, as the runtime would after a restart."""
+    new = CoordinatorContext(**cfg)
+    by_partition = {}
+    for a in ctx.writer.appends:
+        by_partition.setdefault(a.partition, []).extend(a.records)
+    for p, records in by_partition.items():
+        new.gc.load_partition(p, records)
+    return new
+
+
+def test_stable_group_and_offsets_survive_a_restart(ctx):
+    leader, follower = ctx.stable_group("g", 2)
+    cap = Capture()
+    ctx.gc.handle_commit_offsets("g", leader, None, 1, [P("t", 0, 5, 2, "m"), P("t", 1, 9)], cap)
+    ctx.gc.handle_commit_offsets("g", leader, None, 1, [P("t", 1, 10)], cap)
+    new = _restart(ctx)
+    g = new.gc.groups["g"]
+    assert g.is_(S.STABLE) and g.generation_id == 1 and g.leader_id == leader
+    assert list(g.members) == [leader, follower] and g.protocol_name == "range"
+    assert g.get(follower).assignment == follower.encode()
+    assert {tp: v.offset for tp, v in g.offsets.items()} == {("t", 0): 5, ("t", 1): 10}
+    assert new.heartbeat("g", leader, 1) == E.NONE
+    assert new.sync("g", follower, 1).result.assignment == follower.encode()
+    # restored members got a fresh session: the silent follower expires, causing a rebalance
+    new.sleep(9000)
+    assert new.heartbeat("g", leader, 1) == E.NONE
+    new.sleep(1000)
+    assert follower not in g.members and g.is_(S.PREPARING_REBALANCE)
+
+
+def test_load_accepts_record_objects_and_tombstones(ctx):
+    cap = Capture()
+    ctx.gc.handle_commit_offsets("s", "", None, -1, [P("t", 0, 5), P("t", 1, 6)], cap)
+    ctx.gc.handle_delete_offsets("s", [("t", 0)], cap)
+    records = [Record(i, 0, k, v, tuple(h)) for i, (k, v, h) in enumerate(ctx.writer.records)]
+    new = CoordinatorContext()
+    new.gc.load_partition(ctx.gc.partition_for("s"), records)
+    assert set(new.gc.groups["s"].offsets) == {("t", 1)}
+
+
+def test_deleted_group_is_not_restored(ctx):
+    cap = Capture()
+    ctx.gc.handle_commit_offsets("s", "", None, -1, [P("t", 0, 5)], cap)
+    ctx.gc.handle_delete_groups(["s"], cap)
+    assert cap.calls[-1] == {"s": E.NONE}
+    assert "s" not in _restart(ctx).gc.groups
+
+
+def test_empty_group_restored_empty(ctx):
+    leader, = ctx.stable_group("g", 1)
+    ctx.leave("g", (leader, None, None))
+    g = _restart(ctx).gc.groups["g"]
+    assert g.is_(S.EMPTY) and g.generation_id == 2 and not g.members and g.protocol_type == "consumer"
+
+
+def test_requests_during_load(ctx):
+    p = ctx.gc.partition_for("g")
+    ctx.gc.begin_load(p)
+    assert ctx.join("g").result.error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert ctx.sync("g", "m", 1).result.error == E.REBALANCE_IN_PROGRESS
+    assert ctx.heartbeat("g", "m", 1) == E.NONE  # Kafka answers heartbeats blindly while loading
+    assert ctx.gc.handle_fetch_offsets("g", None).error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert ctx.join("other-group-elsewhere").result.error in (E.MEMBER_ID_REQUIRED,
+                                                              E.COORDINATOR_LOAD_IN_PROGRESS)
+    ctx.gc.load_partition(p, [])
+    assert ctx.join("g").result.error == E.MEMBER_ID_REQUIRED
+
+
+def test_loaded_group_over_capacity_is_forced_to_rebalance(ctx):
+    ctx.stable_group("g", 3)
+    new = _restart(ctx, group_max_size=2)
+    g = new.gc.groups["g"]
+    assert g.is_(S.PREPARING_REBALANCE) and g.rebalance.cause == "group_max_size"
+
+
+def test_unload_makes_groups_dead_and_answers_parked_requests(ctx):
+    leader, follower = ctx.stable_group("g", 2)
+    parked = ctx.join("g", leader)
+    n = ctx.gc.unload_partition(ctx.gc.partition_for("g"))
+    assert n == 1 and parked.result.error == E.NOT_COORDINATOR
+    assert ctx.heartbeat("g", follower, 1) == E.NOT_COORDINATOR
+    ctx.sleep(100_000)  # stale timers of the unloaded group do nothing
+    assert "g" not in ctx.gc.groups
+
+
+def test_undecodable_records_are_skipped(ctx):
+    ctx.gc.load_partition(0, [(b"\x00\x01\x00", b"x"), (b"\x00\x09zz", b"y")])
+    assert ctx.gc.groups == {}

@@ -1,0 +1,161 @@
+"""Heartbeat, LeaveGroup and static membership."""
+from coordinator.group_state import GroupState
+from coordinator.testing import CoordinatorContext
+from protocol.errors import ErrorCode as E
+
+S = GroupState
+
+
+def test_heartbeat_per_state(ctx):
+    assert ctx.heartbeat("nope", "m", 1) == E.UNKNOWN_MEMBER_ID
+    assert ctx.heartbeat("", "m", 1) == E.INVALID_GROUP_ID
+    a = ctx.join_new_member("g", client_id="a")
+    b = ctx.join_new_member("g", client_id="b")
+    ctx.sleep(6000)
+    m = a.result.member_id
+    assert ctx.heartbeat("g", m, 1) == E.NONE                      # CompletingRebalance
+    assert ctx.heartbeat("g", m, 0) == E.ILLEGAL_GENERATION
+    assert ctx.heartbeat("g", "ghost", 1) == E.UNKNOWN_MEMBER_ID
+    ctx.sync("g", a.result.leader_id, 1, {})
+    ctx.sync("g", b.result.member_id if b.result.member_id != a.result.leader_id else m, 1)
+    assert ctx.heartbeat("g", m, 1) == E.NONE                      # Stable
+    ctx.join("g", a.result.leader_id)
+    assert ctx.heartbeat("g", m, 1) == E.REBALANCE_IN_PROGRESS     # PreparingRebalance
+
+
+def test_heartbeats_keep_a_member_alive_and_silence_expires_it(ctx):
+    leader, follower = ctx.stable_group("g", 2)
+    for _ in range(5):
+        ctx.sleep(9000)
+        assert ctx.heartbeat("g", leader, 1) == E.NONE
+        assert ctx.heartbeat("g", follower, 1) == E.NONE
+    g = ctx.gc.groups["g"]
+    assert g.is_(S.STABLE) and follower in g.members
+    ctx.sleep(9000)
+    assert ctx.heartbeat("g", leader, 1) == E.NONE
+    ctx.sleep(1000)  # follower silent for 10 s = its session timeout
+    assert ctx.heartbeat("g", leader, 1) == E.REBALANCE_IN_PROGRESS
+    assert follower not in ctx.gc.groups["g"].members  # silent for 45 s > 10 s session
+    g = ctx.gc.groups["g"]
+    assert g.rebalance.cause == "session_timeout" and g.rebalance.trigger_member == follower
+
+
+def test_session_expiry_writes_the_exact_records(ctx):
+    leader, = ctx.stable_group("g", 1)
+    ctx.writer.clear()
+    ctx.sleep(10_000)  # session expires -> rebalance -> nobody left -> Empty generation 2
+    (key, value, headers), = ctx.writer.records
+    from protocol.consumer_offsets import GroupMetadataKey, decode_group_metadata_value, decode_key
+    assert decode_key(key) == GroupMetadataKey("g")
+    v = decode_group_metadata_value(value)
+    assert (v.generation, v.protocol, v.leader, v.members) == (2, None, None, [])
+    assert dict(headers)["kcoord.rebalance.cause"] == b"session_timeout"
+
+
+def test_leave_group_single_batch_and_by_instance_id(ctx):
+    a = ctx.join("g", instance_id="i-a", client_id="a")
+    b = ctx.join_new_member("g", client_id="b")
+    c = ctx.join_new_member("g", client_id="c")
+    ctx.sleep(6000)
+    ids = [x.result.member_id for x in (a, b, c)]
+    res = ctx.leave("g", (ids[1], None, "bye"), ("", "i-a", None), ("", "i-unknown", None),
+                    ("ghost", None, None), ("wrong-id", "i-zzz", None))
+    assert [r.error for r in res.members] == [E.NONE, E.NONE, E.UNKNOWN_MEMBER_ID, E.UNKNOWN_MEMBER_ID,
+                                              E.UNKNOWN_MEMBER_ID]
+    g = ctx.gc.groups["g"]
+    assert list(g.members) == [ids[2]] and "i-a" not in g.static_members
+    assert g.is_(S.PREPARING_REBALANCE)
+    assert ctx.leave("nope", ("m", None, None)).error == E.UNKNOWN_MEMBER_ID
+
+
+def test_leave_of_a_pending_member_and_fenced_instance(ctx):
+    pending = ctx.join("g").result.member_id
+    s = ctx.join("g", instance_id="i-1")
+    ctx.sleep(3000)
+    res = ctx.leave("g", (pending, None, None), ("old-id", "i-1", None))
+    assert [r.error for r in res.members] == [E.NONE, E.FENCED_INSTANCE_ID]
+    assert not ctx.gc.groups["g"].pending_members
+    assert s.result.member_id in ctx.gc.groups["g"].members
+
+
+def test_leave_during_preparing_rebalance_completes_the_join(ctx):
+    leader, follower = ctx.stable_group("g", 2)
+    lj = ctx.join("g", leader)
+    assert not lj.called
+    ctx.leave("g", (follower, None, None))
+    assert lj.result.error == E.NONE and lj.result.generation_id == 2
+
+
+def _static_stable(ctx, n=2, version=9):
+    caps = [ctx.join("g", instance_id=f"i{k}", client_id=f"c{k}", version=version) for k in range(n)]
+    ctx.sleep(6000)
+    res = [c.result for c in caps]
+    leader = res[0].leader_id
+    ctx.sync("g", leader, 1, {r.member_id: f"A{k}".encode() for k, r in enumerate(res)}, instance_id="i0")
+    for k, r in enumerate(res[1:], 1):
+        ctx.sync("g", r.member_id, 1, instance_id=f"i{k}")
+    assert ctx.gc.groups["g"].is_(S.STABLE)
+    return [r.member_id for r in res]
+
+
+def test_static_follower_restart_without_rebalance_and_old_id_fenced(ctx):
+    old_leader, old_follower = _static_stable(ctx)
+    ctx.writer.clear()
+    r = ctx.join("g", instance_id="i1", client_id="c1").result
+    g = ctx.gc.groups["g"]
+    assert r.error == E.NONE and r.member_id != old_follower and r.generation_id == 1
+    assert g.is_(S.STABLE) and g.generation_id == 1
+    assert len(ctx.writer.records) == 1  # the replacement is persisted, no rebalance
+    assert g.get(r.member_id).assignment == b"A1"
+    assert ctx.heartbeat("g", old_follower, 1, "i1") == E.FENCED_INSTANCE_ID
+    assert ctx.sync("g", old_follower, 1, instance_id="i1").result.error == E.FENCED_INSTANCE_ID
+    assert ctx.join("g", old_follower, instance_id="i1").result.error == E.FENCED_INSTANCE_ID
+    assert ctx.heartbeat("g", r.member_id, 1, "i1") == E.NONE
+    assert ctx.sync("g", r.member_id, 1, instance_id="i1").result.assignment == b"A1"
+
+
+def test_static_leader_restart_skip_assignment_on_v9_only(ctx):
+    old_leader, follower = _static_stable(ctx)
+    r9 = ctx.join("g", instance_id="i0", client_id="c0", version=9).result
+    assert r9.skip_assignment is True and r9.leader_id == r9.member_id and len(r9.members) == 2
+    r8 = ctx.join("g", instance_id="i0", client_id="c0", version=8).result
+    # before v9 the answer names the previous leader id, so the client acts as a follower
+    assert r8.skip_assignment is False and r8.leader_id == r9.member_id != r8.member_id and r8.members == []
+    assert ctx.gc.groups["g"].is_(S.STABLE)
+
+
+def test_static_restart_with_protocol_change_rebalances(ctx):
+    _static_stable(ctx)
+    cap = ctx.join("g", instance_id="i1", client_id="c1", protocols=[("roundrobin", b""), ("range", b"")])
+    g = ctx.gc.groups["g"]
+    assert g.is_(S.STABLE) and cap.called  # range still selected by the vote: 1 range vs 1 roundrobin, tie
+    cap2 = ctx.join("g", instance_id="i1", client_id="c1", protocols=[("roundrobin", b"")])
+    assert cap2.result.error == E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_static_replacement_write_failure_reverts(ctx):
+    old_leader, old_follower = _static_stable(ctx)
+    ctx.writer.auto_error = E.REQUEST_TIMED_OUT
+    r = ctx.join("g", instance_id="i1", client_id="c1").result
+    assert r.error == E.COORDINATOR_NOT_AVAILABLE and r.member_id == ""
+    g = ctx.gc.groups["g"]
+    assert g.static_members["i1"] == old_follower and old_follower in g.members
+
+
+def test_static_member_rejoin_during_completing_rebalance_rebalances_and_fences_parked_sync(ctx):
+    caps = [ctx.join("g", instance_id=f"i{k}", client_id=f"c{k}") for k in range(2)]
+    ctx.sleep(6000)
+    follower = caps[1].result.member_id
+    parked = ctx.sync("g", follower, 1, instance_id="i1")
+    ctx.join("g", instance_id="i1", client_id="c1")
+    assert parked.result.error == E.FENCED_INSTANCE_ID
+    assert ctx.gc.groups["g"].is_(S.PREPARING_REBALANCE)
+    assert ctx.gc.groups["g"].rebalance.cause == "static_member_update"
+
+
+def test_join_v0_uses_session_timeout_as_rebalance_timeout():
+    ctx = CoordinatorContext()
+    cap = ctx.join("g", version=0, session_timeout_ms=7000, rebalance_timeout_ms=999_999)
+    ctx.sleep(3000)
+    g = ctx.gc.groups["g"]
+    assert cap.result.error == E.NONE and g.get(cap.result.member_id).rebalance_timeout_ms == 7000

@@ -1,0 +1,7 @@
+import pytest
+from storage_helpers import ManualClock
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()

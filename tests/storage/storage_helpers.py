@@ -1,0 +1,16 @@
+"""Shared helpers for the storage tests (imported by name: tests/ has no packages)."""
+from protocol.records import build_batch
+
+
+class ManualClock:
+    def __init__(self, now_ms: int = 1_000_000) -> None:
+        self.now = now_ms
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def batch(n: int = 1, *, key: bytes | None = b"k", value: bytes = b"v", ts: int = 1_000,
+          compression: int = 0) -> bytes:
+    """n records (key, value-i) at timestamp ts."""
+    return build_batch([(key, value + b"-%d" % i, (), ts) for i in range(n)], compression=compression)

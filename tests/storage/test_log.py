@@ -1,0 +1,262 @@
+"""PartitionLog: append, read, roll, index, recovery, retention, timestamps, validation."""
+import os
+
+import pytest
+from kafka.record import MemoryRecords
+from storage_helpers import batch
+
+from protocol.records import build_batch, decode_records, iter_batches, parse_batch_header
+from storage import (
+    CorruptRecordError,
+    LogConfig,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    RecordTooLargeError,
+    StorageError,
+)
+from storage.index import OffsetIndex
+
+
+def offsets_in(data: bytes) -> list[int]:
+    return [rec.offset for _, _, b in iter_batches(data) for rec in decode_records(b)]
+
+
+def open_log(tmp_path, clock=None, **config):
+    kwargs = {"clock": clock} if clock is not None else {}
+    return PartitionLog(str(tmp_path / "t-0"), "t", 0, LogConfig(**config), **kwargs)
+
+
+def test_append_assigns_offsets_to_whole_batches(tmp_path):
+    log = open_log(tmp_path)
+    first = log.append(batch(3))
+    second = log.append(batch(2) + batch(4))
+    assert (first.base_offset, first.last_offset) == (0, 2)
+    assert (second.base_offset, second.last_offset) == (3, 8)
+    assert log.log_end_offset == 9
+    assert offsets_in(log.read(0, 1 << 20)) == list(range(9))
+    # The batch holding offset 4 starts at 3: reads return whole batches.
+    assert offsets_in(log.read(4, 1 << 20))[0] == 3
+
+
+def test_read_returns_at_least_one_batch_and_respects_max_bytes(tmp_path):
+    log = open_log(tmp_path)
+    big = batch(1, value=b"x" * 5000)
+    log.append(big)
+    log.append(batch(1))
+    assert len(log.read(0, 10)) == len(big)
+    assert len(log.read(0, len(big) + 10)) == len(big)
+    assert offsets_in(log.read(0, 1 << 20)) == [0, 1]
+    assert log.read(2, 100) == b""
+    assert offsets_in(log.read(0, 1 << 20, max_offset=1)) == [0]
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(3, 100)
+
+
+def test_segments_roll_at_segment_bytes_and_keep_kafka_names(tmp_path):
+    log = open_log(tmp_path, segment_bytes=1000)
+    for _ in range(20):
+        log.append(batch(2, value=b"y" * 100))
+    names = sorted(os.listdir(tmp_path / "t-0"))
+    logs = [n for n in names if n.endswith(".log")]
+    assert len(logs) > 3
+    assert logs[0] == "00000000000000000000.log"
+    assert all(len(n) == 24 for n in logs)
+    for segment in log.segments:
+        assert segment.size <= 1000
+        assert f"{segment.base_offset:020d}.index" in names
+    assert offsets_in(b"".join(log.read(o, 1) for o in range(0, 40, 2))) == list(range(40))
+
+
+def test_segment_ms_rolls_on_batch_timestamps(tmp_path):
+    log = open_log(tmp_path, segment_ms=1000)
+    log.append(batch(ts=10_000))
+    log.append(batch(ts=10_500))
+    assert len(log.segments) == 1
+    log.append(batch(ts=11_001))
+    assert [s.base_offset for s in log.segments] == [0, 2]
+
+
+def test_sparse_index_entries_every_interval(tmp_path):
+    log = open_log(tmp_path, index_interval_bytes=4096)
+    for _ in range(200):
+        log.append(batch(1, value=b"z" * 200))
+    segment = log.active_segment
+    entries = OffsetIndex.parse(open(segment.index_path, "rb").read())
+    assert len(entries) >= 8
+    for relative, position in entries:
+        header = parse_batch_header(os.pread(segment.fd, 61, position))
+        assert header.last_offset == relative
+    # Every lookup through the index lands on the right batch.
+    for offset in range(200):
+        assert offsets_in(log.read(offset, 1)) == [offset]
+
+
+def test_segments_decode_with_kafka_python_reader(tmp_path):
+    log = open_log(tmp_path)
+    for codec in range(5):
+        log.append(batch(3, compression=codec))
+    log.close()
+    data = open(tmp_path / "t-0" / "00000000000000000000.log", "rb").read()
+    records = MemoryRecords(data)
+    seen = []
+    while records.has_next():
+        b = records.next_batch()
+        assert b.validate_crc()
+        seen.extend((r.offset, r.value) for r in b)
+    assert seen == [(i * 3 + j, b"v-%d" % j) for i in range(5) for j in range(3)]
+
+
+def test_reopen_recovers_offsets_and_data(tmp_path):
+    log = open_log(tmp_path, segment_bytes=500)
+    for i in range(30):
+        log.append(batch(1, value=b"%d" % i))
+    log.close()
+    again = open_log(tmp_path, segment_bytes=500)
+    assert again.log_end_offset == 30
+    assert again.recovery_point == 30
+    assert offsets_in(b"".join(again.read(o, 1) for o in range(30))) == list(range(30))
+    assert again.append(batch()).base_offset == 30
+
+
+def test_recovery_truncates_torn_tail_and_rebuilds_index(tmp_path, caplog):
+    log = open_log(tmp_path, index_interval_bytes=100)
+    for _ in range(10):
+        log.append(batch(1, value=b"q" * 80))
+    path, index_path = log.active_segment.log_path, log.active_segment.index_path
+    size = log.active_segment.size
+    log.close()
+    with open(path, "ab") as f:
+        f.write(b"\x00" * 30)  # a torn half-batch
+    with open(index_path, "wb") as f:
+        f.write(b"garbage!")
+    again = open_log(tmp_path, index_interval_bytes=100)
+    assert os.path.getsize(path) == size
+    assert again.log_end_offset == 10
+    assert "dropped 30 bytes" in caplog.text
+    assert len(OffsetIndex.parse(open(index_path, "rb").read())) == len(again.active_segment.index) > 0
+
+
+def test_recovery_drops_batch_with_bad_crc_and_everything_after(tmp_path):
+    log = open_log(tmp_path)
+    sizes = [len(log.read(log.append(batch(1)).base_offset, 1)) for _ in range(5)]
+    path = log.active_segment.log_path
+    log.close()
+    with open(path, "r+b") as f:
+        f.seek(sizes[0] * 2 + 70)  # inside the third batch's records
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    again = open_log(tmp_path)
+    assert again.log_end_offset == 2
+    assert os.path.getsize(path) == sizes[0] * 2
+
+
+def test_leftover_cleaned_and_orphan_index_files_removed(tmp_path):
+    log = open_log(tmp_path)
+    log.append(batch())
+    log.close()
+    d = tmp_path / "t-0"
+    (d / "00000000000000000000.log.cleaned").write_bytes(b"partial")
+    (d / "00000000000000000077.index").write_bytes(b"")
+    again = open_log(tmp_path)
+    assert sorted(os.listdir(d)) == ["00000000000000000000.index", "00000000000000000000.log"]
+    assert again.log_end_offset == 1
+
+
+def test_invalid_record_sets_are_rejected(tmp_path):
+    log = open_log(tmp_path)
+    good = bytearray(batch(2))
+    with pytest.raises(CorruptRecordError):
+        log.append(good[:-1])
+    with pytest.raises(CorruptRecordError):
+        log.append(bytes(good) + b"\x00\x01")
+    good[-1] ^= 1
+    with pytest.raises(CorruptRecordError):
+        log.append(good)
+    with pytest.raises(CorruptRecordError):
+        log.append(b"")
+    assert log.log_end_offset == 0
+
+
+def test_log_append_time_rewrites_timestamps(tmp_path, clock):
+    log = open_log(tmp_path, clock=clock, message_timestamp_type="LogAppendTime")
+    clock.now = 55_555
+    info = log.append(batch(2, ts=1))
+    assert info.log_append_time_ms == 55_555
+    data = log.read(0, 1 << 20)
+    assert [r.timestamp for r in decode_records(data)] == [55_555, 55_555]
+    assert log.offset_for_timestamp(55_000) == (0, 55_555)
+
+
+def test_offset_for_timestamp(tmp_path):
+    log = open_log(tmp_path, segment_bytes=300)
+    for i in range(10):
+        log.append(build_batch([(None, b"a", (), 1000 + 10 * i), (None, b"b", (), 1005 + 10 * i)]))
+    assert len(log.segments) > 2
+    assert log.offset_for_timestamp(0) == (0, 1000)
+    assert log.offset_for_timestamp(1001) == (1, 1005)
+    assert log.offset_for_timestamp(1006) == (2, 1010)
+    assert log.offset_for_timestamp(1095) == (19, 1095)
+    assert log.offset_for_timestamp(1096) is None
+    assert log.offset_for_timestamp(-1) == (20, -1)
+    assert log.offset_for_timestamp(-2) == (0, -1)
+    assert log.offset_for_timestamp(-3) == (19, 1095)
+
+
+def test_truncate_to_across_segments(tmp_path):
+    log = open_log(tmp_path, segment_bytes=300)
+    for _ in range(12):
+        log.append(batch(2))
+    log.truncate_to(9)  # inside batch 8-9: the whole batch goes
+    assert log.log_end_offset == 8
+    assert offsets_in(b"".join(log.read(o, 1) for o in range(0, 8, 2))) == list(range(8))
+    assert log.append(batch(1)).base_offset == 8
+    log.truncate_to(0)
+    assert log.log_end_offset == 0
+    assert log.read(0, 100) == b""
+
+
+def test_retention_by_time_and_size_advances_log_start(tmp_path, clock):
+    log = open_log(tmp_path, clock=clock, segment_bytes=300, retention_ms=1000)
+    for i in range(10):
+        log.append(batch(1, ts=10_000 + i * 100))
+    log.flush()
+    segments_before = len(log.segments)
+    assert log.delete_old_segments(now_ms=10_500) == 0
+    deleted = log.delete_old_segments(now_ms=11_450)
+    assert deleted > 0 and len(log.segments) == segments_before - deleted
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(0, 100)
+    assert log.segments[0].max_timestamp >= 11_450 - 1000
+    sized = PartitionLog(str(tmp_path / "s-0"), "s", 0, LogConfig(segment_bytes=300, retention_bytes=600,
+                                                                   retention_ms=-1))
+    for _ in range(20):
+        sized.append(batch(1))
+    sized.flush()
+    sized.delete_old_segments(now_ms=0)
+    assert sized.size_bytes - sized.active_segment.size < 600
+    assert sized.log_start_offset > 0
+    assert sized.log_end_offset == 20
+
+
+def test_retention_never_deletes_undurable_segments(tmp_path):
+    log = open_log(tmp_path, segment_bytes=300, retention_ms=0, flush_on_append=False)
+    for _ in range(10):
+        log.append(batch(1, ts=1))
+    log.recovery_point = 0  # pretend nothing was fsynced yet
+    assert log.delete_old_segments(now_ms=10**12) == 0
+
+
+def test_closed_log_refuses_work(tmp_path):
+    log = open_log(tmp_path)
+    log.close()
+    with pytest.raises(StorageError):
+        log.append(batch())
+
+
+def test_record_set_larger_than_a_segment_is_rejected(tmp_path):
+    log = open_log(tmp_path, segment_bytes=500)
+    with pytest.raises(RecordTooLargeError):
+        log.append(batch(1, value=b"x" * 600))
+    assert log.log_end_offset == 0
