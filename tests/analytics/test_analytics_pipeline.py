@@ -132,12 +132,19 @@ def test_health_applies_burrows_rules_to_each_partition_window(run):
         assert groups[group]["totallag"] == sum(lag for k, (_, lag) in want.items() if k[0] == group)
 
 
-def test_scope_keeps_the_asked_groups_and_time_range(run, spark):
-    store, _, _ = run
+def test_since_and_group_filter_cut_the_tables_but_keep_the_context(run, spark, tmp_path):
+    store, full_out, _ = run
     lo = min(c[4] for c in store.commits if c[0] == "legacy")
-    scope = tables.Scope(since_ms=lo + 1, group_filter="^leg")
-    got = sorted(r["commit_timestamp"] for r in tables.offset_commits(spark, store.root, scope).collect())
+    out = str(tmp_path / "scoped")
+    pipeline.ingest(spark, store.root, out, tables.Scope(since_ms=lo + 1, group_filter="^leg"))
+    got = sorted(r["commit_timestamp"] for r in rows(out, "offset_commits"))
     assert got == sorted(c[4] for c in store.commits if c[0] == "legacy" and c[4] > lo)
+    # Lag and causes after `since` are what the unscoped run says: the context before it was used.
+    full = {(r["partition"], r["timestamp"]): r["lag"] for r in rows(full_out, "lag") if r["group"] == "legacy"}
+    scoped = {(r["partition"], r["timestamp"]): r["lag"] for r in rows(out, "lag")}
+    assert scoped and scoped == {k: v for k, v in full.items() if k[1] > lo}
+    assert {r["generation"]: r["cause"] for r in rows(out, "rebalances")} == {
+        g: c for g, c in scenario.EXPECTED_LEGACY_CAUSES.items() if g > 1}
 
 
 def test_times_are_epoch_ms_or_iso():
