@@ -46,5 +46,7 @@ def group_from_metadata_value(group_id: str, value: GroupMetadataValue, now_ms: 
                                 [(value.protocol or "", m.subscription)])
         member.assignment = m.assignment
         group.add(member)
+        if m.group_instance_id is not None:
+            group.add_static_member(m.group_instance_id, m.member_id)
     group.leader_id = value.leader if value.leader in group.members else group.leader_id
     return group

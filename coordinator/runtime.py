@@ -154,7 +154,6 @@ class GroupRuntime:
         self.clock = WallClock()
         self._timer: LoopTimer | None = None
         self._writer: OffsetsTopicWriter | None = None
-        self._loaded: set[int] = set()
         self._load_task: asyncio.Task | None = None
         self._active = False
         self.loaded_event = asyncio.Event()
@@ -167,6 +166,8 @@ class GroupRuntime:
         self._writer = OffsetsTopicWriter(self._log_for, loop, self._compression)
         self.coordinator = GroupCoordinator(self.config, clock=self.clock, timer=self._timer,
                                             writer=self._writer, log=self._logger)
+        for partition in range(self.num_partitions):
+            self.coordinator.begin_load(partition)  # its groups answer LOAD_IN_PROGRESS until replayed
         self._active = True
         self._load_task = loop.create_task(self._load_all())
 
@@ -177,7 +178,6 @@ class GroupRuntime:
             records = self._read_partition(partition)
             count += len(records)
             self.coordinator.load_partition(partition, records)
-            self._loaded.add(partition)
             await asyncio.sleep(0)  # let requests in meanwhile; they answer LOAD_IN_PROGRESS
         self.loaded_event.set()
         log.info("loaded %d %s partitions (%d records) in %.1f ms", self.num_partitions,
@@ -203,15 +203,19 @@ class GroupRuntime:
         return records
 
     async def close(self) -> None:
-        """Stop serving, let in-flight writes finish (their callbacks answer their requests)."""
+        """Stop serving: let in-flight writes finish (their callbacks answer their requests), then
+        give up every partition as Kafka does on shutdown (parked joins/syncs: NOT_COORDINATOR)."""
+        if not self._active:
+            return
         self._active = False
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
             await asyncio.gather(self._load_task, return_exceptions=True)
         if self._writer is not None:
             await self._writer.drain()
-        if self._timer is not None:
-            self._timer.cancel_all()
+        for partition in range(self.num_partitions):
+            self.coordinator.unload_partition(partition)
+        self._timer.cancel_all()
 
     # ------------------------------------------------------------------ serving
     def partition_for(self, group_id: str) -> int:
@@ -221,7 +225,7 @@ class GroupRuntime:
         """NONE when this node serves `group_id` right now, else the error Kafka answers."""
         if not self._active or self.coordinator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.partition_for(group_id) not in self._loaded:
+        if self.coordinator.is_group_loading(group_id):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
 
@@ -229,7 +233,7 @@ class GroupRuntime:
         """For requests about every group (ListGroups)."""
         if not self._active or self.coordinator is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if len(self._loaded) < self.num_partitions:
+        if self.coordinator.loading_partitions:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
 

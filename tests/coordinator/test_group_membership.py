@@ -124,13 +124,48 @@ def test_static_leader_restart_skip_assignment_on_v9_only(ctx):
     assert ctx.gc.groups["g"].is_(S.STABLE)
 
 
-def test_static_restart_with_protocol_change_rebalances(ctx):
-    _static_stable(ctx)
-    cap = ctx.join("g", instance_id="i1", client_id="c1", protocols=[("roundrobin", b""), ("range", b"")])
+def test_static_restart_that_changes_the_vote_rebalances(ctx):
+    both = [("range", b""), ("roundrobin", b"")]
+    rr_first = [("roundrobin", b""), ("range", b"")]
+    caps = [ctx.join("g", instance_id=f"i{k}", client_id=f"c{k}", protocols=p)
+            for k, p in enumerate([both, rr_first, rr_first])]
+    ctx.sleep(6000)
+    res = [c.result for c in caps]
+    assert res[0].protocol_name == "roundrobin"  # 2 votes to 1
+    for k, r in enumerate(res):
+        ctx.sync("g", r.member_id, 1, {x.member_id: b"" for x in res} if r.member_id == r.leader_id else {},
+                 instance_id=f"i{k}")
     g = ctx.gc.groups["g"]
-    assert g.is_(S.STABLE) and cap.called  # range still selected by the vote: 1 range vs 1 roundrobin, tie
-    cap2 = ctx.join("g", instance_id="i1", client_id="c1", protocols=[("roundrobin", b"")])
-    assert cap2.result.error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert g.is_(S.STABLE)
+    same = ctx.join("g", instance_id="i1", client_id="c1", protocols=rr_first)
+    assert same.result.error == E.NONE and g.is_(S.STABLE)  # vote unchanged: no rebalance
+    ctx.join("g", instance_id="i1", client_id="c1", protocols=both)  # now range wins 2 to 1
+    assert g.is_(S.PREPARING_REBALANCE) and g.rebalance.cause == "static_member_update"
+    assert ctx.join("g", instance_id="i2", client_id="c2", protocols=[("sticky", b"")]).result.error == \
+        E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_requests_to_an_empty_group_from_members(ctx):
+    leader, = ctx.stable_group("g", 1)
+    ctx.leave("g", (leader, None, None))
+    g = ctx.gc.groups["g"]
+    assert g.is_(S.EMPTY)
+    assert ctx.heartbeat("g", leader, 2) == E.UNKNOWN_MEMBER_ID
+    assert ctx.sync("g", leader, 2).result.error == E.UNKNOWN_MEMBER_ID
+    assert ctx.leave("g", (leader, None, None)).members[0].error == E.UNKNOWN_MEMBER_ID
+    assert ctx.join("g", leader).result.error == E.UNKNOWN_MEMBER_ID
+
+
+def test_static_restart_into_full_group_keeps_the_mapping():
+    ctx = CoordinatorContext(group_max_size=1)
+    first = ctx.join("g", instance_id="i0")
+    ctx.sleep(3000)
+    m = first.result.member_id
+    ctx.sync("g", m, 1, {m: b"A"}, instance_id="i0")
+    # the same instance restarting with an unknown member id is not counted as an existing member
+    assert ctx.join("g", instance_id="i0").result.error == E.GROUP_MAX_SIZE_REACHED
+    assert ctx.gc.groups["g"].static_members == {"i0": m}
+    assert ctx.heartbeat("g", m, 1, "i0") == E.NONE
 
 
 def test_static_replacement_write_failure_reverts(ctx):

@@ -69,8 +69,7 @@ def test_admin_client_and_kcoord_groups_agree(server):
                                 "--to-earliest", "--execute")
         assert refused.returncode == 1 and "inactive" in refused.stderr
     finally:
-        for c in consumers:
-            c.terminate()
+        procs.stop_all(consumers)
 
     try:
         wait_until(lambda: admin.describe_groups([GROUP])[GROUP]["group_state"] == "Empty", 30, "an Empty group")
