@@ -138,6 +138,9 @@ class LoadingMixin(RebalanceMixin):
             for member_id in group.pending_members:
                 self.remove_heartbeat_for_leaving_member(group, member_id)
             self.remove_sync_expiration(group)
+            op = self.join_purgatory.watched(group.group_id)
+            if op is not None:
+                self.join_purgatory.unwatch(group.group_id, op)
             group.transition_to(S.DEAD, self.now_ms())
             del self.groups[group.group_id]
         return len(gone)

@@ -43,6 +43,7 @@ class RebalanceMixin(CoordinatorCore):
         if group.is_(S.EMPTY):
             if cause == "member_joined":
                 cause = "initial_join"
+            group.new_member_added = False  # counts arrivals after this point only
             op: DelayedJoin = InitialDelayedJoin(self, group, delay, delay,
                                                  max(group.rebalance_timeout_ms() - delay, 0))
         else:

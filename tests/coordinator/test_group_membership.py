@@ -194,3 +194,35 @@ def test_join_v0_uses_session_timeout_as_rebalance_timeout():
     ctx.sleep(3000)
     g = ctx.gc.groups["g"]
     assert cap.result.error == E.NONE and g.get(cap.result.member_id).rebalance_timeout_ms == 7000
+
+
+def test_static_leader_that_does_not_rejoin_stays_but_leadership_moves(ctx):
+    leader, follower = _static_stable(ctx)
+    fj = ctx.join("g", follower, instance_id="i1", protocols=[("range", b"changed")])
+    while not fj.called:  # the static leader keeps its session but never rejoins
+        assert ctx.heartbeat("g", leader, 1, "i0") == E.REBALANCE_IN_PROGRESS
+        ctx.sleep(5000)
+    g = ctx.gc.groups["g"]
+    assert leader in g.members and g.leader_id == follower
+    assert fj.result.leader_id == follower and len(fj.result.members) == 2
+
+
+def test_rebalance_waits_again_when_nobody_rejoined(ctx):
+    a, b = _static_stable(ctx)
+    ctx.leave("g", (a, "i0", "bye"))  # Stable -> PreparingRebalance; b is static and never rejoins
+    g = ctx.gc.groups["g"]
+    for _ in range(13):  # 65 s: the 60 s rebalance timeout passes without anyone joined
+        assert ctx.heartbeat("g", b, 1, "i1") == E.REBALANCE_IN_PROGRESS
+        ctx.sleep(5000)
+    assert g.is_(S.PREPARING_REBALANCE) and g.generation_id == 1 and b in g.members
+    late = ctx.join("g", b, instance_id="i1")
+    assert late.result.error == E.NONE and late.result.generation_id == 2  # all (one) joined: completes
+
+
+def test_static_restart_during_preparing_rebalance_parks_with_the_others(ctx):
+    leader, follower = _static_stable(ctx)
+    lj = ctx.join("g", leader, instance_id="i0")
+    new = ctx.join("g", instance_id="i1", client_id="c1")
+    assert lj.result.error == E.NONE and new.result.error == E.NONE  # both in: the join completes
+    assert new.result.member_id != follower and new.result.generation_id == 2
+    assert ctx.gc.groups["g"].static_members["i1"] == new.result.member_id
