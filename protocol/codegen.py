@@ -128,7 +128,7 @@ class _Writer:
         return f"{prefix}{self._n}"
 
     def emit(self, indent: int, line: str) -> None:
-        self.lines.append("    " * indent + line)
+        self.lines.append("    " * indent + line if line else "")
 
     def unpack(self, fmt: str) -> str:
         name = "_U_" + fmt_ident(fmt)
@@ -189,23 +189,20 @@ class _DecodeGen:
         self.flex = flexible
         self.classes = classes
 
-    def uvarint(self, var: str, ind: int) -> None:
-        """An unsigned varint into `var`, inlining the one-byte case."""
-        w = self.w
-        w.names.add("_read_uvarint")
-        w.emit(ind, f"{var} = buf[pos]")
-        w.emit(ind, f"if {var} < 128:")
-        w.emit(ind + 1, "pos += 1")
-        w.emit(ind, "else:")
-        w.emit(ind + 1, f"{var}, pos = _read_uvarint(buf, pos)")
-
     def length(self, name: str, ind: int, wide: bool) -> str:
-        """Read a length/count prefix into a fresh local; -1 (or less) means null."""
+        """Read a length/count prefix into a fresh local; -1 (or less) means null.
+
+        Compact lengths (unsigned varint N+1) inline the one-byte case, N in -1..126.
+        """
         w = self.w
         n = w.var("n")
         if self.flex:
-            self.uvarint(n, ind)
-            w.emit(ind, f"{n} -= 1")
+            w.names.add("_read_compact_length")
+            w.emit(ind, f"{n} = buf[pos] - 1")
+            w.emit(ind, f"if {n} < 127:")
+            w.emit(ind + 1, "pos += 1")
+            w.emit(ind, "else:")
+            w.emit(ind + 1, f"{n}, pos = _read_compact_length(buf, pos)")
         else:
             fmt = "i" if wide else "h"
             w.emit(ind, f"{n}, = {w.unpack(fmt)}(buf, pos)")
