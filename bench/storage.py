@@ -70,15 +70,27 @@ async def _measure(mode: str, appenders: int, seconds: float) -> dict:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def _run_on_loop(coro, loop_name: str):
+    if loop_name == "uvloop":
+        import uvloop
+
+        return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
 def run(quick: bool = False) -> dict:
     seconds = 1.0 if quick else 3.0
     cases = [("group_commit", n) for n in (1, 10, 100)]
     cases += [("fsync_per_append", 100), ("no_fsync", 100)]
-    rows = [asyncio.run(_measure(mode, n, seconds)) for mode, n in cases]
+    rows = []
+    for loop_name in ("uvloop", "asyncio"):  # the broker runs on uvloop
+        for mode, n in cases:
+            row = _run_on_loop(_measure(mode, n, seconds), loop_name)
+            rows.append({"loop": loop_name, **row})
     return {
         "name": "storage: durable append throughput (group commit)",
         "settings": {"seconds_per_row": seconds, "record_bytes": len(RECORD), "records_per_batch": 1,
-                     "tmpdir": tempfile.gettempdir(), "python": sys.version.split()[0]},
+                     "tmpdir": tempfile.gettempdir(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "rows": rows,
     }
 
