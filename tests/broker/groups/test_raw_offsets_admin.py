@@ -16,6 +16,11 @@ _ids = itertools.count()
 TOPIC = RAW_TOPIC  # the topic rawgroup members subscribe to
 
 
+@pytest.fixture(scope="module", autouse=True)
+def raw_topic(server):
+    server.create_topic(TOPIC, 3)
+
+
 @pytest.fixture
 def client(server):
     with KafkaWireClient.connect(server.bootstrap) as c:
@@ -77,6 +82,20 @@ def test_commit_then_fetch_across_versions(client, commit_version, fetch_version
         every = fetch(client, group, None, fetch_version)  # null topics: everything committed
         topics = every.groups[0].topics if fetch_version >= 8 else every.topics
         assert {p: o for p, (o, _m, _e) in offsets_of(topics).items()} == {0: 5, 1: 7}
+
+
+def test_commits_to_unknown_topics_or_partitions_are_refused(client):
+    group = f"unknown-tp-{next(_ids)}"
+    topic_type = m.OffsetCommitRequest.OffsetCommitRequestTopic
+    partition_type = topic_type.OffsetCommitRequestPartition
+    request = m.OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        topic_type(name=TOPIC, partitions=[partition_type(partition_index=p, committed_offset=1) for p in (0, 3)]),
+        topic_type(name="no-such-topic", partitions=[partition_type(partition_index=0, committed_offset=1)])])
+    resp = client.request(request, 8)
+    assert {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions} == {
+        (TOPIC, 0): E.NONE, (TOPIC, 3): E.UNKNOWN_TOPIC_OR_PARTITION,
+        ("no-such-topic", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert offsets_of(fetch(client, group, None, 7).topics) == {0: (1, "", E.NONE)}
 
 
 def test_offset_fetch_v8_several_groups(client):
