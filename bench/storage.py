@@ -7,6 +7,7 @@ fsync (no coalescing), and appends with no fsync at all (the upper bound).
 
     /work/venv/bin/python -m bench.storage [--quick]
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -49,8 +50,9 @@ async def _measure(mode: str, appenders: int, seconds: float) -> dict:
         log = PartitionLog(os.path.join(directory, "bench-0"), "bench", 0, config)
         latencies: list[float] = []
         started = time.perf_counter()
-        counts = await asyncio.gather(*(_appender(log, mode, started + seconds, latencies)
-                                        for _ in range(appenders)))
+        counts = await asyncio.gather(
+            *(_appender(log, mode, started + seconds, latencies) for _ in range(appenders))
+        )
         elapsed = time.perf_counter() - started
         total = sum(counts)
         rounds = log.fsync_rounds if mode == "group_commit" else (total if mode == "fsync_per_append" else 0)
@@ -89,8 +91,14 @@ def run(quick: bool = False) -> dict:
             rows.append({"loop": loop_name, **row})
     return {
         "name": "storage: durable append throughput (group commit)",
-        "settings": {"seconds_per_row": seconds, "record_bytes": len(RECORD), "records_per_batch": 1,
-                     "tmpdir": tempfile.gettempdir(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "settings": {
+            "seconds_per_row": seconds,
+            "record_bytes": len(RECORD),
+            "records_per_batch": 1,
+            "tmpdir": tempfile.gettempdir(),
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+        },
         "rows": rows,
     }
 
