@@ -8,6 +8,7 @@ The store: template batches (kafka-python's builder + the reference key/value la
 tests) of 1-20 offset commits each - one consumer's commit of its partitions - tiled to the wanted
 size with patched base offsets (the CRC does not cover the base offset, so the batches stay valid).
 """
+
 import os
 import random
 import struct
@@ -30,8 +31,15 @@ def generate_store(root, records, seed=1):
     for _ in range(2048):
         group, topic = f"group-{rnd.randrange(500)}", f"topic-{rnd.randrange(50)}"
         ts = 1_700_000_000_000 + rnd.randrange(86_400_000)
-        recs = [(ts, g.offset_commit_key(group, topic, p), g.offset_commit_value(rnd.randrange(1 << 40), ts),
-                 None) for p in range(rnd.randint(1, 20))]
+        recs = [
+            (
+                ts,
+                g.offset_commit_key(group, topic, p),
+                g.offset_commit_value(rnd.randrange(1 << 40), ts),
+                None,
+            )
+            for p in range(rnd.randint(1, 20))
+        ]
         templates.append((len(recs), g.batch(recs, 0)))
     written, per_part = 0, -(-records // LOG_PARTITIONS)
     for part in range(LOG_PARTITIONS):
@@ -72,9 +80,9 @@ def spark_local2(root):
 
     spark = session.get_or_create("local[2]", progress=False)
     df = source.commits(spark, root)
-    df.agg(F.count("*"), F.sum("current_offset")).collect()          # warm up workers and planning
+    df.agg(F.count("*"), F.sum("current_offset")).collect()  # warm up workers and planning
     t0 = time.perf_counter()
-    (rows, _), = df.agg(F.count("*"), F.sum("current_offset")).collect()
+    ((rows, _),) = df.agg(F.count("*"), F.sum("current_offset")).collect()
     return rows, time.perf_counter() - t0
 
 
@@ -87,25 +95,45 @@ def run(quick=False):
         segments = layout.list_segments(root)
         size = sum(s.size for s in segments)
         result_rows = []
-        for name, fn in (("plain Python, 1 process", plain_python), ("Spark local[2] data source", spark_local2)):
+        for name, fn in (
+            ("plain Python, 1 process", plain_python),
+            ("Spark local[2] data source", spark_local2),
+        ):
             rows, secs = fn(root)
             assert rows == written, (name, rows, written)
-            result_rows.append({"path": name, "records": rows, "seconds": round(secs, 2),
-                                "records_per_s": int(rows / secs), "MB_per_s": round(size / secs / 1e6, 1)})
+            result_rows.append(
+                {
+                    "path": name,
+                    "records": rows,
+                    "seconds": round(secs, 2),
+                    "records_per_s": int(rows / secs),
+                    "MB_per_s": round(size / secs / 1e6, 1),
+                }
+            )
         base = result_rows[0]["records_per_s"]
         for r in result_rows:
             r["vs_baseline"] = round(r["records_per_s"] / base, 2)
-    return {"name": "analytics", "settings": {"records": written, "store_bytes": size,
-                                              "segments": len(segments),
-                                              "generate_s": round(gen_s, 1), "cores": os.cpu_count()},
-            "rows": result_rows}
+    return {
+        "name": "analytics",
+        "settings": {
+            "records": written,
+            "store_bytes": size,
+            "segments": len(segments),
+            "generate_s": round(gen_s, 1),
+            "cores": os.cpu_count(),
+        },
+        "rows": result_rows,
+    }
 
 
 def markdown(result):
     rows = result["rows"]
     cols = list(rows[0])
-    lines = [f"### {result['name']}  {result['settings']}", "| " + " | ".join(cols) + " |",
-             "|" + "---|" * len(cols)]
+    lines = [
+        f"### {result['name']}  {result['settings']}",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
