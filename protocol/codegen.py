@@ -127,6 +127,7 @@ class _Writer:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: set[str] = set()   # globals the source refers to (resolved by messages.py)
+        self.uses_view = False         # the decoder slices records out of one memoryview of buf
         self._n = 0
 
     def var(self, prefix: str) -> str:
@@ -228,7 +229,8 @@ class _DecodeGen:
         self.w.emit(ind, f"if {need} > end - pos:")
         self.w.emit(ind + 1, f"raise _overrun({f.name!r}, {need}, end - pos, pos)")
 
-    def scalar(self, f: Field, ftype: str, target: str, ind: int, nullable: bool) -> None:
+    def scalar(self, f: Field, ftype: str, target: str, ind: int, nullable: bool,
+               lens: list[str] | None = None) -> None:
         """A single non-fixed scalar (string, bytes, records, uuid) into `target`.
 
         A slice past the end of `buf` is merely short, so strings and bytes skip a per-field bounds
@@ -241,19 +243,21 @@ class _DecodeGen:
             w.emit(ind, "pos += 16")
             return
         n = self.length(f.name, ind, wide=ftype != "string")
+        if lens is not None:
+            lens.append(n)
         ind = self.if_null(f.name, nullable, n, target, ind)
         if ftype == "string":
             expr = f"buf[pos:pos + {n}].decode()"
         elif ftype == "bytes":
             expr = f"buf[pos:pos + {n}]"
         else:  # records: a zero-copy view, parsed later by protocol.records
-            w.names.add("_memoryview")
-            expr = f"_memoryview(buf)[pos:pos + {n}]"
+            w.uses_view = True
+            expr = f"bufview[pos:pos + {n}]"
         w.emit(ind, f"{target} = {expr}")
         w.emit(ind, f"pos += {n}")
 
-    def value(self, f: Field, target: str, ind: int) -> None:
-        """Any field (untagged layout) into `target`."""
+    def value(self, f: Field, target: str, ind: int, lens: list[str] | None = None) -> None:
+        """Any field (untagged layout) into `target`; `lens` collects the length locals of scalars."""
         w = self.w
         if f.is_array:
             n = self.length(f.name, ind, wide=True)
@@ -272,13 +276,17 @@ class _DecodeGen:
             app = w.var("append")
             w.emit(ind, f"{lst} = []")
             w.emit(ind, f"{app} = {lst}.append")
-            w.emit(ind, f"for _ in range({n}):")
-            e = w.var("e")
-            if f.is_struct:
-                self.struct(elem, f.fields, e, ind + 1)
-            else:   # array elements are never null; nullableVersions is about the array
-                self.scalar(f, elem, e, ind + 1, nullable=False)
-            w.emit(ind + 1, f"{app}({e})")
+            flat = self.flat_fields(f) if f.is_struct else None
+            if flat is not None:
+                self.shaped_loop(f, flat, n, lst, app, ind)
+            else:
+                w.emit(ind, f"for _ in range({n}):")
+                e = w.var("e")
+                if f.is_struct:
+                    self.struct(elem, f.fields, e, ind + 1)
+                else:   # array elements are never null; nullableVersions is about the array
+                    self.scalar(f, elem, e, ind + 1, nullable=False)
+                w.emit(ind + 1, f"{app}({e})")
             w.emit(ind, f"{target} = {lst}")
         elif f.is_struct:
             if f.nullable_in(self.v):
@@ -297,20 +305,116 @@ class _DecodeGen:
             w.emit(ind, f"{target}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {_size(f.type)}")
         else:
-            self.scalar(f, f.type, target, ind, f.nullable_in(self.v))
+            self.scalar(f, f.type, target, ind, f.nullable_in(self.v), lens)
 
-    def struct(self, cls: str, fields: list[Field], obj: str, ind: int) -> None:
+    def new_object(self, cls: str, untagged: list[Field], obj: str, ind: int) -> None:
+        """Allocate without __init__; every slot the wire does not fill (fields this version does not
+        carry, or carries only as tags) gets its default."""
         w = self.w
         w.names.add("C_" + cls)
         w.emit(ind, f"{obj} = _new(C_{cls})")
-        untagged, tagged = _split(fields, self.v, self.flex)
-        # Every slot gets a value: fields this version does not carry (or carries only as tags) take
-        # their defaults.
         for f in self.classes[cls].fields:
             if any(f is g or f.name == g.name for g in untagged):
                 continue
             w.emit(ind, f"{obj}.{f.name} = {w.default(f)}")
         w.emit(ind, f"{obj}._unknown_tagged_fields = None")
+
+    def flat_fields(self, f: Field) -> list[Field] | None:
+        """The untagged fields of an array's element struct if its layout is fixed once its string and
+        bytes lengths are known (fixed-width fields, strings and bytes only), else None.
+
+        Only worth a guessed layout (see shaped_loop) when there is something to verify in one go: a
+        length, or the tag section of a flexible struct.
+        """
+        untagged, _tagged = _split(f.fields, self.v, self.flex)
+        for g in untagged:
+            if not (_is_fixed(g) or (not g.is_array and g.type in ("string", "bytes"))):
+                return None
+        if not self.flex and all(_is_fixed(g) for g in untagged):
+            return None
+        return untagged
+
+    def shaped_loop(self, f: Field, flat: list[Field], n: str, lst: str, app: str, ind: int) -> None:
+        """Decode an array of flat structs, guessing each element's layout from the previous one.
+
+        Elements of one array usually have the same string lengths (member ids, empty metadata). After
+        an element is decoded field by field, its layout becomes one precompiled struct format (e.g.
+        ">h40sh0si42s"); the next element is then read with a single unpack_from and accepted only if
+        every length prefix (and tag-section byte) it holds equals the guess, which makes the bytes
+        parse exactly as the field-by-field path would. A mismatch falls back to that path and learns
+        again, at most SHAPE_LEARNS times per array.
+        """
+        w = self.w
+        w.names.update(("_shape", "_NO_SHAPE"))
+        size, unpack, learn = w.var("shape_size"), w.var("shape"), w.var("learn")
+        # Lengths of the guessed layout, in wire order: (field, local holding the expected prefix).
+        var_fields = [g for g in flat if not _is_fixed(g)]
+        expected = {g.name: w.var("want") for g in var_fields}
+        w.emit(ind, f"{size} = _NO_SHAPE")
+        w.emit(ind, f"{learn} = {SHAPE_LEARNS} if {n} >= {SHAPE_MIN_COUNT} else 0")
+        w.emit(ind, f"for _ in range({n}):")
+        body = ind + 1
+        # Fast path: one unpack_from for the whole element.
+        e = w.var("e")
+        w.emit(body, f"if {size} <= end - pos:")
+        self.new_object(f.element_type, flat, e, body + 1)
+        targets, checks, assigns = [], [], []
+        for g in flat:
+            if _is_fixed(g):
+                targets.append(f"{e}.{g.name}")
+                continue
+            prefix, data = w.var("len"), w.var("raw")
+            targets += [prefix, data]
+            checks.append(f"{prefix} == {expected[g.name]}")
+            value = f"{data}.decode()" if g.type == "string" else data
+            if g.nullable_in(self.v):
+                null = f"not {prefix}" if self.flex else f"{prefix} < 0"
+                value = f"None if {null} else {value}"
+            assigns.append(f"{e}.{g.name} = {value}")
+        if self.flex:
+            tag = w.var("tags")
+            targets.append(tag)
+            checks.append(f"not {tag}")
+        w.emit(body + 1, f"{', '.join(targets)}, = {unpack}(buf, pos)")
+        w.emit(body + 1, f"if {' and '.join(checks)}:")
+        for line in assigns:
+            w.emit(body + 2, line)
+        w.emit(body + 2, f"pos += {size}")
+        w.emit(body + 2, f"{app}({e})")
+        w.emit(body + 2, "continue")
+        # Field by field, then learn this element's layout.
+        lens: list[str] = []
+        self.struct(f.element_type, f.fields, e, body, lens)
+        w.emit(body, f"{app}({e})")
+        w.emit(body, f"if {learn}:")
+        w.emit(body + 1, f"{learn} -= 1")
+        got = dict(zip((g.name for g in var_fields), lens, strict=True))
+        fmt = []
+        for g in flat:
+            if _is_fixed(g):
+                fmt.append(FIXED_FORMATS[g.type])
+            else:
+                ln = got[g.name]
+                prefix = "B" if self.flex else ("h" if g.type == "string" else "i")
+                fmt.append(f"{prefix}{{{ln} if {ln} > 0 else 0}}s")
+        if self.flex:
+            fmt.append("B")
+        learned = body + 1
+        if self.flex and var_fields:   # a guessed compact length must be a one-byte varint
+            w.emit(learned, f"if {' or '.join(f'{got[g.name]} >= 127' for g in var_fields)}:")
+            w.emit(learned + 1, f"{size} = _NO_SHAPE")
+            w.emit(learned, "else:")
+            learned += 1
+        w.emit(learned, f"{unpack}, {size} = _shape('>{''.join(fmt)}')" if not var_fields
+               else f"{unpack}, {size} = _shape(f'>{''.join(fmt)}')")
+        for g in var_fields:
+            plus = " + 1" if self.flex else ""
+            w.emit(learned, f"{expected[g.name]} = {got[g.name]}{plus}")
+
+    def struct(self, cls: str, fields: list[Field], obj: str, ind: int, lens: list[str] | None = None) -> None:
+        w = self.w
+        untagged, tagged = _split(fields, self.v, self.flex)
+        self.new_object(cls, untagged, obj, ind)
         for is_run, item in _runs(untagged):
             if is_run:
                 fmt = "".join(FIXED_FORMATS[f.type] for f in item)
@@ -318,7 +422,7 @@ class _DecodeGen:
                 w.emit(ind, f"{targets}, = {w.unpack(fmt)}(buf, pos)")
                 w.emit(ind, f"pos += {sum(_size(f.type) for f in item)}")
             else:
-                self.value(item, f"{obj}.{item.name}", ind)
+                self.value(item, f"{obj}.{item.name}", ind, lens)
         if self.flex:
             self.tags(tagged, obj, ind)
 
@@ -494,6 +598,12 @@ class _EncodeGen:
         w.emit(ind + 1, f"{app}(_encode_tag_section({known}, {u}))")
 
 
+# Arrays of flat structs guess each element's layout from the previous one (shaped_loop): only from
+# this many elements on (learning costs about two elements' worth), and at most this many guesses.
+SHAPE_MIN_COUNT = 3
+SHAPE_LEARNS = 4
+
+
 def _size(ftype: str) -> int:
     return struct.calcsize(">" + FIXED_FORMATS[ftype])
 
@@ -519,7 +629,11 @@ def codec_source(spec: MessageSpec, version: int) -> tuple[str, set[str]]:
               f"Kafka's {spec.name}.json")
     w.emit(0, f"def {decode_function_name(spec, version)}(buf, pos):")
     w.emit(1, "end = len(buf)")
+    head = len(w.lines)
     _DecodeGen(w, version, flexible, collect_classes(spec)).struct(spec.name, spec.fields, "o", 1)
+    if w.uses_view:   # one view per message, not one per records field
+        w.names.add("_memoryview")
+        w.lines.insert(head, "    bufview = _memoryview(buf)")
     w.names.add("_past_end")
     w.emit(1, "if pos > end:")
     w.emit(2, "raise _past_end(pos, end)")

@@ -141,6 +141,8 @@ _RUNTIME = {
     "_tag_size_error": primitives.tag_size_error,
     "_past_end": primitives.past_end,
     "_memoryview": memoryview,
+    "_shape": primitives.shape,
+    "_NO_SHAPE": primitives.NO_SHAPE,
     "_not_nullable": primitives.not_nullable,
     "_NULL_INT16": primitives.NULL_INT16,
     "_NULL_INT32": primitives.NULL_INT32,

@@ -44,6 +44,23 @@ def fixed_struct(fmt: str) -> struct.Struct:
     return s
 
 
+# Layouts guessed by generated decoders for arrays of flat structs (codegen.shaped_loop), by format.
+_SHAPES: dict[str, tuple] = {}
+_SHAPES_MAX = 512
+NO_SHAPE = 1 << 62   # the size of "no guess": never fits in the bytes left
+
+
+def shape(fmt: str) -> tuple:
+    """(unpack_from, size) of a big-endian struct format such as ">h40sh0si42s" (bounded cache)."""
+    hit = _SHAPES.get(fmt)
+    if hit is None:
+        if len(_SHAPES) >= _SHAPES_MAX:   # lengths vary without bound; keep the cache small
+            _SHAPES.clear()
+        s = struct.Struct(fmt)
+        hit = _SHAPES[fmt] = (s.unpack_from, s.size)
+    return hit
+
+
 def _read_unsigned(buf, pos: int, max_shift: int, what: str) -> tuple[int, int]:
     value = 0
     shift = 0
@@ -64,6 +81,14 @@ def _read_unsigned(buf, pos: int, max_shift: int, what: str) -> tuple[int, int]:
 
 def read_uvarint(buf, pos: int) -> tuple[int, int]:
     """Unsigned varint (at most 5 bytes, as Kafka's ByteUtils.readUnsignedVarint) -> (value, next pos)."""
+    # One- and two-byte varints (below 16384: lengths of records up to 16 KB) skip the loop.
+    if pos + 1 < len(buf):
+        b0 = buf[pos]
+        if b0 < 0x80:
+            return b0, pos + 1
+        b1 = buf[pos + 1]
+        if b1 < 0x80:
+            return (b0 & 0x7F) | (b1 << 7), pos + 2
     return _read_unsigned(buf, pos, 28, "varint")
 
 
@@ -74,7 +99,7 @@ def read_uvarlong(buf, pos: int) -> tuple[int, int]:
 
 def read_compact_length(buf, pos: int) -> tuple[int, int]:
     """A compact string/bytes/array length (unsigned varint N+1) -> (N, next pos); N = -1 is null."""
-    value, pos = _read_unsigned(buf, pos, 28, "varint")
+    value, pos = read_uvarint(buf, pos)
     return value - 1, pos
 
 
@@ -117,7 +142,11 @@ def varlong_bytes(value: int) -> bytes:
 def compact_length(n: int) -> bytes:
     """Length prefix of a compact string/bytes/array holding n items (n+1; 0 means null)."""
     n += 1
-    return UVARINT_1BYTE[n] if n < 0x80 else uvarint_bytes(n)
+    if n < 0x80:
+        return UVARINT_1BYTE[n]
+    if n < 0x4000:  # two bytes: the common case for records of a few hundred bytes to 16 KB
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    return uvarint_bytes(n)
 
 
 def encode_tag_section(known: list[tuple[int, bytes]] | None, unknown: dict[int, bytes] | None) -> bytes:
