@@ -4,13 +4,16 @@
 
 Each row times `decode(bytes)` followed by `encode(obj)` of the same message, both codecs on the
 same bytes (asserted identical first), and reports theirs / ours as a speed-up. Times are CPU time
-of this process (time.process_time_ns), best of several repeats taken in alternation (ours, theirs,
-ours, ...), so other work on a shared machine inflates them less, and alike. Target: >= 4x on every row.
+of this process (time.process_time_ns). A repeat is one pair, ours then theirs back to back, so both
+halves see the same machine load; the row shows the median time of each over the repeats, the
+median of the per-pair ratios as the speed-up, and their interquartile range as its spread (a noisy
+machine widens it). Target: >= 4x on every row.
 """
 from __future__ import annotations
 
 import os
 import platform
+import statistics
 import sys
 import time
 
@@ -87,14 +90,19 @@ def _ns_per_op(fn, number: int) -> float:
     return (time.process_time_ns() - t0) / number
 
 
-def _best_interleaved(ours, theirs, target_s: float, repeats: int) -> tuple[float, float]:
-    """Best time per op of each, measured in alternation so both see the same machine load."""
+def _paired(ours, theirs, target_s: float, repeats: int) -> tuple[list[float], list[float]]:
+    """Per repeat, ns/op of ours then of theirs, back to back (same load for both halves)."""
     n_ours, n_theirs = _calibrate(ours, target_s), _calibrate(theirs, target_s)
-    best_ours = best_theirs = float("inf")
+    ours_ns, theirs_ns = [], []
     for _ in range(repeats):
-        best_ours = min(best_ours, _ns_per_op(ours, n_ours))
-        best_theirs = min(best_theirs, _ns_per_op(theirs, n_theirs))
-    return best_ours, best_theirs
+        ours_ns.append(_ns_per_op(ours, n_ours))
+        theirs_ns.append(_ns_per_op(theirs, n_theirs))
+    return ours_ns, theirs_ns
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
 
 
 def _calibrate(fn, target_s: float) -> int:
@@ -110,7 +118,7 @@ def _calibrate(fn, target_s: float) -> int:
 
 
 def run(quick: bool = False) -> dict:
-    repeats = 3 if quick else 15
+    repeats = 3 if quick else 21
     target_s = 0.03 if quick else 0.1
     rows = []
     for label, name, version, obj, kp_cls in cases(quick):
@@ -127,18 +135,21 @@ def run(quick: bool = False) -> dict:
         def theirs(kp_cls=kp_cls, data=data, version=version):
             kp_cls.decode(data, version=version).encode()
 
-        ours_ns, theirs_ns = _best_interleaved(ours, theirs, target_s, repeats)
+        ours_ns, theirs_ns = _paired(ours, theirs, target_s, repeats)
+        ratios = [t / o for o, t in zip(ours_ns, theirs_ns, strict=True)]
+        low, high = _quartiles(ratios)
         rows.append({
             "message": label,
             "bytes": len(data),
-            "kcoord_us": round(ours_ns / 1000, 2),
-            "kafka_python_us": round(theirs_ns / 1000, 2),
-            "speedup": round(theirs_ns / ours_ns, 2),
+            "kcoord_us": round(statistics.median(ours_ns) / 1000, 2),
+            "kafka_python_us": round(statistics.median(theirs_ns) / 1000, 2),
+            "speedup": round(statistics.median(ratios), 2),
+            "speedup_iqr": f"{low:.2f}-{high:.2f}",
         })
     return {
         "name": "codec",
         "settings": {
-            "measure": "decode(bytes) + encode(obj) per message, CPU time, best of interleaved repeats",
+            "measure": "decode(bytes) + encode(obj) per message, CPU time, medians of paired repeats",
             "repeats": repeats,
             "python": platform.python_version(),
             "kafka_python": kafka.__version__,

@@ -183,6 +183,22 @@ def _split(fields: list[Field], version: int, flexible: bool):
     return untagged, tagged
 
 
+def _flat_fields(f: Field, version: int, flexible: bool) -> list[Field] | None:
+    """The untagged fields of an array's element struct if its layout is fixed once its string and
+    bytes lengths are known (fixed-width fields, strings and bytes only), else None.
+
+    Such arrays are coded with a layout guessed from the previous element (shaped loops). Only worth
+    it when there is something to check in one go: a length, or a flexible struct's tag section.
+    """
+    untagged, _tagged = _split(f.fields, version, flexible)
+    for g in untagged:
+        if not (_is_fixed(g) or (not g.is_array and g.type in ("string", "bytes"))):
+            return None
+    if not flexible and all(_is_fixed(g) for g in untagged):
+        return None
+    return untagged
+
+
 class _DecodeGen:
     """Emits the body of decode_<Message>_v<N>(buf, pos) -> (obj, pos)."""
 
@@ -276,7 +292,7 @@ class _DecodeGen:
             app = w.var("append")
             w.emit(ind, f"{lst} = []")
             w.emit(ind, f"{app} = {lst}.append")
-            flat = self.flat_fields(f) if f.is_struct else None
+            flat = _flat_fields(f, self.v, self.flex) if f.is_struct else None
             if flat is not None:
                 self.shaped_loop(f, flat, n, lst, app, ind)
             else:
@@ -318,21 +334,6 @@ class _DecodeGen:
                 continue
             w.emit(ind, f"{obj}.{f.name} = {w.default(f)}")
         w.emit(ind, f"{obj}._unknown_tagged_fields = None")
-
-    def flat_fields(self, f: Field) -> list[Field] | None:
-        """The untagged fields of an array's element struct if its layout is fixed once its string and
-        bytes lengths are known (fixed-width fields, strings and bytes only), else None.
-
-        Only worth a guessed layout (see shaped_loop) when there is something to verify in one go: a
-        length, or the tag section of a flexible struct.
-        """
-        untagged, _tagged = _split(f.fields, self.v, self.flex)
-        for g in untagged:
-            if not (_is_fixed(g) or (not g.is_array and g.type in ("string", "bytes"))):
-                return None
-        if not self.flex and all(_is_fixed(g) for g in untagged):
-            return None
-        return untagged
 
     def shaped_loop(self, f: Field, flat: list[Field], n: str, lst: str, app: str, ind: int) -> None:
         """Decode an array of flat structs, guessing each element's layout from the previous one.
@@ -405,8 +406,9 @@ class _DecodeGen:
             w.emit(learned + 1, f"{size} = _NO_SHAPE")
             w.emit(learned, "else:")
             learned += 1
-        w.emit(learned, f"{unpack}, {size} = _shape('>{''.join(fmt)}')" if not var_fields
-               else f"{unpack}, {size} = _shape(f'>{''.join(fmt)}')")
+        st = w.var("st")
+        w.emit(learned, f"{st} = _shape({'f' if var_fields else ''}'>{''.join(fmt)}')")
+        w.emit(learned, f"{unpack}, {size} = {st}.unpack_from, {st}.size")
         for g in var_fields:
             plus = " + 1" if self.flex else ""
             w.emit(learned, f"{expected[g.name]} = {got[g.name]}{plus}")
@@ -509,11 +511,31 @@ class _EncodeGen:
             w.emit(ind, f"{app}({v}.bytes)")
             return
         wide = ftype != "string"
+        if ftype == "string":
+            self.string(f, v, ind, app, nullable)
+            return
         ind = self.if_none(f.name, nullable, v, ind, app, wide)
         if ftype == "string":
             w.emit(ind, f"{v} = {v}.encode()")
         self.length(f"len({v})", ind, app, wide)
         w.emit(ind, f"{app}({v})")
+
+    def string(self, f: Field, v: str, ind: int, app: str, nullable: bool) -> None:
+        """A string with its length prefix, from a cache of recently written strings.
+
+        The same strings go out again and again (group, member and topic ids, protocol names, empty
+        metadata); a hit costs one dict lookup instead of encode + len + prefix + two appends.
+        """
+        w = self.w
+        cache, miss = ("_STRINGS_COMPACT", "_string_compact") if self.flex else ("_STRINGS16", "_string16")
+        w.names.update((cache, miss))
+        if nullable:
+            ind = self.if_none(f.name, nullable, v, ind, app, wide=False)
+        b = w.var("b")
+        w.emit(ind, f"{b} = {cache}.get({v})")
+        w.emit(ind, f"if {b} is None:")
+        w.emit(ind + 1, f"{b} = {miss}({v}, {f.name!r}, {self.v})")
+        w.emit(ind, f"{app}({b})")
 
     def value(self, f: Field, expr: str, ind: int, app: str) -> None:
         w = self.w

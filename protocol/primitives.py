@@ -44,20 +44,19 @@ def fixed_struct(fmt: str) -> struct.Struct:
     return s
 
 
-# Layouts guessed by generated decoders for arrays of flat structs (codegen.shaped_loop), by format.
-_SHAPES: dict[str, tuple] = {}
+# Layouts guessed by generated codecs for arrays of flat structs (codegen shaped loops), by format.
+_SHAPES: dict[str, struct.Struct] = {}
 _SHAPES_MAX = 512
 NO_SHAPE = 1 << 62   # the size of "no guess": never fits in the bytes left
 
 
-def shape(fmt: str) -> tuple:
-    """(unpack_from, size) of a big-endian struct format such as ">h40sh0si42s" (bounded cache)."""
+def shape(fmt: str) -> struct.Struct:
+    """The Struct of a guessed element layout such as ">h40sh0si42s" (bounded cache)."""
     hit = _SHAPES.get(fmt)
     if hit is None:
         if len(_SHAPES) >= _SHAPES_MAX:   # lengths vary without bound; keep the cache small
             _SHAPES.clear()
-        s = struct.Struct(fmt)
-        hit = _SHAPES[fmt] = (s.unpack_from, s.size)
+        hit = _SHAPES[fmt] = struct.Struct(fmt)
     return hit
 
 
@@ -147,6 +146,38 @@ def compact_length(n: int) -> bytes:
     if n < 0x4000:  # two bytes: the common case for records of a few hundred bytes to 16 KB
         return bytes(((n & 0x7F) | 0x80, n >> 7))
     return uvarint_bytes(n)
+
+
+# Recently encoded strings with their length prefix (int16, or compact), for generated encoders. Only
+# short strings are kept, and a full cache starts over: bounded memory whatever the traffic.
+STRING_CACHE_SIZE = 4096
+STRING_CACHE_MAX_CHARS = 256
+STRINGS16: dict[str, bytes] = {}
+STRINGS_COMPACT: dict[str, bytes] = {}
+
+
+def _remember(cache: dict[str, bytes], s: str, encoded: bytes) -> bytes:
+    if len(s) <= STRING_CACHE_MAX_CHARS:
+        if len(cache) >= STRING_CACHE_SIZE:
+            cache.clear()
+        cache[s] = encoded
+    return encoded
+
+
+def string16(s: str, field: str, version: int) -> bytes:
+    """A present string with its int16 length prefix (cache miss path)."""
+    if s is None:
+        raise not_nullable(field, version)
+    data = s.encode()
+    return _remember(STRINGS16, s, INT16.pack(len(data)) + data)
+
+
+def string_compact(s: str, field: str, version: int) -> bytes:
+    """A present string with its compact length prefix (cache miss path)."""
+    if s is None:
+        raise not_nullable(field, version)
+    data = s.encode()
+    return _remember(STRINGS_COMPACT, s, compact_length(len(data)) + data)
 
 
 def encode_tag_section(known: list[tuple[int, bytes]] | None, unknown: dict[int, bytes] | None) -> bytes:
