@@ -288,21 +288,20 @@ class _DecodeGen:
                 return
             # Kafka's rule: never believe a count larger than the bytes left (each element >= 1 byte).
             self.overrun_check(f, n, ind)
-            lst = w.var("lst")
-            app = w.var("append")
-            w.emit(ind, f"{lst} = []")
-            w.emit(ind, f"{app} = {lst}.append")
+            # Filled by index: cheaper than append, and the count is already bounded by the input.
+            lst, i = w.var("lst"), w.var("i")
+            w.emit(ind, f"{lst} = [None] * {n}")
             flat = _flat_fields(f, self.v, self.flex) if f.is_struct else None
             if flat is not None:
-                self.shaped_loop(f, flat, n, lst, app, ind)
+                self.shaped_loop(f, flat, n, lst, i, ind)
             else:
-                w.emit(ind, f"for _ in range({n}):")
+                w.emit(ind, f"for {i} in range({n}):")
                 e = w.var("e")
                 if f.is_struct:
                     self.struct(elem, f.fields, e, ind + 1)
                 else:   # array elements are never null; nullableVersions is about the array
                     self.scalar(f, elem, e, ind + 1, nullable=False)
-                w.emit(ind + 1, f"{app}({e})")
+                w.emit(ind + 1, f"{lst}[{i}] = {e}")
             w.emit(ind, f"{target} = {lst}")
         elif f.is_struct:
             if f.nullable_in(self.v):
@@ -335,7 +334,7 @@ class _DecodeGen:
             w.emit(ind, f"{obj}.{f.name} = {w.default(f)}")
         w.emit(ind, f"{obj}._unknown_tagged_fields = None")
 
-    def shaped_loop(self, f: Field, flat: list[Field], n: str, lst: str, app: str, ind: int) -> None:
+    def shaped_loop(self, f: Field, flat: list[Field], n: str, lst: str, i: str, ind: int) -> None:
         """Decode an array of flat structs, guessing each element's layout from the previous one.
 
         Elements of one array usually have the same string lengths (member ids, empty metadata). After
@@ -346,18 +345,19 @@ class _DecodeGen:
         again, at most SHAPE_LEARNS times per array.
         """
         w = self.w
-        w.names.update(("_shape", "_NO_SHAPE"))
+        w.names.add("_shape")
         size, unpack, learn = w.var("shape_size"), w.var("shape"), w.var("learn")
-        # Lengths of the guessed layout, in wire order: (field, local holding the expected prefix).
+        fit = w.var("fit")   # the last position where a guessed element fits; -1: no guess
+        # Per variable-length field, the local holding the length prefix the guess expects.
         var_fields = [g for g in flat if not _is_fixed(g)]
         expected = {g.name: w.var("want") for g in var_fields}
-        w.emit(ind, f"{size} = _NO_SHAPE")
+        w.emit(ind, f"{fit} = -1")
         w.emit(ind, f"{learn} = {SHAPE_LEARNS} if {n} >= {SHAPE_MIN_COUNT} else 0")
-        w.emit(ind, f"for _ in range({n}):")
+        w.emit(ind, f"for {i} in range({n}):")
         body = ind + 1
         # Fast path: one unpack_from for the whole element.
         e = w.var("e")
-        w.emit(body, f"if {size} <= end - pos:")
+        w.emit(body, f"if pos <= {fit}:")
         self.new_object(f.element_type, flat, e, body + 1)
         targets, checks, assigns = [], [], []
         for g in flat:
@@ -381,12 +381,12 @@ class _DecodeGen:
         for line in assigns:
             w.emit(body + 2, line)
         w.emit(body + 2, f"pos += {size}")
-        w.emit(body + 2, f"{app}({e})")
+        w.emit(body + 2, f"{lst}[{i}] = {e}")
         w.emit(body + 2, "continue")
         # Field by field, then learn this element's layout.
         lens: list[str] = []
         self.struct(f.element_type, f.fields, e, body, lens)
-        w.emit(body, f"{app}({e})")
+        w.emit(body, f"{lst}[{i}] = {e}")
         w.emit(body, f"if {learn}:")
         w.emit(body + 1, f"{learn} -= 1")
         got = dict(zip((g.name for g in var_fields), lens, strict=True))
@@ -403,12 +403,13 @@ class _DecodeGen:
         learned = body + 1
         if self.flex and var_fields:   # a guessed compact length must be a one-byte varint
             w.emit(learned, f"if {' or '.join(f'{got[g.name]} >= 127' for g in var_fields)}:")
-            w.emit(learned + 1, f"{size} = _NO_SHAPE")
+            w.emit(learned + 1, f"{fit} = -1")
             w.emit(learned, "else:")
             learned += 1
         st = w.var("st")
         w.emit(learned, f"{st} = _shape({'f' if var_fields else ''}'>{''.join(fmt)}')")
         w.emit(learned, f"{unpack}, {size} = {st}.unpack_from, {st}.size")
+        w.emit(learned, f"{fit} = end - {size}")
         for g in var_fields:
             plus = " + 1" if self.flex else ""
             w.emit(learned, f"{expected[g.name]} = {got[g.name]}{plus}")

@@ -146,7 +146,6 @@ _RUNTIME = {
     "_STRINGS_COMPACT": primitives.STRINGS_COMPACT,
     "_string16": primitives.string16,
     "_string_compact": primitives.string_compact,
-    "_NO_SHAPE": primitives.NO_SHAPE,
     "_not_nullable": primitives.not_nullable,
     "_NULL_INT16": primitives.NULL_INT16,
     "_NULL_INT32": primitives.NULL_INT32,

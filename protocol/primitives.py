@@ -47,7 +47,6 @@ def fixed_struct(fmt: str) -> struct.Struct:
 # Layouts guessed by generated codecs for arrays of flat structs (codegen shaped loops), by format.
 _SHAPES: dict[str, struct.Struct] = {}
 _SHAPES_MAX = 512
-NO_SHAPE = 1 << 62   # the size of "no guess": never fits in the bytes left
 
 
 def shape(fmt: str) -> struct.Struct:
