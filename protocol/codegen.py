@@ -640,7 +640,7 @@ def encode_function_name(spec: MessageSpec, version: int) -> str:
 
 
 def codec_source(spec: MessageSpec, version: int) -> tuple[str, set[str]]:
-    """Source of decode_<Name>_v<N>(buf, pos) and encode_<Name>_v<N>(o), plus the global names it uses.
+    """Source of decode_<Name>_v<N>(buf, offset=0) and encode_<Name>_v<N>(o), plus the global names it uses.
 
     Flexible versions (KIP-482) use compact strings/bytes/arrays and end every struct with a
     tagged-field section.
@@ -650,22 +650,32 @@ def codec_source(spec: MessageSpec, version: int) -> tuple[str, set[str]]:
     w.names.add("_new")
     w.emit(0, f"# {spec.name} v{version}{' (flexible)' if flexible else ''}: generated from "
               f"Kafka's {spec.name}.json")
-    w.emit(0, f"def {decode_function_name(spec, version)}(buf, pos):")
-    w.emit(1, "end = len(buf)")
+    # The decoder is the codec's public decode(buf, offset=0): it takes any bytes-like input and lets
+    # only DecodeError escape (no wrapper call on the way in: small messages notice it).
+    w.names.update(("_as_bytes", "_decode_failure"))
+    w.emit(0, f"def {decode_function_name(spec, version)}(buf, offset=0):")
+    w.emit(1, "if type(buf) is not bytes:")
+    w.emit(2, "buf = _as_bytes(buf)")
+    w.emit(1, "pos = offset")
+    w.emit(1, "try:")
+    w.emit(2, "end = len(buf)")
     head = len(w.lines)
-    _DecodeGen(w, version, flexible, collect_classes(spec)).struct(spec.name, spec.fields, "o", 1)
+    _DecodeGen(w, version, flexible, collect_classes(spec)).struct(spec.name, spec.fields, "o", 2)
     if w.uses_view:   # one view per message, not one per records field
         w.names.add("_memoryview")
-        w.lines.insert(head, "    bufview = _memoryview(buf)")
+        w.lines.insert(head, "        bufview = _memoryview(buf)")
     w.names.add("_past_end")
-    w.emit(1, "if pos > end:")
-    w.emit(2, "raise _past_end(pos, end)")
-    w.emit(1, "return o, pos")
+    w.emit(2, "if pos > end:")
+    w.emit(3, "raise _past_end(pos, end)")
+    w.emit(2, "return o, pos")
+    w.emit(1, "except Exception as exc:")
+    w.emit(2, f"error, cause = _decode_failure(exc, buf, {spec.name!r}, {version})")
+    w.emit(2, "raise error from cause")
     w.emit(0, "")
     w.emit(0, "")
     w.emit(0, f"def {encode_function_name(spec, version)}(o):")
     w.emit(1, "parts = []")
-    w.emit(1, "a = parts.append")
-    _EncodeGen(w, version, flexible).struct(spec.name, spec.fields, "o", 1, "a")
+    # parts.append(x) spelled out: CPython 3.11 specializes that call; a bound `a = parts.append` it does not.
+    _EncodeGen(w, version, flexible).struct(spec.name, spec.fields, "o", 1, "parts.append")
     w.emit(1, "return b''.join(parts)")
     return "\n".join(w.lines) + "\n", w.names
