@@ -530,13 +530,14 @@ class _EncodeGen:
         w = self.w
         cache, miss = ("_STRINGS_COMPACT", "_string_compact") if self.flex else ("_STRINGS16", "_string16")
         w.names.update((cache, miss))
+        # A cached value is never empty (it holds the prefix), so `or` falls through only on a miss.
+        expr = f"{cache}.get({v}) or {miss}({v}, {f.name!r}, {self.v})"
         if nullable:
-            ind = self.if_none(f.name, nullable, v, ind, app, wide=False)
-        b = w.var("b")
-        w.emit(ind, f"{b} = {cache}.get({v})")
-        w.emit(ind, f"if {b} is None:")
-        w.emit(ind + 1, f"{b} = {miss}({v}, {f.name!r}, {self.v})")
-        w.emit(ind, f"{app}({b})")
+            null = "b'\\x00'" if self.flex else "_NULL_INT16"
+            if not self.flex:
+                w.names.add("_NULL_INT16")
+            expr = f"{null} if {v} is None else ({expr})"
+        w.emit(ind, f"{app}({expr})")
 
     def value(self, f: Field, expr: str, ind: int, app: str) -> None:
         w = self.w
