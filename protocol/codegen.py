@@ -3,16 +3,22 @@
 Pure functions from spec to source text; protocol.messages compiles the text, registers it in
 linecache (so tracebacks show it) and caches the result. One decode and one encode function per
 (message, version), straight-line: consecutive fixed-width fields become one precompiled
-struct.Struct call and nested structs are inlined as loops.
+struct.Struct call and nested structs are inlined as loops. Hot paths measured by bench/codec:
+- arrays of flat structs (fixed-width fields, strings, bytes) decode with a layout guessed from the
+  previous element, one unpack_from per element (_DecodeGen.shaped_loop);
+- encoders take strings with their length prefix from a bounded cache (primitives.string16);
+- the decoder is the codec's public decode: it converts bytes-like input and turns any failure into
+  DecodeError itself (a try block is free in CPython 3.11 until something raises).
 
 Generated decoders rely on three locals: `buf` (bytes), `pos` (current offset) and `end`
 (len(buf)). No length prefix is trusted beyond the buffer:
 - an array count is checked against the bytes remaining before any element is read (each element
-  takes at least one byte), so a forged count can neither allocate nor loop;
+  takes at least one byte), so a forged count can neither allocate beyond the input's size nor loop;
 - a string/bytes length only bounds a slice, which past the end is merely short; `pos` then runs
   past `end`, and one check at the end of the message reports it;
-- fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the codec
-  wrapper turns that into DecodeError, reading the failing offset from the generated frame.
+- fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the decoder's
+  except clause turns that into DecodeError, reading the failing offset from the generated frame;
+- a guessed element layout is only read where it fits in the bytes left.
 """
 from __future__ import annotations
 
@@ -200,7 +206,7 @@ def _flat_fields(f: Field, version: int, flexible: bool) -> list[Field] | None:
 
 
 class _DecodeGen:
-    """Emits the body of decode_<Message>_v<N>(buf, pos) -> (obj, pos)."""
+    """Emits the body of decode_<Message>_v<N>(buf, offset=0) -> (obj, pos)."""
 
     def __init__(self, w: _Writer, version: int, flexible: bool, classes: dict[str, ClassSpec]) -> None:
         self.w = w
@@ -288,7 +294,8 @@ class _DecodeGen:
                 return
             # Kafka's rule: never believe a count larger than the bytes left (each element >= 1 byte).
             self.overrun_check(f, n, ind)
-            # Filled by index: cheaper than append, and the count is already bounded by the input.
+            # Filled by index: cheaper than append. Sizing the list up front is safe because the count
+            # is already bounded by the bytes left (Kafka's generated code sizes its ArrayList alike).
             lst, i = w.var("lst"), w.var("i")
             w.emit(ind, f"{lst} = [None] * {n}")
             flat = _flat_fields(f, self.v, self.flex) if f.is_struct else None
