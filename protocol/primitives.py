@@ -155,20 +155,18 @@ STRINGS16: dict[str, bytes] = {}
 STRINGS_COMPACT: dict[str, bytes] = {}
 
 
-def _remember(cache: dict[str, bytes], s: str, encoded: bytes) -> bytes:
-    if len(s) <= STRING_CACHE_MAX_CHARS:
-        if len(cache) >= STRING_CACHE_SIZE:
-            cache.clear()
-        cache[s] = encoded
-    return encoded
-
-
 def string16(s: str, field: str, version: int) -> bytes:
     """A present string with its int16 length prefix (cache miss path)."""
     if s is None:
         raise not_nullable(field, version)
     data = s.encode()
-    return _remember(STRINGS16, s, INT16.pack(len(data)) + data)
+    n = len(data)
+    out = (LENGTHS_INT16[n] if n < LENGTH_TABLE_SIZE else INT16.pack(n)) + data
+    if len(s) <= STRING_CACHE_MAX_CHARS:
+        if len(STRINGS16) >= STRING_CACHE_SIZE:   # a full cache starts over: bounded memory
+            STRINGS16.clear()
+        STRINGS16[s] = out
+    return out
 
 
 def string_compact(s: str, field: str, version: int) -> bytes:
@@ -176,7 +174,13 @@ def string_compact(s: str, field: str, version: int) -> bytes:
     if s is None:
         raise not_nullable(field, version)
     data = s.encode()
-    return _remember(STRINGS_COMPACT, s, compact_length(len(data)) + data)
+    n = len(data)
+    out = (COMPACT_LENGTHS[n] if n < 127 else compact_length(n)) + data
+    if len(s) <= STRING_CACHE_MAX_CHARS:
+        if len(STRINGS_COMPACT) >= STRING_CACHE_SIZE:
+            STRINGS_COMPACT.clear()
+        STRINGS_COMPACT[s] = out
+    return out
 
 
 def encode_tag_section(known: list[tuple[int, bytes]] | None, unknown: dict[int, bytes] | None) -> bytes:
