@@ -10,7 +10,9 @@ injected with:
   `__consumer_offsets-N` and calls back only after `await log.sync()`: a callback with NONE means
   the records are durable.
 * `GroupRuntime` — owns the three, loads every `__consumer_offsets` partition by replay before
-  serving it (requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), turns the coordinator's
+  serving it (requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile): from the partition's
+  checkpoint and the log after it when the checkpoint is valid, else the whole log
+  (coordinator.checkpointer decides when checkpoints are written). It turns the coordinator's
   callbacks into awaitables for the handlers, and shuts down cleanly.
 """
 from __future__ import annotations
@@ -23,15 +25,19 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator import GroupConfig, GroupCoordinator
+from coordinator.checkpointer import Checkpointer
 from protocol.errors import ErrorCode
-from protocol.records import build_batch, decode_records, iter_batches
+from protocol.records import build_batch
 from storage import StorageError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Test switch: while this file exists, coordinator writes fail (one failure per file; the writer
 # removes it), so a test in another process can fail exactly one OffsetCommit's write.
 FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"
-_READ_CHUNK = 1 << 20
+# Durable records after a partition's checkpoint that make it write a new one. Bounds the tail a
+# load replays (Python replays roughly 1M records/s) against rewriting a partition's whole state.
+CHECKPOINT_RECORDS = 20_000
+CHECKPOINT_RECORDS_ENV = "KCOORD_OFFSETS_CHECKPOINT_RECORDS"  # tests and benches: another interval
 
 log = logging.getLogger("kcoord.coordinator.runtime")
 
@@ -86,10 +92,11 @@ class OffsetsTopicWriter:
     """
 
     def __init__(self, log_for: Callable[[int], Any], loop: asyncio.AbstractEventLoop,
-                 compression: int = 0) -> None:
+                 compression: int = 0, on_durable: Callable[[int], None] | None = None) -> None:
         self._log_for = log_for
         self._loop = loop
         self._compression = compression
+        self._on_durable = on_durable
         self._pending: set[asyncio.Task] = set()
         self._fault_file = os.environ.get(FAULT_FILE_ENV) or None
 
@@ -115,6 +122,8 @@ class OffsetsTopicWriter:
             log.error("fsync of %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
             error = ErrorCode.KAFKA_STORAGE_ERROR
         callback(error)
+        if error == ErrorCode.NONE and self._on_durable is not None:
+            self._on_durable(partition)
 
     def _maybe_inject_fault(self) -> None:
         if self._fault_file is None:
@@ -156,15 +165,19 @@ class GroupRuntime:
         self._writer: OffsetsTopicWriter | None = None
         self._loaded: set[int] = set()
         self._load_task: asyncio.Task | None = None
+        self._sweep_task: asyncio.Task | None = None
         self._active = False
         self.loaded_event = asyncio.Event()
+        interval = int(os.environ.get(CHECKPOINT_RECORDS_ENV) or CHECKPOINT_RECORDS)
+        self.checkpoints = Checkpointer(log_for, self.clock, interval, self._logger)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         """Create the coordinator and start loading every partition in the background."""
         loop = asyncio.get_running_loop()
         self._timer = LoopTimer(loop, self.clock)
-        self._writer = OffsetsTopicWriter(self._log_for, loop, self._compression)
+        self._writer = OffsetsTopicWriter(self._log_for, loop, self._compression,
+                                          on_durable=self.checkpoints.after_durable_write)
         self.coordinator = GroupCoordinator(self.config, clock=self.clock, timer=self._timer,
                                             writer=self._writer, log=self._logger)
         self._active = True
@@ -172,35 +185,22 @@ class GroupRuntime:
 
     async def _load_all(self) -> None:
         started = time.monotonic()
-        count = 0
+        count = from_checkpoint = 0
         for partition in range(self.num_partitions):
-            records = self._read_partition(partition)
-            count += len(records)
-            self.coordinator.load_partition(partition, records)
+            replayed, used = self.checkpoints.load(partition, self.coordinator.load_partition)
+            count += replayed
+            from_checkpoint += used
             self._loaded.add(partition)
             await asyncio.sleep(0)  # let requests in meanwhile; they answer LOAD_IN_PROGRESS
         self.loaded_event.set()
-        log.info("loaded %d %s partitions (%d records) in %.1f ms", self.num_partitions,
-                 OFFSETS_TOPIC, count, (time.monotonic() - started) * 1000)
+        log.info("loaded %d %s partitions (%d from checkpoints; %d records replayed) in %.1f ms",
+                 self.num_partitions, OFFSETS_TOPIC, from_checkpoint, count, (time.monotonic() - started) * 1000)
+        self._sweep_task = asyncio.get_running_loop().create_task(self._sweep(), name="offsets checkpoint sweep")
 
-    def _read_partition(self, partition: int) -> list:
-        partition_log = self._log_for(partition)
-        records = []
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            data = partition_log.read(offset, _READ_CHUNK)
-            progressed = False
-            for _position, header, batch in iter_batches(data):
-                if header.last_offset < offset:
-                    continue
-                if not header.is_control:
-                    records.extend(r for r in decode_records(batch) if r.offset >= offset)
-                offset = header.last_offset + 1
-                progressed = True
-            if not progressed:
-                break
-        return records
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.offsets_retention_check_interval_ms / 1000)
+            self.checkpoints.sweep(sorted(self._loaded))
 
     async def close(self) -> None:
         """Stop serving, let in-flight writes finish (their callbacks answer their requests)."""
@@ -208,10 +208,14 @@ class GroupRuntime:
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
             await asyncio.gather(self._load_task, return_exceptions=True)
+        if self._sweep_task is not None:
+            self._sweep_task.cancel()
         if self._writer is not None:
             await self._writer.drain()
         if self._timer is not None:
             self._timer.cancel_all()
+        # Every durable record is covered, so the next start replays (almost) nothing.
+        await self.checkpoints.close(sorted(self._loaded))
 
     # ------------------------------------------------------------------ serving
     def partition_for(self, group_id: str) -> int:

@@ -1,0 +1,150 @@
+"""Checkpoint of a `__consumer_offsets` partition's materialised state: encode, decode, validate.
+
+A checkpoint is only a shortcut: it holds what replaying the partition's log up to (excluding)
+`offset` left (coordinator.partition_state), so a load replays just the tail from `offset`. The
+log stays the source of truth: any doubt about a checkpoint (CRC, format, partition, an offset
+outside the log) raises CheckpointError and the caller replays the whole log instead.
+
+Layout: a fixed header, then a marshal payload. The CRC-32C covers the header fields after it
+and the payload, so a torn or altered file fails it.
+
+    magic 8s | crc uint32 | format uint16 | marshal version uint8 | little-endian uint8 |
+    partition int32 | offset int64 | written_ms int64 | payload length uint32 | payload
+
+`written_ms` (wall clock when the log was read) lets a loader refuse a checkpoint older than the
+partition's delete.retention.ms allows: compaction drops a tombstone once it is that old, and a
+tombstone written after the checkpoint must still be in the log for the tail replay to see it.
+
+The payload is a tuple of groups `(group_id, metadata bytes | None, topics)`, each topic
+`(topic, partitions, offsets, leader_epochs, commit_timestamps, expire_timestamps | None,
+metadata | None, topic_ids | None)`: numbers are native `array` bytes, so a load turns a million
+offsets into Python objects in C (array.tolist, zip, map over tuple.__new__); the three optional
+columns are None when every entry has the default ("" / -1 / None).
+"""
+from __future__ import annotations
+
+import marshal
+import struct
+import sys
+from array import array
+from functools import partial
+from itertools import repeat
+from typing import NamedTuple
+
+from coordinator.partition_state import PartitionState
+from protocol.consumer_offsets import OffsetCommitValue
+from protocol.records import crc32c
+
+MAGIC = b"KCGRPCK\x00"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct(
+    ">8s"  # magic
+    "I"    # CRC-32C of everything after this field
+    "H"    # format version
+    "B"    # marshal version of the payload
+    "B"    # 1 if the arrays in the payload are little-endian
+    "i"    # partition of __consumer_offsets
+    "q"    # offset: the state is the replay of every record below it
+    "q"    # written_ms: wall clock when the log up to offset was read
+    "I"    # payload length
+)
+_CRC_START = 12  # magic + crc
+_LITTLE = 1 if sys.byteorder == "little" else 0
+_MARSHAL_VERSION = 4
+_new_value = partial(tuple.__new__, OffsetCommitValue)
+
+
+class CheckpointError(Exception):
+    """The checkpoint cannot be trusted; the message says why."""
+
+
+class Checkpoint(NamedTuple):
+    offset: int
+    written_ms: int
+    state: PartitionState
+
+
+def encode(state: PartitionState, partition: int, offset: int, written_ms: int) -> bytes:
+    groups = []
+    for group_id in sorted(state.groups()):
+        topics = []
+        by_topic: dict[str, list] = {}
+        for (topic, p), value in state.offsets.get(group_id, {}).items():
+            by_topic.setdefault(topic, []).append((p, value))
+        for topic, entries in by_topic.items():
+            partitions, values = zip(*entries, strict=True)
+            offsets, metadata, commit_ts, epochs, expire_ts, topic_ids = zip(*values, strict=True)
+            n = len(entries)
+            topics.append((topic, array("i", partitions).tobytes(), array("q", offsets).tobytes(),
+                           array("i", epochs).tobytes(), array("q", commit_ts).tobytes(),
+                           None if expire_ts.count(-1) == n else array("q", expire_ts).tobytes(),
+                           metadata if any(metadata) else None,
+                           None if topic_ids.count(None) == n else topic_ids))
+        groups.append((group_id, state.metadata.get(group_id), tuple(topics)))
+    payload = marshal.dumps(tuple(groups), _MARSHAL_VERSION)
+    fields = (FORMAT_VERSION, _MARSHAL_VERSION, _LITTLE, partition, offset, written_ms, len(payload))
+    crc = crc32c(_HEADER.pack(MAGIC, 0, *fields)[_CRC_START:] + payload)
+    return _HEADER.pack(MAGIC, crc, *fields) + payload
+
+
+def read_header(data: bytes, partition: int) -> tuple[int, int]:
+    """Check everything but the payload's contents; returns (offset, written_ms)."""
+    if len(data) < _HEADER.size:
+        raise CheckpointError(f"{len(data)} bytes, shorter than a header")
+    magic, crc, version, marshal_version, little, stored_partition, offset, written_ms, length = \
+        _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise CheckpointError("not a checkpoint (bad magic)")
+    if len(data) != _HEADER.size + length:
+        raise CheckpointError(f"torn: {len(data) - _HEADER.size} payload bytes, header says {length}")
+    if crc32c(memoryview(data)[_CRC_START:]) != crc:
+        raise CheckpointError("CRC mismatch")
+    if version != FORMAT_VERSION or marshal_version != _MARSHAL_VERSION or little != _LITTLE:
+        raise CheckpointError(f"unknown format (version {version}, marshal {marshal_version}, little {little})")
+    if stored_partition != partition:
+        raise CheckpointError(f"written for partition {stored_partition}")
+    if offset < 0:
+        raise CheckpointError(f"negative offset {offset}")
+    return offset, written_ms
+
+
+def decode(data: bytes, partition: int) -> Checkpoint:
+    """The checkpoint in `data`; CheckpointError if anything about it is off."""
+    offset, written_ms = read_header(data, partition)
+    try:
+        groups = marshal.loads(memoryview(data)[_HEADER.size:])
+        state = PartitionState()
+        for group_id, metadata, topics in groups:
+            if metadata is not None:
+                state.metadata[group_id] = bytes(metadata)
+            if topics:
+                state.offsets[group_id] = _offsets(topics)
+            elif metadata is None:
+                raise CheckpointError(f"group {group_id!r} with neither metadata nor offsets")
+    except CheckpointError:
+        raise
+    except Exception as exc:  # a payload that passed the CRC but is not what encode writes
+        raise CheckpointError(f"malformed payload: {exc!r}") from exc
+    return Checkpoint(offset, written_ms, state)
+
+
+def _offsets(topics) -> dict:
+    table: dict = {}
+    for topic, partitions, offsets, epochs, commit_ts, expire_ts, metadata, topic_ids in topics:
+        if not isinstance(topic, str):
+            raise CheckpointError("topic is not a string")
+        partitions = _column("i", partitions)
+        n = len(partitions)
+        # strict zips: columns of different lengths raise ValueError (a malformed payload)
+        columns = (_column("q", offsets), metadata or repeat("", n), _column("q", commit_ts),
+                   _column("i", epochs), _column("q", expire_ts) if expire_ts is not None else repeat(-1, n),
+                   topic_ids or repeat(None, n))
+        values = map(_new_value, zip(*columns, strict=True))
+        table.update(zip(zip(repeat(topic, n), partitions, strict=True), values, strict=True))
+    return table
+
+
+def _column(typecode: str, data: bytes) -> list[int]:
+    column = array(typecode)
+    column.frombytes(data)
+    return column.tolist()
