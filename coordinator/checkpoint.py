@@ -16,10 +16,11 @@ partition's delete.retention.ms allows: compaction drops a tombstone once it is 
 tombstone written after the checkpoint must still be in the log for the tail replay to see it.
 
 The payload is a tuple of groups `(group_id, metadata bytes | None, topics)`, each topic
-`(topic, partitions, offsets, leader_epochs, commit_timestamps, expire_timestamps | None,
-metadata | None, topic_ids | None)`: numbers are native `array` bytes, so a load turns a million
-offsets into Python objects in C (array.tolist, zip, map over tuple.__new__); the three optional
-columns are None when every entry has the default ("" / -1 / None).
+`(topic, partitions, offsets, leader_epochs, commit_timestamps, expire_timestamps, metadata,
+topic_ids)`: partitions are native `array` bytes; every other column is either that (numbers) or a
+tuple (strings), or, when all its entries are equal (often: one commit stamps all of a group's
+partitions), that one value. So a load turns a million offsets into Python objects in C
+(array.tolist, itertools.repeat, zip, map over tuple.__new__).
 """
 from __future__ import annotations
 
@@ -74,12 +75,9 @@ def encode(state: PartitionState, partition: int, offset: int, written_ms: int) 
         for topic, entries in by_topic.items():
             partitions, values = zip(*entries, strict=True)
             offsets, metadata, commit_ts, epochs, expire_ts, topic_ids = zip(*values, strict=True)
-            n = len(entries)
-            topics.append((topic, array("i", partitions).tobytes(), array("q", offsets).tobytes(),
-                           array("i", epochs).tobytes(), array("q", commit_ts).tobytes(),
-                           None if expire_ts.count(-1) == n else array("q", expire_ts).tobytes(),
-                           metadata if any(metadata) else None,
-                           None if topic_ids.count(None) == n else topic_ids))
+            topics.append((topic, array("i", partitions).tobytes(), _pack("q", offsets), _pack("i", epochs),
+                           _pack("q", commit_ts), _pack("q", expire_ts), _pack(None, metadata),
+                           _pack(None, topic_ids)))
         groups.append((group_id, state.metadata.get(group_id), tuple(topics)))
     payload = marshal.dumps(tuple(groups), _MARSHAL_VERSION)
     fields = (FORMAT_VERSION, _MARSHAL_VERSION, _LITTLE, partition, offset, written_ms, len(payload))
@@ -136,12 +134,24 @@ def _offsets(topics) -> dict:
         partitions = _column("i", partitions)
         n = len(partitions)
         # strict zips: columns of different lengths raise ValueError (a malformed payload)
-        columns = (_column("q", offsets), metadata or repeat("", n), _column("q", commit_ts),
-                   _column("i", epochs), _column("q", expire_ts) if expire_ts is not None else repeat(-1, n),
-                   topic_ids or repeat(None, n))
+        columns = (_unpack("q", offsets, n), _unpack(None, metadata, n), _unpack("q", commit_ts, n),
+                   _unpack("i", epochs, n), _unpack("q", expire_ts, n), _unpack(None, topic_ids, n))
         values = map(_new_value, zip(*columns, strict=True))
         table.update(zip(zip(repeat(topic, n), partitions, strict=True), values, strict=True))
     return table
+
+
+def _pack(typecode: str | None, values: tuple):
+    """One value if all are equal, else native array bytes (numbers) or the tuple (strings)."""
+    if values.count(values[0]) == len(values):
+        return values[0]
+    return values if typecode is None else array(typecode, values).tobytes()
+
+
+def _unpack(typecode: str | None, column, n: int):
+    if typecode is None:
+        return column if isinstance(column, tuple) else repeat(column, n)
+    return repeat(column, n) if isinstance(column, int) else _column(typecode, column)
 
 
 def _column(typecode: str, data: bytes) -> list[int]:

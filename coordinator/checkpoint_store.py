@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import NamedTuple
 
 from coordinator import checkpoint
+from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
 from protocol.record_kv import batch_key_values
 from protocol.records import iter_batches
@@ -64,6 +66,28 @@ def start_state(partition_log, partition: int, now_ms: int) -> tuple[PartitionSt
     if offset < start:
         return _reject(partition_log, path, f"covers up to offset {offset}, below the log start {start}")
     return state, offset, written_ms
+
+
+class Loaded(NamedTuple):
+    state: PartitionState  # now the replay of the log up to `end`
+    start: int             # where the replay began: the checkpoint's offset, or the log start
+    end: int
+    replayed: int          # records replayed from the log
+    written_ms: int | None  # when the checkpoint used was written; None: no checkpoint used
+
+
+def load(partition_log, partition: int, now_ms: int, load_partition, use_checkpoint: bool = True) -> Loaded:
+    """Load one partition: `load_partition(partition, tail records, start state)` gets the
+    checkpoint's state and the log after it, or an empty state and the whole log (also when
+    use_checkpoint is False: benches and tests compare the two)."""
+    with gc_paused():
+        if use_checkpoint:
+            state, start, written_ms = start_state(partition_log, partition, now_ms)
+        else:
+            state, start, written_ms = PartitionState(), partition_log.log_start_offset, None
+        tail, end = read_tail(partition_log, start)
+        load_partition(partition, tail, state)
+    return Loaded(state, start, end, len(tail), written_ms)
 
 
 def _reject(partition_log, path: str, reason: str) -> tuple[PartitionState, int, None]:

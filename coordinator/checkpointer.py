@@ -48,16 +48,14 @@ class Checkpointer:
         whether a checkpoint was used)."""
         partition_log = self._log_for(partition)
         now = self._clock.now_ms()
-        state, start, written_ms = checkpoint_store.start_state(partition_log, partition, now)
-        tail, end = checkpoint_store.read_tail(partition_log, start)
-        load_partition(partition, tail, state)
-        if written_ms is not None:
-            self.covered[partition] = (start, written_ms)
-        if len(tail) >= self.interval_records or (written_ms is None and tail):
-            if end <= partition_log.recovery_point:  # else rebuilt from the durable part later
-                self._fresh[partition] = (state, end, now)
+        loaded = checkpoint_store.load(partition_log, partition, now, load_partition)
+        if loaded.written_ms is not None:
+            self.covered[partition] = (loaded.start, loaded.written_ms)
+        if loaded.replayed >= self.interval_records or (loaded.written_ms is None and loaded.replayed):
+            if loaded.end <= partition_log.recovery_point:  # else rebuilt from the durable part later
+                self._fresh[partition] = (loaded.state, loaded.end, now)
             self.request(partition)
-        return len(tail), written_ms is not None
+        return loaded.replayed, loaded.written_ms is not None
 
     # ------------------------------------------------------------------ triggers
     def after_durable_write(self, partition: int) -> None:

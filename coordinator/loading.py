@@ -7,9 +7,9 @@ log's tail) and makes the resulting groups live.
 """
 from __future__ import annotations
 
-import gc as garbage_collector
 from collections.abc import Iterable
 
+from coordinator.gc_pause import gc_paused
 from coordinator.group_metadata import GroupMetadata
 from coordinator.group_state import GroupState
 from coordinator.partition_state import PartitionState
@@ -33,18 +33,13 @@ class LoadingMixin(RebalanceMixin):
         e.g. a checkpoint's; it is updated in place). Returns how many groups were loaded."""
         self.loading_partitions.add(partition)
         state = PartitionState() if state is None else state
-        # A load allocates an object per offset and frees none: the cyclic GC would rescan the
-        # growing heap again and again for nothing (it dominated load time), so it pauses meanwhile.
-        gc_was_enabled = garbage_collector.isenabled()
-        garbage_collector.disable()
         try:
-            touched = state.replay(records, self.log)
-            loaded = self._build_groups(state)
+            with gc_paused():
+                touched = state.replay(records, self.log)
+                loaded = self._build_groups(state)
             for group_id in touched - state.groups():
                 self.groups.pop(group_id, None)  # tombstoned
         finally:
-            if gc_was_enabled:
-                garbage_collector.enable()
             self.loading_partitions.discard(partition)
         if self.owned_partitions is not None:
             self.owned_partitions.add(partition)

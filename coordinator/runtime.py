@@ -26,6 +26,7 @@ from typing import Any
 
 from coordinator import GroupConfig, GroupCoordinator
 from coordinator.checkpointer import Checkpointer
+from coordinator.gc_pause import gc_paused
 from protocol.errors import ErrorCode
 from protocol.records import build_batch
 from storage import StorageError
@@ -186,12 +187,13 @@ class GroupRuntime:
     async def _load_all(self) -> None:
         started = time.monotonic()
         count = from_checkpoint = 0
-        for partition in range(self.num_partitions):
-            replayed, used = self.checkpoints.load(partition, self.coordinator.load_partition)
-            count += replayed
-            from_checkpoint += used
-            self._loaded.add(partition)
-            await asyncio.sleep(0)  # let requests in meanwhile; they answer LOAD_IN_PROGRESS
+        with gc_paused():  # for the whole load: between partitions, collections would scan it all
+            for partition in range(self.num_partitions):
+                replayed, used = self.checkpoints.load(partition, self.coordinator.load_partition)
+                count += replayed
+                from_checkpoint += used
+                self._loaded.add(partition)
+                await asyncio.sleep(0)  # let requests in meanwhile; they answer LOAD_IN_PROGRESS
         self.loaded_event.set()
         log.info("loaded %d %s partitions (%d from checkpoints; %d records replayed) in %.1f ms",
                  self.num_partitions, OFFSETS_TOPIC, from_checkpoint, count, (time.monotonic() - started) * 1000)
