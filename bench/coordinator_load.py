@@ -42,6 +42,7 @@ log = logging.getLogger("bench.coordinator_load")
 
 
 def _timed(fn):
+    garbage_collector.unfreeze()  # what an earlier load froze, so that it can be freed
     garbage_collector.collect()
     wall, cpu = time.perf_counter(), time.process_time()
     out = fn()
@@ -58,7 +59,7 @@ def _load(mgr: LogManager, partitions: int, use_checkpoints: bool) -> GroupCoord
     gc = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=partitions), clock=clock,
                           timer=clock.timers, writer=RecordingWriter(), log=log)
     now = int(time.time() * 1000)
-    with gc_paused():  # as GroupRuntime._load_all
+    with gc_paused(freeze=True):  # as GroupRuntime._load_all
         for p in range(partitions):
             plog = mgr.get_or_create(TOPIC, p)
             loaded = checkpoint_store.load(plog, p, now, gc.load_partition, use_checkpoint=use_checkpoints)

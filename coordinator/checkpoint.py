@@ -68,6 +68,10 @@ class Checkpoint(NamedTuple):
 def encode(state: PartitionState, partition: int, offset: int, written_ms: int) -> bytes:
     groups = []
     for group_id in sorted(state.groups()):
+        undecoded = state.undecoded.get(group_id)
+        if undecoded is not None:  # untouched since the checkpoint it came from: as it was
+            groups.append((group_id, *undecoded))
+            continue
         topics = []
         by_topic: dict[str, list] = {}
         for (topic, p), value in state.offsets.get(group_id, {}).items():
@@ -106,24 +110,34 @@ def read_header(data: bytes, partition: int) -> tuple[int, int]:
     return offset, written_ms
 
 
-def decode(data: bytes, partition: int) -> Checkpoint:
-    """The checkpoint in `data`; CheckpointError if anything about it is off."""
+def decode(data: bytes, partition: int, lazy: bool = False) -> Checkpoint:
+    """The checkpoint in `data`; CheckpointError if anything about it is off. With `lazy`, groups
+    stay undecoded until a replay touches them (a checkpoint refresh); a problem inside one then
+    surfaces as CheckpointError at that point."""
     offset, written_ms = read_header(data, partition)
     try:
         groups = marshal.loads(memoryview(data)[_HEADER.size:])
-        state = PartitionState()
-        for group_id, metadata, topics in groups:
-            if metadata is not None:
-                state.metadata[group_id] = bytes(metadata)
-            if topics:
-                state.offsets[group_id] = _offsets(topics)
-            elif metadata is None:
-                raise CheckpointError(f"group {group_id!r} with neither metadata nor offsets")
+        state = PartitionState({group_id: (metadata, topics) for group_id, metadata, topics in groups},
+                               _decode_group)
+        if not lazy:
+            state.decode_all()
     except CheckpointError:
         raise
     except Exception as exc:  # a payload that passed the CRC but is not what encode writes
         raise CheckpointError(f"malformed payload: {exc!r}") from exc
     return Checkpoint(offset, written_ms, state)
+
+
+def _decode_group(group_id: str, entry) -> tuple[bytes | None, dict]:
+    metadata, topics = entry
+    if not topics and metadata is None:
+        raise CheckpointError(f"group {group_id!r} with neither metadata nor offsets")
+    try:
+        return (None if metadata is None else bytes(metadata)), _offsets(topics)
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        raise CheckpointError(f"malformed group {group_id!r}: {exc!r}") from exc
 
 
 def _offsets(topics) -> dict:

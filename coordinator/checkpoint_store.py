@@ -41,9 +41,10 @@ def checkpoint_path(partition_log) -> str:
     return os.path.join(partition_log.directory, CHECKPOINT_FILE)
 
 
-def start_state(partition_log, partition: int, now_ms: int) -> tuple[PartitionState, int, int | None]:
+def start_state(partition_log, partition: int, now_ms: int,
+                lazy: bool = False) -> tuple[PartitionState, int, int | None]:
     """(state, offset to replay from, when it was written) from a valid checkpoint, else (empty
-    state, log start offset, None)."""
+    state, log start offset, None). `lazy`: see checkpoint.decode."""
     path = checkpoint_path(partition_log)
     try:
         with open(path, "rb") as f:
@@ -53,7 +54,7 @@ def start_state(partition_log, partition: int, now_ms: int) -> tuple[PartitionSt
     except OSError as exc:
         return _reject(partition_log, path, f"unreadable: {exc}")
     try:
-        offset, written_ms, state = checkpoint.decode(data, partition)
+        offset, written_ms, state = checkpoint.decode(data, partition, lazy)
     except checkpoint.CheckpointError as exc:
         return _reject(partition_log, path, str(exc))
     age_ms, max_age_ms = now_ms - written_ms, partition_log.config.delete_retention_ms * MAX_AGE_FRACTION
@@ -69,7 +70,7 @@ def start_state(partition_log, partition: int, now_ms: int) -> tuple[PartitionSt
 
 
 class Loaded(NamedTuple):
-    state: PartitionState  # now the replay of the log up to `end`
+    state: PartitionState | None  # the replay of the log up to `end`, when kept (no checkpoint used)
     start: int             # where the replay began: the checkpoint's offset, or the log start
     end: int
     replayed: int          # records replayed from the log
@@ -77,26 +78,32 @@ class Loaded(NamedTuple):
 
 
 def load(partition_log, partition: int, now_ms: int, load_partition, use_checkpoint: bool = True) -> Loaded:
-    """Load one partition: `load_partition(partition, tail records, start state)` gets the
-    checkpoint's state and the log after it, or an empty state and the whole log (also when
-    use_checkpoint is False: benches and tests compare the two)."""
+    """Load one partition: `load_partition(partition, tail records, start state, keep_state)` gets
+    the checkpoint's state and the log after it, or an empty state and the whole log (also when
+    use_checkpoint is False: benches and tests compare the two). Without a checkpoint, the state
+    is kept (Loaded.state) to be written as one; else it is handed over to the groups (None)."""
     with gc_paused():
         if use_checkpoint:
             state, start, written_ms = start_state(partition_log, partition, now_ms)
         else:
             state, start, written_ms = PartitionState(), partition_log.log_start_offset, None
         tail, end = read_tail(partition_log, start)
-        load_partition(partition, tail, state)
-    return Loaded(state, start, end, len(tail), written_ms)
+        keep = written_ms is None and bool(tail)
+        load_partition(partition, tail, state, keep)
+    return Loaded(state if keep else None, start, end, len(tail), written_ms)
 
 
 def _reject(partition_log, path: str, reason: str) -> tuple[PartitionState, int, None]:
     log.warning("%s: ignoring checkpoint %s (%s); replaying the whole log", partition_log.name, path, reason)
+    remove(partition_log)
+    return PartitionState(), partition_log.log_start_offset, None
+
+
+def remove(partition_log) -> None:
     try:
-        os.unlink(path)
+        os.unlink(checkpoint_path(partition_log))
     except FileNotFoundError:
         pass
-    return PartitionState(), partition_log.log_start_offset, None
 
 
 def read_tail(partition_log, from_offset: int, up_to: int | None = None) -> tuple[list, int]:

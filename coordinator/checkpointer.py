@@ -24,6 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator import checkpoint_store
+from coordinator.checkpoint import CheckpointError
+from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
 
 log = logging.getLogger("kcoord.coordinator.checkpoint")
@@ -51,9 +53,9 @@ class Checkpointer:
         loaded = checkpoint_store.load(partition_log, partition, now, load_partition)
         if loaded.written_ms is not None:
             self.covered[partition] = (loaded.start, loaded.written_ms)
-        if loaded.replayed >= self.interval_records or (loaded.written_ms is None and loaded.replayed):
-            if loaded.end <= partition_log.recovery_point:  # else rebuilt from the durable part later
-                self._fresh[partition] = (loaded.state, loaded.end, now)
+        if loaded.state is not None and loaded.end <= partition_log.recovery_point:
+            self._fresh[partition] = (loaded.state, loaded.end, now)  # else rebuilt from the durable part
+        if loaded.replayed >= self.interval_records or loaded.state is not None:
             self.request(partition)
         return loaded.replayed, loaded.written_ms is not None
 
@@ -93,11 +95,12 @@ class Checkpointer:
         """Clean shutdown: finish queued work, then checkpoint every partition with a tail."""
         self._queue.clear()
         await self.idle()
-        for partition in partitions:
-            partition_log = self._log_for(partition)
-            offset = self.covered.get(partition, (partition_log.log_start_offset, 0))[0]
-            if partition in self._fresh or partition_log.recovery_point > offset:
-                await self.write(partition)
+        with gc_paused():  # the process is about to exit: no point collecting
+            for partition in partitions:
+                partition_log = self._log_for(partition)
+                offset = self.covered.get(partition, (partition_log.log_start_offset, 0))[0]
+                if partition in self._fresh or partition_log.recovery_point > offset:
+                    await self.write(partition)
 
     # ------------------------------------------------------------------ writing
     async def write(self, partition: int) -> None:
@@ -106,10 +109,19 @@ class Checkpointer:
         if fresh is not None:
             state, offset, read_ms = fresh
         else:
+            # The previous checkpoint's groups stay undecoded unless the tail touches them.
             read_ms = self._clock.now_ms()
-            state, start, _ = checkpoint_store.start_state(partition_log, partition, read_ms)
-            tail, offset = checkpoint_store.read_tail(partition_log, start, partition_log.recovery_point)
-            state.replay(tail, self._logger)
+            try:
+                with gc_paused():
+                    state, start, _ = checkpoint_store.start_state(partition_log, partition, read_ms, lazy=True)
+                    tail, offset = checkpoint_store.read_tail(partition_log, start, partition_log.recovery_point)
+                    state.replay(tail, self._logger)
+            except CheckpointError as exc:
+                log.warning("%s: its checkpoint is unusable (%s); the next load replays the whole log",
+                            partition_log.name, exc)
+                checkpoint_store.remove(partition_log)
+                self.covered.pop(partition, None)
+                return
         try:
             size = await asyncio.get_running_loop().run_in_executor(
                 None, checkpoint_store.write, partition_log, partition, state, offset, read_ms)
@@ -118,5 +130,5 @@ class Checkpointer:
             return
         self.covered[partition] = (offset, read_ms)
         self.written += 1
-        log.debug("%s: checkpoint at offset %d: %d groups, %d offsets, %d bytes", partition_log.name, offset,
-                  len(state.groups()), state.offset_count(), size)
+        log.debug("%s: checkpoint at offset %d: %d groups, %d bytes", partition_log.name, offset,
+                  len(state.groups()), size)

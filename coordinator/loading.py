@@ -27,16 +27,20 @@ class LoadingMixin(RebalanceMixin):
     def begin_load(self, partition: int) -> None:
         self.loading_partitions.add(partition)
 
-    def load_partition(self, partition: int, records: Iterable, state: PartitionState | None = None) -> int:
+    def load_partition(self, partition: int, records: Iterable, state: PartitionState | None = None,
+                       keep_state: bool = False) -> int:
         """Replay `records`, oldest first: protocol.records.Record objects (anything with .key and
         .value) or (key, value[, headers]) tuples, on top of `state` (what the log before them left,
-        e.g. a checkpoint's; it is updated in place). Returns how many groups were loaded."""
+        e.g. a checkpoint's; it is updated in place). The groups take the state's offset tables
+        unless `keep_state` (the caller still needs it, e.g. to write it as a checkpoint): then
+        they get copies. Returns how many groups were loaded."""
         self.loading_partitions.add(partition)
         state = PartitionState() if state is None else state
         try:
             with gc_paused():
+                state.decode_all()
                 touched = state.replay(records, self.log)
-                loaded = self._build_groups(state)
+                loaded = self._build_groups(state, keep_state)
             for group_id in touched - state.groups():
                 self.groups.pop(group_id, None)  # tombstoned
         finally:
@@ -49,20 +53,23 @@ class LoadingMixin(RebalanceMixin):
                       partition, len(loaded))
         return len(loaded)
 
-    def _build_groups(self, state: PartitionState) -> list[GroupMetadata]:
+    def _build_groups(self, state: PartitionState, keep_state: bool) -> list[GroupMetadata]:
         """A group per group of the state: from its last GroupMetadata value if it has one (else a
         simple group holding only offsets), with its offsets replayed."""
         now = self.now_ms()
         loaded = []
-        no_offsets: dict = {}
         for group_id in state.groups():
             value = state.metadata.get(group_id)
             if value is not None:
                 group = group_from_metadata_value(group_id, decode_group_metadata_value(value), now)
             else:
                 group = GroupMetadata(group_id, now)  # offsets only: a simple (or deleted-then-reused) group
-            # The group gets its own table (a copy): the state may be kept, e.g. for a checkpoint.
-            replay_offset_commits(group, state.offsets.get(group_id, no_offsets))
+            offsets = state.offsets.get(group_id)
+            if offsets is not None:
+                if keep_state:
+                    replay_offset_commits(group, offsets)  # into the group's own table (a copy)
+                else:
+                    group.offsets = offsets  # what that replay leaves in a fresh group, without the copy
             self.groups[group_id] = group
             loaded.append(group)
         return loaded

@@ -10,12 +10,16 @@ surviving key and value is then decoded once, and offsets are applied with
 `coordinator.replay.apply_offset_records`, the function the live path uses. Replaying a log in
 two parts (a checkpoint's state, then the tail after it) therefore leaves the same state as
 replaying it whole.
+
+A state read from a checkpoint may keep groups undecoded (`undecoded`, with the function that
+decodes one): a replay decodes only the groups its records touch, and a checkpoint rewrite copies
+the others as they were. So refreshing a checkpoint costs its tail, not the whole partition.
 """
 from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import attrgetter, itemgetter
 
 from coordinator.replay import apply_offset_records
@@ -32,24 +36,42 @@ Offsets = dict[tuple[str, int], OffsetCommitValue]
 
 
 class PartitionState:
-    __slots__ = ("metadata", "offsets")
+    __slots__ = ("metadata", "offsets", "undecoded", "_decode_group")
 
-    def __init__(self) -> None:
+    def __init__(self, undecoded: dict | None = None,
+                 decode_group: Callable[[str, object], tuple[bytes | None, Offsets]] | None = None) -> None:
         self.metadata: dict[str, bytes] = {}       # group id -> GroupMetadataValue bytes
         self.offsets: dict[str, Offsets] = {}      # group id -> (topic, partition) -> value, never empty
+        self.undecoded: dict[str, object] = undecoded or {}  # group id -> its entry in a checkpoint
+        self._decode_group = decode_group
 
     def __eq__(self, other) -> bool:
-        return (isinstance(other, PartitionState) and self.metadata == other.metadata
-                and self.offsets == other.offsets)
+        if not isinstance(other, PartitionState):
+            return False
+        self.decode_all()
+        other.decode_all()
+        return self.metadata == other.metadata and self.offsets == other.offsets
 
     def __repr__(self) -> str:
-        return f"PartitionState({len(self.groups())} groups, {self.offset_count()} offsets)"
+        return f"PartitionState({len(self.groups())} groups)"
 
     def groups(self) -> set[str]:
-        return self.metadata.keys() | self.offsets.keys()
+        return self.metadata.keys() | self.offsets.keys() | self.undecoded.keys()
 
     def offset_count(self) -> int:
+        self.decode_all()
         return sum(map(len, self.offsets.values()))
+
+    def decode_all(self) -> None:
+        for group_id in list(self.undecoded):
+            self._decode(group_id)
+
+    def _decode(self, group_id: str) -> None:
+        metadata, offsets = self._decode_group(group_id, self.undecoded.pop(group_id))
+        if metadata is not None:
+            self.metadata[group_id] = metadata
+        if offsets:
+            self.offsets[group_id] = offsets
 
     def replay(self, records: Iterable, log) -> set[str]:
         """Fold `records` (oldest first: objects with .key and .value, or (key, value[, headers])
@@ -61,6 +83,8 @@ class PartitionState:
         get_key_value = attrgetter("key", "value") if hasattr(first, "key") else itemgetter(0, 1)
         latest = dict(map(get_key_value, itertools.chain((first,), it)))
         metadata, offsets = _decode_latest(latest, log)
+        for group_id in self.undecoded.keys() & (metadata.keys() | offsets.keys()):
+            self._decode(group_id)
         for group_id, value in metadata.items():
             if value is None:
                 self.metadata.pop(group_id, None)

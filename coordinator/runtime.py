@@ -187,7 +187,7 @@ class GroupRuntime:
     async def _load_all(self) -> None:
         started = time.monotonic()
         count = from_checkpoint = 0
-        with gc_paused():  # for the whole load: between partitions, collections would scan it all
+        with gc_paused(freeze=True):  # for the whole load: between partitions, collections would scan it all
             for partition in range(self.num_partitions):
                 replayed, used = self.checkpoints.load(partition, self.coordinator.load_partition)
                 count += replayed

@@ -75,6 +75,17 @@ def test_checkpoint_then_tail_leaves_the_state_a_full_replay_leaves(records, dat
     assert _through_checkpoint(records, split) == _replayed(records)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories, st.data())
+def test_refreshed_checkpoint_equals_a_full_replay(records, data):
+    # A refresh decodes only the groups the tail touches and copies the others as they were.
+    first, second = sorted(data.draw(st.lists(st.integers(0, len(records)), min_size=2, max_size=2)))
+    old = checkpoint.encode(_replayed(records[:first]), 7, first, NOW)
+    lazy = checkpoint.decode(old, 7, lazy=True).state
+    refreshed = checkpoint.encode(_replayed(records[first:second], lazy), 7, second, NOW)
+    assert _replayed(records[second:], checkpoint.decode(refreshed, 7).state) == _replayed(records)
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories, st.data())
 def test_coordinator_loaded_from_checkpoint_serves_the_same_groups(records, data):
