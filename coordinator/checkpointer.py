@@ -9,7 +9,7 @@ live on in a checkpoint.
 
 Written, one partition at a time (the file I/O in a worker thread):
 * after a load that replayed `interval_records` or more, or a whole log without a checkpoint
-  (that state is in hand: written as is);
+  (that state is in hand: written as is), once every partition is loaded and served;
 * once `interval_records` durable records accumulated after a partition's checkpoint;
 * on each sweep (every offsets.retention.check.interval.ms) for partitions with a tail, or whose
   checkpoint reaches a quarter of delete.retention.ms (it would be refused at half);
@@ -42,6 +42,7 @@ class Checkpointer:
         self._fresh: dict[int, tuple[PartitionState, int, int]] = {}  # states from loads, to write
         self._queue: dict[int, None] = {}  # partitions waiting, in order
         self._worker: asyncio.Task | None = None
+        self._started = False  # requests only queue until the load is over: serving comes first
         self.written = 0
 
     # ------------------------------------------------------------------ loading
@@ -75,9 +76,15 @@ class Checkpointer:
             if partition_log.recovery_point > offset or (old and partition in self.covered):
                 self.request(partition)
 
+    def start(self) -> None:
+        """The load is over: write what it queued, and from now on as requested."""
+        self._started = True
+        if self._queue:
+            self.request(next(iter(self._queue)))
+
     def request(self, partition: int) -> None:
         self._queue[partition] = None
-        if self._worker is None or self._worker.done():
+        if self._started and (self._worker is None or self._worker.done()):
             self._worker = asyncio.get_running_loop().create_task(self._drain(), name="offsets checkpoints")
 
     async def _drain(self) -> None:

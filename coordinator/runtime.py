@@ -195,6 +195,7 @@ class GroupRuntime:
                 self._loaded.add(partition)
                 await asyncio.sleep(0)  # let requests in meanwhile; they answer LOAD_IN_PROGRESS
         self.loaded_event.set()
+        self.checkpoints.start()
         log.info("loaded %d %s partitions (%d from checkpoints; %d records replayed) in %.1f ms",
                  self.num_partitions, OFFSETS_TOPIC, from_checkpoint, count, (time.monotonic() - started) * 1000)
         self._sweep_task = asyncio.get_running_loop().create_task(self._sweep(), name="offsets checkpoint sweep")

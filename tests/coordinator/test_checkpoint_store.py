@@ -198,3 +198,30 @@ def test_runtime_writes_a_checkpoint_after_n_durable_records(tmp_path):
         await mgr.close()
 
     asyncio.run(scenario())
+
+
+def test_checkpoints_of_a_load_wait_until_every_partition_is_loaded(plog):
+    from coordinator.checkpointer import Checkpointer
+    from coordinator.testing import ManualClock
+
+    _append(plog, [_commit_record("g", 0, 1), _commit_record("g", 1, 2)])
+    loaded = []
+
+    async def scenario() -> None:
+        checkpoints = Checkpointer(lambda p: plog, ManualClock(), interval_records=1000)
+        def load_partition(p, records, state, keep):
+            state.replay(records, LOG)
+            loaded.append((records, keep))
+
+        checkpoints.load(0, load_partition)
+        await asyncio.sleep(0)
+        assert checkpoints._worker is None and not os.path.exists(checkpoint_store.checkpoint_path(plog))
+        checkpoints.start()
+        await checkpoints.idle()
+        assert checkpoints.covered[0][0] == 2
+
+    asyncio.run(scenario())
+    assert loaded == [([_commit_record("g", 0, 1), _commit_record("g", 1, 2)], True)]  # kept: to be written
+    with open(checkpoint_store.checkpoint_path(plog), "rb") as f:
+        stored = checkpoint.decode(f.read(), 0)
+    assert stored.offset == 2 and set(stored.state.offsets["g"]) == {("t", 0), ("t", 1)}
