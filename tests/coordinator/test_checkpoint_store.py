@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import tempfile
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coordinator import GroupConfig, checkpoint, checkpoint_store
 from coordinator.partition_state import PartitionState
@@ -14,7 +17,8 @@ from coordinator.results import OffsetCommitRequestPartition as P
 from coordinator.runtime import GroupRuntime
 from protocol import consumer_offsets as co
 from protocol.records import build_batch
-from storage import LogManager
+from storage import LogConfig, LogManager
+from tests.coordinator.test_checkpoint import NOW, histories
 
 LOG = logging.getLogger("test.checkpoint_store")
 TOPIC = "__consumer_offsets"
@@ -225,3 +229,37 @@ def test_checkpoints_of_a_load_wait_until_every_partition_is_loaded(plog):
     with open(checkpoint_store.checkpoint_path(plog), "rb") as f:
         stored = checkpoint.decode(f.read(), 0)
     assert stored.offset == 2 and set(stored.state.offsets["g"]) == {("t", 0), ("t", 1)}
+
+
+# ---------------------------------------------------------------- compaction
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories, st.data())
+def test_compaction_after_a_checkpoint_changes_nothing_a_load_sees(records, data):
+    """Compaction may drop records below (and superseded ones above) the checkpoint offset; a load
+    from the checkpoint still equals a full replay. Once tombstones can be dropped, the checkpoint
+    is too old to be trusted and the load replays the (compacted) log, with the same result."""
+    split = data.draw(st.integers(0, len(records)))
+    batch = data.draw(st.integers(1, 5))
+    with tempfile.TemporaryDirectory() as tmp:
+        config = LogConfig(cleanup_policy="compact", segment_bytes=2000, min_cleanable_dirty_ratio=0.0)
+        mgr = LogManager(tmp, default_config=config)
+        plog = mgr.get_or_create(TOPIC, 0)
+        _append(plog, *(records[i:min(i + batch, split)] for i in range(0, split, batch)))
+        checkpoint_store.write(plog, 0, _state(checkpoint_store.read_tail(plog, 0)[0]), split, NOW)
+        _append(plog, *(records[i:i + batch] for i in range(split, len(records), batch)))
+        plog.roll()  # every record in a cleanable segment
+        plog.compact(now_ms=NOW)  # tombstones kept, stamped with their delete horizon
+        state, start, written = checkpoint_store.start_state(plog, 0, now_ms=NOW)
+        assert (start, written) == (split, NOW)
+        state.replay(checkpoint_store.read_tail(plog, start)[0], LOG)
+        assert state == _state(records)
+
+        late = NOW + config.delete_retention_ms + 1
+        plog.compact(now_ms=late)  # past the horizon: tombstones go
+        state, start, written = checkpoint_store.start_state(plog, 0, now_ms=late)
+        assert written is None
+        state.replay(checkpoint_store.read_tail(plog, start)[0], LOG)
+        assert state == _state(records)
+        asyncio.run(mgr.close())
