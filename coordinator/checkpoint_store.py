@@ -93,6 +93,17 @@ def load(partition_log, partition: int, now_ms: int, load_partition, use_checkpo
     return Loaded(state if keep else None, start, end, len(tail), written_ms)
 
 
+def refreshed_state(partition_log, partition: int, now_ms: int, logger) -> tuple[PartitionState, int]:
+    """(state, offset) for a new checkpoint: the current one's state (its groups left undecoded
+    unless the tail touches them) with the durable log after it replayed. CheckpointError if a
+    group of the checkpoint turns out undecodable."""
+    with gc_paused():
+        state, start, _ = start_state(partition_log, partition, now_ms, lazy=True)
+        tail, offset = read_tail(partition_log, start, partition_log.recovery_point)
+        state.replay(tail, logger)
+    return state, offset
+
+
 def _reject(partition_log, path: str, reason: str) -> tuple[PartitionState, int, None]:
     log.warning("%s: ignoring checkpoint %s (%s); replaying the whole log", partition_log.name, path, reason)
     remove(partition_log)

@@ -116,13 +116,9 @@ class Checkpointer:
         if fresh is not None:
             state, offset, read_ms = fresh
         else:
-            # The previous checkpoint's groups stay undecoded unless the tail touches them.
             read_ms = self._clock.now_ms()
             try:
-                with gc_paused():
-                    state, start, _ = checkpoint_store.start_state(partition_log, partition, read_ms, lazy=True)
-                    tail, offset = checkpoint_store.read_tail(partition_log, start, partition_log.recovery_point)
-                    state.replay(tail, self._logger)
+                state, offset = checkpoint_store.refreshed_state(partition_log, partition, read_ms, self._logger)
             except CheckpointError as exc:
                 log.warning("%s: its checkpoint is unusable (%s); the next load replays the whole log",
                             partition_log.name, exc)
