@@ -43,10 +43,10 @@ class Checkpointer:
         self._queue: dict[int, None] = {}  # partitions waiting, in order
         self._worker: asyncio.Task | None = None
         self._started = False  # requests only queue until the load is over: serving comes first
-        self.written = 0
 
     # ------------------------------------------------------------------ loading
-    def load(self, partition: int, load_partition: Callable[[int, list, PartitionState], Any]) -> tuple[int, bool]:
+    def load(self, partition: int,
+             load_partition: Callable[[int, list, PartitionState, bool], Any]) -> tuple[int, bool]:
         """Load one partition: checkpoint + tail, or the whole log. Returns (records replayed,
         whether a checkpoint was used)."""
         partition_log = self._log_for(partition)
@@ -111,27 +111,30 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ writing
     async def write(self, partition: int) -> None:
+        """Write the partition's checkpoint now. Never raises: a checkpoint is an optimisation."""
         partition_log = self._log_for(partition)
-        fresh = self._fresh.pop(partition, None)
-        if fresh is not None:
-            state, offset, read_ms = fresh
-        else:
-            read_ms = self._clock.now_ms()
-            try:
-                state, offset = checkpoint_store.refreshed_state(partition_log, partition, read_ms, self._logger)
-            except CheckpointError as exc:
-                log.warning("%s: its checkpoint is unusable (%s); the next load replays the whole log",
-                            partition_log.name, exc)
-                checkpoint_store.remove(partition_log)
-                self.covered.pop(partition, None)
-                return
         try:
-            size = await asyncio.get_running_loop().run_in_executor(
-                None, checkpoint_store.write, partition_log, partition, state, offset, read_ms)
-        except OSError as exc:
-            log.warning("%s: writing its checkpoint failed (%s); the next load replays more", partition_log.name, exc)
-            return
+            await self._write(partition, partition_log)
+        except CheckpointError as exc:
+            log.warning("%s: its checkpoint is unusable (%s); the next load replays the whole log",
+                        partition_log.name, exc)
+            checkpoint_store.remove(partition_log)
+            self.covered.pop(partition, None)
+        except Exception:
+            log.exception("%s: writing its checkpoint failed; the next load replays more", partition_log.name)
+
+    async def _write(self, partition: int, partition_log) -> None:
+        fresh = self._fresh.pop(partition, None)
+        read_ms = self._clock.now_ms()
+        if fresh is None:
+            state, offset = checkpoint_store.refreshed_state(partition_log, partition, read_ms, self._logger)
+        else:  # a load's state, fully decoded and the groups' tables copied: bring it up to date
+            state, end, read_ms = fresh
+            with gc_paused():
+                tail, offset = checkpoint_store.read_tail(partition_log, end, partition_log.recovery_point)
+                state.replay(tail, self._logger)
+        size = await asyncio.get_running_loop().run_in_executor(
+            None, checkpoint_store.write, partition_log, partition, state, offset, read_ms)
         self.covered[partition] = (offset, read_ms)
-        self.written += 1
         log.debug("%s: checkpoint at offset %d: %d groups, %d bytes", partition_log.name, offset,
                   len(state.groups()), size)

@@ -220,15 +220,16 @@ def test_checkpoints_of_a_load_wait_until_every_partition_is_loaded(plog):
         checkpoints.load(0, load_partition)
         await asyncio.sleep(0)
         assert checkpoints._worker is None and not os.path.exists(checkpoint_store.checkpoint_path(plog))
+        _append(plog, [_commit_record("g", 2, 3)])  # written meanwhile: the checkpoint covers it too
         checkpoints.start()
         await checkpoints.idle()
-        assert checkpoints.covered[0][0] == 2
+        assert checkpoints.covered[0][0] == 3
 
     asyncio.run(scenario())
     assert loaded == [([_commit_record("g", 0, 1), _commit_record("g", 1, 2)], True)]  # kept: to be written
     with open(checkpoint_store.checkpoint_path(plog), "rb") as f:
         stored = checkpoint.decode(f.read(), 0)
-    assert stored.offset == 2 and set(stored.state.offsets["g"]) == {("t", 0), ("t", 1)}
+    assert stored.offset == 3 and set(stored.state.offsets["g"]) == {("t", 0), ("t", 1), ("t", 2)}
 
 
 # ---------------------------------------------------------------- compaction
