@@ -118,7 +118,7 @@ def decode(data: bytes, partition: int, lazy: bool = False) -> Checkpoint:
     try:
         groups = marshal.loads(memoryview(data)[_HEADER.size:])
         state = PartitionState({group_id: (metadata, topics) for group_id, metadata, topics in groups},
-                               _decode_group)
+                               partial(_decode_group, {}))
         if not lazy:
             state.decode_all()
     except CheckpointError:
@@ -128,30 +128,34 @@ def decode(data: bytes, partition: int, lazy: bool = False) -> Checkpoint:
     return Checkpoint(offset, written_ms, state)
 
 
-def _decode_group(group_id: str, entry) -> tuple[bytes | None, dict]:
+def _decode_group(keys_cache: dict, group_id: str, entry) -> tuple[bytes | None, dict]:
     metadata, topics = entry
     if not topics and metadata is None:
         raise CheckpointError(f"group {group_id!r} with neither metadata nor offsets")
     try:
-        return (None if metadata is None else bytes(metadata)), _offsets(topics)
+        return (None if metadata is None else bytes(metadata)), _offsets(topics, keys_cache)
     except CheckpointError:
         raise
     except Exception as exc:
         raise CheckpointError(f"malformed group {group_id!r}: {exc!r}") from exc
 
 
-def _offsets(topics) -> dict:
+def _offsets(topics, keys_cache: dict) -> dict:
     table: dict = {}
     for topic, partitions, offsets, epochs, commit_ts, expire_ts, metadata, topic_ids in topics:
         if not isinstance(topic, str):
             raise CheckpointError("topic is not a string")
-        partitions = _column("i", partitions)
-        n = len(partitions)
+        # Groups consuming the same partitions of a topic share one tuple of (topic, partition) keys:
+        # a million offsets over a few topics then cost far fewer key objects.
+        keys = keys_cache.get((topic, partitions))
+        if keys is None:
+            column = _column("i", partitions)
+            keys = keys_cache[(topic, partitions)] = tuple(zip(repeat(topic, len(column)), column, strict=True))
+        n = len(keys)
         # strict zips: columns of different lengths raise ValueError (a malformed payload)
         columns = (_unpack("q", offsets, n), _unpack(None, metadata, n), _unpack("q", commit_ts, n),
                    _unpack("i", epochs, n), _unpack("q", expire_ts, n), _unpack(None, topic_ids, n))
-        values = map(_new_value, zip(*columns, strict=True))
-        table.update(zip(zip(repeat(topic, n), partitions, strict=True), values, strict=True))
+        table.update(zip(keys, map(_new_value, zip(*columns, strict=True)), strict=True))
     return table
 
 
