@@ -12,7 +12,8 @@ GroupRuntime loads (storage read, batch decode, replay, groups built), best of `
 Baseline, same run: reading the same segment bytes from disk (page cache). Wall and process CPU
 are both reported: the machine is shared, so wall time carries other processes' load.
 With --e2e (or quick=False), also the process start to serving of the real server
-(bench.load.start_time) on the store without checkpoints, with them, and empty.
+(bench.load.start_time, median of `runs`, interleaved) on the store without checkpoints, with
+them, and empty.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 
 from bench import load as store_bench
-from bench.runner import main, ratio, settings
+from bench.runner import main, median, ratio, settings
 from coordinator import GroupConfig, GroupCoordinator, checkpoint_store
 from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
@@ -116,6 +117,20 @@ def _best(fn, runs: int):
     return wall, cpu, results[-1][2]
 
 
+def _e2e(without_checkpoints: Path, with_checkpoints: Path, runs: int) -> dict:
+    """Process start to serving, median of `runs`, interleaved so that drifts in machine load hit
+    the three alike (each start works on its own copy of the store)."""
+    probes = store_bench.probe_groups()
+    times: dict[str, list[float]] = {"e2e empty s": [], "e2e full replay s": [], "e2e ckpt+tail s": []}
+    for _ in range(runs):
+        times["e2e empty s"].append(store_bench.start_time(None, probes))
+        times["e2e full replay s"].append(store_bench.start_time(without_checkpoints, probes))
+        times["e2e ckpt+tail s"].append(store_bench.start_time(with_checkpoints, probes))
+    out = {name: median(values) for name, values in times.items()}
+    out["e2e ckpt+tail - empty s"] = out["e2e ckpt+tail s"] - out["e2e empty s"]
+    return out
+
+
 def measure(n: int, runs: int, e2e: bool) -> dict:
     store = store_bench.generate(n)
     work = Path(tempfile.mkdtemp(prefix="kcoord-bench-coordinator-load-"))
@@ -123,9 +138,6 @@ def measure(n: int, runs: int, e2e: bool) -> dict:
         data = work / "data"
         shutil.copytree(store, data, ignore=shutil.ignore_patterns(".complete"))
         row: dict = {"live offsets": n, "groups": min(n, store_bench.GROUPS)}
-        if e2e:
-            probes = store_bench.probe_groups()
-            row["e2e full replay s"] = store_bench.start_time(data, probes)
         read_s, read_cpu, size = _best(lambda: _read_bytes(data), runs)
         open_s, _, mgr = _timed(lambda: LogManager(str(data)))
         full_s, full_cpu, full = _best(lambda: _load(mgr, store_bench.PARTITIONS, False), runs)
@@ -137,7 +149,11 @@ def measure(n: int, runs: int, e2e: bool) -> dict:
         expected = _load(mgr, store_bench.PARTITIONS, False)
         assert _offsets(resumed) == _offsets(expected), "checkpoint + tail differs from a full replay"
         del resumed, expected
+        asyncio.run(mgr.close())
+        starts = _e2e(store, data, runs) if e2e else {}  # before the refresh: checkpoints + the tail
+        mgr = LogManager(str(data))
         refresh_s, refresh_cpu, _ = _timed(lambda: _refresh_checkpoints(mgr, store_bench.PARTITIONS))
+        asyncio.run(mgr.close())
         row.update({
             "store MB": round(size / 1e6, 1), "checkpoints MB": round(checkpoint_bytes / 1e6, 1),
             "read bytes s": read_s, "open+recover s": open_s,
@@ -146,12 +162,8 @@ def measure(n: int, runs: int, e2e: bool) -> dict:
             "full/read": ratio(full_s, read_s), "ckpt+tail/read": ratio(ckpt_s, read_s),
             "full/ckpt+tail": ratio(full_s, ckpt_s), "read cpu s": read_cpu,
             "first checkpoints s": first_s, "refresh checkpoints s": refresh_s,
-            "refresh checkpoints cpu s": refresh_cpu,
+            "refresh checkpoints cpu s": refresh_cpu, **starts,
         })
-        asyncio.run(mgr.close())
-        if e2e:
-            row["e2e ckpt+tail s"] = store_bench.start_time(data, probes)
-            row["e2e empty s"] = store_bench.start_time(None, probes)
         return row
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -172,8 +184,8 @@ def run(quick: bool = False, e2e: bool | None = None) -> dict:
             "first checkpoints: full replay + write of all 50 (a first start without them); refresh "
             "checkpoints: all 50 rewritten after the tail (which touches every group: a worst case).",
             "e2e: process start -> OffsetFetch answers on every offsets partition (bench.load.start_time, "
-            "one start each, on a copy): before any checkpoint exists, then with the checkpoints and tail "
-            "written in process, and on an empty store.",
+            "median of runs, interleaved): the store before any checkpoint exists, with the checkpoints "
+            "and tail written in process, and an empty store (interpreter start and imports).",
         ],
     }
 
