@@ -45,7 +45,7 @@ class PartitionState:
         self.undecoded: dict[str, object] = undecoded or {}  # group id -> its entry in a checkpoint
         self._decode_group = decode_group
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other) -> bool:  # decodes both first (tests compare states)
         if not isinstance(other, PartitionState):
             return False
         self.decode_all()
@@ -57,10 +57,6 @@ class PartitionState:
 
     def groups(self) -> set[str]:
         return self.metadata.keys() | self.offsets.keys() | self.undecoded.keys()
-
-    def offset_count(self) -> int:
-        self.decode_all()
-        return sum(map(len, self.offsets.values()))
 
     def decode_all(self) -> None:
         for group_id in list(self.undecoded):
