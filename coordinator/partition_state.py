@@ -100,8 +100,10 @@ def _decode_latest(latest: dict, log) -> tuple[dict[str, bytes | None], dict[str
     metadata: dict[str, bytes | None] = {}
     offsets_by_group: dict[str, dict[tuple[str, int], OffsetCommitValue | None]] = {}
     # OffsetCommitKey = version, group, topic | partition: the (version, group, topic) prefix repeats
-    # for every partition of a topic, so it is split and validated once.
-    prefixes: dict[bytes, tuple[dict, str]] = {}
+    # for every partition of a topic, so it is split and validated once. The (topic, partition) keys
+    # are shared by every group of a topic: fewer objects for the same tables.
+    prefixes: dict[bytes, tuple[dict, dict, str]] = {}
+    keys_by_topic: dict[str, dict[int, tuple[str, int]]] = {}
     unpack_partition = _PARTITION.unpack_from
     decode_value = decode_offset_commit_value
     for key, value in latest.items():
@@ -115,9 +117,13 @@ def _decode_latest(latest: dict, log) -> tuple[dict[str, bytes | None], dict[str
                     group_offsets = offsets_by_group.get(group_id)
                     if group_offsets is None:
                         group_offsets = offsets_by_group[group_id] = {}
-                    known = prefixes[key[:n]] = (group_offsets, topic)
+                    known = prefixes[key[:n]] = (group_offsets, keys_by_topic.setdefault(topic, {}), topic)
                 # A tombstone stays as None so that replay deletes the offset.
-                known[0][(known[1], unpack_partition(key, n)[0])] = None if value is None else decode_value(value)
+                partition = unpack_partition(key, n)[0]
+                tp = known[1].get(partition)
+                if tp is None:
+                    tp = known[1][partition] = (known[2], partition)
+                known[0][tp] = None if value is None else decode_value(value)
                 continue
             k = decode_key(key)
         except (DecodeError, UnicodeDecodeError, IndexError, TypeError) as e:
