@@ -79,7 +79,9 @@ def spark_local2(root):
 
 
 def run(quick=False):
+    """Wall-clock rates; the settings carry the load average, since other work shares the cores."""
     records = 1_000_000 if quick else 10_000_000
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="kcoord-bench-analytics-") as root:
         t0 = time.perf_counter()
         written = generate_store(root, records)
@@ -97,7 +99,8 @@ def run(quick=False):
             r["vs_baseline"] = round(r["records_per_s"] / base, 2)
     return {"name": "analytics", "settings": {"records": written, "store_bytes": size,
                                               "segments": len(segments),
-                                              "generate_s": round(gen_s, 1), "cores": os.cpu_count()},
+                                              "generate_s": round(gen_s, 1), "cores": os.cpu_count(),
+                                              "load_avg_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)]},
             "rows": result_rows}
 
 
