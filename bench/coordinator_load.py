@@ -5,6 +5,7 @@ records, Empty) and N live OffsetCommit records spread over them, plus ~10% supe
 Timed: `gc.load_partition` over one partition holding all of them. Baseline, same run: the floor
 any loader pays, reducing the same records to the last value per key in a dict.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,12 @@ def make_records(offsets: int) -> list[tuple[bytes, bytes | None]]:
     out = []
     for g in range(min(GROUPS, offsets)):
         group = f"load-group-{g}"
-        out.append((co.encode_group_metadata_key(group),
-                    co.encode_group_metadata_value(co.GroupMetadataValue("consumer", 1, None, None, now))))
+        out.append(
+            (
+                co.encode_group_metadata_key(group),
+                co.encode_group_metadata_value(co.GroupMetadataValue("consumer", 1, None, None, now)),
+            )
+        )
         for p in range(per_group):
             key = co.encode_offset_commit_key(group, TOPIC, p)
             if p % 10 == 0:  # an older commit of the same partition, superseded below
@@ -64,17 +69,33 @@ def run(quick: bool = False) -> dict:
         assert loaded == n, (loaded, n)
         base = min(baseline_once(records) for _ in range(3))
         best = min(times)
-        rows.append({"live_offsets": n, "records": len(records), "groups": len(gc.groups),
-                     "load_s": round(best, 3), "load_cpu_s": round(min(cpus), 3), "baseline_dict_s": round(base, 3),
-                     "ratio_vs_baseline": round(best / base, 1) if base else 0.0,
-                     "offsets_per_s": int(n / best)})
-    return {"name": "coordinator_load",
-            "settings": {"groups": GROUPS, "runs": 3, "timing": "best of 3 (wall and process CPU)",
-                         "loadavg_at_start": round(os.getloadavg()[0], 2), "cores": os.cpu_count()},
-            "rows": rows}
+        rows.append(
+            {
+                "live_offsets": n,
+                "records": len(records),
+                "groups": len(gc.groups),
+                "load_s": round(best, 3),
+                "load_cpu_s": round(min(cpus), 3),
+                "baseline_dict_s": round(base, 3),
+                "ratio_vs_baseline": round(best / base, 1) if base else 0.0,
+                "offsets_per_s": int(n / best),
+            }
+        )
+    return {
+        "name": "coordinator_load",
+        "settings": {
+            "groups": GROUPS,
+            "runs": 3,
+            "timing": "best of 3 (wall and process CPU)",
+            "loadavg_at_start": round(os.getloadavg()[0], 2),
+            "cores": os.cpu_count(),
+        },
+        "rows": rows,
+    }
 
 
 if __name__ == "__main__":
     import json
     import sys
+
     print(json.dumps(run(quick="--quick" in sys.argv), indent=1))

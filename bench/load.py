@@ -15,6 +15,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from bench import loadgen_wire as w
+from bench.loadgen_client import KafkaConn
 from bench.loadgen_server import KcoordServer
 from bench.runner import RESULTS, arun, main, median, ratio, settings
 
@@ -80,7 +82,20 @@ def probe_groups() -> tuple[str, ...]:
     return tuple(seen.values())
 
 
-def start_time(store: Path | None, probes: tuple[str, ...]) -> float:
+async def _loaded_offsets(port: int, group: str) -> dict:
+    conn = await KafkaConn.open(port)
+    try:
+        _, offsets, _ = w.parse_offset_fetch(
+            await conn.call(w.OFFSET_FETCH, w.OFFSET_FETCH_V, w.offset_fetch(group, None))
+        )
+        return offsets
+    finally:
+        conn.close()
+
+
+def start_time(store: Path | None, probes: tuple[str, ...], expect: int = 0) -> float:
+    """Seconds from spawn to serving; with `expect`, checks a probe group got its offsets back
+    (a fast start that lost the data would be no result)."""
     work = tempfile.mkdtemp(prefix="kcoord-bench-load-")
     data = os.path.join(work, "data")
     if store is None:
@@ -89,7 +104,13 @@ def start_time(store: Path | None, probes: tuple[str, ...]) -> float:
         shutil.copytree(store, data, ignore=shutil.ignore_patterns(".complete"))
     try:
         with KcoordServer(data_dir=data) as server:
-            return arun(server.wait_ready(timeout=300, probe_groups=probes, fetch=True))
+            seconds = arun(server.wait_ready(timeout=300, probe_groups=probes, fetch=True))
+            if expect:
+                got = arun(_loaded_offsets(server.port, probes[-1]))
+                want = {(TOPIC, p): 1000 + p for p in range(expect)}
+                if got != want:
+                    raise AssertionError(f"{probes[-1]}: loaded {len(got)} offsets, expected {expect}")
+            return seconds
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -107,7 +128,7 @@ def run(quick: bool = False) -> dict:
         empty, loaded = [], []
         for _ in range(reps):  # interleaved, so drift in machine load hits both alike
             empty.append(start_time(None, probes))
-            loaded.append(start_time(store, probes))
+            loaded.append(start_time(store, probes, expect=max(1, n // GROUPS)))
         e, s = median(empty), median(loaded)
         rows.append(
             {

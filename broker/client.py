@@ -15,12 +15,10 @@ import struct
 from collections import deque
 
 from protocol import messages as m
-from protocol.primitives import skip_tag_section
+from protocol.headers import decode_response_header, encode_request_frame
 
 API_VERSIONS_KEY = 18
-_REQUEST_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
 _INT32 = struct.Struct(">i")
-_INT16 = struct.Struct(">h")
 
 
 class WireError(Exception):
@@ -32,34 +30,6 @@ def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
     if not host:
         return port, default_port
     return host.strip("[]"), int(port)
-
-
-def is_flexible(api_key: int, version: int) -> bool:
-    """Requests and responses of an API become flexible at the same version."""
-    first = m.flexible_min_version(api_key)
-    return first is not None and version >= first
-
-
-def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
-                   body: bytes) -> bytes:
-    """Size-prefixed request frame; header v2 (with tagged fields) iff the version is flexible."""
-    header = bytearray(_REQUEST_HEADER.pack(api_key, version, correlation_id))
-    if client_id is None:
-        header += _INT16.pack(-1)
-    else:
-        raw = client_id.encode("utf-8")
-        header += _INT16.pack(len(raw)) + raw
-    if is_flexible(api_key, version):
-        header.append(0)  # no tagged fields
-    payload = bytes(header) + body
-    return _INT32.pack(len(payload)) + payload
-
-
-def response_body_offset(api_key: int, version: int, frame: bytes) -> int:
-    """Where the body starts after the response header (v1 iff flexible; ApiVersions: always v0)."""
-    if api_key != API_VERSIONS_KEY and is_flexible(api_key, version):
-        return skip_tag_section(frame, 4)
-    return 4
 
 
 class KafkaWireClient:
@@ -96,7 +66,7 @@ class KafkaWireClient:
         correlation_id = self._next_correlation_id
         self._next_correlation_id += 1
         body = m.request_codec(api_key, version).encode(request)
-        self._sock.sendall(encode_request(api_key, version, correlation_id, self.client_id, body))
+        self._sock.sendall(encode_request_frame(api_key, version, correlation_id, self.client_id, body))
         self._in_flight.append((correlation_id, api_key, version))
         return correlation_id
 
@@ -104,10 +74,10 @@ class KafkaWireClient:
         """Read the response to the oldest request in flight."""
         correlation_id, api_key, version = self._in_flight.popleft()
         frame = self._read_frame()
-        (got,) = _INT32.unpack_from(frame, 0)
+        got, body_offset = decode_response_header(frame, api_key, version)
         if got != correlation_id:
             raise WireError(f"correlation id {got}, expected {correlation_id}")
-        obj, _end = m.response_codec(api_key, version).decode(frame, response_body_offset(api_key, version, frame))
+        obj, _end = m.response_codec(api_key, version).decode(frame, body_offset)
         return obj
 
     def request(self, request, version: int | None = None, api_key: int | None = None):

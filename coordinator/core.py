@@ -1,6 +1,7 @@
 """CoordinatorCore: the groups map, partition ownership and loading state, and the front-door checks."""
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Hashable
 
@@ -58,11 +59,18 @@ class CoordinatorCore:
         # None = this node owns every partition (single node); else the set it leads.
         self.owned_partitions = owned_partitions
         self.loading_partitions: set[int] = set()
+        self._append_seq = itertools.count()
+        self._partition_cache: dict[str, int] = {}
 
     # ------------------------------------------------------------ routing
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+        p = self._partition_cache.get(group_id)
+        if p is None:
+            if len(self._partition_cache) > 100_000:
+                self._partition_cache.clear()
+            p = self._partition_cache[group_id] = partition_for(group_id, self.config.offsets_topic_num_partitions)
+        return p
 
     def topic_partition_name(self, group_id: str) -> str:
         return f"{OFFSETS_TOPIC}-{self.partition_for(group_id)}"
@@ -109,4 +117,24 @@ class CoordinatorCore:
 
     def append_records(self, group_id: str, records: list[Record],
                        callback: Callable[[ErrorCode], None]) -> None:
-        self.writer.append(self.partition_for(group_id), records, callback)
+        """Append through the writer; `callback` runs exactly once: with the writer's answer, or with
+        REQUEST_TIMED_OUT if none came within offsets.commit.timeout.ms (Kafka's append timeout)."""
+        key = ("append", next(self._append_seq))
+        done = False
+
+        def finish(error: ErrorCode) -> None:
+            nonlocal done
+            if done:
+                return  # a late answer after the timeout (or a second one) changes nothing
+            done = True
+            self.timer.cancel(key)
+            callback(error)
+
+        def timed_out() -> None:
+            if not done:
+                self.log.warning("Append of %d records for group %s timed out after %d ms", len(records), group_id,
+                                 self.config.offsets_commit_timeout_ms)
+            finish(ErrorCode.REQUEST_TIMED_OUT)
+
+        self.schedule(key, self.config.offsets_commit_timeout_ms, timed_out)
+        self.writer.append(self.partition_for(group_id), records, finish)

@@ -91,8 +91,6 @@ class GroupMetadata:
         return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
 
     def add(self, member: MemberMetadata, callback: Callable | None = None) -> None:
-        if member.group_instance_id is not None:
-            self.static_members[member.group_instance_id] = member.member_id
         if not self.members:
             self.protocol_type = member.protocol_type
         if self.leader_id is None:
@@ -102,7 +100,6 @@ class GroupMetadata:
         member.awaiting_join_callback = callback
         if member.is_awaiting_join:
             self.num_members_awaiting_join += 1
-        self.pending_members.discard(member.member_id)
 
     def remove(self, member_id: str) -> None:
         member = self.members.pop(member_id, None)
@@ -136,10 +133,20 @@ class GroupMetadata:
     def add_pending_member(self, member_id: str) -> None:
         self.pending_members.add(member_id)
 
+    def remove_pending_member(self, member_id: str) -> None:
+        self.pending_members.discard(member_id)
+
     def is_pending_member(self, member_id: str) -> bool:
         return member_id in self.pending_members
 
     # ------------------------------------------------------------ static members
+
+    def add_static_member(self, group_instance_id: str, member_id: str) -> None:
+        self.static_members[group_instance_id] = member_id
+
+    def remove_static_member(self, group_instance_id: str | None) -> None:
+        if group_instance_id is not None:
+            self.static_members.pop(group_instance_id, None)
 
     def has_static_member(self, group_instance_id: str | None) -> bool:
         return group_instance_id is not None and group_instance_id in self.static_members
@@ -165,7 +172,7 @@ class GroupMetadata:
         if old_member_id in self.pending_sync_members:
             self.pending_sync_members.discard(old_member_id)
             self.pending_sync_members.add(new_member_id)
-        self.static_members[group_instance_id] = new_member_id
+        self.add_static_member(group_instance_id, new_member_id)
         return member
 
     # ------------------------------------------------------------ join / sync bookkeeping

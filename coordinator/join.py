@@ -54,10 +54,11 @@ class JoinGroupMixin(RebalanceMixin):
             self.log.info("Rejecting member %s of group %s: group.max.size %d reached", member_id or client_id,
                           group_id, self.config.group_max_size,
                           extra={"group_id": group_id, "event": "group_max_size", "member_id": member_id})
-            if group.has(member_id):
-                group.maybe_invoke_join_callback(group.get(member_id),
-                                                 JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
             group.remove(member_id)
+            # Only forget the instance id if it named the rejected member; a full group must not
+            # lose the mapping of a static member that is still in it.
+            if group.current_static_member_id(group_instance_id) == member_id:
+                group.remove_static_member(group_instance_id)
             self.remove_heartbeat_for_leaving_member(group, member_id)
             callback(JoinGroupResult(ErrorCode.GROUP_MAX_SIZE_REACHED, UNKNOWN_MEMBER_ID))
         elif is_unknown_member:
@@ -205,6 +206,9 @@ class JoinGroupMixin(RebalanceMixin):
         if member.is_static_member:
             self.log.info("Adding new static member %s to group %s with member id %s", group_instance_id,
                           group.group_id, member_id)
+            group.add_static_member(group_instance_id, member_id)
+        else:
+            group.remove_pending_member(member_id)
         self.maybe_prepare_rebalance(
             group, f"Adding new member {member_id} with group instance id {group_instance_id}; "
                    f"client reason: {_reason(reason)}", "member_joined", member_id)

@@ -2,14 +2,16 @@
 
 `begin_load(p)` marks a partition as loading (its groups answer COORDINATOR_LOAD_IN_PROGRESS);
 `load_partition(p, records)` replays every record of it and makes its groups live. Only the last
-record of each key matters, so records are first reduced to the last value per raw key (cheap
-bytes hashing), then each surviving key is decoded once and replayed.
+record of each key matters, so records are first reduced to the last value per raw key (a dict
+built in C), then each surviving key and value is decoded once and replayed.
 """
 from __future__ import annotations
 
 import gc as garbage_collector
 import itertools
+import struct
 from collections.abc import Iterable
+from operator import attrgetter, itemgetter
 
 from coordinator.group_metadata import GroupMetadata
 from coordinator.group_state import GroupState
@@ -17,6 +19,7 @@ from coordinator.rebalance import RebalanceMixin
 from coordinator.replay import group_from_metadata_value, replay_offset_commits
 from coordinator.results import JoinGroupResult, SyncGroupResult
 from protocol.consumer_offsets import (
+    OffsetCommitValue,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
@@ -25,6 +28,7 @@ from protocol.consumer_offsets import (
 from protocol.errors import DecodeError, ErrorCode
 
 S = GroupState
+_PARTITION = struct.Struct(">i")
 
 
 class LoadingMixin(RebalanceMixin):
@@ -44,12 +48,12 @@ class LoadingMixin(RebalanceMixin):
             it = iter(records)
             first = next(it, None)
             if first is None:
-                pairs: Iterable = ()
-            elif hasattr(first, "key"):
-                pairs = itertools.chain([(first.key, first.value)], ((r.key, r.value) for r in it))
+                latest: dict = {}
             else:
-                pairs = itertools.chain([(first[0], first[1])], ((r[0], r[1]) for r in it))
-            loaded = self._replay_partition(pairs)
+                get_key_value = attrgetter("key", "value") if hasattr(first, "key") else itemgetter(0, 1)
+                # Pass 1, in C: the last value of every key, which is what sequential replay leaves.
+                latest = dict(map(get_key_value, itertools.chain((first,), it)))
+            loaded = self._replay_partition(latest)
         finally:
             if gc_was_enabled:
                 garbage_collector.enable()
@@ -62,28 +66,31 @@ class LoadingMixin(RebalanceMixin):
                       partition, len(loaded))
         return len(loaded)
 
-    def _replay_partition(self, pairs: Iterable[tuple[bytes | None, bytes | None]]) -> list[GroupMetadata]:
-        """Pass 1 keeps the last raw value of every key (what sequential replay would leave);
-        pass 2 decodes only those survivors and replays them group by group."""
+    def _replay_partition(self, latest: dict[bytes | None, bytes | None]) -> list[GroupMetadata]:
+        """Decode each surviving key once, then replay the records group by group."""
         now = self.now_ms()
         metadata: dict[str, bytes | None] = {}
-        raw_offsets: dict[str, dict[tuple[str, int], bytes | None]] = {}
+        offsets_by_group: dict[str, dict[tuple[str, int], OffsetCommitValue | None]] = {}
         # OffsetCommitKey = version, group, topic | partition: the (version, group, topic) prefix repeats
         # for every partition of a topic, so it is split and validated once.
         prefixes: dict[bytes, tuple[dict, str]] = {}
-        from_bytes = int.from_bytes
-        for key, value in pairs:
+        unpack_partition = _PARTITION.unpack_from
+        decode_value = decode_offset_commit_value
+        for key, value in latest.items():
             try:
                 if key[0] == 0 and key[1] <= 1:
-                    known = prefixes.get(key[:-4])
+                    n = len(key) - 4
+                    known = prefixes.get(key[:n])
                     if known is None:
                         raw_group, topic, _ = split_offset_commit_key(key)
                         group_id = raw_group.decode("utf-8")
-                        group_offsets = raw_offsets.get(group_id)
+                        group_offsets = offsets_by_group.get(group_id)
                         if group_offsets is None:
-                            group_offsets = raw_offsets[group_id] = {}
-                        known = prefixes[key[:-4]] = (group_offsets, topic)
-                    known[0][(known[1], from_bytes(key[-4:], "big", signed=True))] = value
+                            group_offsets = offsets_by_group[group_id] = {}
+                        known = prefixes[key[:n]] = (group_offsets, topic)
+                    # A tombstone stays as None so that replay deletes the offset.
+                    known[0][(known[1], unpack_partition(key, n)[0])] = \
+                        None if value is None else decode_value(value)
                     continue
                 k = decode_key(key)
             except (DecodeError, UnicodeDecodeError, IndexError, TypeError) as e:
@@ -92,12 +99,12 @@ class LoadingMixin(RebalanceMixin):
             if k is not None:  # GroupMetadataKey; other record types belong to other coordinators
                 metadata[k.group] = value
         loaded = []
-        for group_id in metadata.keys() | raw_offsets.keys():
+        for group_id in metadata.keys() | offsets_by_group.keys():
             value = metadata.get(group_id)
-            offsets = self._decode_offsets(group_id, raw_offsets.get(group_id, {}))
+            offsets = offsets_by_group.get(group_id, {})
             if value is not None:
                 group = group_from_metadata_value(group_id, decode_group_metadata_value(value), now)
-            elif offsets:
+            elif any(v is not None for v in offsets.values()):
                 group = GroupMetadata(group_id, now)  # offsets only: a simple (or deleted-then-reused) group
             else:
                 self.groups.pop(group_id, None)  # tombstoned
@@ -106,20 +113,6 @@ class LoadingMixin(RebalanceMixin):
             self.groups[group_id] = group
             loaded.append(group)
         return loaded
-
-    def _decode_offsets(self, group_id: str, raw: dict[tuple[str, int], bytes | None]) -> dict:
-        decode = decode_offset_commit_value
-        try:
-            return {tp: decode(v) for tp, v in raw.items() if v is not None}
-        except DecodeError:
-            out = {}
-            for tp, v in raw.items():
-                if v is not None:
-                    try:
-                        out[tp] = decode(v)
-                    except DecodeError as e:
-                        self.log.warning("Skipping undecodable offset of group %s %s: %s", group_id, tp, e)
-            return out
 
     def on_group_loaded(self, group: GroupMetadata) -> None:
         # Restored members get a fresh session; those that are gone will expire.
@@ -145,6 +138,9 @@ class LoadingMixin(RebalanceMixin):
             for member_id in group.pending_members:
                 self.remove_heartbeat_for_leaving_member(group, member_id)
             self.remove_sync_expiration(group)
+            op = self.join_purgatory.watched(group.group_id)
+            if op is not None:
+                self.join_purgatory.unwatch(group.group_id, op)
             group.transition_to(S.DEAD, self.now_ms())
             del self.groups[group.group_id]
         return len(gone)

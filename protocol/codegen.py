@@ -3,16 +3,20 @@
 Pure functions from spec to source text; protocol.messages compiles the text, registers it in
 linecache (so tracebacks show it) and caches the result. One decode and one encode function per
 (message, version), straight-line: consecutive fixed-width fields become one precompiled
-struct.Struct call, nested structs are inlined as loops, and every length prefix is checked against
-the bytes remaining before it is used.
+struct.Struct call and nested structs are inlined as loops.
 
 Generated decoders rely on three locals: `buf` (bytes), `pos` (current offset) and `end`
-(len(buf)). Fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the
-codec wrapper turns that into DecodeError, reading the failing offset from the generated frame.
+(len(buf)). No length prefix is trusted beyond the buffer:
+- an array count is checked against the bytes remaining before any element is read (each element
+  takes at least one byte), so a forged count can neither allocate nor loop;
+- a string/bytes length only bounds a slice, which past the end is merely short; `pos` then runs
+  past `end`, and one check at the end of the message reports it;
+- fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the codec
+  wrapper turns that into DecodeError, reading the failing offset from the generated frame.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
 
 from protocol.primitives import LENGTH_TABLE_SIZE
 from protocol.schema import FIXED_FORMATS, ZERO_UUID, Field, MessageSpec
@@ -34,11 +38,13 @@ def codegen_filename(title: str) -> str:
 # Classes: one per message and per struct type, shared by all versions.
 # ---------------------------------------------------------------------------------------------
 
-@dataclass
 class ClassSpec:
-    name: str
-    fields: list[Field]            # union over all versions, in first-seen order
-    children: list[str]            # struct type names directly nested in this struct
+    __slots__ = ("name", "fields", "children")
+
+    def __init__(self, name: str, fields: list[Field], children: list[str]) -> None:
+        self.name = name
+        self.fields = fields            # union over all versions, in first-seen order
+        self.children = children        # struct type names directly nested in this struct
 
 
 def collect_classes(spec: MessageSpec) -> dict[str, ClassSpec]:
@@ -64,7 +70,7 @@ def collect_classes(spec: MessageSpec) -> dict[str, ClassSpec]:
 
 
 def default_literal(f: Field) -> str:
-    """Source text of a field's default, for immutable defaults (None for mutable ones)."""
+    """Source text of a field's default ("[]" for arrays: the constructor makes a fresh list)."""
     if f.is_array:
         return "None" if f.default_text == "null" else "[]"
     if f.is_struct:
@@ -128,7 +134,7 @@ class _Writer:
         return f"{prefix}{self._n}"
 
     def emit(self, indent: int, line: str) -> None:
-        self.lines.append("    " * indent + line)
+        self.lines.append("    " * indent + line if line else "")
 
     def unpack(self, fmt: str) -> str:
         name = "_U_" + fmt_ident(fmt)
@@ -150,12 +156,8 @@ class _Writer:
         return name
 
 
-def _fixed_fmt(f: Field) -> str | None:
-    return None if f.is_array else FIXED_FORMATS.get(f.type)
-
-
 def _is_fixed(f: Field) -> bool:
-    return _fixed_fmt(f) is not None
+    return not f.is_array and f.type in FIXED_FORMATS
 
 
 def _runs(fields: list[Field]):
@@ -189,44 +191,44 @@ class _DecodeGen:
         self.flex = flexible
         self.classes = classes
 
-    def uvarint(self, var: str, ind: int) -> None:
-        """An unsigned varint into `var`, inlining the one-byte case."""
-        w = self.w
-        w.names.add("_read_uvarint")
-        w.emit(ind, f"{var} = buf[pos]")
-        w.emit(ind, f"if {var} < 128:")
-        w.emit(ind + 1, "pos += 1")
-        w.emit(ind, "else:")
-        w.emit(ind + 1, f"{var}, pos = _read_uvarint(buf, pos)")
-
     def length(self, name: str, ind: int, wide: bool) -> str:
-        """Read a length/count prefix into a fresh local; -1 (or less) means null."""
+        """Read a length/count prefix into a fresh local; -1 (or less) means null.
+
+        Compact lengths (unsigned varint N+1) inline the one-byte case, N in -1..126.
+        """
         w = self.w
         n = w.var("n")
         if self.flex:
-            self.uvarint(n, ind)
-            w.emit(ind, f"{n} -= 1")
+            w.names.add("_read_compact_length")
+            w.emit(ind, f"{n} = buf[pos] - 1")
+            w.emit(ind, f"if {n} < 127:")
+            w.emit(ind + 1, "pos += 1")
+            w.emit(ind, "else:")
+            w.emit(ind + 1, f"{n}, pos = _read_compact_length(buf, pos)")
         else:
             fmt = "i" if wide else "h"
             w.emit(ind, f"{n}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {4 if wide else 2}")
         return n
 
-    def null_branch(self, f: Field, n: str, target: str, ind: int) -> None:
+    def if_null(self, name: str, nullable: bool, n: str, target: str, ind: int) -> int:
+        """Emit the branch for a negative (null) length; returns the indent for a present value."""
         w = self.w
         w.emit(ind, f"if {n} < 0:")
-        if f.nullable_in(self.v):
-            w.emit(ind + 1, f"{target} = None")
-        else:
+        if not nullable:
             w.names.add("_null_error")
-            w.emit(ind + 1, f"raise _null_error({f.name!r}, pos)")
+            w.emit(ind + 1, f"raise _null_error({name!r}, pos)")
+            return ind
+        w.emit(ind + 1, f"{target} = None")
+        w.emit(ind, "else:")
+        return ind + 1
 
     def overrun_check(self, f: Field, need: str, ind: int) -> None:
         self.w.names.add("_overrun")
         self.w.emit(ind, f"if {need} > end - pos:")
         self.w.emit(ind + 1, f"raise _overrun({f.name!r}, {need}, end - pos, pos)")
 
-    def scalar(self, f: Field, ftype: str, target: str, ind: int) -> None:
+    def scalar(self, f: Field, ftype: str, target: str, ind: int, nullable: bool) -> None:
         """A single non-fixed scalar (string, bytes, records, uuid) into `target`.
 
         A slice past the end of `buf` is merely short, so strings and bytes skip a per-field bounds
@@ -239,15 +241,7 @@ class _DecodeGen:
             w.emit(ind, "pos += 16")
             return
         n = self.length(f.name, ind, wide=ftype != "string")
-        if f.nullable_in(self.v):
-            w.emit(ind, f"if {n} < 0:")
-            w.emit(ind + 1, f"{target} = None")
-            w.emit(ind, "else:")
-            ind += 1
-        else:
-            w.names.add("_null_error")
-            w.emit(ind, f"if {n} < 0:")
-            w.emit(ind + 1, f"raise _null_error({f.name!r}, pos)")
+        ind = self.if_null(f.name, nullable, n, target, ind)
         if ftype == "string":
             expr = f"buf[pos:pos + {n}].decode()"
         elif ftype == "bytes":
@@ -263,30 +257,29 @@ class _DecodeGen:
         w = self.w
         if f.is_array:
             n = self.length(f.name, ind, wide=True)
-            self.null_branch(f, n, target, ind)
-            w.emit(ind, "else:")
+            ind = self.if_null(f.name, f.nullable_in(self.v), n, target, ind)
             elem = f.element_type
             if elem in FIXED_FORMATS:
                 size = f"{n} * {_size(elem)}"
-                self.overrun_check(f, size, ind + 1)
+                self.overrun_check(f, size, ind)
                 w.names.add("_unpack_from")
-                w.emit(ind + 1, f"{target} = list(_unpack_from('>%d{FIXED_FORMATS[elem]}' % {n}, buf, pos))")
-                w.emit(ind + 1, f"pos += {size}")
+                w.emit(ind, f"{target} = list(_unpack_from('>%d{FIXED_FORMATS[elem]}' % {n}, buf, pos))")
+                w.emit(ind, f"pos += {size}")
                 return
             # Kafka's rule: never believe a count larger than the bytes left (each element >= 1 byte).
-            self.overrun_check(f, n, ind + 1)
+            self.overrun_check(f, n, ind)
             lst = w.var("lst")
             app = w.var("append")
-            w.emit(ind + 1, f"{lst} = []")
-            w.emit(ind + 1, f"{app} = {lst}.append")
-            w.emit(ind + 1, f"for _ in range({n}):")
+            w.emit(ind, f"{lst} = []")
+            w.emit(ind, f"{app} = {lst}.append")
+            w.emit(ind, f"for _ in range({n}):")
             e = w.var("e")
             if f.is_struct:
-                self.struct(elem, f.fields, e, ind + 2)
-            else:
-                self.scalar(f, elem, e, ind + 2)
-            w.emit(ind + 2, f"{app}({e})")
-            w.emit(ind + 1, f"{target} = {lst}")
+                self.struct(elem, f.fields, e, ind + 1)
+            else:   # array elements are never null; nullableVersions is about the array
+                self.scalar(f, elem, e, ind + 1, nullable=False)
+            w.emit(ind + 1, f"{app}({e})")
+            w.emit(ind, f"{target} = {lst}")
         elif f.is_struct:
             if f.nullable_in(self.v):
                 b = w.var("present")
@@ -304,7 +297,7 @@ class _DecodeGen:
             w.emit(ind, f"{target}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {_size(f.type)}")
         else:
-            self.scalar(f, f.type, target, ind)
+            self.scalar(f, f.type, target, ind, f.nullable_in(self.v))
 
     def struct(self, cls: str, fields: list[Field], obj: str, ind: int) -> None:
         w = self.w
@@ -389,51 +382,53 @@ class _EncodeGen:
             w.emit(ind, f"{app}({table}[{n}] if {n} < {LENGTH_TABLE_SIZE} else "
                         f"{w.pack('i' if wide else 'h')}({n}))")
 
-    def null(self, f: Field, ind: int, app: str, wide: bool) -> None:
+    def if_none(self, name: str, nullable: bool, v: str, ind: int, app: str, wide: bool) -> int:
+        """Emit the branch for a None value; returns the indent for encoding a present one."""
         w = self.w
-        if not f.nullable_in(self.v):
+        w.emit(ind, f"if {v} is None:")
+        if not nullable:
             w.names.add("_not_nullable")
-            w.emit(ind, f"raise _not_nullable({f.name!r}, {self.v})")
-        elif self.flex:
-            w.emit(ind, f"{app}(b'\\x00')")
+            w.emit(ind + 1, f"raise _not_nullable({name!r}, {self.v})")
+            return ind
+        if self.flex:
+            w.emit(ind + 1, f"{app}(b'\\x00')")
         else:
-            w.emit(ind, f"{app}({'_NULL_INT32' if wide else '_NULL_INT16'})")
-            w.names.add("_NULL_INT32" if wide else "_NULL_INT16")
+            null = "_NULL_INT32" if wide else "_NULL_INT16"
+            w.names.add(null)
+            w.emit(ind + 1, f"{app}({null})")
+        w.emit(ind, "else:")
+        return ind + 1
 
-    def scalar(self, f: Field, ftype: str, v: str, ind: int, app: str) -> None:
+    def scalar(self, f: Field, ftype: str, v: str, ind: int, app: str, nullable: bool) -> None:
         w = self.w
         if ftype == "uuid":
             w.emit(ind, f"{app}({v}.bytes)")
             return
         wide = ftype != "string"
-        w.emit(ind, f"if {v} is None:")
-        self.null(f, ind + 1, app, wide)
-        w.emit(ind, "else:")
+        ind = self.if_none(f.name, nullable, v, ind, app, wide)
         if ftype == "string":
-            w.emit(ind + 1, f"{v} = {v}.encode()")
-        self.length(f"len({v})", ind + 1, app, wide)
-        w.emit(ind + 1, f"{app}({v})")
+            w.emit(ind, f"{v} = {v}.encode()")
+        self.length(f"len({v})", ind, app, wide)
+        w.emit(ind, f"{app}({v})")
 
     def value(self, f: Field, expr: str, ind: int, app: str) -> None:
         w = self.w
         v = w.var("v")
         w.emit(ind, f"{v} = {expr}")
         if f.is_array:
-            w.emit(ind, f"if {v} is None:")
-            self.null(f, ind + 1, app, True)
-            w.emit(ind, "else:")
-            self.length(f"len({v})", ind + 1, app, True)
+            ind = self.if_none(f.name, f.nullable_in(self.v), v, ind, app, True)
+            self.length(f"len({v})", ind, app, True)
             elem = f.element_type
             if elem in FIXED_FORMATS:
                 w.names.add("_pack")
-                w.emit(ind + 1, f"{app}(_pack('>%d{FIXED_FORMATS[elem]}' % len({v}), *{v}))")
+                w.emit(ind, f"{app}(_pack('>%d{FIXED_FORMATS[elem]}' % len({v}), *{v}))")
                 return
             e = w.var("e")
-            w.emit(ind + 1, f"for {e} in {v}:")
+            w.emit(ind, f"for {e} in {v}:")
             if f.is_struct:
-                self.struct(elem, f.fields, e, ind + 2, app)
-            else:
-                self.scalar(f, elem, e, ind + 2, app)
+                self.struct(elem, f.fields, e, ind + 1, app)
+            else:   # array elements are never null; nullableVersions is about the array
+                self.scalar(f, elem, e, ind + 1, app, nullable=False)
         elif f.is_struct:
             w.names.add("C_" + f.element_type)
             if f.nullable_in(self.v):
@@ -449,7 +444,7 @@ class _EncodeGen:
         elif _is_fixed(f):
             w.emit(ind, f"{app}({w.pack(FIXED_FORMATS[f.type])}({v}))")
         else:
-            self.scalar(f, f.type, v, ind, app)
+            self.scalar(f, f.type, v, ind, app, f.nullable_in(self.v))
 
     def struct(self, cls: str, fields: list[Field], obj: str, ind: int, app: str) -> None:
         w = self.w
@@ -500,7 +495,6 @@ class _EncodeGen:
 
 
 def _size(ftype: str) -> int:
-    import struct
     return struct.calcsize(">" + FIXED_FORMATS[ftype])
 
 

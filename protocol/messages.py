@@ -128,6 +128,7 @@ def flexible_min_version(api_key: int) -> int | None:
 _RUNTIME = {
     "_new": object.__new__,
     "_read_uvarint": primitives.read_uvarint,
+    "_read_compact_length": primitives.read_compact_length,
     "_compact_length": primitives.compact_length,
     "_COMPACT_LENGTHS": primitives.COMPACT_LENGTHS,
     "_LEN16": primitives.LENGTHS_INT16,

@@ -72,6 +72,12 @@ def read_uvarlong(buf, pos: int) -> tuple[int, int]:
     return _read_unsigned(buf, pos, 63, "varlong")
 
 
+def read_compact_length(buf, pos: int) -> tuple[int, int]:
+    """A compact string/bytes/array length (unsigned varint N+1) -> (N, next pos); N = -1 is null."""
+    value, pos = _read_unsigned(buf, pos, 28, "varint")
+    return value - 1, pos
+
+
 def read_varint(buf, pos: int) -> tuple[int, int]:
     """Zig-zag signed varint (int32)."""
     v, pos = read_uvarint(buf, pos)

@@ -279,6 +279,14 @@ def _gzip_decode(data: bytes) -> bytes:
     return out
 
 
+def _lz4_encode(data: bytes) -> bytes:
+    # LZ4 frame with independent blocks: Java's reader (KafkaLZ4BlockInputStream) rejects linked
+    # blocks, which are cramjam's default.
+    compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+    compressor.compress(data)
+    return bytes(compressor.finish())
+
+
 _DECOMPRESS = {
     GZIP: _gzip_decode,
     SNAPPY: _snappy_decode,
@@ -288,7 +296,7 @@ _DECOMPRESS = {
 _COMPRESS = {
     GZIP: _gzip_encode,
     SNAPPY: _snappy_encode,
-    LZ4: lambda data: bytes(cramjam.lz4.compress(data)),
+    LZ4: _lz4_encode,
     ZSTD: lambda data: bytes(cramjam.zstd.compress(data)),
 }
 
@@ -361,24 +369,64 @@ def iter_record_tuples(batch, header: BatchHeader | None = None) -> Iterator[tup
         header = parse_batch_header(batch)
     if len(batch) < header.size:
         raise DecodeError("record batch truncated")
-    payload = _records_payload(batch, header)
+    # bytes, not a view: indexing and slicing bytes is faster and slices need no second copy.
+    data = bytes(_records_payload(batch, header))
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     append_time = header.max_timestamp if header.timestamp_type == LOG_APPEND_TIME else None
-    end = len(payload)
+    end = len(data)
     pos = 0
+    varint = _varint
     try:
         for _ in range(header.records_count):
-            length, pos = _varint(payload, pos)
+            # Single-byte varints are the common case: decode them inline. The repetition below is
+            # deliberate: a helper call per field costs more than the decoding itself.
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = varint(data, pos)
             record_end = pos + length
             if length < 0 or record_end > end:
                 raise DecodeError("record runs past the batch")
-            pos += 1  # record attributes, unused
-            timestamp_delta, pos = _varint(payload, pos)
-            offset_delta, pos = _varint(payload, pos)
-            key, pos = _bytes_field(payload, pos, record_end)
-            value, pos = _bytes_field(payload, pos, record_end)
-            count, pos = _varint(payload, pos)
+            b = data[pos + 1]  # pos: record attributes, unused
+            if b < 0x80:
+                timestamp_delta = (b >> 1) ^ -(b & 1)
+                pos += 2
+            else:
+                timestamp_delta, pos = varint(data, pos + 1)
+            b = data[pos]
+            if b < 0x80:
+                offset_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                offset_delta, pos = varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                size, pos = varint(data, pos)
+            if size < 0:
+                key = None
+            else:
+                key = data[pos:pos + size]
+                pos += size
+            b = data[pos]
+            if b < 0x80:
+                size = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                size, pos = varint(data, pos)
+            if size < 0:
+                value = None
+            else:
+                value = data[pos:pos + size]
+                pos += size
+            if pos >= record_end:
+                raise DecodeError("record fields run past the record")
+            count, pos = varint(data, pos)
             if count == 0:
                 headers = ()
             else:
@@ -386,10 +434,10 @@ def iter_record_tuples(batch, header: BatchHeader | None = None) -> Iterator[tup
                     raise DecodeError("bad record header count")
                 items = []
                 for _ in range(count):
-                    name, pos = _bytes_field(payload, pos, record_end)
+                    name, pos = _bytes_field(data, pos, record_end)
                     if name is None:
                         raise DecodeError("null record header key")
-                    header_value, pos = _bytes_field(payload, pos, record_end)
+                    header_value, pos = _bytes_field(data, pos, record_end)
                     items.append((name.decode("utf-8"), header_value))
                 headers = tuple(items)
             if pos != record_end:

@@ -9,7 +9,8 @@ Versions (we serve 3-10; magic-2 batches need v3+):
   v8: record_errors and error_message in the response (KIP-467)
   v9: flexible
   v10: current leader / node endpoints tagged fields (KIP-951; unused by a single node)
-acks=0: no response. acks=1/-1: the response is sent once the append is fsynced (group commit), as
+acks=0: no response; if any partition failed the connection is closed, as Kafka does, so the client
+notices. acks=1/-1: the response is sent once the append is fsynced (group commit), as
 log.flush.interval.messages=1 (kcoord's default) promises. Idempotent batches (producer id >= 0) go
 through the producer state: duplicates of one of the last 5 batches get their original offsets back.
 """
@@ -19,6 +20,7 @@ import asyncio
 import logging
 import time
 
+from broker.connection import ProtocolViolation
 from broker.data.batches import BatchRejected, validate_produce_records
 from broker.registry import api
 from protocol import messages as m
@@ -49,6 +51,12 @@ async def handle(ctx, request):
             if resp.error_code:
                 broker.metrics.inc("kcoord_partition_errors_total", api="Produce", error_code=resp.error_code)
     if acks == 0:
+        failed = [(name, r.index, ErrorCode(r.error_code).name) for name, parts in results for r in parts
+                  if r.error_code]
+        if failed:
+            # The client expects no answer, so Kafka closes the connection to make it notice
+            # (and refresh its metadata).
+            raise ProtocolViolation(f"acks=0 produce failed for {failed}")
         return None
     if touched and broker.config.get("log.flush.interval.messages") <= 1:
         logs = [entry[0] for entry in touched.values()]

@@ -213,3 +213,16 @@ def test_metadata_auto_creation_and_errors(kcoord_shared_server, conn):
     assert metadata(conn, ["bad name!"], allow_auto=True).topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert "not-made" not in {t.name for t in metadata(conn, None, allow_auto=False).topics}
     assert metadata(conn, [], allow_auto=True).topics == []  # v1+: empty list means no topics
+
+
+def test_failed_acks_zero_produce_closes_the_connection(kcoord_shared_server, conn):
+    produce(conn, "acks0-unknown-topic", records_batch(1), acks=0)
+    assert conn.closed_by_peer()
+    kcoord_shared_server.wait_for_log(r"acks=0 produce failed .*UNKNOWN_TOPIC_OR_PARTITION")
+
+
+def test_a_partition_error_ends_the_long_poll(conn):
+    create(conn, "poll-error")
+    # max_wait is far longer than the test timeout: only the error can make this return.
+    resp = fetch(conn, "poll-error", 5, max_wait_ms=600_000, min_bytes=1)
+    assert resp.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE

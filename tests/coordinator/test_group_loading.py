@@ -106,3 +106,28 @@ def test_unload_makes_groups_dead_and_answers_parked_requests(ctx):
 def test_undecodable_records_are_skipped(ctx):
     ctx.gc.load_partition(0, [(b"\x00\x01\x00", b"x"), (b"\x00\x09zz", b"y")])
     assert ctx.gc.groups == {}
+
+
+def test_static_members_restored_with_their_instance_ids(ctx):
+    caps = [ctx.join("g", instance_id=f"i{k}", client_id=f"c{k}") for k in range(2)]
+    ctx.sleep(6000)
+    ids = [c.result.member_id for c in caps]
+    leader = caps[0].result.leader_id
+    for k, m in enumerate(ids):
+        ctx.sync("g", m, 1, {x: b"A" for x in ids} if m == leader else {}, instance_id=f"i{k}")
+    new = _restart(ctx)
+    g = new.gc.groups["g"]
+    assert g.static_members == {"i0": ids[0], "i1": ids[1]}
+    assert new.heartbeat("g", "old", 1, "i1") == E.FENCED_INSTANCE_ID
+    r = new.join("g", instance_id="i1", client_id="c1").result  # static restart after a coordinator restart
+    assert r.error == E.NONE and g.is_(S.STABLE) and g.static_members["i1"] == r.member_id
+
+
+def test_shutdown_answers_parked_requests_and_refuses_new_ones(ctx):
+    leader, follower = ctx.stable_group("g", 2)
+    parked = ctx.join("g", leader)
+    ctx.gc.shutdown()
+    assert parked.result.error == E.NOT_COORDINATOR
+    assert ctx.gc.groups == {}
+    assert ctx.join("g").result.error == E.COORDINATOR_NOT_AVAILABLE
+    assert ctx.heartbeat("g", follower, 1) == E.COORDINATOR_NOT_AVAILABLE

@@ -124,13 +124,48 @@ def test_static_leader_restart_skip_assignment_on_v9_only(ctx):
     assert ctx.gc.groups["g"].is_(S.STABLE)
 
 
-def test_static_restart_with_protocol_change_rebalances(ctx):
-    _static_stable(ctx)
-    cap = ctx.join("g", instance_id="i1", client_id="c1", protocols=[("roundrobin", b""), ("range", b"")])
+def test_static_restart_that_changes_the_vote_rebalances(ctx):
+    both = [("range", b""), ("roundrobin", b"")]
+    rr_first = [("roundrobin", b""), ("range", b"")]
+    caps = [ctx.join("g", instance_id=f"i{k}", client_id=f"c{k}", protocols=p)
+            for k, p in enumerate([both, rr_first, rr_first])]
+    ctx.sleep(6000)
+    res = [c.result for c in caps]
+    assert res[0].protocol_name == "roundrobin"  # 2 votes to 1
+    for k, r in enumerate(res):
+        ctx.sync("g", r.member_id, 1, {x.member_id: b"" for x in res} if r.member_id == r.leader_id else {},
+                 instance_id=f"i{k}")
     g = ctx.gc.groups["g"]
-    assert g.is_(S.STABLE) and cap.called  # range still selected by the vote: 1 range vs 1 roundrobin, tie
-    cap2 = ctx.join("g", instance_id="i1", client_id="c1", protocols=[("roundrobin", b"")])
-    assert cap2.result.error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert g.is_(S.STABLE)
+    same = ctx.join("g", instance_id="i1", client_id="c1", protocols=rr_first)
+    assert same.result.error == E.NONE and g.is_(S.STABLE)  # vote unchanged: no rebalance
+    ctx.join("g", instance_id="i1", client_id="c1", protocols=both)  # now range wins 2 to 1
+    assert g.is_(S.PREPARING_REBALANCE) and g.rebalance.cause == "static_member_update"
+    assert ctx.join("g", instance_id="i2", client_id="c2", protocols=[("sticky", b"")]).result.error == \
+        E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_requests_to_an_empty_group_from_members(ctx):
+    leader, = ctx.stable_group("g", 1)
+    ctx.leave("g", (leader, None, None))
+    g = ctx.gc.groups["g"]
+    assert g.is_(S.EMPTY)
+    assert ctx.heartbeat("g", leader, 2) == E.UNKNOWN_MEMBER_ID
+    assert ctx.sync("g", leader, 2).result.error == E.UNKNOWN_MEMBER_ID
+    assert ctx.leave("g", (leader, None, None)).members[0].error == E.UNKNOWN_MEMBER_ID
+    assert ctx.join("g", leader).result.error == E.UNKNOWN_MEMBER_ID
+
+
+def test_static_restart_into_full_group_keeps_the_mapping():
+    ctx = CoordinatorContext(group_max_size=1)
+    first = ctx.join("g", instance_id="i0")
+    ctx.sleep(3000)
+    m = first.result.member_id
+    ctx.sync("g", m, 1, {m: b"A"}, instance_id="i0")
+    # the same instance restarting with an unknown member id is not counted as an existing member
+    assert ctx.join("g", instance_id="i0").result.error == E.GROUP_MAX_SIZE_REACHED
+    assert ctx.gc.groups["g"].static_members == {"i0": m}
+    assert ctx.heartbeat("g", m, 1, "i0") == E.NONE
 
 
 def test_static_replacement_write_failure_reverts(ctx):
@@ -159,3 +194,51 @@ def test_join_v0_uses_session_timeout_as_rebalance_timeout():
     ctx.sleep(3000)
     g = ctx.gc.groups["g"]
     assert cap.result.error == E.NONE and g.get(cap.result.member_id).rebalance_timeout_ms == 7000
+
+
+def test_static_leader_that_does_not_rejoin_stays_but_leadership_moves(ctx):
+    leader, follower = _static_stable(ctx)
+    fj = ctx.join("g", follower, instance_id="i1", protocols=[("range", b"changed")])
+    while not fj.called:  # the static leader keeps its session but never rejoins
+        assert ctx.heartbeat("g", leader, 1, "i0") == E.REBALANCE_IN_PROGRESS
+        ctx.sleep(5000)
+    g = ctx.gc.groups["g"]
+    assert leader in g.members and g.leader_id == follower
+    assert fj.result.leader_id == follower and len(fj.result.members) == 2
+
+
+def test_rebalance_waits_again_when_nobody_rejoined(ctx):
+    a, b = _static_stable(ctx)
+    ctx.leave("g", (a, "i0", "bye"))  # Stable -> PreparingRebalance; b is static and never rejoins
+    g = ctx.gc.groups["g"]
+    for _ in range(13):  # 65 s: the 60 s rebalance timeout passes without anyone joined
+        assert ctx.heartbeat("g", b, 1, "i1") == E.REBALANCE_IN_PROGRESS
+        ctx.sleep(5000)
+    assert g.is_(S.PREPARING_REBALANCE) and g.generation_id == 1 and b in g.members
+    late = ctx.join("g", b, instance_id="i1")
+    assert late.result.error == E.NONE and late.result.generation_id == 2  # all (one) joined: completes
+
+
+def test_static_restart_during_preparing_rebalance_parks_with_the_others(ctx):
+    leader, follower = _static_stable(ctx)
+    lj = ctx.join("g", leader, instance_id="i0")
+    new = ctx.join("g", instance_id="i1", client_id="c1")
+    assert lj.result.error == E.NONE and new.result.error == E.NONE  # both in: the join completes
+    assert new.result.member_id != follower and new.result.generation_id == 2
+    assert ctx.gc.groups["g"].static_members["i1"] == new.result.member_id
+
+
+def test_the_log_says_why_a_session_timeout_rebalanced(ctx, caplog):
+    import logging
+    leader, follower = ctx.stable_group("g", 2)
+    with caplog.at_level(logging.INFO, logger="kcoord.coordinator"):
+        ctx.sleep(5000)
+        ctx.heartbeat("g", leader, 1)
+        ctx.sleep(5000)
+    msgs = [r.getMessage() for r in caplog.records]
+    failed = msgs.index(f"Member {follower} in group g has failed, removing it from the group")
+    assert f"(reason: removing member {follower} on heartbeat expiration)" in msgs[failed + 1]
+    assert msgs[failed + 1].startswith("Preparing to rebalance group g in state PreparingRebalance "
+                                       "with old generation 1")
+    record = caplog.records[failed + 1]
+    assert (record.event, record.cause, record.member_id) == ("prepare_rebalance", "session_timeout", follower)

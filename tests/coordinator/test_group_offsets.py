@@ -161,3 +161,31 @@ def test_explicit_expire_timestamp_wins(ctx):
     commit(ctx, "g", [P("t", 0, 1)], retention=1000)
     ctx.sleep(600_000)
     assert "g" not in ctx.gc.groups
+
+
+def test_overlapping_commits_of_one_partition_stay_pending_until_both_land(ctx):
+    ctx.writer.auto = False
+    first = commit(ctx, "g", [P("t", 0, 1)])
+    second = commit(ctx, "g", [P("t", 0, 2)])
+    g = ctx.gc.groups["g"]
+    assert g.pending_offset_commits == {("t", 0): 2}
+    a, b = ctx.writer.pending()
+    a.done = True
+    a.callback(E.NONE)
+    assert first.result == {("t", 0): E.NONE} and g.pending_offset_commits == {("t", 0): 1}
+    assert fetch(ctx, "g", [("t", 0)], require_stable=True).partitions[0].error == E.UNSTABLE_OFFSET_COMMIT
+    ctx.writer.complete_all()
+    assert second.result == {("t", 0): E.NONE}
+    assert fetch(ctx, "g", [("t", 0)], require_stable=True).partitions[0].offset == 2
+
+
+def test_a_write_that_never_completes_times_out_and_a_late_answer_is_ignored(ctx):
+    ctx.writer.auto = False
+    cap = commit(ctx, "g", [P("t", 0, 1)])
+    ctx.sleep(4999)
+    assert not cap.called
+    ctx.sleep(1)  # offsets.commit.timeout.ms
+    assert cap.result == {("t", 0): E.COORDINATOR_NOT_AVAILABLE}
+    assert not ctx.gc.groups["g"].pending_offset_commits
+    ctx.writer.complete_all()
+    assert len(cap.calls) == 1 and fetch(ctx, "g", [("t", 0)]).partitions[0].offset == -1

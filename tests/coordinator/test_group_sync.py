@@ -136,3 +136,14 @@ def test_group_becoming_empty_writes_empty_record_with_headers(ctx):
     assert gm.members == [] and gm.protocol is None and gm.leader is None and gm.generation == 2
     h = dict(headers)
     assert h["kcoord.rebalance.cause"] == b"member_left" and h["kcoord.rebalance.sync_ms"] == b"0"
+
+
+def test_group_store_that_never_completes_times_out_into_a_rebalance(ctx):
+    leader, (follower,) = _completing(ctx)
+    ctx.writer.auto = False
+    f = ctx.sync("g", follower, 1)
+    lead = ctx.sync("g", leader, 1, {leader: b"L", follower: b"F"})
+    ctx.sleep(5000)  # offsets.commit.timeout.ms
+    assert lead.result.error == f.result.error == E.COORDINATOR_NOT_AVAILABLE
+    g = ctx.gc.groups["g"]
+    assert g.is_(S.PREPARING_REBALANCE) and g.rebalance.cause == "store_failure"

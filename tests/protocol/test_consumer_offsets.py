@@ -106,3 +106,30 @@ def test_decoders_raise_only_decode_error(raw):
             decode(raw)
         except DecodeError:
             pass
+
+
+@given(st.integers(-1, 2**63 - 1), st.integers(-2**31, 2**31 - 1), st.text(max_size=20), st.integers(-1, 2**62))
+def test_fast_value_decoder_agrees_with_the_general_one(offset, epoch, metadata, ts):
+    from protocol.consumer_offsets import _decode_offset_commit_value_general
+    raw = encode_offset_commit_value(OffsetCommitValue(offset, metadata, ts, epoch))
+    assert decode_offset_commit_value(raw) == _decode_offset_commit_value_general(raw)
+
+
+member_values = st.builds(MemberMetadataValue, st.text(max_size=10), st.one_of(st.none(), st.text(max_size=5)),
+                          st.text(max_size=5), st.text(max_size=5), st.integers(0, 2**31 - 1),
+                          st.integers(0, 2**31 - 1), st.binary(max_size=10), st.binary(max_size=10))
+
+
+@given(st.builds(GroupMetadataValue, st.text(max_size=10), st.integers(0, 2**31 - 1),
+                 st.one_of(st.none(), st.text(max_size=5)), st.one_of(st.none(), st.text(max_size=5)),
+                 st.integers(-1, 2**62), st.lists(member_values, max_size=3)))
+def test_group_metadata_roundtrip(value):
+    assert decode_group_metadata_value(encode_group_metadata_value(value)) == value
+
+
+def test_split_offset_commit_key_matches_decode_key():
+    from protocol.consumer_offsets import split_offset_commit_key
+    key = encode_offset_commit_key("grüppe", "tópic", 7)
+    assert split_offset_commit_key(key) == ("grüppe".encode(), "tópic", 7)
+    with pytest.raises(DecodeError):
+        split_offset_commit_key(key + b"\x00")

@@ -98,3 +98,20 @@ def test_tagged_field_overrunning_its_size_is_refused():
     body = b"\x02g\x00\x00\x00\x01\x02m\x00\x01\x00\x09\x00"
     with pytest.raises(DecodeError):
         m.codec("HeartbeatRequest", 4).decode(body)
+
+
+def test_null_element_in_a_nullable_string_array_is_refused_both_ways():
+    # DescribeConfigs v1: configuration_keys is a nullable []string; its elements are never null.
+    codec = m.codec("DescribeConfigsRequest", 1)
+    req = m.DescribeConfigsRequest(resources=[m.DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=2, resource_name="t", configuration_keys=["ab"])], include_synonyms=False)
+    raw = codec.encode(req)
+    assert codec.decode(raw)[0] == req
+    element = raw.index(b"\x00\x02ab")
+    with pytest.raises(DecodeError, match="configuration_keys"):
+        codec.decode(raw[:element] + b"\xff\xff" + raw[element + 4:])
+    req.resources[0].configuration_keys = None      # the array itself may be null
+    assert codec.decode(codec.encode(req))[0] == req
+    req.resources[0].configuration_keys = [None]
+    with pytest.raises(ValueError, match="configuration_keys"):
+        codec.encode(req)

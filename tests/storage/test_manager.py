@@ -81,10 +81,64 @@ async def test_maintenance_applies_retention_and_compaction(tmp_path):
     await mgr.close()
 
 
-async def test_close_flushes_everything(tmp_path):
+@pytest.mark.parametrize("flush_by", ["close", "maintenance"])
+async def test_logs_without_flush_on_append_are_fsynced_by_close_and_maintenance(tmp_path, flush_by):
     mgr = LogManager(str(tmp_path), LogConfig(flush_on_append=False))
     log = mgr.get_or_create("t", 0)
     await log.append_durable(batch())
     assert log.recovery_point == 0
+    if flush_by == "close":
+        await mgr.close()
+        assert log.closed
+    else:
+        await mgr.maintain_once()
+    assert log.recovery_point == 1
     await mgr.close()
-    assert log.recovery_point == 1 and log.closed
+
+
+def test_errors_name_kafka_error_codes():
+    from protocol.errors import ErrorCode
+    from storage import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
+    assert StorageError("x").error_code == ErrorCode.KAFKA_STORAGE_ERROR
+    assert CorruptRecordError("x").error_code == ErrorCode.CORRUPT_MESSAGE
+    assert OffsetOutOfRangeError("x").error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert RecordTooLargeError("x").error_code == ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+async def test_topic_configs_apply_from_open_and_to_new_partitions(tmp_path):
+    mgr = LogManager(str(tmp_path))
+    await mgr.get_or_create("__consumer_offsets", 0).append_durable(batch())
+    await mgr.close()
+    compact = LogConfig(cleanup_policy="compact")
+    mgr = LogManager(str(tmp_path), topic_configs={"__consumer_offsets": compact})
+    assert mgr.get("__consumer_offsets", 0).config is compact
+    assert mgr.get_or_create("__consumer_offsets", 1).config is compact
+    assert mgr.get_or_create("other", 0).config is mgr.default_config
+    small = LogConfig(segment_bytes=1000)
+    mgr.set_topic_config("other", small)
+    assert mgr.get("other", 0).config is small and mgr.get_or_create("other", 1).config is small
+    await mgr.close()
+
+
+async def test_cleaner_checkpoint_survives_restart(tmp_path):
+    compact = LogConfig(segment_bytes=300, cleanup_policy="compact")
+    mgr = LogManager(str(tmp_path), topic_configs={"__consumer_offsets": compact})
+    log = mgr.get_or_create("__consumer_offsets", 0)
+    for i in range(20):
+        await log.append_durable(batch(key=b"k%d" % (i % 2)))
+    log.roll()
+    await log.sync()
+    await mgr.maintain_once(now_ms=0)
+    cleaned_to = log.first_dirty_offset
+    assert cleaned_to > 0 and log.dirty_ratio() == 0.0
+    await mgr.close()
+    text = (tmp_path / "cleaner-offset-checkpoint").read_text().splitlines()
+    assert text == ["0", "1", f"__consumer_offsets 0 {cleaned_to}"]
+    again = LogManager(str(tmp_path), topic_configs={"__consumer_offsets": compact})
+    reopened = again.get("__consumer_offsets", 0)
+    assert reopened.first_dirty_offset == cleaned_to and not reopened.needs_compaction()
+    await again.close()
+    (tmp_path / "cleaner-offset-checkpoint").write_text("garbage\n")
+    third = LogManager(str(tmp_path), topic_configs={"__consumer_offsets": compact})
+    assert third.get("__consumer_offsets", 0).needs_compaction()  # unknown progress: clean again
+    await third.close()

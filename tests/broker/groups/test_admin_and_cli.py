@@ -69,8 +69,7 @@ def test_admin_client_and_kcoord_groups_agree(server):
                                 "--to-earliest", "--execute")
         assert refused.returncode == 1 and "inactive" in refused.stderr
     finally:
-        for c in consumers:
-            c.terminate()
+        procs.stop_all(consumers)
 
     try:
         wait_until(lambda: admin.describe_groups([GROUP])[GROUP]["group_state"] == "Empty", 30, "an Empty group")
@@ -91,6 +90,12 @@ def test_admin_client_and_kcoord_groups_agree(server):
         assert to_offset.returncode == 0, to_offset.stderr
         assert {int(r["PARTITION"]): int(r["CURRENT-OFFSET"]) for r in describe_table(
             server.bootstrap, GROUP)} == {p: min(2, new_ends[p]) for p in range(PARTITIONS)}
+
+        fresh = kcoord_groups(server.bootstrap, "reset-offsets", "fresh-group", "--topic", TOPIC,
+                              "--to-latest", "--execute")  # a group that does not exist yet
+        assert fresh.returncode == 0, fresh.stderr
+        assert {int(r["PARTITION"]): int(r["CURRENT-OFFSET"])
+                for r in describe_table(server.bootstrap, "fresh-group")} == new_ends
 
         assert GROUP in kcoord_groups(server.bootstrap, "list").stdout.split()
         assert admin.delete_groups([GROUP]) == {GROUP: "OK"}

@@ -51,8 +51,7 @@ def run_group(server, kinds: list[str], assignor: str = "roundrobin") -> None:
         for c in consumers:  # each consumed only what it was assigned
             assert {p for p, _o, _k in c.records()} <= set(c.assignment)
     finally:
-        for c in consumers:
-            c.terminate()
+        procs.stop_all(consumers)
 
 
 @pytest.mark.parametrize("kind", ["kafka-python", "aiokafka", "confluent", "kafkajs", "kcat"])

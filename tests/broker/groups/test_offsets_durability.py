@@ -29,8 +29,7 @@ def test_consumers_resume_from_committed_offsets_after_restart(restartable_serve
         wait_until(lambda: committed_max(first) == ends, 60,
                    "everything committed\n" + "\n".join(c.describe() for c in first))
     finally:
-        for c in first:
-            c.terminate()
+        procs.stop_all(first)
     committed_before = server.committed_offsets(group, topic, PARTITIONS)
     assert committed_before == ends
 
@@ -52,8 +51,7 @@ def test_consumers_resume_from_committed_offsets_after_restart(restartable_serve
         keys = [k for c in second for _p, _o, k in c.records()]
         assert sorted(keys) == sorted(f"after-{i}" for i in range(30))
     finally:
-        for c in second:
-            c.terminate()
+        procs.stop_all(second)
 
 
 

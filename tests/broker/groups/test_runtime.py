@@ -1,0 +1,143 @@
+"""The coordinator runtime in-process over real storage (tmp dir): durable writes, loading by replay
+with COORDINATOR_LOAD_IN_PROGRESS meanwhile, write failures, and keyed loop timers."""
+from __future__ import annotations
+
+import asyncio
+
+from coordinator import GroupConfig, OffsetCommitRequestPartition
+from coordinator.runtime import FAULT_FILE_ENV, OFFSETS_TOPIC, GroupRuntime, LoopTimer, WallClock
+from protocol.errors import ErrorCode as E
+from storage import FaultyFS, LogManager
+
+CONFIG = GroupConfig(offsets_topic_num_partitions=3, group_initial_rebalance_delay_ms=0)
+
+
+def runtime_over(manager: LogManager) -> GroupRuntime:
+    return GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p), CONFIG)
+
+
+async def commit(runtime: GroupRuntime, group: str, offset: int) -> E:
+    errors = await runtime.call(
+        "handle_commit_offsets", group_id=group, member_id="", group_instance_id=None, generation_id=-1,
+        offsets=[OffsetCommitRequestPartition("t", 0, offset)], retention_time_ms=-1, request_version=8)
+    return errors[("t", 0)]
+
+
+def fetched(runtime: GroupRuntime, group: str) -> int:
+    result = runtime.coordinator.handle_fetch_offsets(group, [("t", 0)], False)
+    return result.partitions[0].offset
+
+
+async def test_commits_are_replayed_on_the_next_start(tmp_path):
+    manager = LogManager(str(tmp_path))
+    runtime = runtime_over(manager)
+    await runtime.start()
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    assert await commit(runtime, "g", 41) == E.NONE
+    assert await commit(runtime, "g", 42) == E.NONE
+    end = manager.get_or_create(OFFSETS_TOPIC, runtime.partition_for("g")).log_end_offset
+    await runtime.close()
+    await manager.close()
+    assert end == 2  # one record per commit, appended to the group's partition
+
+    manager = LogManager(str(tmp_path))
+    runtime = runtime_over(manager)
+    await runtime.start()
+    # Loading runs in the background: until it has replayed the partition, the group is not served.
+    assert runtime.group_error("g") == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert runtime.all_loaded_error() == E.COORDINATOR_LOAD_IN_PROGRESS
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    assert runtime.group_error("g") == E.NONE
+    assert fetched(runtime, "g") == 42
+    await runtime.close()
+    await manager.close()
+
+
+async def test_a_failed_fsync_fails_the_commit_and_the_next_one_succeeds(tmp_path):
+    fs = FaultyFS()
+    manager = LogManager(str(tmp_path), fs=fs)
+    runtime = runtime_over(manager)
+    await runtime.start()
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    assert await commit(runtime, "g", 1) == E.NONE
+    fs.fail_next_fsync()
+    assert await commit(runtime, "g", 2) == E.NOT_COORDINATOR  # Kafka's mapping of a storage error
+    assert fetched(runtime, "g") == 1
+    assert await commit(runtime, "g", 3) == E.NONE
+    assert fetched(runtime, "g") == 3
+    await runtime.close()
+    await manager.close()
+
+
+async def test_the_fault_file_fails_exactly_one_write(tmp_path, monkeypatch):
+    fault = tmp_path / "fail"
+    monkeypatch.setenv(FAULT_FILE_ENV, str(fault))
+    manager = LogManager(str(tmp_path / "data"))
+    runtime = runtime_over(manager)
+    await runtime.start()
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    fault.write_text("x")
+    assert await commit(runtime, "g", 5) == E.NOT_COORDINATOR
+    assert not fault.exists()
+    assert await commit(runtime, "g", 6) == E.NONE
+    await runtime.close()
+    await manager.close()
+
+
+async def test_loop_timer_keys_replace_and_cancel():
+    timer = LoopTimer(asyncio.get_running_loop(), WallClock())
+    fired: list[str] = []
+    timer.schedule("a", 50, lambda: fired.append("first"))
+    timer.schedule("a", 0, lambda: fired.append("second"))  # replaces the first
+    timer.schedule("b", 0, lambda: fired.append("cancelled"))
+    assert timer.cancel("b") is True and timer.cancel("b") is False
+    for _ in range(100):  # bounded: the 50 ms timer would have fired long before this ends
+        await asyncio.sleep(0.01)
+        if fired and not timer.is_scheduled("a"):
+            break
+    await asyncio.sleep(0.1)
+    assert fired == ["second"]
+
+
+async def test_close_answers_parked_joins_not_coordinator(tmp_path):
+    manager = LogManager(str(tmp_path))
+    runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p),
+                           GroupConfig(offsets_topic_num_partitions=3, group_initial_rebalance_delay_ms=60_000))
+    await runtime.start()
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    join = asyncio.ensure_future(runtime.call(
+        "handle_join_group", group_id="g", member_id="", group_instance_id=None, require_known_member_id=False,
+        client_id="c", client_host="127.0.0.1", rebalance_timeout_ms=60_000, session_timeout_ms=10_000,
+        protocol_type="consumer", protocols=[("range", b"")], reason=None, request_version=3))
+    await asyncio.sleep(0)
+    assert not join.done()  # parked behind the initial rebalance delay
+    await runtime.close()
+    result = await asyncio.wait_for(join, 5)
+    assert result.error == E.NOT_COORDINATOR
+    assert runtime.group_error("g") == E.COORDINATOR_NOT_AVAILABLE
+    await manager.close()
+
+
+async def test_rebalances_and_group_sizes_reach_the_broker_metrics(tmp_path, caplog):
+    from broker.metrics import Metrics
+    from coordinator.runtime import coordinator_logger
+
+    metrics = Metrics()
+    manager = LogManager(str(tmp_path))
+    runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p), CONFIG,
+                           logger=coordinator_logger(metrics))
+    await runtime.start()
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    caplog.set_level("WARNING", logger="kcoord.coordinator")  # metrics must not depend on the log level
+    result = await runtime.call(
+        "handle_join_group", group_id="metered", member_id="", group_instance_id=None,
+        require_known_member_id=False, client_id="c", client_host="127.0.0.1", rebalance_timeout_ms=10_000,
+        session_timeout_ms=10_000, protocol_type="consumer", protocols=[("range", b"")], reason=None,
+        request_version=3)
+    assert result.error == E.NONE
+    text = metrics.render_prometheus()
+    assert 'kcoord_group_rebalances_total{cause="initial_join",group="metered"} 1' in text
+    assert 'kcoord_group_members{group="metered"} 1' in text
+    assert "Preparing to rebalance group metered" not in caplog.text  # INFO is filtered out as asked
+    await runtime.close()
+    await manager.close()
