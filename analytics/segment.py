@@ -108,7 +108,7 @@ class SegmentDecoder:
     def commits(self) -> Iterator[pa.RecordBatch]:
         for rows in self._chunks():
             arena, f, meta, kt = self._decode_chunk(rows)
-            sel = np.flatnonzero((kt == 0) | (kt == 1))
+            sel = np.flatnonzero(np.isin(kt, offsets.OFFSET_COMMIT_TYPES))
             out = offsets.decode(arena.array, f, sel, meta)
             self.skipped_records += len(sel) - out.num_rows
             yield out
