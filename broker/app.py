@@ -44,7 +44,7 @@ class Broker:
         self.topics: TopicManager | None = None
         self.producers: ProducerStateManager | None = None
         self.fetch_waiters = FetchWaiters()
-        self.groups: Any = None        # the coordinator runtime, when coordinator/runtime.py provides one
+        self.groups: Any = None        # the coordinator runtime, when coordinator.runtime provides one
         self.server: KafkaServer | None = None
         self.listeners: list[BoundListener] = []
         self._prometheus: PrometheusEndpoint | None = None
@@ -81,10 +81,13 @@ class Broker:
             return
         self.stopping = True
         self.fetch_waiters.wake_all()  # long-polling fetches answer now with what they have
-        if self.server is not None:
-            await self.server.stop(timeout)
+        # The coordinator goes first, as Kafka's does when it gives up its partitions: parked JoinGroup /
+        # SyncGroup requests are answered NOT_COORDINATOR at once (clients look for the coordinator
+        # again) instead of holding the connection drain below until its timeout.
         if self.groups is not None and hasattr(self.groups, "close"):
             await self.groups.close()
+        if self.server is not None:
+            await self.server.stop(timeout)
         if self.logs is not None:
             await self.sync_all()
             await self.logs.close()

@@ -1,5 +1,5 @@
 """Where a partition's state comes from (checkpoint + log tail, or the whole log), and where its
-checkpoint lives. Blocking I/O; the runtime's coordinator.checkpointer decides when to call it.
+checkpoint lives. Blocking I/O; the runtime's coordinator.runtime.checkpoints decides when to call it.
 
 The checkpoint sits in the partition's directory as `kcoord-group-state.checkpoint`: not a
 `<digits>.log/.index/.snapshot` name that storage recovery or Kafka's tools would take for a

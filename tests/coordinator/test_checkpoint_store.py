@@ -205,7 +205,7 @@ def test_runtime_writes_a_checkpoint_after_n_durable_records(tmp_path):
 
 
 def test_checkpoints_of_a_load_wait_until_every_partition_is_loaded(plog):
-    from coordinator.checkpointer import Checkpointer
+    from coordinator.runtime.checkpoints import Checkpointer
     from coordinator.testing import ManualClock
 
     _append(plog, [_commit_record("g", 0, 1), _commit_record("g", 1, 2)])

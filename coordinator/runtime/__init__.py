@@ -13,7 +13,7 @@ injected with:
   sizes) as broker metrics.
 * `GroupRuntime` — owns them, loads every `__consumer_offsets` partition by replay before serving it
   (requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile): from the partition's checkpoint and the log
-  after it when the checkpoint is valid, else the whole log (coordinator.checkpointer decides when
+  after it when the checkpoint is valid, else the whole log (coordinator.runtime.checkpoints decides when
   checkpoints are written). It turns the coordinator's callbacks into awaitables for the handlers, and
   shuts down cleanly.
 """
@@ -27,8 +27,8 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator import GroupConfig, GroupCoordinator
-from coordinator.checkpointer import Checkpointer
 from coordinator.gc_pause import gc_paused
+from coordinator.runtime.checkpoints import Checkpointer
 from protocol.errors import DecodeError, ErrorCode
 from protocol.records import build_batch
 from storage import StorageError
