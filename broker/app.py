@@ -20,6 +20,7 @@ from broker import registry
 from broker.data.fetch_wait import FetchWaiters
 from broker.data.producers import ProducerStateManager
 from broker.data.topics import CONSUMER_OFFSETS, TopicManager
+from broker.data.visibility import Visibility
 from broker.hooks import Hooks
 from broker.metrics import Metrics, PrometheusEndpoint, StatsdPusher
 from broker.server import BoundListener, KafkaServer
@@ -33,8 +34,9 @@ SHUTDOWN_TIMEOUT_S = 10.0
 class Broker:
     """One kcoord node. `await start()`, then `await stop()`; `serve(config)` wraps both."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, fs: Any = None) -> None:
         self.config = config
+        self._fs = fs  # storage's file system; tests pass a storage.FaultyFS to fail or hold fsyncs
         self.node_id: int = config.node_id
         self.log_dir: str = config.log_dirs[0]
         self.hooks = Hooks()
@@ -44,6 +46,7 @@ class Broker:
         self.topics: TopicManager | None = None
         self.producers: ProducerStateManager | None = None
         self.fetch_waiters = FetchWaiters()
+        self.visibility = Visibility(self.fetch_waiters, self.metrics)  # high watermark moves, long polls wake
         self.groups: Any = None        # the coordinator runtime, when coordinator/runtime.py provides one
         self.server: KafkaServer | None = None
         self.listeners: list[BoundListener] = []
@@ -59,7 +62,7 @@ class Broker:
         is_flexible(0, 0)  # loads the header-version table now rather than during a client's first request
         os.makedirs(self.log_dir, exist_ok=True)
         self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
-        self.logs = LogManager(self.log_dir, default_config=self.log_config())
+        self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs)
         self.topics = TopicManager(self)
         self.producers = ProducerStateManager(self.log_dir, self.logs)
         # Retention and compaction run in the background (Kafka's log cleaner / retention check).
@@ -85,6 +88,7 @@ class Broker:
             await self.server.stop(timeout)
         if self.groups is not None and hasattr(self.groups, "close"):
             await self.groups.close()
+        await self.visibility.close()
         if self.logs is not None:
             await self.sync_all()
             await self.logs.close()

@@ -20,11 +20,14 @@ Fetch sessions: we refuse to create them, exactly as a Kafka broker whose sessio
 response with session_id 0, so the client keeps sending full fetches; an incremental fetch for a
 session id gets FETCH_SESSION_ID_NOT_FOUND, any other epoch without a session INVALID_FETCH_SESSION_EPOCH.
 There are no transactions, so read_committed sees the same data (last stable offset = high watermark).
+Consumers read below the high watermark only (broker.data.visibility: the durable offset when every
+append is fsynced); an offset between it and the log end answers empty, as in Kafka.
 """
 from __future__ import annotations
 
 import time
 
+from broker.data.visibility import high_watermark
 from broker.registry import api
 from protocol import messages as m
 from protocol.errors import ErrorCode
@@ -98,21 +101,21 @@ def _read(broker, plan, max_bytes: int, v: int):
             if plog is None:
                 out.append(_error(PD, p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            start, end = plog.log_start_offset, plog.log_end_offset
+            start, end, hw = plog.log_start_offset, plog.log_end_offset, high_watermark(plog)
             if not start <= p.fetch_offset <= end:
-                out.append(_error(PD, p.partition, ErrorCode.OFFSET_OUT_OF_RANGE, end, start))
+                out.append(_error(PD, p.partition, ErrorCode.OFFSET_OUT_OF_RANGE, hw, start))
                 continue
             records = b""
             budget = min(p.partition_max_bytes, max_bytes - total)
-            if p.fetch_offset < end and (budget > 0 or total == 0):
+            if p.fetch_offset < hw and (budget > 0 or total == 0):
                 # Storage returns at least one whole batch; that is right only for the first data in
                 # the response (KIP-74), later partitions get nothing rather than exceed their limit.
-                records = plog.read(p.fetch_offset, max(budget, 1))
+                records = plog.read(p.fetch_offset, max(budget, 1), max_offset=hw)
                 if total > 0 and len(records) > budget:
                     records = b""
             total += len(records)
-            out.append(PD(partition_index=p.partition, error_code=ErrorCode.NONE, high_watermark=end,
-                          last_stable_offset=end, log_start_offset=start, aborted_transactions=[],
+            out.append(PD(partition_index=p.partition, error_code=ErrorCode.NONE, high_watermark=hw,
+                          last_stable_offset=hw, log_start_offset=start, aborted_transactions=[],
                           preferred_read_replica=-1, records=records))
         FT = m.FetchResponse.FetchableTopicResponse
         responses.append(FT(topic=name or "", topic_id=topic_id, partitions=out) if v >= 13

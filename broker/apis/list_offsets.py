@@ -8,10 +8,13 @@ Versions (we serve 1-7):
   v5: same as v4
   v6: flexible
   v7: timestamp -3 = the offset of the record with the largest timestamp (KIP-734)
-Special timestamps: -2 earliest (log start offset), -1 latest (log end offset), -3 max timestamp.
+Special timestamps: -2 earliest (log start offset), -1 latest (the high watermark), -3 max timestamp.
+Like Kafka's answer to a consumer, nothing at or above the high watermark is ever returned
+(broker.data.visibility: with fsync-per-append that is the durable offset, not the log end).
 """
 from __future__ import annotations
 
+from broker.data.visibility import high_watermark
 from broker.registry import api
 from protocol import messages as m
 from protocol.errors import ErrorCode
@@ -43,26 +46,27 @@ def _lookup(broker, topic: str, partition: int, timestamp: int, version: int) ->
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
     if timestamp == EARLIEST:
         return ErrorCode.NONE, plog.log_start_offset, -1
+    hw = high_watermark(plog)
     if timestamp == LATEST:
-        return ErrorCode.NONE, plog.log_end_offset, -1
+        return ErrorCode.NONE, hw, -1
     if timestamp == MAX_TIMESTAMP and version >= 7:
-        found = _max_timestamp(plog)
+        found = _max_timestamp(plog, hw)
         return (ErrorCode.NONE, *found) if found else (ErrorCode.NONE, -1, -1)
     if timestamp < 0:
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
     found = plog.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or found[0] >= hw:
         return ErrorCode.NONE, -1, -1
     offset, ts = found
     return ErrorCode.NONE, offset, ts
 
 
-def _max_timestamp(plog) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record carrying the partition's largest timestamp."""
-    best = None  # (max_timestamp, batch bytes)
-    offset, end = plog.log_start_offset, plog.log_end_offset
-    while offset < end:
-        data = plog.read(offset, _SCAN_READ_BYTES)
+def _max_timestamp(plog, hw: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record below `hw` carrying the partition's largest timestamp."""
+    best = None  # (max_timestamp, batch bytes, header)
+    offset = plog.log_start_offset
+    while offset < hw:
+        data = plog.read(offset, _SCAN_READ_BYTES, max_offset=hw)
         moved = False
         for _pos, header, batch in iter_batches(data):
             if header.next_offset <= offset:

@@ -11,12 +11,12 @@ Versions (we serve 3-10; magic-2 batches need v3+):
   v10: current leader / node endpoints tagged fields (KIP-951; unused by a single node)
 acks=0: no response; if any partition failed the connection is closed, as Kafka does, so the client
 notices. acks=1/-1: the response is sent once the append is fsynced (group commit), as
-log.flush.interval.messages=1 (kcoord's default) promises. Idempotent batches (producer id >= 0) go
+log.flush.interval.messages=1 (kcoord's default) promises; only then does the high watermark cover it
+(broker.data.visibility), whatever the acks. Idempotent batches (producer id >= 0) go
 through the producer state: duplicates of one of the last 5 batches get their original offsets back.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -50,7 +50,9 @@ async def handle(ctx, request):
         for resp in parts:
             if resp.error_code:
                 broker.metrics.inc("kcoord_partition_errors_total", api="Produce", error_code=resp.error_code)
+    logs = [entry[0] for entry in touched.values()]
     if acks == 0:
+        broker.visibility.publish_soon(logs)  # the partitions that took their batch
         failed = [(name, r.index, ErrorCode(r.error_code).name) for name, parts in results for r in parts
                   if r.error_code]
         if failed:
@@ -58,17 +60,12 @@ async def handle(ctx, request):
             # (and refresh its metadata).
             raise ProtocolViolation(f"acks=0 produce failed for {failed}")
         return None
-    if touched and broker.config.get("log.flush.interval.messages") <= 1:
-        logs = [entry[0] for entry in touched.values()]
-        started = time.perf_counter()
-        outcomes = await asyncio.gather(*(lg.sync() for lg in logs), return_exceptions=True)
-        broker.metrics.storage_latency("fsync", time.perf_counter() - started)
-        for (lg, resps), outcome in zip(touched.values(), outcomes, strict=True):
-            if isinstance(outcome, Exception):
-                log.error("fsync failed for %s: %s", lg, outcome)
-                for resp in resps:
-                    resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                    resp.base_offset = -1
+    outcomes = await broker.visibility.publish(logs)
+    for (_lg, resps), outcome in zip(touched.values(), outcomes, strict=True):
+        if outcome is not None:
+            for resp in resps:
+                resp.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                resp.base_offset = -1
     return m.ProduceResponse(
         responses=[m.ProduceResponse.TopicProduceResponse(name=name, partition_responses=parts)
                    for name, parts in results],
@@ -132,7 +129,6 @@ def _check_and_append(broker, topic_name: str, pdata, acks: int, transactional_i
     broker.metrics.inc("kcoord_produced_bytes_total", len(batch), topic=topic_name)
     if idempotent:
         broker.producers.record(tp, header, info.base_offset, info.last_offset, header.max_timestamp)
-    broker.fetch_waiters.notify(tp)
     # Storage stamps LogAppendTime when the topic's message.timestamp.type asks for it.
     resp = _response(index, ErrorCode.NONE, base_offset=info.base_offset,
                      log_start_offset=plog.log_start_offset, append_time=info.log_append_time_ms)
