@@ -19,7 +19,7 @@ from typing import Any
 from broker import registry
 from broker.data.fetch_wait import FetchWaiters
 from broker.data.producers import ProducerStateManager
-from broker.data.topics import CONSUMER_OFFSETS, TopicManager
+from broker.data.topics import CONSUMER_OFFSETS, TopicManager, consumer_offsets_configs
 from broker.data.visibility import Visibility
 from broker.hooks import Hooks
 from broker.metrics import Metrics, PrometheusEndpoint, StatsdPusher
@@ -62,7 +62,10 @@ class Broker:
         is_flexible(0, 0)  # loads the header-version table now rather than during a client's first request
         os.makedirs(self.log_dir, exist_ok=True)
         self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
-        self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs)
+        # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
+        # under the delete policy (retention would drop coordinator state).
+        self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs, topic_configs={
+            CONSUMER_OFFSETS: self.log_config(consumer_offsets_configs(self.config))})
         self.topics = TopicManager(self)
         self.producers = ProducerStateManager(self.log_dir, self.logs)
         # Retention and compaction run in the background (Kafka's log cleaner / retention check).

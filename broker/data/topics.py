@@ -50,6 +50,12 @@ _TOPIC_VALUE_CHECKS = {
 }
 
 
+def consumer_offsets_configs(config: Any) -> dict[str, str]:
+    """The topic configs __consumer_offsets always has, as Kafka gives it (offsets.topic.* properties):
+    compacted, so retention never deletes coordinator state."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(config.get("offsets.topic.segment.bytes"))}
+
+
 class TopicError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -178,7 +184,8 @@ class TopicManager:
                 # No metadata at all (a data directory from an older kcoord or another tool):
                 # adopt the partitions so their data stays reachable.
                 log.warning("adopting topic %s found on disk with %d partitions", name, count)
-                self._add(Topic(name, uuid.uuid4(), count))
+                configs = consumer_offsets_configs(self.config) if name == CONSUMER_OFFSETS else {}
+                self._add(Topic(name, uuid.uuid4(), count, configs))
                 adopted = True
         if adopted:
             self._save()
@@ -202,7 +209,10 @@ class TopicManager:
         self._by_id[topic.topic_id] = topic
 
     def _open_partitions(self, topic: Topic) -> None:
-        cfg = self.broker.log_config(topic.configs)
+        overrides = topic.configs
+        if topic.internal:  # whatever the metadata says (or lacks), e.g. after adopting a data dir
+            overrides = {**overrides, **consumer_offsets_configs(self.config)}
+        cfg = self.broker.log_config(overrides)
         for p in range(topic.partitions):
             self.logs.get_or_create(topic.name, p, config=cfg)
 
@@ -279,10 +289,8 @@ class TopicManager:
     def ensure_consumer_offsets(self) -> Topic:
         topic = self._topics.get(CONSUMER_OFFSETS)
         if topic is None:
-            topic = self.create(CONSUMER_OFFSETS, self.config.get("offsets.topic.num.partitions"), {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
-            })
+            topic = self.create(CONSUMER_OFFSETS, self.config.get("offsets.topic.num.partitions"),
+                                consumer_offsets_configs(self.config))
         return topic
 
 
