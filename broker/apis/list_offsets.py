@@ -18,11 +18,9 @@ from broker.data.visibility import high_watermark
 from broker.registry import api
 from protocol import messages as m
 from protocol.errors import ErrorCode
-from protocol.records import LOG_APPEND_TIME, decode_records, iter_batches
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 LEADER_EPOCH = 0
-_SCAN_READ_BYTES = 1 << 20
 
 
 @api(key=2, name="ListOffsets", min_version=1, max_version=7)
@@ -49,40 +47,10 @@ def _lookup(broker, topic: str, partition: int, timestamp: int, version: int) ->
     hw = high_watermark(plog)
     if timestamp == LATEST:
         return ErrorCode.NONE, hw, -1
-    if timestamp == MAX_TIMESTAMP and version >= 7:
-        found = _max_timestamp(plog, hw)
-        return (ErrorCode.NONE, *found) if found else (ErrorCode.NONE, -1, -1)
-    if timestamp < 0:
+    if timestamp < 0 and not (timestamp == MAX_TIMESTAMP and version >= 7):
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
-    found = plog.offset_for_timestamp(timestamp)
-    if found is None or found[0] >= hw:
+    found = plog.offset_for_timestamp(timestamp)  # storage also knows MAX_TIMESTAMP
+    if found is None or found[0] >= hw:  # as Kafka: only an offset a consumer can fetch
         return ErrorCode.NONE, -1, -1
     offset, ts = found
     return ErrorCode.NONE, offset, ts
-
-
-def _max_timestamp(plog, hw: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record below `hw` carrying the partition's largest timestamp."""
-    best = None  # (max_timestamp, batch bytes, header)
-    offset = plog.log_start_offset
-    while offset < hw:
-        data = plog.read(offset, _SCAN_READ_BYTES, max_offset=hw)
-        moved = False
-        for _pos, header, batch in iter_batches(data):
-            if header.next_offset <= offset:
-                continue
-            if header.records_count and (best is None or header.max_timestamp > best[0]):
-                best = (header.max_timestamp, bytes(batch), header)
-            offset = header.next_offset
-            moved = True
-        if not moved:
-            break
-    if best is None:
-        return None
-    max_ts, batch, header = best
-    if header.timestamp_type == LOG_APPEND_TIME:
-        return header.base_offset, max_ts
-    for record in decode_records(batch):
-        if record.timestamp == max_ts:
-            return record.offset, max_ts
-    return header.last_offset, max_ts

@@ -46,12 +46,12 @@ def hold_fsyncs(fs: FaultyFS) -> threading.Event:
     return gate
 
 
-def latest_offset(port: int, topic: str) -> int:
+def list_offset(port: int, topic: str, timestamp: int = -1) -> int:
     R = m.ListOffsetsRequest
     with RawKafka(port) as c:
         resp = c.request(2, 7, R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(
             name=topic, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
-                partition_index=0, current_leader_epoch=-1, timestamp=-1)])]))
+                partition_index=0, current_leader_epoch=-1, timestamp=timestamp)])]))
     return resp.topics[0].partitions[0].offset
 
 
@@ -91,7 +91,8 @@ async def test_fetch_served_batches_not_yet_fsynced(faulty_broker):
     part = await asyncio.to_thread(look)
     assert (part.error_code, part.high_watermark, part.last_stable_offset) == (ErrorCode.NONE, 0, 0)
     assert record_count(part.records) == 0
-    assert await asyncio.to_thread(latest_offset, port, "hw") == 0
+    # Latest is the high watermark; a timestamp or max-timestamp lookup finds nothing above it.
+    assert [await asyncio.to_thread(list_offset, port, "hw", ts) for ts in (-1, -3, 0)] == [0, -1, -1]
     # The write did not wake the long poll into answering with nothing, nor the producer.
     assert not poller.done() and not producing.done()
 
@@ -100,7 +101,7 @@ async def test_fetch_served_batches_not_yet_fsynced(faulty_broker):
     assert (acked.error_code, acked.base_offset) == (ErrorCode.NONE, 0)
     woken = (await asyncio.wait_for(poller, BOUND_S)).responses[0].partitions[0]
     assert (woken.high_watermark, record_count(woken.records)) == (5, 5)
-    assert await asyncio.to_thread(latest_offset, port, "hw") == 5
+    assert [await asyncio.to_thread(list_offset, port, "hw", ts) for ts in (-1, -3, 0)] == [5, 0, 0]
 
 
 async def test_acks_zero_batches_become_visible_after_their_fsync(faulty_broker):
