@@ -204,3 +204,20 @@ async def test_long_poll_of_a_real_consumer_is_woken_by_the_fsync(kcoord_broker)
     with RawKafka(kcoord_broker.listeners[0].port) as c:
         await asyncio.to_thread(produce, c, topic, records_batch(1))
     assert await asyncio.wait_for(consuming, BOUND_S) == [b"v0"]
+
+
+async def test_a_failed_fsync_is_never_acknowledged_nor_served(faulty_broker):
+    broker, fs = faulty_broker
+    port = broker.listeners[0].port
+    with RawKafka(port) as c:
+        await asyncio.to_thread(create, c, "eio")
+        fs.fail_next_fsync()
+        failed = await asyncio.to_thread(produce, c, "eio", records_batch(4))
+        assert (failed.error_code, failed.base_offset) == (ErrorCode.KAFKA_STORAGE_ERROR, -1)
+        part = (await asyncio.to_thread(fetch, c, "eio", 0)).responses[0].partitions[0]
+        assert (part.high_watermark, record_count(part.records)) == (0, 0)
+        # The log cut the lost batch away; the next one takes its offsets and is served.
+        again = await asyncio.to_thread(produce, c, "eio", records_batch(2))
+        assert (again.error_code, again.base_offset) == (ErrorCode.NONE, 0)
+        part = (await asyncio.to_thread(fetch, c, "eio", 0)).responses[0].partitions[0]
+    assert (part.high_watermark, record_count(part.records)) == (2, 2)
