@@ -245,8 +245,14 @@ class TopicManager:
 
     # -- changes ----------------------------------------------------------------------------------
     def check_create(self, name: str, partitions: int, replication_factor: int,
-                     configs: dict[str, str | None]) -> int:
-        """Validate a CreateTopics entry; returns the partition count to use, or raises TopicError."""
+                     configs: dict[str, str | None],
+                     assignments: list[tuple[int, list[int]]] | None = None) -> int:
+        """Validate a CreateTopics entry; returns the partition count to use, or raises TopicError.
+
+        `assignments` [(partition, broker ids)] replaces the counts, which must then be -1."""
+        if assignments:
+            partitions = self._check_assignments(partitions, replication_factor, assignments)
+            replication_factor = 1
         validate_topic_name(name)
         if name in self._topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -259,6 +265,26 @@ class TopicManager:
                              f"Replication factor must be 1 on this single-node broker, got {replication_factor}.")
         validate_topic_configs(configs)
         return partitions
+
+    def _check_assignments(self, partitions: int, replication_factor: int,
+                           assignments: list[tuple[int, list[int]]]) -> int:
+        if partitions != -1 or replication_factor != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "Both numPartitions or replicationFactor and replicasAssignments were set.")
+        node = self.broker.node_id
+        for index, broker_ids in assignments:
+            if list(broker_ids) != [node]:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 f"Partition {index} must be assigned to broker {node} only")
+        if sorted(index for index, _ids in assignments) != list(range(len(assignments))):
+            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             "Partitions should be a consecutive 0-based integer sequence")
+        return len(assignments)
+
+    def preview_configs(self, configs: dict[str, str | None]) -> dict[str, tuple[str, bool]]:
+        """effective_configs of a topic that would be created with `configs` (validate_only)."""
+        return {key: (configs[key], False) if configs.get(key) is not None else (broker_default(self.config, key), True)
+                for key in TOPIC_CONFIG_DEFAULTS}
 
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         topic = Topic(name, uuid.uuid4(), partitions, {k: v for k, v in (configs or {}).items() if v is not None})

@@ -5,6 +5,7 @@ import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import (
     InvalidPartitionsError,
+    InvalidReplicationAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
     TopicAlreadyExistsError,
@@ -53,6 +54,16 @@ def test_create_existing_topic_and_validate_only(admin):
         admin.create_topics([NewTopic("dup", 1, 1)])
     admin.create_topics([NewTopic("dry", 3, 1)], validate_only=True)
     assert "dry" not in admin.list_topics()
+
+
+def test_create_topic_with_a_replica_assignment(admin):
+    admin.create_topics([NewTopic("placed", replica_assignments={0: [1], 1: [1]})])
+    (desc,) = admin.describe_topics(["placed"])
+    assert sorted(p["partition_index"] for p in desc["partitions"]) == [0, 1]
+    for name, assignment in (("elsewhere", {0: [2]}), ("gap", {0: [1], 2: [1]}), ("replicated", {0: [1, 2]})):
+        with pytest.raises(InvalidReplicationAssignmentError):
+            admin.create_topics([NewTopic(name, replica_assignments=assignment)])
+        assert name not in admin.list_topics()
 
 
 def test_delete_unknown_topic(admin):
