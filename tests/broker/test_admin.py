@@ -84,6 +84,8 @@ def test_describe_configs_for_topic_and_broker(admin):
     assert broker_cfg["num.partitions"]["value"] == "1"
     assert broker_cfg["message.max.bytes"]["value"] == "1048588"
     assert broker_cfg["log.dirs"]["read_only"] is True
+    assert broker_cfg["log.dirs"]["config_source"] == "STATIC_BROKER_CONFIG"  # set on the command line
+    assert broker_cfg["num.partitions"]["config_source"] == "DEFAULT_CONFIG"
 
 
 def test_topic_id_is_stable_across_restart(kcoord_server):
