@@ -141,6 +141,7 @@ def test_consumer_group_is_untouched_by_bad_input_on_other_connections(kcoord_se
         got = Counter(k for c in consumers for _p, _o, k in c.records())
         assert got == Counter(keys), "every message exactly once"
         assert [c.errors() for c in consumers] == [[], []]
+        assert [c.stderr_lines for c in consumers] == [[], []], "kafka-python logged no warning or error"
         assert all(c.alive for c in consumers)
         assert [c.assignment_count for c in consumers] == assignments, "no consumer saw a rebalance"
         log = server.log_text()
