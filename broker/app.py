@@ -19,7 +19,8 @@ from typing import Any
 from broker import registry
 from broker.data.fetch_wait import FetchWaiters
 from broker.data.producers import ProducerStateManager
-from broker.data.topics import CONSUMER_OFFSETS, TopicManager
+from broker.data.topics import CONSUMER_OFFSETS, TopicManager, consumer_offsets_configs
+from broker.data.visibility import Visibility
 from broker.hooks import Hooks
 from broker.metrics import Metrics, PrometheusEndpoint, StatsdPusher
 from broker.server import BoundListener, KafkaServer
@@ -33,8 +34,9 @@ SHUTDOWN_TIMEOUT_S = 10.0
 class Broker:
     """One kcoord node. `await start()`, then `await stop()`; `serve(config)` wraps both."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, fs: Any = None) -> None:
         self.config = config
+        self._fs = fs  # storage's file system; tests pass a storage.FaultyFS to fail or hold fsyncs
         self.node_id: int = config.node_id
         self.log_dir: str = config.log_dirs[0]
         self.hooks = Hooks()
@@ -44,6 +46,7 @@ class Broker:
         self.topics: TopicManager | None = None
         self.producers: ProducerStateManager | None = None
         self.fetch_waiters = FetchWaiters()
+        self.visibility = Visibility(self.fetch_waiters, self.metrics)  # high watermark moves, long polls wake
         self.groups: Any = None        # the coordinator runtime, when coordinator.runtime provides one
         self.server: KafkaServer | None = None
         self.listeners: list[BoundListener] = []
@@ -59,7 +62,10 @@ class Broker:
         is_flexible(0, 0)  # loads the header-version table now rather than during a client's first request
         os.makedirs(self.log_dir, exist_ok=True)
         self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
-        self.logs = LogManager(self.log_dir, default_config=self.log_config())
+        # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
+        # under the delete policy (retention would drop coordinator state).
+        self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs, topic_configs={
+            CONSUMER_OFFSETS: self.log_config(consumer_offsets_configs(self.config))})
         self.topics = TopicManager(self)
         self.producers = ProducerStateManager(self.log_dir, self.logs)
         # Retention and compaction run in the background (Kafka's log cleaner / retention check).
@@ -88,6 +94,7 @@ class Broker:
             await self.groups.close()
         if self.server is not None:
             await self.server.stop(timeout)
+        await self.visibility.close()
         if self.logs is not None:
             await self.sync_all()
             await self.logs.close()

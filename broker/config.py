@@ -246,6 +246,7 @@ class BrokerConfig:
             if name not in PROPERTIES:
                 raise ConfigError(f"unknown property {key!r}")
             given[name] = value
+        self.given = frozenset(given)  # set by a file or an override (Kafka's STATIC_BROKER_CONFIG)
         self.props: dict[str, Any] = {}
         for name, prop in PROPERTIES.items():
             if name not in given:
@@ -306,6 +307,10 @@ class BrokerConfig:
             return self.props["log.retention.minutes"] * 60_000
         hours = self.props["log.retention.hours"]
         return -1 if hours < 0 else hours * 3_600_000
+
+    def is_default(self, name: str) -> bool:
+        """True unless a file or an override set the property (whatever the value)."""
+        return ALIASES.get(name, name) not in self.given
 
     def describe(self) -> list[tuple[str, Any, str]]:
         """(name, effective value, doc) for every property, for `kcoord config` and DescribeConfigs."""

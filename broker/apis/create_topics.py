@@ -13,6 +13,7 @@ INVALID_REPLICATION_ASSIGNMENT, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID
 """
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
 from broker.data.topics import TopicError
@@ -21,6 +22,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
+ZERO_UUID = uuid.UUID(int=0)  # validate_only: no topic, no id
 
 
 @api(key=19, name="CreateTopics", min_version=2, max_version=7)
@@ -45,46 +47,20 @@ def _result(name: str, code: ErrorCode, message: str | None = None):
 def _create(ctx, t, validate_only: bool):
     topics = ctx.broker.topics
     configs = {c.name: c.value for c in t.configs}
-    partitions, replication = t.num_partitions, t.replication_factor
+    assignments = [(a.partition_index, list(a.broker_ids)) for a in t.assignments]
     try:
-        if t.assignments:
-            if partitions != -1 or replication != -1:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
-            for a in t.assignments:
-                if list(a.broker_ids) != [ctx.broker.node_id]:
-                    raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                     f"Partition {a.partition_index} must be assigned to broker "
-                                     f"{ctx.broker.node_id} only")
-            indexes = sorted(a.partition_index for a in t.assignments)
-            if indexes != list(range(len(indexes))):
-                raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                                 "Partitions should be a consecutive 0-based integer sequence")
-            partitions, replication = len(indexes), 1
-        partitions = topics.check_create(t.name, partitions, replication, configs)
+        partitions = topics.check_create(t.name, t.num_partitions, t.replication_factor, configs, assignments)
     except TopicError as exc:
         return _result(t.name, exc.code, exc.message)
     if validate_only:
-        topic_id = None
-        effective = {k: (v, k not in configs or v is None) for k, v in _preview(topics, configs).items()}
+        topic_id, effective = ZERO_UUID, topics.preview_configs(configs)
     else:
         topic = topics.create(t.name, partitions, configs)
-        topic_id = topic.topic_id
-        effective = topics.effective_configs(topic)
+        topic_id, effective = topic.topic_id, topics.effective_configs(topic)
     R = m.CreateTopicsResponse.CreatableTopicResult
-    kwargs = {}
-    if topic_id is not None:
-        kwargs["topic_id"] = topic_id
-    return R(name=t.name, error_code=ErrorCode.NONE, error_message=None, num_partitions=partitions,
-             replication_factor=1, topic_config_error_code=ErrorCode.NONE,
+    return R(name=t.name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
+             num_partitions=partitions, replication_factor=1, topic_config_error_code=ErrorCode.NONE,
              configs=[R.CreatableTopicConfigs(
                  name=k, value=v, read_only=False, is_sensitive=False,
                  config_source=CONFIG_SOURCE_DEFAULT if is_default else CONFIG_SOURCE_TOPIC)
-                 for k, (v, is_default) in sorted(effective.items())],
-             **kwargs)
-
-
-def _preview(topics, configs: dict) -> dict[str, str]:
-    from broker.data.topics import TOPIC_CONFIG_DEFAULTS, broker_default
-
-    return {k: (configs.get(k) or broker_default(topics.config, k)) for k in TOPIC_CONFIG_DEFAULTS}
+                 for k, (v, is_default) in sorted(effective.items())])

@@ -17,7 +17,7 @@ async def handle(ctx, request):
     endpoint = broker.endpoint_for(ctx.listener)
     R = m.DescribeClusterResponse
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
-             endpoint_type=getattr(request, "endpoint_type", 1) if ctx.api_version >= 1 else 1,
+             endpoint_type=request.endpoint_type if ctx.api_version >= 1 else 1,
              cluster_id=broker.cluster_id, controller_id=broker.node_id,
              brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=endpoint.host,
                                               port=endpoint.port, rack=None)])

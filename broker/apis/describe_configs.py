@@ -6,7 +6,9 @@ Versions (we serve 1-4):
   v3: include_documentation; config_type and documentation in the result
   v4: flexible
 Resources: TOPIC (2) -> its overrides and the broker defaults it inherits; BROKER (4) named by this
-node id (or "" for the cluster default) -> every broker property; BROKER_LOGGER (8) -> none.
+node id (or "" for the cluster default) -> every broker property, STATIC_BROKER_CONFIG when
+server.properties or --override sets it (whatever the value), DEFAULT_CONFIG otherwise, as Kafka
+reports them; BROKER_LOGGER (8) -> none.
 """
 from __future__ import annotations
 
@@ -82,16 +84,11 @@ def _broker(ctx, res, keys, request):
     if res.resource_name not in ("", str(broker.node_id)):
         return _result(res, ErrorCode.INVALID_REQUEST,
                        f"broker {res.resource_name} is not this node ({broker.node_id})", [])
-    from broker.config import PROPERTIES
-
     entries = []
     for name, value, doc in broker.config.describe():
         if keys is not None and name not in keys:
             continue
-        prop = PROPERTIES.get(name)
-        default = prop.default if prop is not None else None
-        default_value = prop.parse(default) if prop is not None and isinstance(default, str) else default
-        source = SOURCE_DEFAULT if value == default_value else SOURCE_STATIC_BROKER
+        source = SOURCE_DEFAULT if broker.config.is_default(name) else SOURCE_STATIC_BROKER
         text = _text(value)
         synonyms = [_synonym(name, text, source)] if request.include_synonyms else []
         entries.append(_entry(name, text, True, source, synonyms, _type_of(name, value),

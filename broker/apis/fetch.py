@@ -20,11 +20,13 @@ Fetch sessions: we refuse to create them, exactly as a Kafka broker whose sessio
 response with session_id 0, so the client keeps sending full fetches; an incremental fetch for a
 session id gets FETCH_SESSION_ID_NOT_FOUND, any other epoch without a session INVALID_FETCH_SESSION_EPOCH.
 There are no transactions, so read_committed sees the same data (last stable offset = high watermark).
+Consumers read below the high watermark only (broker.data.visibility: the durable offset when every
+append is fsynced); an offset between it and the log end answers empty, as in Kafka. The reading and
+the long poll are broker.data.fetch_read's.
 """
 from __future__ import annotations
 
-import time
-
+from broker.data.fetch_read import PartitionFetch, read_when_ready
 from broker.registry import api
 from protocol import messages as m
 from protocol.errors import ErrorCode
@@ -41,26 +43,24 @@ async def handle(ctx, request):
         if error is not None:
             return m.FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
     broker = ctx.broker
-    plan = _resolve(broker, request.topics, v)
-    wanted = [(name, p.partition) for name, _tid, parts in plan if name is not None for p in parts]
-    deadline = time.monotonic() + max(request.max_wait_ms, 0) / 1000.0
-    while True:
-        responses, total = _read(broker, plan, request.max_bytes, v)
-        remaining = deadline - time.monotonic()
-        # A partition error answers at once, as Kafka's DelayedFetch completes on one.
-        failed = any(p.error_code for t in responses for p in t.partitions)
-        if total >= request.min_bytes or failed or remaining <= 0 or broker.stopping or not wanted:
-            break
-        if not await broker.fetch_waiters.wait(wanted, remaining):
-            responses, total = _read(broker, plan, request.max_bytes, v)
-            break
-    for topic_resp, (name, _tid, _parts) in zip(responses, plan, strict=True):
-        size = sum(len(p.records or b"") for p in topic_resp.partitions)
-        if size:
-            broker.metrics.inc("kcoord_fetched_bytes_total", size, topic=name)
-        for p in topic_resp.partitions:
-            if p.error_code:
-                broker.metrics.inc("kcoord_partition_errors_total", api="Fetch", error_code=p.error_code)
+    topics = [(_topic_name(broker, t, v), t) for t in request.topics]
+    wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes)
+              for name, t in topics for p in t.partitions]
+    reads = iter(await read_when_ready(broker, wanted, request.max_bytes, request.min_bytes, request.max_wait_ms))
+    FT, PD = m.FetchResponse.FetchableTopicResponse, m.FetchResponse.PartitionData
+    responses = []
+    for name, t in topics:
+        partitions = []
+        for p in t.partitions:
+            r = next(reads)
+            ok = r.error == ErrorCode.NONE
+            partitions.append(PD(partition_index=p.partition, error_code=r.error, high_watermark=r.high_watermark,
+                                 last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
+                                 aborted_transactions=[] if ok else None, preferred_read_replica=-1,
+                                 records=r.records))
+            _count(broker, name, r)
+        responses.append(FT(topic=name or "", topic_id=t.topic_id, partitions=partitions) if v >= 13
+                         else FT(topic=name, partitions=partitions))
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
 
 
@@ -72,55 +72,16 @@ def _session_error(session_id: int, epoch: int) -> ErrorCode | None:
     return None
 
 
-def _resolve(broker, topics, v: int):
-    """[(topic name or None if unknown id, topic id, partitions)] in request order."""
-    plan = []
-    for t in topics:
-        if v >= 13:
-            topic = broker.topics.by_id(t.topic_id)
-            plan.append((topic.name if topic is not None else None, t.topic_id, t.partitions))
-        else:
-            plan.append((t.topic, None, t.partitions))
-    return plan
+def _topic_name(broker, t, v: int) -> str | None:
+    """The topic's name; by id from v13 (None for an id we do not know)."""
+    if v < 13:
+        return t.topic
+    topic = broker.topics.by_id(t.topic_id)
+    return topic.name if topic is not None else None
 
 
-def _read(broker, plan, max_bytes: int, v: int):
-    PD = m.FetchResponse.PartitionData
-    responses = []
-    total = 0
-    for name, topic_id, parts in plan:
-        out = []
-        for p in parts:
-            if name is None:
-                out.append(_error(PD, p.partition, ErrorCode.UNKNOWN_TOPIC_ID))
-                continue
-            plog = broker.topics.log(name, p.partition)
-            if plog is None:
-                out.append(_error(PD, p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            start, end = plog.log_start_offset, plog.log_end_offset
-            if not start <= p.fetch_offset <= end:
-                out.append(_error(PD, p.partition, ErrorCode.OFFSET_OUT_OF_RANGE, end, start))
-                continue
-            records = b""
-            budget = min(p.partition_max_bytes, max_bytes - total)
-            if p.fetch_offset < end and (budget > 0 or total == 0):
-                # Storage returns at least one whole batch; that is right only for the first data in
-                # the response (KIP-74), later partitions get nothing rather than exceed their limit.
-                records = plog.read(p.fetch_offset, max(budget, 1))
-                if total > 0 and len(records) > budget:
-                    records = b""
-            total += len(records)
-            out.append(PD(partition_index=p.partition, error_code=ErrorCode.NONE, high_watermark=end,
-                          last_stable_offset=end, log_start_offset=start, aborted_transactions=[],
-                          preferred_read_replica=-1, records=records))
-        FT = m.FetchResponse.FetchableTopicResponse
-        responses.append(FT(topic=name or "", topic_id=topic_id, partitions=out) if v >= 13
-                         else FT(topic=name, partitions=out))
-    return responses, total
-
-
-def _error(PD, partition: int, code: ErrorCode, hw: int = -1, start: int = -1):
-    return PD(partition_index=partition, error_code=code, high_watermark=hw, last_stable_offset=hw,
-              log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1, records=None)
-
+def _count(broker, name: str | None, r) -> None:
+    if r.records:
+        broker.metrics.inc("kcoord_fetched_bytes_total", len(r.records), topic=name)
+    if r.error:
+        broker.metrics.inc("kcoord_partition_errors_total", api="Fetch", error_code=r.error)

@@ -8,18 +8,19 @@ Versions (we serve 1-7):
   v5: same as v4
   v6: flexible
   v7: timestamp -3 = the offset of the record with the largest timestamp (KIP-734)
-Special timestamps: -2 earliest (log start offset), -1 latest (log end offset), -3 max timestamp.
+Special timestamps: -2 earliest (log start offset), -1 latest (the high watermark), -3 max timestamp.
+Like Kafka's answer to a consumer, nothing at or above the high watermark is ever returned
+(broker.data.visibility: with fsync-per-append that is the durable offset, not the log end).
 """
 from __future__ import annotations
 
+from broker.data.visibility import high_watermark
 from broker.registry import api
 from protocol import messages as m
 from protocol.errors import ErrorCode
-from protocol.records import LOG_APPEND_TIME, decode_records, iter_batches
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 LEADER_EPOCH = 0
-_SCAN_READ_BYTES = 1 << 20
 
 
 @api(key=2, name="ListOffsets", min_version=1, max_version=7)
@@ -43,42 +44,13 @@ def _lookup(broker, topic: str, partition: int, timestamp: int, version: int) ->
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
     if timestamp == EARLIEST:
         return ErrorCode.NONE, plog.log_start_offset, -1
+    hw = high_watermark(plog)
     if timestamp == LATEST:
-        return ErrorCode.NONE, plog.log_end_offset, -1
-    if timestamp == MAX_TIMESTAMP and version >= 7:
-        found = _max_timestamp(plog)
-        return (ErrorCode.NONE, *found) if found else (ErrorCode.NONE, -1, -1)
-    if timestamp < 0:
+        return ErrorCode.NONE, hw, -1
+    if timestamp < 0 and not (timestamp == MAX_TIMESTAMP and version >= 7):
         return ErrorCode.UNSUPPORTED_VERSION, -1, -1
-    found = plog.offset_for_timestamp(timestamp)
-    if found is None:
+    found = plog.offset_for_timestamp(timestamp)  # storage also knows MAX_TIMESTAMP
+    if found is None or found[0] >= hw:  # as Kafka: only an offset a consumer can fetch
         return ErrorCode.NONE, -1, -1
     offset, ts = found
     return ErrorCode.NONE, offset, ts
-
-
-def _max_timestamp(plog) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record carrying the partition's largest timestamp."""
-    best = None  # (max_timestamp, batch bytes)
-    offset, end = plog.log_start_offset, plog.log_end_offset
-    while offset < end:
-        data = plog.read(offset, _SCAN_READ_BYTES)
-        moved = False
-        for _pos, header, batch in iter_batches(data):
-            if header.next_offset <= offset:
-                continue
-            if header.records_count and (best is None or header.max_timestamp > best[0]):
-                best = (header.max_timestamp, bytes(batch), header)
-            offset = header.next_offset
-            moved = True
-        if not moved:
-            break
-    if best is None:
-        return None
-    max_ts, batch, header = best
-    if header.timestamp_type == LOG_APPEND_TIME:
-        return header.base_offset, max_ts
-    for record in decode_records(batch):
-        if record.timestamp == max_ts:
-            return record.offset, max_ts
-    return header.last_offset, max_ts

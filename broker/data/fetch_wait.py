@@ -1,7 +1,8 @@
 """Long-poll support for Fetch (Kafka's DelayedFetch, reduced to what one node needs).
 
-A Fetch that has fewer than min_bytes waits until an append lands on one of its partitions, the
-max_wait_ms deadline passes, or the broker shuts down; then it reads again. Appends call `notify`.
+A Fetch that has fewer than min_bytes waits until the high watermark of one of its partitions moves,
+the max_wait_ms deadline passes, or the broker shuts down; then it reads again. broker.data.visibility
+calls `notify` once new batches are readable (after their fsync when appends are fsynced).
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ class FetchWaiters:
             self.notify(tp)
 
     async def wait(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """True when one of `partitions` got an append before `timeout_s`; False on timeout/shutdown."""
+        """True when one of `partitions` got readable data before `timeout_s`; False on timeout/shutdown."""
         if self._closed or timeout_s <= 0:
             return False
         fut = asyncio.get_running_loop().create_future()

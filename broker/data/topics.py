@@ -50,6 +50,12 @@ _TOPIC_VALUE_CHECKS = {
 }
 
 
+def consumer_offsets_configs(config: Any) -> dict[str, str]:
+    """The topic configs __consumer_offsets always has, as Kafka gives it (offsets.topic.* properties):
+    compacted, so retention never deletes coordinator state."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(config.get("offsets.topic.segment.bytes"))}
+
+
 class TopicError(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
@@ -178,7 +184,8 @@ class TopicManager:
                 # No metadata at all (a data directory from an older kcoord or another tool):
                 # adopt the partitions so their data stays reachable.
                 log.warning("adopting topic %s found on disk with %d partitions", name, count)
-                self._add(Topic(name, uuid.uuid4(), count))
+                configs = consumer_offsets_configs(self.config) if name == CONSUMER_OFFSETS else {}
+                self._add(Topic(name, uuid.uuid4(), count, configs))
                 adopted = True
         if adopted:
             self._save()
@@ -202,7 +209,10 @@ class TopicManager:
         self._by_id[topic.topic_id] = topic
 
     def _open_partitions(self, topic: Topic) -> None:
-        cfg = self.broker.log_config(topic.configs)
+        overrides = topic.configs
+        if topic.internal:  # whatever the metadata says (or lacks), e.g. after adopting a data dir
+            overrides = {**overrides, **consumer_offsets_configs(self.config)}
+        cfg = self.broker.log_config(overrides)
         for p in range(topic.partitions):
             self.logs.get_or_create(topic.name, p, config=cfg)
 
@@ -235,8 +245,14 @@ class TopicManager:
 
     # -- changes ----------------------------------------------------------------------------------
     def check_create(self, name: str, partitions: int, replication_factor: int,
-                     configs: dict[str, str | None]) -> int:
-        """Validate a CreateTopics entry; returns the partition count to use, or raises TopicError."""
+                     configs: dict[str, str | None],
+                     assignments: list[tuple[int, list[int]]] | None = None) -> int:
+        """Validate a CreateTopics entry; returns the partition count to use, or raises TopicError.
+
+        `assignments` [(partition, broker ids)] replaces the counts, which must then be -1."""
+        if assignments:
+            partitions = self._check_assignments(partitions, replication_factor, assignments)
+            replication_factor = 1
         validate_topic_name(name)
         if name in self._topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -249,6 +265,26 @@ class TopicManager:
                              f"Replication factor must be 1 on this single-node broker, got {replication_factor}.")
         validate_topic_configs(configs)
         return partitions
+
+    def _check_assignments(self, partitions: int, replication_factor: int,
+                           assignments: list[tuple[int, list[int]]]) -> int:
+        if partitions != -1 or replication_factor != -1:
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "Both numPartitions or replicationFactor and replicasAssignments were set.")
+        node = self.broker.node_id
+        for index, broker_ids in assignments:
+            if list(broker_ids) != [node]:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 f"Partition {index} must be assigned to broker {node} only")
+        if sorted(index for index, _ids in assignments) != list(range(len(assignments))):
+            raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                             "Partitions should be a consecutive 0-based integer sequence")
+        return len(assignments)
+
+    def preview_configs(self, configs: dict[str, str | None]) -> dict[str, tuple[str, bool]]:
+        """effective_configs of a topic that would be created with `configs` (validate_only)."""
+        return {key: (configs[key], False) if configs.get(key) is not None else (broker_default(self.config, key), True)
+                for key in TOPIC_CONFIG_DEFAULTS}
 
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
         topic = Topic(name, uuid.uuid4(), partitions, {k: v for k, v in (configs or {}).items() if v is not None})
@@ -279,10 +315,8 @@ class TopicManager:
     def ensure_consumer_offsets(self) -> Topic:
         topic = self._topics.get(CONSUMER_OFFSETS)
         if topic is None:
-            topic = self.create(CONSUMER_OFFSETS, self.config.get("offsets.topic.num.partitions"), {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(self.config.get("offsets.topic.segment.bytes")),
-            })
+            topic = self.create(CONSUMER_OFFSETS, self.config.get("offsets.topic.num.partitions"),
+                                consumer_offsets_configs(self.config))
         return topic
 
 

@@ -5,6 +5,7 @@ import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.errors import (
     InvalidPartitionsError,
+    InvalidReplicationAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
     TopicAlreadyExistsError,
@@ -55,6 +56,16 @@ def test_create_existing_topic_and_validate_only(admin):
     assert "dry" not in admin.list_topics()
 
 
+def test_create_topic_with_a_replica_assignment(admin):
+    admin.create_topics([NewTopic("placed", replica_assignments={0: [1], 1: [1]})])
+    (desc,) = admin.describe_topics(["placed"])
+    assert sorted(p["partition_index"] for p in desc["partitions"]) == [0, 1]
+    for name, assignment in (("elsewhere", {0: [2]}), ("gap", {0: [1], 2: [1]}), ("replicated", {0: [1, 2]})):
+        with pytest.raises(InvalidReplicationAssignmentError):
+            admin.create_topics([NewTopic(name, replica_assignments=assignment)])
+        assert name not in admin.list_topics()
+
+
 def test_delete_unknown_topic(admin):
     with pytest.raises(UnknownTopicOrPartitionError):
         admin.delete_topics(["nope"])
@@ -73,6 +84,8 @@ def test_describe_configs_for_topic_and_broker(admin):
     assert broker_cfg["num.partitions"]["value"] == "1"
     assert broker_cfg["message.max.bytes"]["value"] == "1048588"
     assert broker_cfg["log.dirs"]["read_only"] is True
+    assert broker_cfg["log.dirs"]["config_source"] == "STATIC_BROKER_CONFIG"  # set on the command line
+    assert broker_cfg["num.partitions"]["config_source"] == "DEFAULT_CONFIG"
 
 
 def test_topic_id_is_stable_across_restart(kcoord_server):

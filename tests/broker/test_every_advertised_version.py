@@ -1,0 +1,287 @@
+"""Everything ApiVersions advertises works: for each (api, version) in the registry, a minimal valid
+request encoded with our codecs goes over TCP to the real server, and the answer decodes at that
+version, fills its frame exactly, and carries no error anywhere (every `error_code` in it is NONE).
+
+An API registered without a scenario here fails, so a newly advertised version cannot go untested.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from broker import registry
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from protocol.headers import decode_response_header
+from protocol.records import build_batch, iter_batches
+from tests.support.raw_kafka import RawKafka
+
+TOPIC = "every-version"
+COMMITTED = 1  # the offset committed for GROUP_WITH_OFFSETS
+GROUP_WITH_OFFSETS = "every-version-committed"
+
+ADVERTISED = [(spec, v) for spec in registry.served() for v in range(spec.min_version, spec.max_version + 1)]
+
+
+def call(c: RawKafka, key: int, version: int, body):
+    """Send `body` at `version`; the response must decode at that version and end with its frame."""
+    cid = c.send_request(key, version, body)
+    frame = c.read_frame()
+    got, pos = decode_response_header(frame, key, version)
+    resp, end = m.response_codec(key, version).decode(frame, pos)
+    assert got == cid
+    assert end == len(frame), f"{end} of {len(frame)} bytes decoded"
+    return resp
+
+
+def error_codes(obj) -> list[int]:
+    """Every error_code in a response, nested structs and arrays included."""
+    found = []
+    if isinstance(obj, list):
+        for item in obj:
+            found += error_codes(item)
+    elif hasattr(obj, "__slots__"):
+        for name in obj.__slots__:
+            value = getattr(obj, name, None)
+            if name == "error_code":
+                found.append(value)
+            elif isinstance(value, list) or hasattr(value, "__slots__"):
+                found += error_codes(value)
+    return found
+
+
+# -- setup helpers (fixed versions, each tested on its own below) ------------------------------------
+def create_topic(c: RawKafka, name: str, version: int = 7):
+    T = m.CreateTopicsRequest.CreatableTopic
+    return call(c, 19, version, m.CreateTopicsRequest(
+        topics=[T(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=5000, validate_only=False))
+
+
+def commit(c: RawKafka, group: str, version: int = 8, **member):
+    R = m.OffsetCommitRequest
+    return call(c, 8, version, R(group_id=group, generation_id_or_member_epoch=member.get("generation", -1),
+                                 member_id=member.get("member_id", ""), group_instance_id=None,
+                                 retention_time_ms=-1, topics=[R.OffsetCommitRequestTopic(
+                                     name=TOPIC, partitions=[R.OffsetCommitRequestPartition(
+                                         partition_index=0, committed_offset=COMMITTED,
+                                         committed_leader_epoch=-1, committed_metadata="")])]))
+
+
+def join(c: RawKafka, group: str, version: int = 5):
+    """A one-member group, joined at `version` (a second join with the id MEMBER_ID_REQUIRED gave)."""
+    R = m.JoinGroupRequest
+    req = R(group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000, member_id="",
+            group_instance_id=None, protocol_type="consumer",
+            protocols=[R.JoinGroupRequestProtocol(name="range", metadata=b"")], reason="every version")
+    resp = call(c, 11, version, req)
+    if resp.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+        req.member_id = resp.member_id
+        resp = call(c, 11, version, req)
+    return resp
+
+
+def sync(c: RawKafka, group: str, joined, version: int = 3):
+    R = m.SyncGroupRequest
+    return call(c, 14, version, R(group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+                                  group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                                  assignments=[R.SyncGroupRequestAssignment(member_id=joined.member_id,
+                                                                            assignment=b"")]))
+
+
+def stable_group(c: RawKafka, group: str):
+    joined = join(c, group)
+    assert sync(c, group, joined).error_code == ErrorCode.NONE
+    return joined
+
+
+# -- one scenario per API: (connection, version, environment) -> response ---------------------------
+def produce(c, v, env):
+    R = m.ProduceRequest
+    return call(c, 0, v, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
+        name=TOPIC, partition_data=[R.TopicProduceData.PartitionProduceData(
+            index=0, records=build_batch([(b"k", b"v%d" % v)]))])]))
+
+
+def fetch(c, v, env):
+    R = m.FetchRequest
+    part = R.FetchTopic.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20,
+                                       current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)
+    topic = R.FetchTopic(topic=TOPIC, topic_id=env["topic_id"], partitions=[part])
+    resp = call(c, 1, v, R(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=[topic], forgotten_topics_data=[], rack_id=""))
+    assert list(iter_batches(resp.responses[0].partitions[0].records or b"")), "no records fetched"
+    return resp
+
+
+def list_offsets(c, v, env):
+    R = m.ListOffsetsRequest
+    resp = call(c, 2, v, R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(
+        name=TOPIC, partitions=[R.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=0, current_leader_epoch=-1, timestamp=-1)])]))
+    assert resp.topics[0].partitions[0].offset >= 1
+    return resp
+
+
+def metadata(c, v, env):
+    R = m.MetadataRequest
+    resp = call(c, 3, v, R(topics=[R.MetadataRequestTopic(name=TOPIC, topic_id=uuid.UUID(int=0))],
+                            allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    assert [t.name for t in resp.topics] == [TOPIC] and len(resp.brokers) == 1
+    return resp
+
+
+def offset_commit(c, v, env):
+    return commit(c, f"commit-v{v}", version=v)
+
+
+def offset_fetch(c, v, env):
+    R = m.OffsetFetchRequest
+    if v >= 8:
+        resp = call(c, 9, v, R(groups=[R.OffsetFetchRequestGroup(
+            group_id=GROUP_WITH_OFFSETS, member_id=None, member_epoch=-1,
+            topics=[R.OffsetFetchRequestGroup.OffsetFetchRequestTopics(name=TOPIC, partition_indexes=[0])])],
+            require_stable=False))
+        partition = resp.groups[0].topics[0].partitions[0]
+    else:
+        resp = call(c, 9, v, R(group_id=GROUP_WITH_OFFSETS, require_stable=False,
+                               topics=[R.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])]))
+        partition = resp.topics[0].partitions[0]
+    assert partition.committed_offset == COMMITTED
+    return resp
+
+
+def find_coordinator(c, v, env):
+    group = env["stable"]
+    resp = call(c, 10, v, m.FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group]))
+    port = resp.coordinators[0].port if v >= 4 else resp.port
+    assert port == c.sock.getpeername()[1]
+    return resp
+
+
+def join_group(c, v, env):
+    resp = join(c, f"join-v{v}", version=v)
+    assert resp.generation_id >= 1 and resp.member_id
+    return resp
+
+
+def heartbeat(c, v, env):
+    group = f"heartbeat-v{v}"
+    joined = stable_group(c, group)
+    return call(c, 12, v, m.HeartbeatRequest(group_id=group, generation_id=joined.generation_id,
+                                             member_id=joined.member_id, group_instance_id=None))
+
+
+def leave_group(c, v, env):
+    group = f"leave-v{v}"
+    joined = stable_group(c, group)
+    R = m.LeaveGroupRequest
+    resp = call(c, 13, v, R(group_id=group, member_id=joined.member_id, members=[R.MemberIdentity(
+        member_id=joined.member_id, group_instance_id=None, reason="every version")]))
+    if v >= 3:
+        assert [mr.member_id for mr in resp.members] == [joined.member_id]
+    return resp
+
+
+def sync_group(c, v, env):
+    group = f"sync-v{v}"
+    return sync(c, group, join(c, group), version=v)
+
+
+def describe_groups(c, v, env):
+    resp = call(c, 15, v, m.DescribeGroupsRequest(groups=[env["stable"]], include_authorized_operations=False))
+    assert [(g.group_state, len(g.members)) for g in resp.groups] == [("Stable", 1)]
+    return resp
+
+
+def list_groups(c, v, env):
+    resp = call(c, 16, v, m.ListGroupsRequest(states_filter=[], types_filter=[]))
+    assert env["stable"] in {g.group_id for g in resp.groups}
+    return resp
+
+
+def api_versions(c, v, env):
+    resp = call(c, 18, v, m.ApiVersionsRequest(client_software_name="every-version", client_software_version="1"))
+    assert {k.api_key for k in resp.api_keys} == {spec.key for spec in registry.served()}
+    return resp
+
+
+def create_topics(c, v, env):
+    return create_topic(c, f"created-v{v}", version=v)
+
+
+def delete_topics(c, v, env):
+    name = f"deleted-v{v}"
+    assert create_topic(c, name).topics[0].error_code == ErrorCode.NONE
+    R = m.DeleteTopicsRequest
+    return call(c, 20, v, R(topic_names=[name], topics=[R.DeleteTopicState(name=name, topic_id=uuid.UUID(int=0))],
+                            timeout_ms=5000))
+
+
+def init_producer_id(c, v, env):
+    resp = call(c, 22, v, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                                  producer_id=-1, producer_epoch=-1))
+    assert resp.producer_id >= 0
+    return resp
+
+
+def describe_configs(c, v, env):
+    R = m.DescribeConfigsRequest
+    resp = call(c, 32, v, R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name=TOPIC,
+                                                                   configuration_keys=None)],
+                            include_synonyms=True, include_documentation=True))
+    assert any(e.name == "cleanup.policy" for e in resp.results[0].configs)
+    return resp
+
+
+def delete_groups(c, v, env):
+    group = f"delete-groups-v{v}"
+    assert error_codes(commit(c, group)) == [ErrorCode.NONE]
+    return call(c, 42, v, m.DeleteGroupsRequest(groups_names=[group]))
+
+
+def offset_delete(c, v, env):
+    group = f"offset-delete-v{v}"
+    assert error_codes(commit(c, group)) == [ErrorCode.NONE]
+    R = m.OffsetDeleteRequest
+    return call(c, 47, v, R(group_id=group, topics=[R.OffsetDeleteRequestTopic(
+        name=TOPIC, partitions=[R.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(partition_index=0)])]))
+
+
+def describe_cluster(c, v, env):
+    resp = call(c, 60, v, m.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1))
+    assert [b.port for b in resp.brokers] == [c.sock.getpeername()[1]]
+    return resp
+
+
+SCENARIOS: dict[int, Callable] = {
+    0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
+    11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
+    18: api_versions, 19: create_topics, 20: delete_topics, 22: init_producer_id, 32: describe_configs,
+    42: delete_groups, 47: offset_delete, 60: describe_cluster,
+}
+
+
+@pytest.fixture(scope="module")
+def env(kcoord_shared_server):
+    """A topic with a record in it, a group with a committed offset, and a stable one-member group."""
+    with RawKafka(kcoord_shared_server.port) as c:
+        assert error_codes(create_topic(c, TOPIC)) == [ErrorCode.NONE]
+        assert error_codes(produce(c, 9, {})) == [ErrorCode.NONE]
+        assert error_codes(commit(c, GROUP_WITH_OFFSETS)) == [ErrorCode.NONE]
+        stable_group(c, "every-version-stable")
+        md = call(c, 3, 12, m.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        topic_id = next(t.topic_id for t in md.topics if t.name == TOPIC)
+    return {"topic_id": topic_id, "stable": "every-version-stable", "port": kcoord_shared_server.port}
+
+
+@pytest.mark.parametrize(("spec", "version"), ADVERTISED, ids=[f"{s.name}-v{v}" for s, v in ADVERTISED])
+def test_advertised_version_answers_without_error(env, spec, version):
+    scenario = SCENARIOS.get(spec.key)
+    assert scenario is not None, f"{spec.name} is advertised but has no scenario in this test"
+    with RawKafka(env["port"]) as c:
+        resp = scenario(c, version, env)
+    errors = error_codes(resp)
+    assert errors and all(code == ErrorCode.NONE for code in errors), (spec.name, version, resp)
