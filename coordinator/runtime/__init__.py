@@ -157,7 +157,9 @@ async def create(broker) -> GroupRuntime:
     props = broker.config.props
     runtime = GroupRuntime(broker.consumer_offsets_log, GroupConfig.from_properties(props),
                            logger=coordinator_logger(broker.metrics),
-                           compression=int(props.get("offsets.topic.compression.codec", 0)))
+                           compression=int(props.get("offsets.topic.compression.codec", 0)),
+                           # a durable write moves that partition's high watermark: wake its long polls
+                           on_durable=lambda p: broker.fetch_waiters.notify((OFFSETS_TOPIC, p)))
     await runtime.start()
     return runtime
 
@@ -201,8 +203,10 @@ class GroupRuntime:
     """The asyncio face of the GroupCoordinator (`broker.groups`)."""
 
     def __init__(self, log_for: Callable[[int], Any], config: GroupConfig,
-                 logger: logging.Logger | None = None, compression: int = 0) -> None:
+                 logger: logging.Logger | None = None, compression: int = 0,
+                 on_durable: Callable[[int], None] | None = None) -> None:
         self._log_for = log_for
+        self._on_durable = on_durable
         self.config = config
         self.num_partitions = config.offsets_topic_num_partitions
         self._compression = compression
@@ -225,13 +229,18 @@ class GroupRuntime:
         loop = asyncio.get_running_loop()
         self._timer = LoopTimer(loop, self.clock)
         self._writer = OffsetsTopicWriter(self._log_for, loop, self._compression,
-                                          on_durable=self.checkpoints.after_durable_write)
+                                          on_durable=self._after_durable_write)
         self.coordinator = GroupCoordinator(self.config, clock=self.clock, timer=self._timer,
                                             writer=self._writer, log=self._logger)
         for partition in range(self.num_partitions):
             self.coordinator.begin_load(partition)  # its groups answer LOAD_IN_PROGRESS until replayed
         self._active = True
         self._load_task = loop.create_task(self._load_all())
+
+    def _after_durable_write(self, partition: int) -> None:
+        self.checkpoints.after_durable_write(partition)
+        if self._on_durable is not None:
+            self._on_durable(partition)
 
     async def _load_all(self) -> None:
         started = time.monotonic()

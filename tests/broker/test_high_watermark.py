@@ -221,3 +221,45 @@ async def test_a_failed_fsync_is_never_acknowledged_nor_served(faulty_broker):
         assert (again.error_code, again.base_offset) == (ErrorCode.NONE, 0)
         part = (await asyncio.to_thread(fetch, c, "eio", 0)).responses[0].partitions[0]
     assert (part.high_watermark, record_count(part.records)) == (2, 2)
+
+
+async def test_consumer_offsets_long_poll_is_woken_by_a_durable_commit(kcoord_broker):
+    """Regression: the coordinator's own writes to __consumer_offsets (fsynced by its runtime, not by
+    Produce) did not wake long polls on that partition, so a reader of the offsets topic (Burrow,
+    kminion's offsetsTopic mode) waited out its whole fetch_max_wait_ms for every commit."""
+    from kafka.structs import OffsetAndMetadata
+
+    from protocol.consumer_offsets import decode_key, partition_for
+
+    await asyncio.wait_for(kcoord_broker.groups.loaded_event.wait(), BOUND_S)
+    group = "offsets-reader-wake"
+    kcoord_broker.topics.create("committed", 1)
+    partition = partition_for(group, kcoord_broker.config.get("offsets.topic.num.partitions"))
+    offsets_tp = TopicPartition("__consumer_offsets", partition)
+    bootstrap = kcoord_broker.bootstrap
+
+    def read_one_commit():
+        reader = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                               fetch_max_wait_ms=120_000, request_timeout_ms=180_000)
+        try:
+            reader.assign([offsets_tp])
+            reader.seek(offsets_tp, reader.end_offsets([offsets_tp])[offsets_tp])
+            batch = reader.poll(timeout_ms=int(BOUND_S * 1000))
+            return [decode_key(r.key) for rs in batch.values() for r in rs]
+        finally:
+            reader.close()
+
+    reading = asyncio.create_task(asyncio.to_thread(read_one_commit))
+    await wait_until(lambda: ("__consumer_offsets", partition) in kcoord_broker.fetch_waiters._waiting)
+
+    def commit():
+        committer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+        try:
+            committer.assign([TopicPartition("committed", 0)])
+            committer.commit({TopicPartition("committed", 0): OffsetAndMetadata(7, "", -1)})
+        finally:
+            committer.close()
+
+    await asyncio.to_thread(commit)
+    keys = await asyncio.wait_for(reading, BOUND_S)
+    assert any(getattr(k, "topic", None) == "committed" and getattr(k, "partition", None) == 0 for k in keys), keys
