@@ -1,9 +1,9 @@
 """Record framing inside batches, decoded for many batches at once.
 
-The records of the chosen batches are laid end to end in one "arena" (compressed blocks are
-inflated on the way). Only finding where each record starts is a Python loop - a record's start
-depends on the previous record's length - and it touches one byte per record in the common case.
-Every field after that is read with vectorised numpy passes over all records together.
+The records of the chosen batches sit in one "arena" (compressed blocks are inflated and appended).
+A record's start depends on the previous record's length, so record starts are found by walking all
+batches in lockstep, one vectorised step per record index. Every field after that is read with
+vectorised numpy passes over all records together.
 """
 from dataclasses import dataclass
 
@@ -22,21 +22,27 @@ class Arena:
 
 
 def build_arena(buf, scan, rows) -> Arena:
+    """`rows` are batch indices in log order. Uncompressed records are used where they lie (one copy
+    of the span of bytes the batches cover); compressed blocks are inflated and appended after it."""
+    rows = np.asarray(rows, dtype=np.int64)
     mv = memoryview(buf)
-    parts, starts, ends, at = [], [], [], 0
-    for i in rows:
-        block = mv[int(scan["position"][i]) + HEADER.size:int(scan["end"][i])]
-        codec = int(scan["attributes"][i]) & COMPRESSION_MASK
-        if codec:
-            block = codecs.decompress(codec, block)
+    if not len(rows):
+        data = bytes(vector.PAD)
+        return Arena(data, np.frombuffer(data, dtype=np.uint8), rows, rows)
+    span_start, span_end = int(scan["position"][rows[0]]), int(scan["end"][rows[-1]])
+    starts = scan["position"][rows] - span_start + HEADER.size
+    ends = scan["end"][rows] - span_start
+    parts, at = [mv[span_start:span_end]], span_end - span_start
+    codecs_of = scan["attributes"][rows] & COMPRESSION_MASK
+    for k in np.flatnonzero(codecs_of).tolist():
+        block = codecs.decompress(int(codecs_of[k]), mv[int(scan["position"][rows[k]]) + HEADER.size:
+                                                        int(scan["end"][rows[k]])])
         parts.append(block)
-        starts.append(at)
+        starts[k], ends[k] = at, at + len(block)
         at += len(block)
-        ends.append(at)
     parts.append(bytes(vector.PAD))
     data = b"".join(parts)
-    return Arena(data, np.frombuffer(data, dtype=np.uint8), np.array(starts, dtype=np.int64),
-                 np.array(ends, dtype=np.int64))
+    return Arena(data, np.frombuffer(data, dtype=np.uint8), starts, ends)
 
 
 def _varint_at(data: bytes, p: int):
@@ -52,17 +58,45 @@ def _varint_at(data: bytes, p: int):
         shift += 7
 
 
-def record_starts(arena: Arena, counts) -> tuple[np.ndarray, np.ndarray]:
-    """Start of every record, and the arena region (batch) it belongs to.
+VECTOR_MIN_BATCHES = 32      # below this many unfinished batches, a plain loop is cheaper
 
-    A batch whose records run past its region is cut at the last record that fits.
+
+def record_starts(arena: Arena, counts) -> tuple[np.ndarray, np.ndarray]:
+    """Start of every record, and the arena region (batch) it belongs to, in log order.
+
+    Many batches are walked in lockstep: step k finds the k-th record of every batch that has one,
+    with one vectorised varint read. The few long batches left are finished by a plain loop. A batch
+    whose records run past its region is cut at the last record that fits.
     """
-    data = arena.data
+    a = arena.array
+    pos = arena.region_start.copy()
+    left = np.asarray(counts, dtype=np.int64).copy()
+    starts, owners = [], []
+    active = np.flatnonzero((left > 0) & (pos < arena.region_end))
+    while len(active) >= VECTOR_MIN_BATCHES:
+        p = pos[active]
+        length, size = vector.varint(a, p)
+        nxt = p + size + length
+        fits = (nxt <= arena.region_end[active]) & (length >= 0)
+        starts.append(p[fits])
+        owners.append(active[fits])
+        pos[active] = nxt
+        left[active] = np.where(fits, left[active] - 1, 0)
+        active = active[(left[active] > 0) & (pos[active] < arena.region_end[active])]
+    tail_starts, tail_owners = _walk(arena.data, active.tolist(), pos, arena.region_end, left)
+    starts.append(tail_starts)
+    owners.append(tail_owners)
+    s, o = np.concatenate(starts), np.concatenate(owners)
+    order = np.lexsort((s, o))               # log order: by batch, then position within it
+    return s[order], o[order]
+
+
+def _walk(data, regions, pos, region_end, left):
     starts, owners = [], []
     add, own = starts.append, owners.append
-    for r, (p, end, n) in enumerate(zip(arena.region_start.tolist(), arena.region_end.tolist(),
-                                        counts, strict=True)):
-        for _ in range(n):
+    for r in regions:
+        p, end = int(pos[r]), int(region_end[r])
+        for _ in range(int(left[r])):
             if p >= end:
                 break
             b = data[p]
@@ -71,7 +105,7 @@ def record_starts(arena: Arena, counts) -> tuple[np.ndarray, np.ndarray]:
             else:
                 length, size = _varint_at(data, p)
                 nxt = p + size + length
-            if nxt > end:
+            if nxt > end or nxt <= p:
                 break
             add(p)
             own(r)

@@ -1,9 +1,12 @@
 """ingest / health / report steps: segments -> Parquet tables -> Burrow health -> HTML.
 
 Raw reads are decoded once and written; every derived table is computed from the written Parquet, so
-the (costly) segment decoding is not repeated per table.
+the (costly) segment decoding is not repeated per table. With --since, the raw tables are first kept
+whole up to --until in staging/: lag needs the log end before `since`, a rebalance its previous
+generation; only the tables written at the end are cut at `since`.
 """
 import os
+import shutil
 
 from pyspark.sql import functions as F
 
@@ -28,14 +31,22 @@ def _write(df, out, name):
 
 
 def ingest(spark, log_dirs, out, scope: tables.Scope):
-    _write(tables.offset_commits(spark, log_dirs, scope), out, "offset_commits")
-    _write(tables.generations(spark, log_dirs, scope), out, "generations")
-    _write(tables.log_end_offsets(tables.data_batches(spark, log_dirs, scope)), out, "log_end_offsets")
-    commits, gens = read(spark, out, "offset_commits"), read(spark, out, "generations")
-    leo = read(spark, out, "log_end_offsets")
-    _write(tables.generation_members(gens), out, "generation_members")
-    _write(tables.rebalances(gens, commits), out, "rebalances")
-    _write(tables.lag(commits, leo, gens), out, "lag")
+    context = tables.Scope(None, scope.until_ms, scope.group_filter)
+    staged = scope.since_ms is not None
+    home = os.path.join(out, "staging") if staged else out
+    _write(tables.offset_commits(spark, log_dirs, context), home, "offset_commits")
+    _write(tables.generations(spark, log_dirs, context), home, "generations")
+    _write(tables.log_end_offsets(tables.data_batches(spark, log_dirs, context)), home, "log_end_offsets")
+    commits, gens = read(spark, home, "offset_commits"), read(spark, home, "generations")
+    leo = read(spark, home, "log_end_offsets")
+    since = tables.Scope(scope.since_ms)
+    _write(since.rows(tables.generation_members(gens), group=False), out, "generation_members")
+    _write(since.rows(tables.rebalances(gens, commits), group=False), out, "rebalances")
+    _write(since.rows(tables.lag(commits, leo, gens), group=False), out, "lag")
+    if staged:
+        for name in RAW:
+            _write(since.rows(read(spark, home, name), group=False), out, name)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def latest_time(spark, out) -> int | None:

@@ -40,7 +40,7 @@ def varint(a: np.ndarray, pos: np.ndarray, zigzag=True):
 def be_int(a: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     """Signed big-endian integers of `width` bytes (2, 4 or 8) at each position, as int64."""
     pos = np.clip(pos, 0, len(a) - width)                 # garbage positions read junk, not raise
-    raw = a[pos[:, None] + np.arange(width)]
+    raw = np.lib.stride_tricks.sliding_window_view(a, width)[pos]   # (n, width) copy, no index matrix
     return raw.view(f">i{width}").reshape(-1).astype(np.int64)
 
 

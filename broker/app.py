@@ -23,6 +23,7 @@ from broker.data.topics import CONSUMER_OFFSETS, TopicManager
 from broker.hooks import Hooks
 from broker.metrics import Metrics, PrometheusEndpoint, StatsdPusher
 from broker.server import BoundListener, KafkaServer
+from protocol.headers import is_flexible
 
 log = logging.getLogger("kcoord")
 
@@ -55,6 +56,7 @@ class Broker:
         from storage import LogManager
 
         registry.load_all()
+        is_flexible(0, 0)  # loads the header-version table now rather than during a client's first request
         os.makedirs(self.log_dir, exist_ok=True)
         self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
         self.logs = LogManager(self.log_dir, default_config=self.log_config())
@@ -92,7 +94,7 @@ class Broker:
             await self._prometheus.stop()
 
     async def sync_all(self) -> None:
-        logs = [self.logs.get_or_create(t, p) for t, p in self.logs.partitions()]
+        logs = self.logs.logs()
         results = await asyncio.gather(*(lg.sync() for lg in logs), return_exceptions=True)
         for lg, result in zip(logs, results, strict=True):
             if isinstance(result, Exception):

@@ -75,20 +75,30 @@ def encode_response(request: Request, response: Any) -> bytes:
     return encode_response_frame(request.header.correlation_id, key, version, body)
 
 
+# Bytes of whole, unanswered requests a connection may hold before reading pauses (one frame may
+# exceed it: it is already read; reading then waits until the queue drains).
+DEFAULT_MAX_QUEUED_BYTES = 32 * 1024 * 1024
+
+
 class ConnectionState:
     """Framing and read-ahead accounting for one connection.
 
-    `receive` returns complete frames; `pending` counts frames received but not yet answered. The I/O
-    layer asks `should_pause` after queueing and `should_resume` after each answer.
+    `receive` returns complete frames; `pending` counts frames received but not yet answered and
+    `pending_bytes` their size. The I/O layer asks `should_pause` after queueing and `should_resume`
+    after each answer: reading pauses at `high_water` requests or `max_queued_bytes`, and resumes
+    once at most `low_water` requests and a quarter of the bytes are left.
     """
 
-    def __init__(self, max_request_bytes: int, high_water: int = 32, low_water: int = 8) -> None:
+    def __init__(self, max_request_bytes: int, high_water: int = 32, low_water: int = 8,
+                 max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
         if not 0 <= low_water < high_water:
             raise ValueError("need 0 <= low_water < high_water")
         self._splitter = FrameSplitter(max_request_bytes)
         self.high_water = high_water
         self.low_water = low_water
+        self.max_queued_bytes = max_queued_bytes
         self.pending = 0
+        self.pending_bytes = 0
         self.reading_paused = False
 
     def receive(self, data: bytes) -> list[memoryview]:
@@ -98,19 +108,23 @@ class ConnectionState:
         except DecodeError as exc:
             raise ProtocolViolation(f"bad frame: {exc}") from exc
         self.pending += len(frames)
+        self.pending_bytes += sum(len(f) for f in frames)
         return frames
 
     def should_pause(self) -> bool:
-        if not self.reading_paused and self.pending >= self.high_water:
+        if not self.reading_paused and (self.pending >= self.high_water
+                                        or self.pending_bytes >= self.max_queued_bytes):
             self.reading_paused = True
             return True
         return False
 
-    def request_done(self) -> None:
+    def request_done(self, size: int) -> None:
         self.pending -= 1
+        self.pending_bytes -= size
 
     def should_resume(self) -> bool:
-        if self.reading_paused and self.pending <= self.low_water:
+        if (self.reading_paused and self.pending <= self.low_water
+                and self.pending_bytes <= self.max_queued_bytes // 4):
             self.reading_paused = False
             return True
         return False

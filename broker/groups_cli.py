@@ -84,12 +84,15 @@ def list_groups(client: KafkaWireClient) -> list[tuple[str, str, str]]:
     return sorted((g.group_id, g.group_state or "", g.protocol_type) for g in resp.groups)
 
 
-def describe_group(client: KafkaWireClient, group: str):
+def describe_group(client: KafkaWireClient, group: str, must_exist: bool = True):
+    """The DescribedGroup; a group that does not exist is an error, or state Dead if not `must_exist`."""
     resp = client.request(m.DescribeGroupsRequest(groups=[group], include_authorized_operations=False))
     described = resp.groups[0]
-    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:
-        raise GroupsError(f"Consumer group '{group}' does not exist.")
+    if described.error_code == ErrorCode.GROUP_ID_NOT_FOUND:  # v6+; older versions say state Dead
+        described.error_code, described.group_state = ErrorCode.NONE, "Dead"
     _check(described.error_code, "DescribeGroups")
+    if must_exist and described.group_state == "Dead":
+        raise GroupsError(f"Consumer group '{group}' does not exist.")
     return described
 
 
@@ -176,7 +179,7 @@ def delete_group(client: KafkaWireClient, group: str) -> None:
 
 def reset_offsets(client: KafkaWireClient, group: str, topic: str, target: str, offset: int | None,
                   execute: bool) -> dict[tuple[str, int], int]:
-    described = describe_group(client, group)
+    described = describe_group(client, group, must_exist=False)  # resetting may create the group
     if execute and described.group_state not in INACTIVE_STATES:
         raise GroupsError(f"Assignments can only be reset if the group '{group}' is inactive, "
                           f"but the current state is {described.group_state}.")

@@ -44,6 +44,7 @@ class KafkaConnection(asyncio.Protocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._last_active = time.monotonic()
         self._draining = False
+        self._lost = False
         self.closed = asyncio.get_running_loop().create_future()
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
@@ -54,6 +55,8 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = (str(peer[0]), int(peer[1]))
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self.seq}"
         self._worker = asyncio.get_running_loop().create_task(self._run(), name=f"conn-{self.seq}")
+        self.server.workers.add(self._worker)
+        self._worker.add_done_callback(self.server.workers.discard)
         self._arm_idle_timer()
         self.server.metrics.connection_opened(self.listener)
 
@@ -71,10 +74,9 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.pause_reading()
 
     def eof_received(self) -> bool:
-        # The client will send nothing more; answer what is queued, then close.
-        self._draining = True
-        self._wakeup.set()
-        return True
+        # Like Kafka, no half-close: the peer's EOF ends the connection (returning False lets the
+        # transport close, which calls connection_lost).
+        return False
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -83,10 +85,14 @@ class KafkaConnection(asyncio.Protocol):
         self._writable.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        # The request being served is not cancelled: a handler may hold coordinator state (a pending
+        # JoinGroup, an append awaiting fsync) that must complete; its answer is simply dropped, as
+        # Kafka drops responses for closed connections. Queued requests are discarded.
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        if self._worker is not None and not self._worker.done():
-            self._worker.cancel()
+        self._lost = True
+        self.queue.clear()
+        self._wakeup.set()
         self._writable.set()
         self.server.connections.discard(self)
         self.server.metrics.connection_closed(self.listener)
@@ -128,9 +134,9 @@ class KafkaConnection(asyncio.Protocol):
     # -- the worker: one request at a time, in order ----------------------------------------------
     async def _run(self) -> None:
         try:
-            while True:
+            while not self._lost:
                 while not self.queue:
-                    if self._draining:
+                    if self._draining or self._lost:
                         self.close()
                         return
                     self._wakeup.clear()
@@ -138,16 +144,16 @@ class KafkaConnection(asyncio.Protocol):
                 frame = self.queue.popleft()
                 await self._serve(frame)
                 self._last_active = time.monotonic()
-                self.state.request_done()
+                self.state.request_done(len(frame))
                 if self.state.should_resume() and not self._draining and self.transport is not None:
                     self.transport.resume_reading()
         except ProtocolViolation as exc:
             self.close(exc.reason)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # a handler bug: this connection only
+        except Exception:  # a handler bug: this connection only
             log.exception("closing connection %s: error while serving a request", self.connection_id)
-            self.close(f"internal error: {exc!r}")
+            self.close()
 
     async def _serve(self, frame: memoryview) -> None:
         started = time.perf_counter()
@@ -201,6 +207,7 @@ class KafkaServer:
         self.high_water = high_water
         self.low_water = low_water
         self.connections: set[KafkaConnection] = set()
+        self.workers: set[asyncio.Task] = set()  # outlive their connection while a request finishes
         self.bound: list[BoundListener] = []
         self._servers: list[asyncio.Server] = []
         self._seq = itertools.count()
@@ -233,5 +240,12 @@ class KafkaServer:
                     log.warning("connection %s still busy after %.1fs; aborting it", conn.connection_id, timeout)
                     if conn.transport is not None:
                         conn.transport.abort()
+        # Past the deadline, requests still being served (e.g. a JoinGroup waiting for its
+        # rebalance) are cancelled; nobody is left to answer.
+        workers = list(self.workers)
+        for worker in workers:
+            worker.cancel()
+        if workers:
+            await asyncio.wait(workers, timeout=1.0)
         for srv in self._servers:
             await srv.wait_closed()

@@ -125,3 +125,22 @@ class AdminMixin(OffsetsMixin):
 
         self.append_records(group_id, records, written)
 
+
+    def handle_topics_deleted(self, topics: Iterable[str]) -> int:
+        """Deleted topics take their committed offsets with them (tombstones); returns how many."""
+        topics = set(topics)
+        written = 0
+        for group in list(self.groups.values()):
+            if not self.is_group_local(group.group_id) or self.is_group_loading(group.group_id):
+                continue
+            gone = [tp for tp in group.offsets if tp[0] in topics]
+            if not gone:
+                continue
+            for t, p in gone:
+                replay_offset_commit(group, t, p, None)
+            written += len(gone)
+            self.log.info("Removed %d offsets of deleted topics from group %s", len(gone), group.group_id,
+                          extra={"group_id": group.group_id, "event": "offsets_deleted"})
+            self.append_records(group.group_id, [offset_commit_tombstone(group.group_id, t, p) for t, p in gone],
+                                lambda e, g=group.group_id: self._log_cleanup(g, e))
+        return written

@@ -60,11 +60,17 @@ class CoordinatorCore:
         self.owned_partitions = owned_partitions
         self.loading_partitions: set[int] = set()
         self._append_seq = itertools.count()
+        self._partition_cache: dict[str, int] = {}
 
     # ------------------------------------------------------------ routing
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+        p = self._partition_cache.get(group_id)
+        if p is None:
+            if len(self._partition_cache) > 100_000:
+                self._partition_cache.clear()
+            p = self._partition_cache[group_id] = partition_for(group_id, self.config.offsets_topic_num_partitions)
+        return p
 
     def topic_partition_name(self, group_id: str) -> str:
         return f"{OFFSETS_TOPIC}-{self.partition_for(group_id)}"

@@ -14,6 +14,7 @@ from coordinator.admin import AdminMixin
 from coordinator.join import JoinGroupMixin
 from coordinator.loading import LoadingMixin
 from coordinator.membership import MembershipMixin
+from coordinator.offsets import RETENTION_TIMER_KEY
 from coordinator.sync import SyncGroupMixin
 
 
@@ -24,3 +25,11 @@ class GroupCoordinator(JoinGroupMixin, SyncGroupMixin, MembershipMixin, AdminMix
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.schedule_offset_expiration()
+
+    def shutdown(self) -> None:
+        """Stop serving: every group is unloaded, so parked JoinGroup/SyncGroup requests are answered
+        NOT_COORDINATOR instead of hanging; later requests get COORDINATOR_NOT_AVAILABLE."""
+        self.active = False
+        self.timer.cancel(RETENTION_TIMER_KEY)
+        for partition in sorted({self.partition_for(g) for g in self.groups}):
+            self.unload_partition(partition)

@@ -70,7 +70,7 @@ class LoadingMixin(RebalanceMixin):
         """Decode each surviving key once, then replay the records group by group."""
         now = self.now_ms()
         metadata: dict[str, bytes | None] = {}
-        raw_offsets: dict[str, dict[tuple[str, int], OffsetCommitValue | None]] = {}
+        offsets_by_group: dict[str, dict[tuple[str, int], OffsetCommitValue | None]] = {}
         # OffsetCommitKey = version, group, topic | partition: the (version, group, topic) prefix repeats
         # for every partition of a topic, so it is split and validated once.
         prefixes: dict[bytes, tuple[dict, str]] = {}
@@ -84,9 +84,9 @@ class LoadingMixin(RebalanceMixin):
                     if known is None:
                         raw_group, topic, _ = split_offset_commit_key(key)
                         group_id = raw_group.decode("utf-8")
-                        group_offsets = raw_offsets.get(group_id)
+                        group_offsets = offsets_by_group.get(group_id)
                         if group_offsets is None:
-                            group_offsets = raw_offsets[group_id] = {}
+                            group_offsets = offsets_by_group[group_id] = {}
                         known = prefixes[key[:n]] = (group_offsets, topic)
                     # A tombstone stays as None so that replay deletes the offset.
                     known[0][(known[1], unpack_partition(key, n)[0])] = \
@@ -99,9 +99,9 @@ class LoadingMixin(RebalanceMixin):
             if k is not None:  # GroupMetadataKey; other record types belong to other coordinators
                 metadata[k.group] = value
         loaded = []
-        for group_id in metadata.keys() | raw_offsets.keys():
+        for group_id in metadata.keys() | offsets_by_group.keys():
             value = metadata.get(group_id)
-            offsets = raw_offsets.get(group_id, {})
+            offsets = offsets_by_group.get(group_id, {})
             if value is not None:
                 group = group_from_metadata_value(group_id, decode_group_metadata_value(value), now)
             elif any(v is not None for v in offsets.values()):

@@ -9,7 +9,7 @@ from coordinator.group_metadata import GroupMetadata, RebalanceInfo
 from coordinator.group_state import GroupState
 from coordinator.member_metadata import MemberMetadata
 from coordinator.purgatory import DelayedJoin, InitialDelayedJoin
-from coordinator.records import group_metadata_record, rebalance_headers
+from coordinator.records import REBALANCE_CAUSES, group_metadata_record, rebalance_headers
 from coordinator.results import JoinGroupResult, SyncGroupResult
 from protocol.errors import ErrorCode
 
@@ -35,6 +35,8 @@ class RebalanceMixin(CoordinatorCore):
 
     def prepare_rebalance(self, group: GroupMetadata, reason: str, cause: str = "other",
                           member_id: str = "") -> None:
+        if cause not in REBALANCE_CAUSES:  # the analytics contract has a closed set of categories
+            cause = "other"
         # Members waiting for the old generation's assignment must rejoin instead.
         if group.is_(S.COMPLETING_REBALANCE):
             self.reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)

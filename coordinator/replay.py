@@ -1,9 +1,11 @@
 """Replay: how `__consumer_offsets` records change the coordinator's state.
 
-The live path and the loader use the same functions: an offset commit is applied with
-`replay_offset_commit` once its write is durable; a load feeds every record of a partition through
-`replay_record`. Keys are decoded once per distinct key on load (the last record of a key wins,
-exactly as sequential replay would leave it).
+The live path and the loader use the same functions: the OffsetCommit records of a commit are
+applied with `replay_offset_commits` once their write is durable (tombstones of a delete or an
+expiry likewise), and a load applies a partition's records with the same function, group by group.
+A GroupMetadata record rebuilds its group with `group_from_metadata_value`; live, the group object
+is already what the record describes. On load only the last record of each key is applied, which is
+exactly what sequential replay would leave.
 """
 from __future__ import annotations
 

@@ -9,9 +9,11 @@ injected with:
 * `OffsetsTopicWriter` — appends the coordinator's records as one v2 batch per write to
   `__consumer_offsets-N` and calls back only after `await log.sync()`: a callback with NONE means
   the records are durable.
-* `GroupRuntime` — owns the three, loads every `__consumer_offsets` partition by replay before
-  serving it (requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), turns the coordinator's
-  callbacks into awaitables for the handlers, and shuts down cleanly.
+* `CoordinatorEvents` — the coordinator's structured log events (rebalances and their causes, group
+  sizes) as broker metrics.
+* `GroupRuntime` — owns them, loads every `__consumer_offsets` partition by replay before serving it
+  (requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), turns the coordinator's callbacks into
+  awaitables for the handlers, and shuts down cleanly.
 """
 from __future__ import annotations
 
@@ -23,15 +25,14 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator import GroupConfig, GroupCoordinator
-from protocol.errors import ErrorCode
-from protocol.records import build_batch, decode_records, iter_batches
+from protocol.errors import DecodeError, ErrorCode
+from protocol.records import build_batch, decode_records
 from storage import StorageError
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # Test switch: while this file exists, coordinator writes fail (one failure per file; the writer
 # removes it), so a test in another process can fail exactly one OffsetCommit's write.
 FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"
-_READ_CHUNK = 1 << 20
 
 log = logging.getLogger("kcoord.coordinator.runtime")
 
@@ -78,6 +79,15 @@ class LoopTimer:
             log.exception("coordinator timer %r failed", key)
 
 
+def _append_error(exc: Exception, what: str) -> ErrorCode:
+    """The Kafka error a failed write reports (the coordinator maps it for the client)."""
+    if isinstance(exc, StorageError):
+        log.error("%s failed: %s", what, exc)
+        return exc.error_code
+    log.exception("%s failed unexpectedly", what)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
 class OffsetsTopicWriter:
     """The coordinator's one writer: `append(partition, records, callback(error))`.
 
@@ -98,10 +108,10 @@ class OffsetsTopicWriter:
             self._maybe_inject_fault()
             partition_log = self._log_for(partition)
             partition_log.append(build_batch(list(records), compression=self._compression))
-        except StorageError as exc:
-            log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
+        except Exception as exc:  # the callback must run whatever happened, or a request hangs
+            error = _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}")
             # Never call back re-entrantly into the coordinator that is in the middle of a handler.
-            self._loop.call_soon(callback, ErrorCode.KAFKA_STORAGE_ERROR)
+            self._loop.call_soon(callback, error)
             return
         task = self._loop.create_task(self._sync(partition, partition_log, callback))
         self._pending.add(task)
@@ -111,9 +121,8 @@ class OffsetsTopicWriter:
         try:
             await partition_log.sync()
             error = ErrorCode.NONE
-        except StorageError as exc:
-            log.error("fsync of %s-%d failed: %s", OFFSETS_TOPIC, partition, exc)
-            error = ErrorCode.KAFKA_STORAGE_ERROR
+        except Exception as exc:
+            error = _append_error(exc, f"fsync of {OFFSETS_TOPIC}-{partition}")
         callback(error)
 
     def _maybe_inject_fault(self) -> None:
@@ -135,9 +144,45 @@ async def create(broker) -> GroupRuntime:
     """Build and start the runtime for a broker (the composition root calls this at start)."""
     props = broker.config.props
     runtime = GroupRuntime(broker.consumer_offsets_log, GroupConfig.from_properties(props),
+                           logger=coordinator_logger(broker.metrics),
                            compression=int(props.get("offsets.topic.compression.codec", 0)))
     await runtime.start()
     return runtime
+
+
+class CoordinatorEvents(logging.Handler):
+    """The coordinator's log records carry structured events (extra={"event": ..., "group_id": ...});
+    this turns them into broker metrics and hands every record on to the "kcoord.coordinator"
+    logger, so metrics do not depend on the log level and the log output is unchanged."""
+
+    def __init__(self, metrics, target: logging.Logger) -> None:
+        super().__init__(logging.DEBUG)
+        self.metrics = metrics
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "event", None)
+        group = getattr(record, "group_id", "")
+        if self.metrics is not None and event is not None:
+            if event == "prepare_rebalance":
+                self.metrics.rebalance(group, getattr(record, "cause", None) or "other")
+            elif event == "join_complete":
+                self.metrics.group_members(group, getattr(record, "members", 0))
+            elif event in ("group_empty", "group_deleted", "group_expired"):
+                self.metrics.group_members(group, 0)
+        if self.target.isEnabledFor(record.levelno):
+            self.target.handle(record)
+
+
+def coordinator_logger(metrics) -> logging.Logger:
+    """A private logger for the coordinator that sees every event record (see CoordinatorEvents):
+    INFO, where the events are, or lower if the real logger is more verbose."""
+    target = logging.getLogger("kcoord.coordinator")
+    # Not registered with logging: no parent, and a level of its own.
+    logger = logging.Logger(target.name, min(target.getEffectiveLevel(), logging.INFO))
+    logger.propagate = False
+    logger.addHandler(CoordinatorEvents(metrics, target))
+    return logger
 
 
 class GroupRuntime:
@@ -175,31 +220,26 @@ class GroupRuntime:
         started = time.monotonic()
         count = 0
         for partition in range(self.num_partitions):
-            records = self._read_partition(partition)
-            count += len(records)
-            self.coordinator.load_partition(partition, records)
+            try:
+                records = self._read_partition(partition)
+                count += len(records)
+                self.coordinator.load_partition(partition, records)
+            except (StorageError, DecodeError):
+                # Kafka gives such a partition up; its groups answer NOT_COORDINATOR, never silence.
+                log.exception("cannot load %s-%d; not serving its groups", OFFSETS_TOPIC, partition)
+                self.coordinator.unload_partition(partition)
             await asyncio.sleep(0)  # let requests in meanwhile; they answer LOAD_IN_PROGRESS
         self.loaded_event.set()
         log.info("loaded %d %s partitions (%d records) in %.1f ms", self.num_partitions,
                  OFFSETS_TOPIC, count, (time.monotonic() - started) * 1000)
 
     def _read_partition(self, partition: int) -> list:
-        partition_log = self._log_for(partition)
+        """Every record of the partition, oldest first (control batches are not the coordinator's).
+        Read without awaiting in between, as storage asks of loaders."""
         records = []
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            data = partition_log.read(offset, _READ_CHUNK)
-            progressed = False
-            for _position, header, batch in iter_batches(data):
-                if header.last_offset < offset:
-                    continue
-                if not header.is_control:
-                    records.extend(r for r in decode_records(batch) if r.offset >= offset)
-                offset = header.last_offset + 1
-                progressed = True
-            if not progressed:
-                break
+        for header, batch in self._log_for(partition).batches():
+            if not header.is_control:
+                records.extend(decode_records(batch))
         return records
 
     async def close(self) -> None:

@@ -3,16 +3,20 @@
 Pure functions from spec to source text; protocol.messages compiles the text, registers it in
 linecache (so tracebacks show it) and caches the result. One decode and one encode function per
 (message, version), straight-line: consecutive fixed-width fields become one precompiled
-struct.Struct call, nested structs are inlined as loops, and every length prefix is checked against
-the bytes remaining before it is used.
+struct.Struct call and nested structs are inlined as loops.
 
 Generated decoders rely on three locals: `buf` (bytes), `pos` (current offset) and `end`
-(len(buf)). Fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the
-codec wrapper turns that into DecodeError, reading the failing offset from the generated frame.
+(len(buf)). No length prefix is trusted beyond the buffer:
+- an array count is checked against the bytes remaining before any element is read (each element
+  takes at least one byte), so a forged count can neither allocate nor loop;
+- a string/bytes length only bounds a slice, which past the end is merely short; `pos` then runs
+  past `end`, and one check at the end of the message reports it;
+- fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the codec
+  wrapper turns that into DecodeError, reading the failing offset from the generated frame.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
 
 from protocol.primitives import LENGTH_TABLE_SIZE
 from protocol.schema import FIXED_FORMATS, ZERO_UUID, Field, MessageSpec
@@ -34,11 +38,13 @@ def codegen_filename(title: str) -> str:
 # Classes: one per message and per struct type, shared by all versions.
 # ---------------------------------------------------------------------------------------------
 
-@dataclass
 class ClassSpec:
-    name: str
-    fields: list[Field]            # union over all versions, in first-seen order
-    children: list[str]            # struct type names directly nested in this struct
+    __slots__ = ("name", "fields", "children")
+
+    def __init__(self, name: str, fields: list[Field], children: list[str]) -> None:
+        self.name = name
+        self.fields = fields            # union over all versions, in first-seen order
+        self.children = children        # struct type names directly nested in this struct
 
 
 def collect_classes(spec: MessageSpec) -> dict[str, ClassSpec]:
@@ -64,7 +70,7 @@ def collect_classes(spec: MessageSpec) -> dict[str, ClassSpec]:
 
 
 def default_literal(f: Field) -> str:
-    """Source text of a field's default, for immutable defaults (None for mutable ones)."""
+    """Source text of a field's default ("[]" for arrays: the constructor makes a fresh list)."""
     if f.is_array:
         return "None" if f.default_text == "null" else "[]"
     if f.is_struct:
@@ -150,12 +156,8 @@ class _Writer:
         return name
 
 
-def _fixed_fmt(f: Field) -> str | None:
-    return None if f.is_array else FIXED_FORMATS.get(f.type)
-
-
 def _is_fixed(f: Field) -> bool:
-    return _fixed_fmt(f) is not None
+    return not f.is_array and f.type in FIXED_FORMATS
 
 
 def _runs(fields: list[Field]):
@@ -493,7 +495,6 @@ class _EncodeGen:
 
 
 def _size(ftype: str) -> int:
-    import struct
     return struct.calcsize(">" + FIXED_FORMATS[ftype])
 
 

@@ -279,6 +279,14 @@ def _gzip_decode(data: bytes) -> bytes:
     return out
 
 
+def _lz4_encode(data: bytes) -> bytes:
+    # LZ4 frame with independent blocks: Java's reader (KafkaLZ4BlockInputStream) rejects linked
+    # blocks, which are cramjam's default.
+    compressor = cramjam.lz4.Compressor(block_linked=False, content_checksum=False)
+    compressor.compress(data)
+    return bytes(compressor.finish())
+
+
 _DECOMPRESS = {
     GZIP: _gzip_decode,
     SNAPPY: _snappy_decode,
@@ -288,7 +296,7 @@ _DECOMPRESS = {
 _COMPRESS = {
     GZIP: _gzip_encode,
     SNAPPY: _snappy_encode,
-    LZ4: lambda data: bytes(cramjam.lz4.compress(data)),
+    LZ4: _lz4_encode,
     ZSTD: lambda data: bytes(cramjam.zstd.compress(data)),
 }
 

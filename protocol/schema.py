@@ -7,11 +7,11 @@ ships as package data; we read them in place (nothing copied into this repositor
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib.util
 import json
+import pathlib
 import re
 import uuid
-from dataclasses import dataclass, field
 
 SCHEMA_PACKAGE = "kafka.protocol.schemas.resources"
 
@@ -54,21 +54,32 @@ def _in(rng: tuple[int, int], version: int) -> bool:
     return rng[0] <= version <= rng[1]
 
 
-@dataclass(eq=False)
 class Field:
-    """One field of a message or struct, as Kafka's JSON defines it."""
+    """One field of a message or struct, as Kafka's JSON defines it.
 
-    json_name: str
-    name: str                      # snake_case attribute name
-    type: str                      # "int32", "string", "[]int32", "[]JoinGroupRequestMember", "Cursor", ...
-    versions: tuple[int, int]
-    nullable_versions: tuple[int, int]
-    tagged_versions: tuple[int, int]
-    tag: int | None
-    default_text: object           # raw JSON "default" (None when absent)
-    ignorable: bool
-    fields: list[Field] | None     # for structs and arrays of structs
-    about: str = ""
+    (A plain class rather than a dataclass: importing dataclasses costs every CLI start ~10 ms.)
+    """
+
+    __slots__ = ("json_name", "name", "type", "versions", "nullable_versions", "tagged_versions", "tag",
+                 "default_text", "ignorable", "fields", "about")
+
+    def __init__(self, *, json_name: str, name: str, type: str, versions: tuple[int, int],
+                 nullable_versions: tuple[int, int], tagged_versions: tuple[int, int], tag: int | None,
+                 default_text: object, ignorable: bool, fields: list[Field] | None, about: str = "") -> None:
+        self.json_name = json_name
+        self.name = name                        # snake_case attribute name
+        self.type = type                        # "int32", "[]int32", "[]JoinGroupRequestProtocol", ...
+        self.versions = versions
+        self.nullable_versions = nullable_versions
+        self.tagged_versions = tagged_versions
+        self.tag = tag
+        self.default_text = default_text        # raw JSON "default" (None when absent)
+        self.ignorable = ignorable
+        self.fields = fields                    # for structs and arrays of structs
+        self.about = about
+
+    def __repr__(self) -> str:
+        return f"Field({self.json_name} {self.type} v{self.versions[0]}-{self.versions[1]})"
 
     @property
     def is_array(self) -> bool:
@@ -125,16 +136,19 @@ class Field:
 
 
 
-@dataclass(eq=False)
 class MessageSpec:
     """A request, response, header or data message."""
 
-    name: str                      # "JoinGroupRequest"
-    kind: str                      # "request" | "response" | "header" | "data"
-    api_key: int | None
-    valid_versions: tuple[int, int]
-    flexible_versions: tuple[int, int]
-    fields: list[Field] = field(default_factory=list)
+    __slots__ = ("name", "kind", "api_key", "valid_versions", "flexible_versions", "fields")
+
+    def __init__(self, *, name: str, kind: str, api_key: int | None, valid_versions: tuple[int, int],
+                 flexible_versions: tuple[int, int], fields: list[Field]) -> None:
+        self.name = name                        # "JoinGroupRequest"
+        self.kind = kind                        # "request" | "response" | "header" | "data"
+        self.api_key = api_key
+        self.valid_versions = valid_versions
+        self.flexible_versions = flexible_versions
+        self.fields = fields
 
     def is_flexible(self, version: int) -> bool:
         return _in(self.flexible_versions, version)
@@ -166,9 +180,19 @@ def _parse_field(raw: dict, common: dict[str, list]) -> Field:
     )
 
 
+@functools.cache
+def _schema_dir() -> pathlib.Path:
+    # Locate the package data without importing kafka (its __init__ pulls in the whole client,
+    # ~100 ms that every CLI start would pay).
+    spec = importlib.util.find_spec(SCHEMA_PACKAGE.split(".")[0])
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("kafka-python is not installed; its JSON message definitions are needed")
+    return pathlib.Path(spec.submodule_search_locations[0], *SCHEMA_PACKAGE.split(".")[1:])
+
+
 def read_json(name: str) -> dict:
     """The raw JSON definition `name`.json from the installed kafka-python package (comments stripped)."""
-    text = importlib.resources.files(SCHEMA_PACKAGE).joinpath(name + ".json").read_text("utf-8")
+    text = (_schema_dir() / (name + ".json")).read_text("utf-8")
     return json.loads(_COMMENT.sub("", text))
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from protocol.records import BatchHeader, Record, build_batch, iter_record_tuples
+from protocol.records import BatchHeader, Record, build_batch, iter_record_tuples, parse_batch_header
 from storage.fs import FS
-from storage.segment import CLEANED_SUFFIX
+from storage.segment import CLEANED_SUFFIX, SegmentState
 
 if TYPE_CHECKING:
     from storage.segment import LogSegment
@@ -33,6 +33,7 @@ class CleanPlan:
     segments: list[LogSegment]
     now_ms: int
     delete_retention_ms: int
+    generation: int = 0   # the log's generation when planned: a truncation since voids the clean
 
 
 @dataclasses.dataclass(slots=True)
@@ -42,6 +43,7 @@ class CleanedSegment:
     size: int             # bytes after cleaning
     bytes_before: int
     records_removed: int
+    state: SegmentState   # offsets, timestamps and indexes of the cleaned copy
 
 
 @dataclasses.dataclass(slots=True)
@@ -58,24 +60,35 @@ class CleanStats:
         self.records_removed += result.records_removed
 
 
-def build_offset_map(segments: list[LogSegment]) -> dict[bytes, int]:
-    """key -> offset of its latest record in these segments."""
+@dataclasses.dataclass(slots=True)
+class OffsetMap:
+    latest: dict[bytes, int]           # key -> offset of its latest record
+    last_producer_batch: dict[int, int]  # producer id -> base offset of its last batch
+
+
+def build_offset_map(segments: list[LogSegment]) -> OffsetMap:
+    """What the cleaner must know about the segments it cleans: latest offset per key, and each
+    idempotent producer's last batch."""
     latest: dict[bytes, int] = {}
+    last_producer_batch: dict[int, int] = {}
     for segment in segments:
         for _, header, batch in segment.scan():
+            if header.producer_id >= 0:
+                last_producer_batch[header.producer_id] = header.base_offset
             if header.is_control:
                 continue
             for offset, _ts, key, _value, _headers in iter_record_tuples(batch, header):
                 if key is not None:
                     latest[key] = offset
-    return latest
+    return OffsetMap(latest, last_producer_batch)
 
 
-def filter_batch(header: BatchHeader, batch, latest: dict[bytes, int], now_ms: int,
+def filter_batch(header: BatchHeader, batch, offsets: OffsetMap, now_ms: int,
                  delete_retention_ms: int) -> tuple[bytes | None, int, bool]:
     """(the batch as it should be after cleaning or None to drop it, records removed, changed?)"""
     if header.is_control:
         return bytes(batch), 0, False
+    latest = offsets.latest
     records = list(iter_record_tuples(batch, header))
     horizon = header.delete_horizon_ms
     kept = []
@@ -89,72 +102,84 @@ def filter_batch(header: BatchHeader, batch, latest: dict[bytes, int], now_ms: i
                 continue  # tombstone past its delete horizon
             tombstones_kept += 1
         kept.append(record)
+    if not kept:
+        if header.producer_id < 0 or offsets.last_producer_batch.get(header.producer_id) != header.base_offset:
+            return None, len(records), True
+        # As Kafka: an idempotent producer's last batch stays, emptied, so its sequence and epoch
+        # (which the broker rebuilds producer state from) outlive the records.
+        if header.records_count == 0:
+            return bytes(batch), 0, False
+        return _rebuild(header, [], None), len(records), True
     if len(kept) == len(records) and (tombstones_kept == 0 or horizon is not None):
         return bytes(batch), 0, False
-    if not kept:
-        return None, len(records), True
     new_horizon = None
     if tombstones_kept:
         new_horizon = horizon if horizon is not None else now_ms + delete_retention_ms
-    rebuilt = build_batch(
+    return _rebuild(header, kept, new_horizon), len(records) - len(kept), True
+
+
+def _rebuild(header: BatchHeader, kept: list[tuple], delete_horizon_ms: int | None) -> bytes:
+    """The batch with only `kept` records; same offsets span, producer fields and compression."""
+    return build_batch(
         [Record._make(r) for r in kept], base_offset=header.base_offset, compression=header.compression,
         producer_id=header.producer_id, producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence, transactional=header.is_transactional,
         timestamp_type=header.timestamp_type, partition_leader_epoch=header.partition_leader_epoch,
-        last_offset_delta=header.last_offset_delta, delete_horizon_ms=new_horizon)
-    return rebuilt, len(records) - len(kept), True
+        last_offset_delta=header.last_offset_delta, delete_horizon_ms=delete_horizon_ms)
 
 
-def clean_segment(plan: CleanPlan, segment: LogSegment, latest: dict[bytes, int]) -> CleanedSegment | None:
+def clean_segment(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap) -> CleanedSegment | None:
     """Write the cleaned copy of `segment` to `.cleaned` and fsync it; None if nothing changes."""
     fs = plan.fs
     path = segment.log_path + CLEANED_SUFFIX
     fd = fs.open(path)
     try:
         fs.truncate(fd, 0)
-        changed = False
-        removed = 0
-        position = 0
-        pending: list[bytes] = []
-        pending_size = 0
-        for _, header, batch in segment.scan():
-            cleaned, dropped, batch_changed = filter_batch(header, batch, latest, plan.now_ms,
-                                                           plan.delete_retention_ms)
-            removed += dropped
-            changed = changed or batch_changed
-            if cleaned is not None:
-                pending.append(cleaned)
-                pending_size += len(cleaned)
-            if pending_size >= _WRITE_CHUNK:
-                fs.write_all(fd, b"".join(pending), position)
-                position += pending_size
-                pending, pending_size = [], 0
-        if not changed:
-            fs.close(fd)
-            fd = -1
-            fs.remove(path)
-            return None
-        fs.write_all(fd, b"".join(pending), position)
-        position += pending_size
-        fs.fsync(fd)
+        state, removed, changed = _write_cleaned(plan, segment, offsets, fd)
+        if changed:
+            fs.fsync(fd)
     except BaseException:
-        if fd >= 0:
-            fs.close(fd)
-            fd = -1
+        fs.close(fd)
         fs.remove(path)
         raise
-    finally:
-        if fd >= 0:
-            fs.close(fd)
-    return CleanedSegment(segment, path, position, segment.size, removed)
+    fs.close(fd)
+    if not changed:
+        fs.remove(path)
+        return None
+    return CleanedSegment(segment, path, state.size, segment.size, removed, state)
+
+
+def _write_cleaned(plan: CleanPlan, segment: LogSegment, offsets: OffsetMap,
+                   fd: int) -> tuple[SegmentState, int, bool]:
+    """Filter every batch of `segment` into fd, in chunks; (state of the copy, records removed, changed?)."""
+    state = SegmentState(segment.base_offset, segment.index_interval_bytes)
+    position = removed = 0
+    changed = False
+    pending: list[bytes] = []
+    pending_size = 0
+    for _, header, batch in segment.scan():
+        cleaned, dropped, batch_changed = filter_batch(header, batch, offsets, plan.now_ms, plan.delete_retention_ms)
+        removed += dropped
+        changed = changed or batch_changed
+        if cleaned is not None:
+            state.track(header if not batch_changed else parse_batch_header(cleaned), position + pending_size)
+            pending.append(cleaned)
+            pending_size += len(cleaned)
+        if pending_size >= _WRITE_CHUNK:
+            plan.fs.write_all(fd, b"".join(pending), position)
+            position += pending_size
+            pending, pending_size = [], 0
+    if changed and pending:
+        plan.fs.write_all(fd, b"".join(pending), position)
+    return state, removed, changed
 
 
 def prepare(plan: CleanPlan) -> list[CleanedSegment]:
     """Worker-thread half of a clean: build the offset map, write every changed segment's copy."""
-    latest = build_offset_map(plan.segments)
+    offsets = build_offset_map(plan.segments)
     results = []
     for segment in plan.segments:
-        result = clean_segment(plan, segment, latest)
+        result = clean_segment(plan, segment, offsets)
         if result is not None:
             results.append(result)
     return results

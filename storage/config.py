@@ -24,8 +24,11 @@ class LogConfig:
             raise ValueError(f"message_timestamp_type: {self.message_timestamp_type!r}")
         if not set(self.cleanup_policy.replace(" ", "").split(",")) <= {"delete", "compact"}:
             raise ValueError(f"cleanup_policy: {self.cleanup_policy!r}")
-        if self.segment_bytes < 14 or self.index_interval_bytes < 0:
+        # Kafka's bounds: index entries hold file positions as int32, so a segment stays below 2 GiB.
+        if not 14 <= self.segment_bytes <= 2**31 - 1 or self.index_interval_bytes < 0:
             raise ValueError("segment_bytes / index_interval_bytes out of range")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError(f"min_cleanable_dirty_ratio: {self.min_cleanable_dirty_ratio}")
 
     @property
     def compact(self) -> bool:

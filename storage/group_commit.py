@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import Executor
 from typing import Protocol
 
 from storage.errors import StorageError
@@ -33,9 +34,10 @@ class Flushable(Protocol):
 
 
 class GroupCommit:
-    def __init__(self, owner: Flushable, name: str) -> None:
+    def __init__(self, owner: Flushable, name: str, executor: Executor | None = None) -> None:
         self._owner = owner
         self._name = name
+        self.executor = executor  # None: the loop's default executor
         self._waiters: list[tuple[int, asyncio.Future]] = []
         self._task: asyncio.Task | None = None
         self.rounds = 0  # fsync rounds run (for tests and metrics)
@@ -77,7 +79,7 @@ class GroupCommit:
                 snapshot = owner.begin_flush()
                 self.rounds += 1
                 try:
-                    await loop.run_in_executor(None, snapshot.run)
+                    await loop.run_in_executor(self.executor, snapshot.run)
                 except Exception as exc:
                     owner.end_flush()
                     owner.flush_failed(snapshot, exc)

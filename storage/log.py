@@ -14,7 +14,9 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import Executor
+from typing import Any
 
 from protocol.errors import DecodeError
 from protocol.records import (
@@ -31,7 +33,14 @@ from storage.config import LogConfig
 from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
 from storage.fs import FS
 from storage.group_commit import GroupCommit
-from storage.segment import CLEANED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, LogSegment
+from storage.segment import (
+    CLEANED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
+    LogSegment,
+    SegmentFiles,
+)
 
 log = logging.getLogger("kcoord.storage")
 
@@ -80,7 +89,8 @@ class _FlushSnapshot:
 
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig | None = None,
-                 fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms) -> None:
+                 fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms,
+                 fsync_executor: Executor | None = None) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -95,11 +105,11 @@ class PartitionLog:
         self._dir_dirty = False
         self._pins = 0                # background work holding segment fds
         self._pin_lock = threading.Lock()
-        self._retired: list[LogSegment] = []
+        self._retired: list[tuple[LogSegment | SegmentFiles, bool]] = []  # (to close, delete too?)
         self._cleaning = False
-        self._first_dirty_offset = 0  # compaction: offsets below were cleaned
+        self.first_dirty_offset = 0   # compaction: offsets below were cleaned (cleaner checkpoint)
         self.closed = False
-        self._commit = GroupCommit(self, self.name)
+        self._commit = GroupCommit(self, self.name, fsync_executor)
         self.fs.makedirs(directory)
         self._load()
 
@@ -119,8 +129,9 @@ class PartitionLog:
                        if n.endswith(LOG_SUFFIX) and n[:-len(LOG_SUFFIX)].isdigit())
         live = {f"{b:020d}" for b in bases}
         for name in names:
-            if name.endswith(INDEX_SUFFIX) and name[:-len(INDEX_SUFFIX)] not in live:
-                self.fs.remove(os.path.join(self.directory, name))
+            stem, _, suffix = name.partition(".")
+            if "." + suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX) and stem not in live:
+                self.fs.remove(os.path.join(self.directory, name))  # index of a segment that is gone
         expected = 0
         for i, base in enumerate(bases):
             segment = LogSegment(self.fs, self.directory, base, self.config.index_interval_bytes)
@@ -138,7 +149,7 @@ class PartitionLog:
         if not self._segments:
             self._segments.append(self._new_segment(0))
         self.log_start_offset = self._segments[0].base_offset
-        self._first_dirty_offset = self.log_start_offset
+        self.first_dirty_offset = self.log_start_offset
         # What recovery kept may sit only in the page cache (a killed process): make it durable
         # before treating it as such.
         try:
@@ -207,6 +218,11 @@ class PartitionLog:
         end = 0
         try:
             for position, header, _ in iter_batches(buf, verify=True):
+                if header.records_count != header.last_offset_delta + 1:
+                    # As Kafka's LogValidator: offsets are assigned from the header, so it must
+                    # agree with the records it carries.
+                    raise CorruptRecordError(f"{self.name}: batch claims {header.last_offset_delta + 1} "
+                                             f"offsets but holds {header.records_count} records")
                 headers.append(header)
                 end = position + header.size
         except DecodeError as exc:
@@ -245,17 +261,21 @@ class PartitionLog:
 
     # -- durability -----------------------------------------------------------------------------
 
-    async def sync(self, after: AppendInfo | None = None) -> None:
-        """Return once everything appended before the call (or `after`) is fsynced.
+    def sync(self, after: AppendInfo | None = None) -> Coroutine[Any, Any, None]:
+        """Awaitable that resolves once everything appended before this call (or `after`) is fsynced.
 
-        Concurrent callers share one fsync. Raises StorageError if the fsync failed, or if `after`
-        was cut away by an earlier failure.
+        What it covers is fixed when sync() is *called*, not when it is awaited, so
+        `gather(*(log.sync() for log in touched))` right after appending is exact. Concurrent
+        callers share one fsync. Raises StorageError if the fsync failed, or if what it covers was
+        cut away by an earlier failure.
         """
+        if after is not None:
+            return self._sync(after.last_offset + 1, after.generation)
+        return self._sync(self.log_end_offset if self._segments else 0, self.generation)
+
+    async def _sync(self, target: int, generation: int) -> None:
         self._check_open()
-        if after is None:
-            await self._commit.wait(self.log_end_offset, self.generation)
-        else:
-            await self._commit.wait(after.last_offset + 1, after.generation)
+        await self._commit.wait(target, generation)
 
     async def append_durable(self, records) -> AppendInfo:
         info = self.append(records)
@@ -294,6 +314,7 @@ class PartitionLog:
 
     def flush(self) -> None:
         """Blocking fsync of everything appended so far (shutdown, tests)."""
+        self._check_open()
         snapshot = self.begin_flush()
         try:
             snapshot.run()
@@ -323,6 +344,24 @@ class PartitionLog:
         except (OSError, DecodeError) as exc:
             raise StorageError(f"{self.name}: read at offset {offset} failed: {exc}") from exc
         return b""
+
+    def batches(self, start_offset: int | None = None,
+                max_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Every batch holding offsets >= start_offset (default: log start), in order, stopping
+        before any batch that starts at or after max_offset. For loading (e.g. the coordinator
+        replaying __consumer_offsets): consume it without awaiting in between, as a compaction
+        swap may close the segment files it reads."""
+        self._check_open()
+        start = self.log_start_offset if start_offset is None else start_offset
+        end = self.log_end_offset if max_offset is None else max_offset
+        for segment in list(self._segments):
+            if segment.next_offset <= start:
+                continue
+            for _, header, batch in segment.scan(segment.index.lookup(start)):
+                if header.base_offset >= end:
+                    return
+                if header.last_offset >= start:
+                    yield header, batch
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: the first offset whose timestamp is >= timestamp, with that timestamp.
@@ -426,7 +465,7 @@ class PartitionLog:
         total = sum(s.size for s in segments)
         if total == 0:
             return 0.0
-        dirty = sum(s.size for s in segments if s.base_offset >= self._first_dirty_offset)
+        dirty = sum(s.size for s in segments if s.base_offset >= self.first_dirty_offset)
         return dirty / total
 
     def needs_compaction(self) -> bool:
@@ -466,7 +505,8 @@ class PartitionLog:
         self._cleaning = True
         self._pin()
         now = self.clock() if now_ms is None else now_ms
-        return cleaner.CleanPlan(self.fs, self.cleanable_segments(), now, self.config.delete_retention_ms)
+        return cleaner.CleanPlan(self.fs, self.cleanable_segments(), now, self.config.delete_retention_ms,
+                                 self.generation)
 
     def _abort_clean(self, plan: cleaner.CleanPlan) -> None:
         for segment in plan.segments:
@@ -477,10 +517,13 @@ class PartitionLog:
     def _finish_clean(self, plan: cleaner.CleanPlan, results: list[cleaner.CleanedSegment]) -> cleaner.CleanStats:
         """Swap cleaned segments in: rename `.cleaned` over `.log` (atomic), then re-open them."""
         stats = cleaner.CleanStats()
+        # A truncation meanwhile may have cut into a planned segment: its cleaned copy would bring
+        # the cut records back. Then the whole clean is dropped (the next pass redoes it).
+        stale = self.closed or plan.generation != self.generation
         try:
             for result in results:
                 segment = result.segment
-                if segment not in self._segments or self.closed:
+                if stale or segment not in self._segments:
                     self.fs.remove(result.path)  # deleted or truncated away meanwhile
                     continue
                 stats.add(result)
@@ -492,11 +535,11 @@ class PartitionLog:
                     continue
                 self.fs.rename(result.path, segment.log_path)
                 # Old fds may be in a running fsync: close them once unpinned.
-                self._retire(segment.reopen(), delete=False)
-            if results:
-                self.fs.fsync_dir(self.directory)
-            if plan.segments:
-                self._first_dirty_offset = max(self._first_dirty_offset, plan.segments[-1].next_offset)
+                self._retire(segment.reopen(result.state), delete=False)
+            # No directory fsync here: should the renames be lost to a power cut, the old segments
+            # come back, which are as valid (just not yet compacted).
+            if plan.segments and not stale:
+                self.first_dirty_offset = max(self.first_dirty_offset, plan.segments[-1].next_offset)
         except OSError as exc:
             raise StorageError(f"{self.name}: swapping cleaned segments failed: {exc}") from exc
         finally:
@@ -521,14 +564,14 @@ class PartitionLog:
         for segment, delete in retired:
             self._dispose(segment, delete)
 
-    def _retire(self, segment: LogSegment, delete: bool) -> None:
+    def _retire(self, segment: LogSegment | SegmentFiles, delete: bool) -> None:
         with self._pin_lock:
             if self._pins:
                 self._retired.append((segment, delete))
                 return
         self._dispose(segment, delete)
 
-    def _dispose(self, segment: LogSegment, delete: bool) -> None:
+    def _dispose(self, segment: LogSegment | SegmentFiles, delete: bool) -> None:
         try:
             segment.delete() if delete else segment.close()
         except OSError:

@@ -14,7 +14,9 @@ import re
 import shutil
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
+from storage.checkpoint import read_checkpoint, write_checkpoint
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.fs import FS
@@ -24,6 +26,7 @@ log = logging.getLogger("kcoord.storage")
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _DELETE_SUFFIX = "-delete"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -42,13 +45,21 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
 
 class LogManager:
     def __init__(self, log_dir: str, default_config: LogConfig | None = None, fs: FS | None = None,
-                 clock: Callable[[], int] = wall_clock_ms) -> None:
+                 clock: Callable[[], int] = wall_clock_ms,
+                 topic_configs: dict[str, LogConfig] | None = None) -> None:
         self.log_dir = log_dir
         self.default_config = default_config or LogConfig()
+        # Per-topic overrides (e.g. __consumer_offsets: compact), applied from the moment a log is
+        # opened so that no maintenance pass ever sees it under the default policy.
+        self.topic_configs = dict(topic_configs or {})
         self.fs = fs or FS()
         self.clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._maintenance: asyncio.Task | None = None
+        # Storage's own threads: fsyncs never queue behind other blocking work, and one cleaner
+        # thread (Kafka's log.cleaner.threads default) keeps compaction from hogging both cores.
+        self.fsync_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kcoord-fsync")
+        self.cleaner_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-cleaner")
         self.fs.makedirs(log_dir)
         self._load()
 
@@ -64,7 +75,26 @@ class LogManager:
             parsed = parse_partition_dir(name)
             if parsed is None:
                 continue
-            self._logs[parsed] = PartitionLog(path, parsed[0], parsed[1], self.default_config, self.fs, self.clock)
+            self._logs[parsed] = PartitionLog(path, parsed[0], parsed[1], self.config_for(parsed[0]),
+                                              self.fs, self.clock, self.fsync_executor)
+        # Where compaction got to, so a restart does not clean every compacted log again.
+        for key, offset in read_checkpoint(self.fs, os.path.join(self.log_dir, CLEANER_CHECKPOINT)).items():
+            partition_log = self._logs.get(key)
+            if partition_log is not None:
+                partition_log.first_dirty_offset = min(max(offset, partition_log.log_start_offset),
+                                                       partition_log.log_end_offset)
+
+    # -- configuration --------------------------------------------------------------------------
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    def set_topic_config(self, topic: str, config: LogConfig) -> None:
+        """Use `config` for every partition of `topic`, open now or created later."""
+        self.topic_configs[topic] = config
+        for (name, _), partition_log in self._logs.items():
+            if name == topic:
+                partition_log.config = config
 
     # -- lookup ---------------------------------------------------------------------------------
 
@@ -72,8 +102,8 @@ class LogManager:
         return self._logs.get((topic, partition))
 
     def get_or_create(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
-        """The partition's log, created if missing. A given config replaces the log's (topic
-        configs are not persisted here: the owner of the topic passes them on every start)."""
+        """The partition's log, created if missing. A given config replaces that log's config;
+        without one, the topic's config (see topic_configs / set_topic_config) or the default."""
         existing = self._logs.get((topic, partition))
         if existing is not None:
             if config is not None:
@@ -83,7 +113,8 @@ class LogManager:
             raise StorageError(f"invalid topic name {topic!r}")
         path = os.path.join(self.log_dir, partition_dir_name(topic, partition))
         try:
-            created = PartitionLog(path, topic, partition, config or self.default_config, self.fs, self.clock)
+            created = PartitionLog(path, topic, partition, config or self.config_for(topic), self.fs,
+                                   self.clock, self.fsync_executor)
             self.fs.fsync_dir(self.log_dir)
         except OSError as exc:
             raise StorageError(f"cannot create log {topic}-{partition}: {exc}") from exc
@@ -123,6 +154,7 @@ class LogManager:
     async def maintain_once(self, now_ms: int | None = None) -> None:
         """One pass: fsync logs that do not fsync per append, retention for delete-policy logs,
         compaction (in a worker thread) for compact-policy logs whose dirty ratio is reached."""
+        cleaned = False
         for partition_log in self.logs():
             if partition_log.closed:
                 continue
@@ -132,9 +164,21 @@ class LogManager:
                 if partition_log.config.delete:
                     partition_log.delete_old_segments(now_ms)
                 if partition_log.needs_compaction():
-                    await partition_log.compact_async(now_ms)
+                    await partition_log.compact_async(now_ms, executor=self.cleaner_executor)
+                    cleaned = True
             except StorageError:
                 log.exception("maintenance of %s failed", partition_log.name)
+        if cleaned:
+            self.write_cleaner_checkpoint()
+
+    def write_cleaner_checkpoint(self) -> None:
+        """Persist each compacted log's first dirty offset (Kafka's cleaner-offset-checkpoint)."""
+        offsets = {key: lg.first_dirty_offset for key, lg in self._logs.items()
+                   if lg.first_dirty_offset > lg.log_start_offset and not lg.closed}
+        try:
+            write_checkpoint(self.fs, os.path.join(self.log_dir, CLEANER_CHECKPOINT), offsets)
+        except OSError as exc:
+            log.warning("could not write %s: %s", CLEANER_CHECKPOINT, exc)
 
     def start_maintenance(self, interval_s: float = 15.0) -> asyncio.Task:
         """Run maintain_once every interval (log.cleaner.backoff.ms is 15 s in Kafka)."""
@@ -158,6 +202,8 @@ class LogManager:
                 await self._maintenance
             self._maintenance = None
         errors = []
+        if self._logs:
+            self.write_cleaner_checkpoint()
         for partition_log in self.logs():
             await partition_log.wait_idle()
             try:
@@ -165,5 +211,7 @@ class LogManager:
             except StorageError as exc:
                 errors.append(exc)
         self._logs.clear()
+        self.fsync_executor.shutdown(wait=False)
+        self.cleaner_executor.shutdown(wait=False)
         if errors:
             raise StorageError(f"{len(errors)} logs failed to close cleanly: {errors[0]}") from errors[0]

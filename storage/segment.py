@@ -1,4 +1,4 @@
-"""One log segment: `<20-digit base offset>.log` (record batches back to back) and its `.index`.
+"""One log segment: `<20-digit base offset>.log` (record batches back to back), `.index`, `.timeindex`.
 
 The segment knows positions and offsets; it does not decide when to roll, flush or delete (the
 partition log does). All I/O goes through the FS object.
@@ -20,12 +20,13 @@ from protocol.records import (
     parse_batch_header,
 )
 from storage.fs import FS
-from storage.index import OffsetIndex
+from storage.index import OffsetIndex, TimeIndex
 
 log = logging.getLogger("kcoord.storage")
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 SCAN_CHUNK = 1 << 20
 _LENGTH = struct.Struct(">qi")
@@ -65,6 +66,37 @@ def scan_batches(pread: Callable[[int, int], bytes], start: int, end: int,
         position += consumed
 
 
+class SegmentState:
+    """What a segment knows about its batches — built as they are appended, by a recovery scan,
+    or by the cleaner for the copy it writes (so a swap need not rescan on the event loop)."""
+
+    __slots__ = ("size", "next_offset", "max_timestamp", "offset_of_max_timestamp", "rolling_timestamp",
+                 "index", "time_index")
+
+    def __init__(self, base_offset: int, index_interval_bytes: int) -> None:
+        self.size = 0
+        self.next_offset = base_offset  # one past the last offset held
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.rolling_timestamp: int | None = None  # first batch's max timestamp: segment.ms rolls
+        self.index = OffsetIndex(base_offset, index_interval_bytes)
+        self.time_index = TimeIndex(base_offset)
+
+    def track(self, header: BatchHeader, position: int) -> tuple[bytes | None, bytes | None]:
+        """Account for a batch at `position`; returns the index entries (bytes) it caused, if any."""
+        if self.rolling_timestamp is None:
+            self.rolling_timestamp = header.max_timestamp
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.offset_of_max_timestamp = header.last_offset
+        self.next_offset = header.next_offset
+        self.size = position + header.size
+        entry = self.index.maybe_add(header.last_offset, position, header.size)
+        if entry is None:
+            return None, None
+        return entry, self.time_index.maybe_add(self.max_timestamp, self.offset_of_max_timestamp)
+
+
 class LogSegment:
     def __init__(self, fs: FS, directory: str, base_offset: int, index_interval_bytes: int) -> None:
         self.fs = fs
@@ -72,15 +104,22 @@ class LogSegment:
         self.base_offset = base_offset
         self.log_path = os.path.join(directory, segment_file_name(base_offset))
         self.index_path = os.path.join(directory, segment_file_name(base_offset, INDEX_SUFFIX))
+        self.timeindex_path = os.path.join(directory, segment_file_name(base_offset, TIMEINDEX_SUFFIX))
         self.fd = fs.open(self.log_path)
         self.index_fd = fs.open(self.index_path)
-        self.index = OffsetIndex(base_offset, index_interval_bytes)
-        self.size = 0
-        self.next_offset = base_offset  # one past the last offset held here
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = -1
-        self.rolling_timestamp: int | None = None  # first batch's max timestamp: segment.ms rolls
+        self.timeindex_fd = fs.open(self.timeindex_path)
+        self.index_interval_bytes = index_interval_bytes
+        self.state = SegmentState(base_offset, index_interval_bytes)
         self.closed = False
+
+    # What the log reads about the segment lives in its state.
+    size = property(lambda self: self.state.size)
+    next_offset = property(lambda self: self.state.next_offset)
+    max_timestamp = property(lambda self: self.state.max_timestamp)
+    offset_of_max_timestamp = property(lambda self: self.state.offset_of_max_timestamp)
+    rolling_timestamp = property(lambda self: self.state.rolling_timestamp)
+    index = property(lambda self: self.state.index)
+    time_index = property(lambda self: self.state.time_index)
 
     def __repr__(self) -> str:
         return f"LogSegment({self.base_offset}, size={self.size}, next_offset={self.next_offset})"
@@ -95,25 +134,21 @@ class LogSegment:
         except BaseException:
             self._cut_back(start)
             raise
+        index_entries, time_entries = [], []
         position = start
-        entries = []
         for header in headers:
-            self._account(header, position)
-            entry = self.index.maybe_add(header.last_offset, position, header.size)
+            entry, time_entry = self.state.track(header, position)
             if entry is not None:
-                entries.append(entry)
+                index_entries.append(entry)
+            if time_entry is not None:
+                time_entries.append(time_entry)
             position += header.size
-        self.size = position
-        if entries:
-            self._write_index_entries(b"".join(entries), len(self.index) - len(entries))
-
-    def _account(self, header: BatchHeader, position: int) -> None:
-        if self.rolling_timestamp is None:
-            self.rolling_timestamp = header.max_timestamp
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max_timestamp = header.last_offset
-        self.next_offset = header.next_offset
+        if index_entries:
+            self._write_entries(self.index_fd, self.index_path, index_entries,
+                                len(self.index) - len(index_entries), self.index.entry_size)
+        if time_entries:
+            self._write_entries(self.timeindex_fd, self.timeindex_path, time_entries,
+                                len(self.time_index) - len(time_entries), self.time_index.entry_size)
 
     def _cut_back(self, size: int) -> None:
         try:
@@ -123,12 +158,12 @@ class LogSegment:
             # overwrites them, and recovery would drop them as a torn tail.
             log.exception("could not truncate %s back to %d after a failed write", self.log_path, size)
 
-    def _write_index_entries(self, data: bytes, first_entry: int) -> None:
+    def _write_entries(self, fd: int, path: str, entries: list[bytes], first: int, entry_size: int) -> None:
         try:
-            self.fs.write_all(self.index_fd, data, first_entry * 8)
+            self.fs.write_all(fd, b"".join(entries), first * entry_size)
         except OSError:
-            # The index is derived data: recovery notices the mismatch and rebuilds it.
-            log.warning("could not write index entries to %s", self.index_path, exc_info=True)
+            # Indexes are derived data: recovery notices the mismatch and rebuilds them.
+            log.warning("could not write index entries to %s", path, exc_info=True)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -175,7 +210,9 @@ class LogSegment:
         """The first batch whose max timestamp is >= timestamp, with its position."""
         if self.max_timestamp < timestamp:
             return None
-        for position, header, batch in self.scan():
+        older_up_to = self.time_index.lookup(timestamp)
+        start = 0 if older_up_to is None else self.index.lookup(older_up_to)
+        for position, header, batch in self.scan(start):
             if header.max_timestamp >= timestamp:
                 return position, header, batch
         return None
@@ -193,29 +230,26 @@ class LogSegment:
         self._reset_tracking(position)
         return removed
 
-    def _reset_tracking(self, position: int, write_index: bool = True) -> None:
-        """Recompute offsets, timestamps and the index for the bytes in [0, position)."""
-        self.size = 0
-        self.next_offset = self.base_offset
-        self.max_timestamp = self.offset_of_max_timestamp = -1
-        self.rolling_timestamp = None
-        self.index = OffsetIndex(self.base_offset, self.index.interval_bytes)
+    def _reset_tracking(self, position: int, write_indexes: bool = True) -> None:
+        """Recompute offsets, timestamps and indexes for the bytes in [0, position)."""
+        self._clear_tracking()
         for at, header, _ in self.scan(0, position):
-            self._account(header, at)
-            self.index.maybe_add(header.last_offset, at, header.size)
-            self.size = at + header.size
-        if write_index:
-            self._rewrite_index()
+            self.state.track(header, at)
+        if write_indexes:
+            self._rewrite_indexes()
+
+    def _clear_tracking(self) -> None:
+        self.state = SegmentState(self.base_offset, self.index_interval_bytes)
 
     def recover(self, min_offset: int) -> int:
-        """CRC-check every batch; cut a torn or corrupt tail; rebuild the index if it disagrees.
+        """CRC-check every batch; cut a torn or corrupt tail; rebuild indexes that disagree.
 
         Returns the number of bytes dropped. Batches must have base offsets >= min_offset and
         increasing (compaction leaves gaps, so not contiguous); the first one that breaks a rule
-        ends the valid part of the segment. One pass: tracking and index are rebuilt as it goes.
+        ends the valid part of the segment. One pass: tracking and indexes are rebuilt as it goes.
         """
         file_size = self.fs.size(self.fd)
-        self._reset_tracking(0, write_index=False)
+        self._clear_tracking()
         expected = max(min_offset, self.base_offset)
         reason = "torn batch"
         try:
@@ -227,9 +261,7 @@ class LogSegment:
                     reason = f"CRC mismatch in batch at offset {header.base_offset}"
                     break
                 expected = header.next_offset
-                self._account(header, position)
-                self.index.maybe_add(header.last_offset, position, header.size)
-                self.size = position + header.size
+                self.state.track(header, position)
         except DecodeError as exc:
             reason = str(exc)
         dropped = file_size - self.size
@@ -237,28 +269,42 @@ class LogSegment:
             log.warning("recovering %s: dropped %d bytes after position %d (%s)",
                         self.log_path, dropped, self.size, reason)
             self.fs.truncate(self.fd, self.size)
-        if self.fs.pread(self.index_fd, self.fs.size(self.index_fd), 0) != self.index.to_bytes():
-            log.info("rebuilding index %s (%d entries)", self.index_path, len(self.index))
-            self._rewrite_index()
+        for fd, path, index in self._index_files():
+            if self.fs.pread(fd, self.fs.size(fd), 0) != index.to_bytes():
+                log.info("rebuilding %s (%d entries)", path, len(index))
+                self._rewrite_index(fd, path, index)
         return dropped
 
-    def _rewrite_index(self) -> None:
-        data = self.index.to_bytes()
-        try:
-            self.fs.truncate(self.index_fd, 0)
-            self.fs.write_all(self.index_fd, data, 0)
-        except OSError:
-            log.warning("could not rewrite index %s", self.index_path, exc_info=True)
+    def _index_files(self) -> list[tuple[int, str, OffsetIndex | TimeIndex]]:
+        return [(self.index_fd, self.index_path, self.index),
+                (self.timeindex_fd, self.timeindex_path, self.time_index)]
 
-    def reopen(self) -> SegmentFiles:
-        """Re-open the files after the `.log` was replaced by a rename (compaction).
+    def _rewrite_indexes(self) -> None:
+        for fd, path, index in self._index_files():
+            self._rewrite_index(fd, path, index)
+
+    def _rewrite_index(self, fd: int, path: str, index: OffsetIndex | TimeIndex) -> None:
+        try:
+            self.fs.truncate(fd, 0)
+            self.fs.write_all(fd, index.to_bytes(), 0)
+        except OSError:
+            log.warning("could not rewrite index %s", path, exc_info=True)
+
+    def reopen(self, state: SegmentState | None = None) -> SegmentFiles:
+        """Re-open the files after the `.log` was replaced by a rename (compaction), taking `state`
+        as the new content's (else rescanning it), and rewrite the indexes.
 
         Returns the old descriptors still open, for the caller to close once no worker uses them.
         """
-        old = SegmentFiles(self.fs, self.fd, self.index_fd)
+        old = SegmentFiles(self.fs, [self.fd, self.index_fd, self.timeindex_fd])
         self.fd = self.fs.open(self.log_path)
         self.index_fd = self.fs.open(self.index_path)
-        self._reset_tracking(self.fs.size(self.fd))
+        self.timeindex_fd = self.fs.open(self.timeindex_path)
+        if state is None:
+            self._reset_tracking(self.fs.size(self.fd))
+        else:
+            self.state = state
+            self._rewrite_indexes()
         return old
 
     def flush(self) -> None:
@@ -267,21 +313,20 @@ class LogSegment:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self.fs.close(self.fd)
-            self.fs.close(self.index_fd)
+            SegmentFiles(self.fs, [self.fd, self.index_fd, self.timeindex_fd]).close()
 
     def delete(self) -> None:
         self.close()
-        self.fs.remove(self.log_path)
-        self.fs.remove(self.index_path)
+        for path in (self.log_path, self.index_path, self.timeindex_path):
+            self.fs.remove(path)
 
 
 class SegmentFiles:
-    """A segment's superseded descriptors, closed later (see LogSegment.reopen)."""
+    """Open descriptors of a segment, closed together (later, for superseded ones; see reopen)."""
 
-    def __init__(self, fs: FS, fd: int, index_fd: int) -> None:
-        self.fs, self.fd, self.index_fd = fs, fd, index_fd
+    def __init__(self, fs: FS, fds: list[int]) -> None:
+        self.fs, self.fds = fs, fds
 
     def close(self) -> None:
-        self.fs.close(self.fd)
-        self.fs.close(self.index_fd)
+        for fd in self.fds:
+            self.fs.close(fd)

@@ -47,7 +47,9 @@ async def handle(ctx, request):
     while True:
         responses, total = _read(broker, plan, request.max_bytes, v)
         remaining = deadline - time.monotonic()
-        if total >= request.min_bytes or remaining <= 0 or broker.stopping or not wanted:
+        # A partition error answers at once, as Kafka's DelayedFetch completes on one.
+        failed = any(p.error_code for t in responses for p in t.partitions)
+        if total >= request.min_bytes or failed or remaining <= 0 or broker.stopping or not wanted:
             break
         if not await broker.fetch_waiters.wait(wanted, remaining):
             responses, total = _read(broker, plan, request.max_bytes, v)

@@ -19,7 +19,7 @@ from coordinator.results import OffsetFetchResult
 from protocol import messages as m
 
 
-async def _fetch(groups, group_id: str, topics, require_stable: bool):
+def _fetch(groups, group_id: str, topics, require_stable: bool) -> OffsetFetchResult:
     """OffsetFetchResult for one group; `topics` None means all."""
     error = groups.group_error(group_id)
     if error:
@@ -28,11 +28,15 @@ async def _fetch(groups, group_id: str, topics, require_stable: bool):
     return groups.coordinator.handle_fetch_offsets(group_id, partitions, require_stable)
 
 
-def _by_topic(partitions) -> dict[str, list]:
-    out: dict[str, list] = {}
+def _topics(topic_type, partition_type, partitions) -> list:
+    """Response topics (of the version's struct types) for OffsetFetchPartition results."""
+    by_topic: dict[str, list] = {}
     for p in partitions:
-        out.setdefault(p.topic, []).append(p)
-    return out
+        by_topic.setdefault(p.topic, []).append(p)
+    return [topic_type(name=name, partitions=[
+        partition_type(partition_index=p.partition, committed_offset=p.offset,
+                       committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
+        for p in parts]) for name, parts in by_topic.items()]
 
 
 @api(key=9, name="OffsetFetch", min_version=1, max_version=9)
@@ -46,17 +50,13 @@ async def handle(ctx, request):
         partition_type = topic_type.OffsetFetchResponsePartitions
         out = []
         for g in request.groups:
-            result = await _fetch(groups, g.group_id, g.topics, require_stable)
-            out.append(group_type(group_id=g.group_id, error_code=result.error, topics=[
-                topic_type(name=name, partitions=[
-                    partition_type(partition_index=p.partition, committed_offset=p.offset,
-                                   committed_leader_epoch=p.leader_epoch, metadata=p.metadata,
-                                   error_code=p.error) for p in parts])
-                for name, parts in _by_topic(result.partitions).items()]))
+            result = _fetch(groups, g.group_id, g.topics, require_stable)
+            out.append(group_type(group_id=g.group_id, error_code=result.error,
+                                  topics=_topics(topic_type, partition_type, result.partitions)))
         return m.OffsetFetchResponse(groups=out)
 
     topics = request.topics if version >= 2 else list(request.topics or ())
-    result = await _fetch(groups, request.group_id, topics, require_stable)
+    result = _fetch(groups, request.group_id, topics, require_stable)
     topic_type = m.OffsetFetchResponse.OffsetFetchResponseTopic
     partition_type = topic_type.OffsetFetchResponsePartition
     if result.error and version >= 2:
@@ -67,9 +67,4 @@ async def handle(ctx, request):
                 partition_type(partition_index=p, committed_offset=-1, metadata="", error_code=result.error)
                 for p in t.partition_indexes])
             for t in topics])
-    return m.OffsetFetchResponse(error_code=0, topics=[
-        topic_type(name=name, partitions=[
-            partition_type(partition_index=p.partition, committed_offset=p.offset,
-                           committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
-            for p in parts])
-        for name, parts in _by_topic(result.partitions).items()])
+    return m.OffsetFetchResponse(error_code=0, topics=_topics(topic_type, partition_type, result.partitions))

@@ -155,20 +155,28 @@ class TopicManager:
 
     # -- persistence ------------------------------------------------------------------------------
     def _load(self) -> None:
-        if os.path.exists(self._path):
+        have_metadata = os.path.exists(self._path)
+        if have_metadata:
             with open(self._path, encoding="utf-8") as fh:
                 data = json.load(fh)
             for item in data.get("topics", []):
                 self._add(Topic(item["name"], uuid.UUID(item["id"]), int(item["partitions"]),
                                 dict(item.get("configs", {}))))
-        # Partitions on disk we have no record of (a metadata file lost or written by another tool):
-        # adopt them so their data stays reachable.
         on_disk: dict[str, int] = {}
         for topic, partition in self.logs.partitions():
             on_disk[topic] = max(on_disk.get(topic, 0), partition + 1)
         adopted = False
         for name, count in on_disk.items():
-            if name not in self._topics:
+            if name in self._topics:
+                continue
+            if have_metadata:
+                # Deletion writes the metadata first, then removes the partitions: these are the
+                # leftovers of a deletion cut short by a crash. Finish it.
+                log.warning("finishing the interrupted deletion of topic %s", name)
+                self.logs.delete_topic(name)
+            else:
+                # No metadata at all (a data directory from an older kcoord or another tool):
+                # adopt the partitions so their data stays reachable.
                 log.warning("adopting topic %s found on disk with %d partitions", name, count)
                 self._add(Topic(name, uuid.uuid4(), count))
                 adopted = True

@@ -152,3 +152,36 @@ def test_any_commit_round_trips(batches_of_commits, codec):
         == expected
     assert dec.skipped_records == 0
     assert struct.calcsize(">h") == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(commit, min_size=1, max_size=6), min_size=1, max_size=4), st.sampled_from([0, 2, 4]))
+def test_agrees_with_the_protocol_packages_reference_decoders(batches_of_commits, codec):
+    from protocol import consumer_offsets as co
+    from protocol import records
+
+    buf, base = b"", 0
+    for i, recs in enumerate(batches_of_commits):
+        built = [commit_record(base + j, gr, tp, p, off, v, metadata=md)
+                 for j, (gr, tp, p, off, v, md) in enumerate(recs)]
+        if i == 1:
+            built.append((base, g.group_metadata_key("grp"), g.group_metadata_value(4, "range", "m", 9, [
+                {"member_id": "m", "client_id": "c", "host": "/h", "topics": ["t"], "assignment": {"t": [3]}}]),
+                None))
+        buf += g.batch(built, base, compression=codec)
+        base += len(built)
+    theirs, their_groups = [], []
+    for offset, key, value in records.iter_key_values(buf):
+        k = co.decode_key(key)
+        if isinstance(k, co.GroupMetadataKey):
+            v = co.decode_group_metadata_value(value)
+            their_groups.append((offset, k.group, v.generation, v.leader,
+                                 [(m.member_id, m.client_host) for m in v.members]))
+            continue
+        v = co.decode_offset_commit_value(value)
+        theirs.append((offset, k.group, k.topic, k.partition, v.offset, v.metadata, v.commit_timestamp))
+    rows, _ = commits_of(buf)
+    assert [(r["log_offset"], r["group"], r["topic"], r["partition"], r["current_offset"], r["metadata"],
+             r["commit_timestamp"]) for r in rows] == theirs
+    ours = [(r[1], r[3], r[7], r[9], [(m[0], m[3]) for m in r[11]]) for r in SegmentDecoder(buf, 0).group_rows()]
+    assert ours == their_groups

@@ -1,8 +1,12 @@
 """The pipeline on Spark (local[2]) over a store with a known history (scenario.py)."""
+import os
+import subprocess
+
+import matplotlib.image
 import pyarrow.parquet as pq
 import pytest
 
-from analytics import burrow, pipeline, tables
+from analytics import burrow, cli, pipeline, tables
 from tests.analytics import scenario
 
 pytestmark = pytest.mark.spark
@@ -13,8 +17,8 @@ def run(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("store")
     out = tmp_path_factory.mktemp("out")
     store = scenario.build(str(root))
-    pipeline.ingest(spark, str(root), str(out), tables.Scope())
-    as_of = pipeline.evaluate_health(spark, str(out))
+    assert cli.main(["all", "--log-dirs", str(root), "--out", str(out)], spark=spark) == 0
+    as_of = pq.read_table(pipeline.table_dir(str(out), "health_groups")).column("as_of_ms")[0].as_py()
     return store, str(out), as_of
 
 
@@ -126,3 +130,53 @@ def test_health_applies_burrows_rules_to_each_partition_window(run):
         assert groups[group]["status"] == burrow.group_status(
             [s for k, (s, _) in want.items() if k[0] == group])
         assert groups[group]["totallag"] == sum(lag for k, (_, lag) in want.items() if k[0] == group)
+
+
+def test_since_and_group_filter_cut_the_tables_but_keep_the_context(run, spark, tmp_path):
+    store, full_out, _ = run
+    lo = min(c[4] for c in store.commits if c[0] == "legacy")
+    out = str(tmp_path / "scoped")
+    pipeline.ingest(spark, store.root, out, tables.Scope(since_ms=lo + 1, group_filter="^leg"))
+    got = sorted(r["commit_timestamp"] for r in rows(out, "offset_commits"))
+    assert got == sorted(c[4] for c in store.commits if c[0] == "legacy" and c[4] > lo)
+    # Lag and causes after `since` are what the unscoped run says: the context before it was used.
+    full = {(r["partition"], r["timestamp"]): r["lag"] for r in rows(full_out, "lag") if r["group"] == "legacy"}
+    scoped = {(r["partition"], r["timestamp"]): r["lag"] for r in rows(out, "lag")}
+    assert scoped and scoped == {k: v for k, v in full.items() if k[1] > lo}
+    assert {r["generation"]: r["cause"] for r in rows(out, "rebalances")} == {
+        g: c for g, c in scenario.EXPECTED_LEGACY_CAUSES.items() if g > 1}
+
+
+def test_times_are_epoch_ms_or_iso():
+    assert cli.parse_time("1700000000000") == 1_700_000_000_000
+    assert cli.parse_time("2023-11-14T22:13:20Z") == 1_700_000_000_000
+    assert cli.parse_time("2023-11-14T23:13:20+01:00") == 1_700_000_000_000
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                    reason="headless Chromium not installed (apt-get install -y chromium)")
+def test_the_report_renders_offline_in_headless_chromium_with_its_charts(run, tmp_path):
+    _, out, _ = run
+    page = os.path.join(out, "report.html")
+    text = open(page, encoding="utf-8").read()
+    assert "http://" not in text and "https://" not in text and "<link" not in text     # self-contained
+    assert text.count('src="data:image/png;base64,') == 4
+
+    def chromium(*args):
+        return subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", *args,
+                               "file://" + page], capture_output=True, text=True, timeout=120)
+
+    dom = chromium("--virtual-time-budget=5000", "--dump-dom")
+    assert 'data-charts-decoded="4"' in dom.stdout, dom.stderr[-2000:]
+    shot = tmp_path / "report.png"
+    chromium("--window-size=1200,2400", f"--screenshot={shot}")
+    image = matplotlib.image.imread(shot)
+    assert image.shape[:2] == (2400, 1200)
+    ink = (image[:, :, :3].mean(axis=2) < 0.9).mean()          # share of non-white pixels
+    assert 0.02 < ink < 0.9
+    assert image[:, :, :3].std() > 0.05

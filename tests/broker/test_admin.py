@@ -87,3 +87,10 @@ def test_topic_id_is_stable_across_restart(kcoord_server):
     assert after["topic_id"] == before["topic_id"]
     assert len(after["partitions"]) == 3
 
+
+
+def test_describe_cluster(admin, kcoord_server):
+    cluster = admin.describe_cluster()
+    assert cluster["controller_id"] == 1
+    assert cluster["cluster_id"]
+    assert [(b["broker_id"], b["port"]) for b in cluster["brokers"]] == [(1, kcoord_server.port)]

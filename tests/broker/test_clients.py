@@ -84,13 +84,14 @@ def test_kafka_python(kcoord_shared_server, compression):
     check_exactly_once("kafka-python", read_back(bootstrap, topic, N), acked)
 
 
-async def test_aiokafka(kcoord_shared_server):
+@pytest.mark.parametrize("idempotent", [False, True])
+async def test_aiokafka(kcoord_shared_server, idempotent):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import TopicPartition as ATP
 
-    bootstrap, topic = kcoord_shared_server.bootstrap, "aiokafka"
+    bootstrap, topic = kcoord_shared_server.bootstrap, f"aiokafka-{idempotent}"
     await asyncio.to_thread(create_topic, bootstrap, topic)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=idempotent)
     await producer.start()
     acked = {}
     try:
@@ -168,16 +169,17 @@ def test_kafkajs(kcoord_shared_server):
     check_exactly_once("kafkajs", read_back(bootstrap, topic, N))
 
 
-def test_kcat(kcoord_shared_server, tmp_path):
+@pytest.mark.parametrize("idempotent", ["false", "true"])
+def test_kcat(kcoord_shared_server, idempotent):
     kcat = shutil.which("kcat")
     if kcat is None:
         pytest.skip("kcat is not installed (apt-get install kcat; make tools does it)")
-    bootstrap, topic = kcoord_shared_server.bootstrap, "kcat"
+    bootstrap, topic = kcoord_shared_server.bootstrap, f"kcat-{idempotent}"
     create_topic(bootstrap, topic)
     # kcat applies -H headers to every message; keys come from "key:value" lines (-K:).
     lines = "".join(f"k{i}:v{i}-kcat\n" for i in range(N))
     produce = subprocess.run([kcat, "-P", "-b", bootstrap, "-t", topic, "-K:", "-H", "src=kcat",
-                              "-X", "acks=all"], input=lines, capture_output=True, text=True, timeout=60)
+                              "-X", "acks=all", "-X", f"enable.idempotence={idempotent}"], input=lines, capture_output=True, text=True, timeout=60)
     assert produce.returncode == 0, produce.stderr
     consume = subprocess.run([kcat, "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
                               "-f", "%p|%o|%k|%s|%h\\n"], capture_output=True, text=True, timeout=60)

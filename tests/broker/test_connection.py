@@ -100,9 +100,22 @@ def test_reading_pauses_at_high_water_and_resumes_at_low_water():
     assert state.should_pause() and state.reading_paused
     assert not state.should_pause()  # only once
     for expected in (False, False, True):
-        state.request_done()
+        state.request_done(len(one) - 4)
         assert state.should_resume() is expected
-    assert not state.reading_paused
+    assert not state.reading_paused and state.pending_bytes == len(one) - 4
+
+
+def test_reading_pauses_on_queued_bytes_too():
+    state = ConnectionState(max_request_bytes=10_000, high_water=100, low_water=1, max_queued_bytes=4000)
+    big = encode_request_frame(18, 0, 1, "c", b"x" * 2990)  # 3000-byte payload
+    state.receive(big)
+    assert not state.should_pause()
+    state.receive(big)
+    assert state.should_pause()
+    state.request_done(3000)
+    assert not state.should_resume()  # 3000 bytes still queued: above a quarter of 4000
+    state.request_done(3000)
+    assert state.should_resume()
 
 
 SERVED = [(s.key, v) for s in registry.served() for v in range(s.min_version, s.max_version + 1)]

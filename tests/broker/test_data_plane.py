@@ -219,3 +219,10 @@ def test_failed_acks_zero_produce_closes_the_connection(kcoord_shared_server, co
     produce(conn, "acks0-unknown-topic", records_batch(1), acks=0)
     assert conn.closed_by_peer()
     kcoord_shared_server.wait_for_log(r"acks=0 produce failed .*UNKNOWN_TOPIC_OR_PARTITION")
+
+
+def test_a_partition_error_ends_the_long_poll(conn):
+    create(conn, "poll-error")
+    # max_wait is far longer than the test timeout: only the error can make this return.
+    resp = fetch(conn, "poll-error", 5, max_wait_ms=600_000, min_bytes=1)
+    assert resp.responses[0].partitions[0].error_code == ErrorCode.OFFSET_OUT_OF_RANGE

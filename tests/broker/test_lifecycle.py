@@ -242,3 +242,105 @@ def test_second_server_on_a_busy_port_fails_cleanly(kcoord_server, tmp_path):
     assert run.returncode == 1
     assert "cannot start" in run.stderr and "kcoord ready" not in run.stdout
     assert kcoord_server.running
+
+
+async def test_request_in_flight_completes_when_its_client_disconnects(kcoord_broker: Broker):
+    port = kcoord_broker.listeners[0].port
+    with RawKafka(port) as c:
+        await asyncio.to_thread(create, c, "orphan")
+    entered, release, finished = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def hold(ctx, req):
+        entered.set()
+        await release.wait()
+
+    kcoord_broker.hooks.before(0, hold)
+    kcoord_broker.hooks.after(0, lambda ctx, req, resp: finished.set())
+
+    def send_and_leave():
+        with RawKafka(port) as c:
+            c.send_request(0, 9, m.ProduceRequest(
+                transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[m.ProduceRequest.TopicProduceData(
+                    name="orphan", partition_data=[m.ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=0, records=records_batch(2))])]))
+
+    await asyncio.to_thread(send_and_leave)
+    await asyncio.wait_for(entered.wait(), BOUND_S)
+    await wait_until(lambda: not kcoord_broker.server.connections)  # the server saw the disconnect
+    release.set()
+    await asyncio.wait_for(finished.wait(), BOUND_S)  # the handler ran to the end; its answer is dropped
+    assert kcoord_broker.topics.log("orphan", 0).log_end_offset == 2
+
+
+def test_idempotent_retry_across_restart_is_still_a_duplicate(kcoord_server):
+    def idem_batch(n: int, seq: int, pid: int, epoch: int) -> bytes:
+        return records_batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+    with RawKafka(kcoord_server.port) as c:
+        create(c, "idem-restart")
+        init = c.request(22, 4, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000,
+                                                       producer_id=-1, producer_epoch=-1))
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert produce(c, "idem-restart", idem_batch(3, 0, pid, epoch)).base_offset == 0
+    kcoord_server.restart()
+    with RawKafka(kcoord_server.port) as c:
+        retry = produce(c, "idem-restart", idem_batch(3, 0, pid, epoch))  # state rebuilt from the log
+        assert (retry.error_code, retry.base_offset) == (ErrorCode.NONE, 0)
+        assert produce(c, "idem-restart", idem_batch(1, 3, pid, epoch)).base_offset == 3
+        gap = produce(c, "idem-restart", idem_batch(1, 7, pid, epoch))
+        assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+async def test_consumer_offsets_topic_is_internal_and_compacted(kcoord_broker: Broker):
+    log = kcoord_broker.consumer_offsets_log(3)
+    assert (log.topic, log.partition) == ("__consumer_offsets", 3)
+    assert log.config.cleanup_policy == "compact"
+    port = kcoord_broker.listeners[0].port
+
+    def inspect():
+        with RawKafka(port) as c:
+            md = c.request(3, 12, m.MetadataRequest(topics=None, allow_auto_topic_creation=False))
+            (topic,) = [t for t in md.topics if t.name == "__consumer_offsets"]
+            refused = produce(c, "__consumer_offsets", records_batch(1), partition=3)
+            deleted = c.request(20, 6, m.DeleteTopicsRequest(
+                topics=[m.DeleteTopicsRequest.DeleteTopicState(name="__consumer_offsets")], timeout_ms=1000))
+            return topic, refused, deleted.responses[0]
+
+    topic, refused, deleted = await asyncio.to_thread(inspect)
+    assert topic.is_internal and len(topic.partitions) == kcoord_broker.config.get("offsets.topic.num.partitions")
+    assert refused.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+    assert deleted.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_sigint_stops_gracefully_too(kcoord_server):
+    kcoord_server.proc.send_signal(signal.SIGINT)
+    assert kcoord_server.proc.wait(BOUND_S) == 0
+    kcoord_server.stop()
+    assert "kcoord stopped" in kcoord_server.log_text()
+
+
+async def test_restart_finishes_an_interrupted_topic_deletion(tmp_path):
+    import json
+
+    from broker.config import BrokerConfig
+    from broker.data.topics import METADATA_FILE
+
+    cfg = BrokerConfig.load(overrides={"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d")})
+    broker = Broker(cfg)
+    await broker.start()
+    broker.topics.create("doomed", 2)
+    broker.topics.create("kept", 1)
+    await broker.stop()
+    # A crash after the metadata dropped the topic but before its directories were removed:
+    path = tmp_path / "d" / METADATA_FILE
+    meta = json.loads(path.read_text())
+    meta["topics"] = [t for t in meta["topics"] if t["name"] != "doomed"]
+    path.write_text(json.dumps(meta))
+    again = Broker(cfg)
+    await again.start()
+    try:
+        assert again.topics.get("doomed") is None and again.topics.get("kept") is not None
+        assert not any(t == "doomed" for t, _p in again.logs.partitions())
+        assert not list((tmp_path / "d").glob("doomed-*"))
+    finally:
+        await again.stop()

@@ -114,3 +114,17 @@ def test_idle_connection_is_closed_after_connections_max_idle_ms(kcoord_server_f
         assert api_versions(c, 0).error_code == ErrorCode.NONE
         assert c.closed_by_peer(timeout=10)
     srv.wait_for_log(r"idle for more than connections.max.idle.ms=300")
+
+
+def test_each_listener_advertises_itself(kcoord_server_factory, tmp_path):
+    srv = kcoord_server_factory({
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "advertised.listeners": "PLAINTEXT://localhost:0,INTERNAL://127.0.0.1:0"})
+    ready = srv.wait_for_log(r"kcoord ready: listening on 127.0.0.1:(\d+), 127.0.0.1:(\d+)")
+    plaintext, internal = int(ready.group(1)), int(ready.group(2))
+    seen = {}
+    for port in (plaintext, internal):
+        with RawKafka(port) as c:
+            (b,) = c.request(3, 9, m.MetadataRequest(topics=[], allow_auto_topic_creation=False)).brokers
+            seen[port] = (b.host, b.port)
+    assert seen == {plaintext: ("localhost", plaintext), internal: ("127.0.0.1", internal)}

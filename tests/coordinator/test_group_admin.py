@@ -79,3 +79,15 @@ def test_offset_delete_non_consumer_group_not_empty(ctx):
 def test_subscription_decoder_rejects_garbage():
     assert subscription_topics(b"") is None
     assert subscription_topics(b"\x00\x00\x00\x00\x00\x05\x00") is None
+
+
+def test_deleting_a_topic_tombstones_its_offsets_in_every_group(ctx):
+    cap = Capture()
+    ctx.gc.handle_commit_offsets("a", "", None, -1, [P("gone", 0, 1), P("kept", 0, 1)], cap)
+    ctx.gc.handle_commit_offsets("b", "", None, -1, [P("gone", 3, 1)], cap)
+    ctx.writer.clear()
+    assert ctx.gc.handle_topics_deleted(["gone"]) == 2
+    from protocol.consumer_offsets import OffsetCommitKey, decode_key
+    assert sorted(((decode_key(k), v) for k, v, _ in ctx.writer.records), key=lambda r: r[0].group) == [
+        (OffsetCommitKey("a", "gone", 0), None), (OffsetCommitKey("b", "gone", 3), None)]
+    assert set(ctx.gc.groups["a"].offsets) == {("kept", 0)} and not ctx.gc.groups["b"].offsets

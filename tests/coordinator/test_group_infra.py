@@ -1,5 +1,7 @@
 """GroupConfig, the state enum's transitions, and the timer queue."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from coordinator.config import GroupConfig
 from coordinator.group_metadata import GroupMetadata, IllegalStateTransition
@@ -57,3 +59,28 @@ def test_timers_are_keyed_replaceable_and_fire_in_order():
     assert fired == [("b", 50)]
     clock.sleep(100)
     assert fired == [("b", 50), ("a2", 200)] and clock.now_ms() == 250 and len(clock.timers) == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["schedule", "cancel", "sleep"]), st.integers(0, 4),
+                          st.integers(0, 50)), max_size=60))
+def test_timer_queue_matches_a_naive_model(steps):
+    clock = ManualClock(0)
+    fired = []
+    model: dict[int, tuple[int, int]] = {}  # key -> (deadline, seq)
+    expected = []
+    for seq, (op, key, ms) in enumerate(steps):
+        if op == "schedule":
+            clock.timers.schedule(key, ms, lambda k=key, s=seq: fired.append((k, s, clock.now_ms())))
+            model[key] = (clock.now_ms() + ms, seq)
+        elif op == "cancel":
+            assert clock.timers.cancel(key) == (model.pop(key, None) is not None)
+        else:
+            target = clock.now_ms() + ms
+            due = sorted((d, s, k) for k, (d, s) in model.items() if d <= target)
+            for d, s, k in due:
+                expected.append((k, s, d))
+                del model[k]
+            clock.sleep(ms)
+        assert fired == expected
+    assert len(clock.timers) == len(model)

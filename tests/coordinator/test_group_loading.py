@@ -121,3 +121,13 @@ def test_static_members_restored_with_their_instance_ids(ctx):
     assert new.heartbeat("g", "old", 1, "i1") == E.FENCED_INSTANCE_ID
     r = new.join("g", instance_id="i1", client_id="c1").result  # static restart after a coordinator restart
     assert r.error == E.NONE and g.is_(S.STABLE) and g.static_members["i1"] == r.member_id
+
+
+def test_shutdown_answers_parked_requests_and_refuses_new_ones(ctx):
+    leader, follower = ctx.stable_group("g", 2)
+    parked = ctx.join("g", leader)
+    ctx.gc.shutdown()
+    assert parked.result.error == E.NOT_COORDINATOR
+    assert ctx.gc.groups == {}
+    assert ctx.join("g").result.error == E.COORDINATOR_NOT_AVAILABLE
+    assert ctx.heartbeat("g", follower, 1) == E.COORDINATOR_NOT_AVAILABLE

@@ -226,3 +226,19 @@ def test_static_restart_during_preparing_rebalance_parks_with_the_others(ctx):
     assert lj.result.error == E.NONE and new.result.error == E.NONE  # both in: the join completes
     assert new.result.member_id != follower and new.result.generation_id == 2
     assert ctx.gc.groups["g"].static_members["i1"] == new.result.member_id
+
+
+def test_the_log_says_why_a_session_timeout_rebalanced(ctx, caplog):
+    import logging
+    leader, follower = ctx.stable_group("g", 2)
+    with caplog.at_level(logging.INFO, logger="kcoord.coordinator"):
+        ctx.sleep(5000)
+        ctx.heartbeat("g", leader, 1)
+        ctx.sleep(5000)
+    msgs = [r.getMessage() for r in caplog.records]
+    failed = msgs.index(f"Member {follower} in group g has failed, removing it from the group")
+    assert f"(reason: removing member {follower} on heartbeat expiration)" in msgs[failed + 1]
+    assert msgs[failed + 1].startswith("Preparing to rebalance group g in state PreparingRebalance "
+                                       "with old generation 1")
+    record = caplog.records[failed + 1]
+    assert (record.event, record.cause, record.member_id) == ("prepare_rebalance", "session_timeout", follower)

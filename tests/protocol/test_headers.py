@@ -83,3 +83,13 @@ def test_request_frame_roundtrip():
 def test_bad_headers_raise_decode_error(raw):
     with pytest.raises(DecodeError):
         decode_request_header(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.binary(max_size=40))
+def test_garbage_headers_raise_only_decode_error(raw):
+    try:
+        hdr = decode_request_header(raw)
+    except DecodeError:
+        return
+    assert hdr.body_offset <= len(raw)

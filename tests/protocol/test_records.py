@@ -197,3 +197,30 @@ def test_mutated_records_only_raise_decode_error(position, byte, codec):
         _decode_everything(bytes(seed))
     except DecodeError:
         pass
+
+
+def test_lz4_frames_use_independent_blocks_as_java_requires():
+    batch = r.build_batch([(None, b"x" * 100_000), (None, b"y" * 100_000)], compression=r.LZ4, timestamp_ms=1)
+    frame = batch[r.HEADER_SIZE:]
+    assert frame[:4] == b"\x04\x22\x4d\x18"  # LZ4 frame magic
+    flags = frame[4]
+    assert flags >> 6 == 1  # frame format version 01
+    assert flags & 0x20  # block independence: KafkaLZ4BlockInputStream refuses linked blocks
+    assert [len(x.value) for x in MemoryRecords(batch).next_batch()] == [100_000, 100_000]
+
+
+def test_decodes_frame_variants_other_producers_send():
+    import lz4.frame
+    import zstandard
+
+    records = [(b"k%d" % i, b"v" * (i % 300)) for i in range(400)]
+    plain = r.build_batch(records, timestamp_ms=1)
+    payload = plain[r.HEADER_SIZE:]
+    variants = [
+        (r.ZSTD, zstandard.ZstdCompressor(write_content_size=False).compress(payload)),  # streaming
+        (r.LZ4, lz4.frame.compress(payload, block_linked=True, content_checksum=True, store_size=False)),
+        (r.LZ4, lz4.frame.compress(payload, block_linked=False, store_size=True)),
+        (r.GZIP, zlib.compress(payload, wbits=31)),
+    ]
+    for codec, compressed in variants:
+        assert r.decode_records(_recompress(plain, codec, compressed)) == r.decode_records(plain)

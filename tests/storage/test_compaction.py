@@ -2,6 +2,7 @@
 untouched, offsets kept, crash mid-clean harmless, appends and reads go on during a clean."""
 import asyncio
 import os
+import pathlib
 import threading
 
 import pytest
@@ -233,7 +234,19 @@ def test_compaction_preserves_what_a_consumer_replays(tmp_path_factory, ops, fir
         assert log.log_end_offset == end
         assert len({k for _, k, v in after if v is not None}) == len(replay(before))
     assert all(v is not None for _, _, v in after_second)
+    # What the cleaner computed for its copies equals what a recovery scan finds in them.
+    computed = [segment_facts(s) for s in log.segments]
     log.close()
+    reopened = open_log(pathlib.Path(log.directory).parent, segment_bytes=250)
+    assert [segment_facts(s) for s in reopened.segments] == computed
+    reopened.close()
+
+
+def segment_facts(segment):
+    return (segment.base_offset, segment.size, segment.next_offset, segment.max_timestamp,
+            segment.offset_of_max_timestamp, segment.rolling_timestamp, segment.index.to_bytes(),
+            segment.time_index.to_bytes(), open(segment.index_path, "rb").read(),
+            open(segment.timeindex_path, "rb").read())
 
 
 def _compactable(tmp_path, fs):
@@ -278,3 +291,41 @@ async def test_cancelled_clean_waits_for_its_worker_then_cleans_up(tmp_path):
         await task
     assert _leftovers(log) == [] and records(log) == before
     assert (await log.compact_async(now_ms=0)).records_removed == len(before) - 3
+
+
+def test_last_batch_of_each_idempotent_producer_survives_emptied(tmp_path):
+    log = open_log(tmp_path)
+    for seq in range(4):  # producer 7: four batches, every record later superseded
+        log.append(build_batch([(b"k", b"p7-%d" % seq)], producer_id=7, producer_epoch=2, base_sequence=seq,
+                               timestamp_ms=1))
+    log.append(build_batch([(b"j", b"p9")], producer_id=9, producer_epoch=0, base_sequence=0, timestamp_ms=1))
+    log.append(build_batch([(b"k", b"final"), (b"j", b"final")], timestamp_ms=1))
+    log.roll()
+    log.flush()
+    log.compact(now_ms=0)
+    headers = [h for _, h, _ in iter_batches(log.read(0, 1 << 20))]
+    shells = [(h.producer_id, h.producer_epoch, h.base_sequence, h.base_offset, h.last_offset, h.records_count)
+              for h in headers if h.producer_id >= 0]
+    assert shells == [(7, 2, 3, 3, 3, 0), (9, 0, 0, 4, 4, 0)]
+    assert records(log) == [(5, b"k", b"final"), (6, b"j", b"final")]
+    mr = MemoryRecords(log.read(0, 1 << 20))
+    while mr.has_next():
+        assert mr.next_batch().validate_crc()
+    assert log.compact(now_ms=0).records_removed == 0  # the shells are stable
+
+
+@pytest.mark.timeout(30)
+async def test_truncation_during_a_clean_voids_it(tmp_path):
+    fs = FaultyFS()
+    log = _compactable(tmp_path, fs)
+    cut = log.segments[1].base_offset + 1  # inside a planned segment
+    fs.fsync_gate = threading.Event()
+    task = asyncio.create_task(log.compact_async(now_ms=0))
+    while not _leftovers(log):
+        await asyncio.sleep(0.005)
+    log.truncate_to(cut)
+    fs.fsync_gate.set()
+    stats = await task
+    assert stats.segments == 0 and _leftovers(log) == []
+    assert [o for o, _, _ in records(log)] == list(range(log.log_end_offset))
+    assert log.log_end_offset <= cut

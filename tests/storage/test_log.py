@@ -2,6 +2,8 @@
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from storage_helpers import batch
 
@@ -14,7 +16,7 @@ from storage import (
     RecordTooLargeError,
     StorageError,
 )
-from storage.index import OffsetIndex
+from storage.index import OffsetIndex, TimeIndex
 
 
 def offsets_in(data: bytes) -> list[int]:
@@ -158,8 +160,10 @@ def test_leftover_cleaned_and_orphan_index_files_removed(tmp_path):
     d = tmp_path / "t-0"
     (d / "00000000000000000000.log.cleaned").write_bytes(b"partial")
     (d / "00000000000000000077.index").write_bytes(b"")
+    (d / "00000000000000000077.timeindex").write_bytes(b"")
     again = open_log(tmp_path)
-    assert sorted(os.listdir(d)) == ["00000000000000000000.index", "00000000000000000000.log"]
+    assert sorted(os.listdir(d)) == ["00000000000000000000.index", "00000000000000000000.log",
+                                     "00000000000000000000.timeindex"]
     assert again.log_end_offset == 1
 
 
@@ -175,6 +179,12 @@ def test_invalid_record_sets_are_rejected(tmp_path):
         log.append(good)
     with pytest.raises(CorruptRecordError):
         log.append(b"")
+    # A header whose offset span disagrees with its record count (offsets come from the header).
+    liar = build_batch([(None, b"x")], last_offset_delta=1000, timestamp_ms=1)
+    with pytest.raises(CorruptRecordError, match="1001 offsets"):
+        log.append(liar)
+    with pytest.raises(CorruptRecordError):
+        log.append(build_batch([], timestamp_ms=1))
     assert log.log_end_offset == 0
 
 
@@ -290,3 +300,81 @@ def test_client_built_batches_are_stored_and_served_byte_exact(tmp_path, codec):
     while mr.has_next():
         seen.extend((r.offset, r.key) for r in mr.next_batch())
     assert seen == [(i, b"k%d" % (i % 10)) for i in range(20)]
+
+
+def test_batches_iterates_across_segments_from_any_offset(tmp_path):
+    log = open_log(tmp_path, segment_bytes=300, index_interval_bytes=50)
+    for i in range(30):
+        log.append(batch(2, value=b"%d" % i))
+    assert len(log.segments) > 3
+    assert [h.base_offset for h, _ in log.batches()] == list(range(0, 60, 2))
+    assert [h.base_offset for h, _ in log.batches(start_offset=33)][:2] == [32, 34]
+    assert [h.base_offset for h, _ in log.batches(start_offset=10, max_offset=16)] == [10, 12, 14]
+    assert [r.offset for _, b in log.batches(start_offset=58) for r in decode_records(b)] == [58, 59]
+    assert list(log.batches(start_offset=60)) == []
+
+
+def test_time_index_file_records_growing_max_timestamps(tmp_path):
+    log = open_log(tmp_path, index_interval_bytes=200)
+    timestamps = [1000 + (i * 37) % 500 + i * 3 for i in range(120)]  # rising, with dips
+    for ts in timestamps:
+        log.append(batch(1, ts=ts))
+    segment = log.active_segment
+    entries = TimeIndex.parse(open(segment.timeindex_path, "rb").read())
+    assert len(entries) > 5
+    assert [t for t, _ in entries] == sorted({t for t, _ in entries})
+    for timestamp, relative in entries:
+        # The entry's offset is where the segment's max timestamp first reached that value.
+        assert timestamps[relative] == timestamp == max(timestamps[:relative + 1])
+        assert max(timestamps[:relative]) < timestamp
+    log.close()
+    with open(segment.timeindex_path, "wb") as f:
+        f.write(b"\x00" * 12)
+    again = open_log(tmp_path, index_interval_bytes=200)
+    assert TimeIndex.parse(open(segment.timeindex_path, "rb").read()) == entries
+    assert again.active_segment.time_index.to_bytes() == open(segment.timeindex_path, "rb").read()
+
+
+@settings(max_examples=30, deadline=None)
+@given(deltas=st.lists(st.integers(min_value=-30, max_value=60), min_size=1, max_size=80),
+       picks=st.lists(st.tuples(st.floats(min_value=0, max_value=1), st.integers(min_value=-5, max_value=5)),
+                      min_size=1, max_size=10))
+def test_offset_for_timestamp_matches_a_full_scan(tmp_path_factory, deltas, picks):
+    # Mostly rising timestamps with dips, as producers' clocks give: the time index matters then.
+    timestamps = [max(0, 1000 + sum(deltas[:i + 1])) for i in range(len(deltas))]
+    log = open_log(tmp_path_factory.mktemp("ts"), index_interval_bytes=150, segment_bytes=1500)
+    for ts in timestamps:
+        log.append(build_batch([(None, b"a", (), ts), (None, b"b", (), ts + 1)]))
+    targets = [max(0, timestamps[int(at * (len(timestamps) - 1))] + jitter) for at, jitter in picks]
+    for target in targets:
+        expected = next(((o, t) for o, t in enumerate(t for ts in timestamps for t in (ts, ts + 1))
+                         if t >= target), None)
+        assert log.offset_for_timestamp(target) == expected
+    log.close()
+
+
+@pytest.mark.parametrize("bad", [
+    {"segment_bytes": 2**31}, {"segment_bytes": 13}, {"cleanup_policy": "archive"},
+    {"message_timestamp_type": "WallClock"}, {"min_cleanable_dirty_ratio": 1.5},
+])
+def test_log_config_rejects_values_kafka_rejects(bad):
+    with pytest.raises(ValueError):
+        LogConfig(**bad)
+    assert LogConfig(cleanup_policy="compact,delete").compact and LogConfig(cleanup_policy="compact,delete").delete
+
+
+def test_batches_larger_than_a_scan_chunk(tmp_path):
+    log = open_log(tmp_path, index_interval_bytes=100)
+    log.append(batch(1, value=b"small", ts=1))
+    big = os.urandom(1_500_000)  # > the 1 MiB scan chunk and the 16 KiB lookup chunk
+    log.append(build_batch([(b"big", big)], timestamp_ms=5))
+    log.append(batch(1, value=b"after", ts=2))
+    path = log.active_segment.log_path
+    log.close()
+    with open(path, "ab") as f:
+        f.write(build_batch([(b"torn", big)], timestamp_ms=6)[:1_200_000])
+    again = open_log(tmp_path, index_interval_bytes=100)
+    assert again.log_end_offset == 3
+    assert [r.value for r in decode_records(again.read(1, 1))] == [big]
+    assert [r.value for r in decode_records(again.read(2, 1))] == [b"after-0"]
+    assert again.offset_for_timestamp(5) == (1, 5)

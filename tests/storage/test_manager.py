@@ -103,3 +103,42 @@ def test_errors_name_kafka_error_codes():
     assert CorruptRecordError("x").error_code == ErrorCode.CORRUPT_MESSAGE
     assert OffsetOutOfRangeError("x").error_code == ErrorCode.OFFSET_OUT_OF_RANGE
     assert RecordTooLargeError("x").error_code == ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+async def test_topic_configs_apply_from_open_and_to_new_partitions(tmp_path):
+    mgr = LogManager(str(tmp_path))
+    await mgr.get_or_create("__consumer_offsets", 0).append_durable(batch())
+    await mgr.close()
+    compact = LogConfig(cleanup_policy="compact")
+    mgr = LogManager(str(tmp_path), topic_configs={"__consumer_offsets": compact})
+    assert mgr.get("__consumer_offsets", 0).config is compact
+    assert mgr.get_or_create("__consumer_offsets", 1).config is compact
+    assert mgr.get_or_create("other", 0).config is mgr.default_config
+    small = LogConfig(segment_bytes=1000)
+    mgr.set_topic_config("other", small)
+    assert mgr.get("other", 0).config is small and mgr.get_or_create("other", 1).config is small
+    await mgr.close()
+
+
+async def test_cleaner_checkpoint_survives_restart(tmp_path):
+    compact = LogConfig(segment_bytes=300, cleanup_policy="compact")
+    mgr = LogManager(str(tmp_path), topic_configs={"__consumer_offsets": compact})
+    log = mgr.get_or_create("__consumer_offsets", 0)
+    for i in range(20):
+        await log.append_durable(batch(key=b"k%d" % (i % 2)))
+    log.roll()
+    await log.sync()
+    await mgr.maintain_once(now_ms=0)
+    cleaned_to = log.first_dirty_offset
+    assert cleaned_to > 0 and log.dirty_ratio() == 0.0
+    await mgr.close()
+    text = (tmp_path / "cleaner-offset-checkpoint").read_text().splitlines()
+    assert text == ["0", "1", f"__consumer_offsets 0 {cleaned_to}"]
+    again = LogManager(str(tmp_path), topic_configs={"__consumer_offsets": compact})
+    reopened = again.get("__consumer_offsets", 0)
+    assert reopened.first_dirty_offset == cleaned_to and not reopened.needs_compaction()
+    await again.close()
+    (tmp_path / "cleaner-offset-checkpoint").write_text("garbage\n")
+    third = LogManager(str(tmp_path), topic_configs={"__consumer_offsets": compact})
+    assert third.get("__consumer_offsets", 0).needs_compaction()  # unknown progress: clean again
+    await third.close()

@@ -91,6 +91,12 @@ def test_admin_client_and_kcoord_groups_agree(server):
         assert {int(r["PARTITION"]): int(r["CURRENT-OFFSET"]) for r in describe_table(
             server.bootstrap, GROUP)} == {p: min(2, new_ends[p]) for p in range(PARTITIONS)}
 
+        fresh = kcoord_groups(server.bootstrap, "reset-offsets", "fresh-group", "--topic", TOPIC,
+                              "--to-latest", "--execute")  # a group that does not exist yet
+        assert fresh.returncode == 0, fresh.stderr
+        assert {int(r["PARTITION"]): int(r["CURRENT-OFFSET"])
+                for r in describe_table(server.bootstrap, "fresh-group")} == new_ends
+
         assert GROUP in kcoord_groups(server.bootstrap, "list").stdout.split()
         assert admin.delete_groups([GROUP]) == {GROUP: "OK"}
         assert GROUP not in {g["group_id"] for g in admin.list_groups()}

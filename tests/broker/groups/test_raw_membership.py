@@ -131,6 +131,25 @@ def test_heartbeat_during_rebalance_then_generation_and_member_errors(members, v
     assert a.heartbeat(member_id="nobody-" + a.member_id) == E.UNKNOWN_MEMBER_ID
 
 
+def test_join_v0_rebalance_timeout_is_the_session_timeout(members):
+    """v0 has no RebalanceTimeoutMs: the session timeout stands in (KAFKA-8653: a rebalance timeout
+    of 0 would complete the join at once and drop every member that had not rejoined yet)."""
+    group = group_name("v0")
+    a = members(0, group, session_timeout_ms=20_000)
+    assert a.join().error_code == E.NONE
+    assert a.sync({a.member_id: assignment([0])}).error_code == E.NONE
+    b = members(0, group, session_timeout_ms=20_000)
+    b.send_join()
+    # The join phase waits (up to a's session timeout) for a to rejoin; a is still a member meanwhile.
+    wait_until(lambda: a.heartbeat() == E.REBALANCE_IN_PROGRESS, 10, "a told to rejoin")
+    a.send_join()
+    ra, rb = a.receive_join(), b.receive_join()
+    assert (ra.error_code, rb.error_code) == (E.NONE, E.NONE)
+    assert ra.generation_id == rb.generation_id == 2
+    leader_resp = ra if ra.leader == a.member_id else rb
+    assert sorted(mm.member_id for mm in leader_resp.members) == sorted([a.member_id, b.member_id])
+
+
 @pytest.mark.parametrize("leave_version", [0, 1, 3, 5])
 def test_leave_group_moves_on_at_once(members, leave_version):
     join_version = 5 if leave_version >= 3 else 3

@@ -116,3 +116,28 @@ async def test_close_answers_parked_joins_not_coordinator(tmp_path):
     assert result.error == E.NOT_COORDINATOR
     assert runtime.group_error("g") == E.COORDINATOR_NOT_AVAILABLE
     await manager.close()
+
+
+async def test_rebalances_and_group_sizes_reach_the_broker_metrics(tmp_path, caplog):
+    from broker.metrics import Metrics
+    from coordinator.runtime import coordinator_logger
+
+    metrics = Metrics()
+    manager = LogManager(str(tmp_path))
+    runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p), CONFIG,
+                           logger=coordinator_logger(metrics))
+    await runtime.start()
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    caplog.set_level("WARNING", logger="kcoord.coordinator")  # metrics must not depend on the log level
+    result = await runtime.call(
+        "handle_join_group", group_id="metered", member_id="", group_instance_id=None,
+        require_known_member_id=False, client_id="c", client_host="127.0.0.1", rebalance_timeout_ms=10_000,
+        session_timeout_ms=10_000, protocol_type="consumer", protocols=[("range", b"")], reason=None,
+        request_version=3)
+    assert result.error == E.NONE
+    text = metrics.render_prometheus()
+    assert 'kcoord_group_rebalances_total{cause="initial_join",group="metered"} 1' in text
+    assert 'kcoord_group_members{group="metered"} 1' in text
+    assert "Preparing to rebalance group metered" not in caplog.text  # INFO is filtered out as asked
+    await runtime.close()
+    await manager.close()
