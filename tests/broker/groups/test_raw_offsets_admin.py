@@ -148,10 +148,16 @@ def test_describe_list_delete_and_offset_delete(server, client):
             member.member_id, "raw-dyn", assignment([0, 1]))
         v6 = client.request(m.DescribeGroupsRequest(groups=["no-such-group"]), 6).groups[0]
         assert v6.error_code == E.GROUP_ID_NOT_FOUND
+        with_ops = client.request(m.DescribeGroupsRequest(groups=[group], include_authorized_operations=True), 5)
+        assert with_ops.groups[0].authorized_operations == (1 << 3) | (1 << 6) | (1 << 8)  # READ DELETE DESCRIBE
+        assert described[0].authorized_operations == -(2**31)  # not asked for
 
         stable = client.request(m.ListGroupsRequest(states_filter=["stable"]), 4).groups
         empty = client.request(m.ListGroupsRequest(states_filter=["Empty"]), 4).groups
         assert group in {g.group_id for g in stable} and group not in {g.group_id for g in empty}
+        classic = client.request(m.ListGroupsRequest(types_filter=["Classic"]), 5).groups
+        assert {(g.group_id, g.group_type) for g in classic} >= {(group, "classic")}
+        assert client.request(m.ListGroupsRequest(types_filter=["consumer"]), 5).groups == []  # no KIP-848 groups
 
         busy = client.request(m.DeleteGroupsRequest(groups_names=[group]), 2).results[0]
         assert busy.error_code == E.NON_EMPTY_GROUP

@@ -3,11 +3,12 @@ with COORDINATOR_LOAD_IN_PROGRESS meanwhile, write failures, and keyed loop time
 from __future__ import annotations
 
 import asyncio
+import time
 
 from coordinator import GroupConfig, OffsetCommitRequestPartition
 from coordinator.runtime import FAULT_FILE_ENV, OFFSETS_TOPIC, GroupRuntime, LoopTimer, WallClock
 from protocol.errors import ErrorCode as E
-from storage import FaultyFS, LogManager
+from storage import FS, FaultyFS, LogManager
 
 CONFIG = GroupConfig(offsets_topic_num_partitions=3, group_initial_rebalance_delay_ms=0)
 
@@ -139,5 +140,34 @@ async def test_rebalances_and_group_sizes_reach_the_broker_metrics(tmp_path, cap
     assert 'kcoord_group_rebalances_total{cause="initial_join",group="metered"} 1' in text
     assert 'kcoord_group_members{group="metered"} 1' in text
     assert "Preparing to rebalance group metered" not in caplog.text  # INFO is filtered out as asked
+    await runtime.close()
+    await manager.close()
+
+
+class SlowFsyncFS(FS):
+    """The OS layer with a disk that stalls on fsync while `stall_s` is set (storage fsyncs off the loop)."""
+
+    stall_s = 0.0
+
+    def fsync(self, fd: int) -> None:
+        time.sleep(self.stall_s)
+        super().fsync(fd)
+
+
+async def test_a_stalled_fsync_times_out_the_commit_after_offsets_commit_timeout(tmp_path):
+    fs = SlowFsyncFS()
+    manager = LogManager(str(tmp_path), fs=fs)
+    config = GroupConfig(offsets_topic_num_partitions=3, offsets_commit_timeout_ms=200)
+    runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p), config)
+    await runtime.start()
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    fs.stall_s = 1.5
+    # Kafka's append timeout: REQUEST_TIMED_OUT, which a client sees as COORDINATOR_NOT_AVAILABLE.
+    assert await commit(runtime, "g", 7) == E.COORDINATOR_NOT_AVAILABLE
+    fs.stall_s = 0.0
+    stalled = manager.get_or_create(OFFSETS_TOPIC, runtime.partition_for("g"))
+    await asyncio.wait_for(stalled.sync(), 10)  # the stalled fsync has finished
+    assert await commit(runtime, "g", 8) == E.NONE
+    assert fetched(runtime, "g") == 8
     await runtime.close()
     await manager.close()
