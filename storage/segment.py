@@ -5,6 +5,7 @@ partition log does). All I/O goes through the FS object.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import struct
@@ -29,6 +30,7 @@ INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 CLEANED_SUFFIX = ".cleaned"
 SCAN_CHUNK = 1 << 20
+LOOKUP_CHUNK = 16384  # a few index intervals (4 KiB by default) around an index entry
 _LENGTH = struct.Struct(">qi")
 
 
@@ -177,34 +179,42 @@ class LogSegment:
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= offset, if any."""
         # The target is usually within index.interval.bytes of the entry: read little at a time.
-        chunk = max(2 * self.index.interval_bytes, 16384)
-        for position, header, _ in self.scan(self.index.lookup(offset), chunk_size=chunk):
+        for position, header, _ in self.scan(self.index.lookup(offset), chunk_size=LOOKUP_CHUNK):
             if header.last_offset >= offset:
                 return position, header
         return None
 
     def read(self, position: int, max_bytes: int, max_offset: int | None = None) -> bytes:
-        """Whole batches from `position`, up to max_bytes, but at least one batch (as Kafka does).
+        """Whole batches from `position` (a batch start), up to max_bytes, but at least one batch
+        (as Kafka does). Batches starting at or after max_offset (e.g. a high watermark) are left out.
 
-        Batches starting at or after max_offset (e.g. a high watermark) are left out.
+        Only the batch headers near the cut are parsed (found through the offset index), so a
+        fetch of many small batches costs one read, not one parse per batch.
         """
-        limit = self.size - position
-        if limit <= 0:
+        end = self.size
+        if max_offset is not None and max_offset < self.next_offset:
+            found = self.find_position(max_offset)
+            if found is not None:
+                at, header = found
+                end = at if header.base_offset >= max_offset else at + header.size
+        if end <= position:
             return b""
-        data = self.fs.pread(self.fd, min(max(max_bytes, 0), limit), position)
-        end = 0
-        for at, header, _ in iter_batches(data):
-            if max_offset is not None and header.base_offset >= max_offset:
+        if end - position <= max_bytes:
+            return self.fs.pread(self.fd, end - position, position)
+        limit = position + max(max_bytes, 0)
+        # Start from the last indexed batch start within the limit: all before it fits.
+        positions = self.index.positions
+        i = bisect.bisect_right(positions, limit) - 1
+        cut = max(position, positions[i] if i >= 0 else 0)
+        for at, header, _ in self.scan(cut, end, chunk_size=LOOKUP_CHUNK):
+            if at + header.size > limit:
                 break
-            end = at + header.size
-        if end == 0:
+            cut = at + header.size
+        if cut == position:
             # The first batch alone is larger than max_bytes: return it whole.
-            head = self.fs.pread(self.fd, min(HEADER_SIZE, limit), position)
-            header = parse_batch_header(head) if len(head) == HEADER_SIZE else None
-            if header is None or (max_offset is not None and header.base_offset >= max_offset):
-                return b""
-            return self.fs.pread(self.fd, header.size, position)
-        return data[:end]
+            head = parse_batch_header(self.fs.pread(self.fd, HEADER_SIZE, position))
+            cut = position + head.size
+        return self.fs.pread(self.fd, cut - position, position)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, BatchHeader, memoryview] | None:
         """The first batch whose max timestamp is >= timestamp, with its position."""

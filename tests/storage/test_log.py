@@ -378,3 +378,15 @@ def test_batches_larger_than_a_scan_chunk(tmp_path):
     assert [r.value for r in decode_records(again.read(1, 1))] == [big]
     assert [r.value for r in decode_records(again.read(2, 1))] == [b"after-0"]
     assert again.offset_for_timestamp(5) == (1, 5)
+
+
+def test_read_cut_at_an_indexed_batch_keeps_the_batches_before_it(tmp_path):
+    # Regression: a max_bytes limit landing exactly on an indexed batch start returned one batch.
+    log = open_log(tmp_path, index_interval_bytes=10)
+    sizes = [len(batch(1, value=b"%d" % i)) for i in range(6)]
+    for i in range(6):
+        log.append(batch(1, value=b"%d" % i))
+    assert len(log.active_segment.index) >= 4
+    for n in range(1, 6):
+        assert offsets_in(log.read(0, sum(sizes[:n]))) == list(range(n))
+        assert offsets_in(log.read(0, sum(sizes[:n]) + 1)) == list(range(n))

@@ -85,6 +85,10 @@ class LogMachine(RuleBasedStateMachine):
             total += size
         # Reads stop at a segment's end, so they may return a prefix of what fits.
         assert got and got == expected[:len(got)]
+        # A bound (e.g. a high watermark) keeps exactly the batches that start below it.
+        bound = data.draw(st.integers(min_value=offset, max_value=self.end), label="max_offset")
+        bounded = batches_in(self.log.read(offset, max_bytes, max_offset=bound))
+        assert bounded == [b for b in got if b[0] < bound]
 
     @rule()
     def read_past_end_is_out_of_range(self):
