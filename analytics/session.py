@@ -19,6 +19,16 @@ def prepare_environment():
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+def ship_package(spark):
+    """Under spark-submit, executors may not have this package installed: send it as a py-file."""
+    import shutil
+    import tempfile
+
+    base = os.path.join(tempfile.mkdtemp(prefix="kcoord-analytics-"), "analytics")
+    path = shutil.make_archive(base, "zip", ROOT, "analytics")
+    spark.sparkContext.addPyFile(path)
+
+
 def get_or_create(master=None, progress=True, app_name="kcoord-analytics", conf=None):
     """master None: take it from spark-submit (cluster runs); else e.g. "local[*]"."""
     from pyspark.sql import SparkSession
@@ -35,5 +45,7 @@ def get_or_create(master=None, progress=True, app_name="kcoord-analytics", conf=
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if master is None:
+        ship_package(spark)
     spark.dataSource.register(KcoordLogSource)
     return spark
