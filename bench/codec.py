@@ -7,6 +7,7 @@ same bytes (asserted identical first), and reports theirs / ours as a speed-up. 
 of this process (time.process_time_ns), best of several repeats taken in alternation (ours, theirs,
 ours, ...), so other work on a shared machine inflates them less, and alike. Target: >= 4x on every row.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,57 +26,124 @@ from protocol import messages as m
 
 
 def _heartbeat():
-    return m.HeartbeatRequest(group_id="orders-consumers", generation_id=42,
-                              member_id="consumer-1-5f0c7a4e-2b1d-4c55-9a0e-1f4b7c2d9e31",
-                              group_instance_id=None)
+    return m.HeartbeatRequest(
+        group_id="orders-consumers",
+        generation_id=42,
+        member_id="consumer-1-5f0c7a4e-2b1d-4c55-9a0e-1f4b7c2d9e31",
+        group_instance_id=None,
+    )
 
 
 def _join_group_response(members: int):
     member_ids = [f"consumer-{i}-5f0c7a4e-2b1d-4c55-9a0e-{i:012d}" for i in range(members)]
     return m.JoinGroupResponse(
-        error_code=0, generation_id=7, protocol_name="range", leader=member_ids[0], member_id=member_ids[0],
-        members=[m.JoinGroupResponse.JoinGroupResponseMember(
-            member_id=mid, group_instance_id=None, metadata=b"\x00\x01" + b"\x00" * 40) for mid in member_ids])
+        error_code=0,
+        generation_id=7,
+        protocol_name="range",
+        leader=member_ids[0],
+        member_id=member_ids[0],
+        members=[
+            m.JoinGroupResponse.JoinGroupResponseMember(
+                member_id=mid, group_instance_id=None, metadata=b"\x00\x01" + b"\x00" * 40
+            )
+            for mid in member_ids
+        ],
+    )
 
 
 def _sync_group_request(assignments: int):
     member_ids = [f"consumer-{i}-5f0c7a4e-2b1d-4c55-9a0e-{i:012d}" for i in range(assignments)]
     return m.SyncGroupRequest(
-        group_id="orders-consumers", generation_id=7, member_id=member_ids[0], group_instance_id=None,
-        assignments=[m.SyncGroupRequest.SyncGroupRequestAssignment(
-            member_id=mid, assignment=b"\x00\x01" + b"\x00" * 60) for mid in member_ids])
+        group_id="orders-consumers",
+        generation_id=7,
+        member_id=member_ids[0],
+        group_instance_id=None,
+        assignments=[
+            m.SyncGroupRequest.SyncGroupRequestAssignment(
+                member_id=mid, assignment=b"\x00\x01" + b"\x00" * 60
+            )
+            for mid in member_ids
+        ],
+    )
 
 
 def _offset_commit_request(partitions: int):
-    topics = [m.OffsetCommitRequest.OffsetCommitRequestTopic(name=f"topic-{t}", partitions=[
-        m.OffsetCommitRequest.OffsetCommitRequestPartition(
-            partition_index=p, committed_offset=1_000_000 + p, committed_leader_epoch=3,
-            committed_metadata="") for p in range(partitions // 4)]) for t in range(4)]
-    return m.OffsetCommitRequest(group_id="orders-consumers", generation_id_or_member_epoch=7,
-                                 member_id="consumer-1-5f0c7a4e-2b1d-4c55-9a0e-1f4b7c2d9e31",
-                                 group_instance_id=None, topics=topics)
+    topics = [
+        m.OffsetCommitRequest.OffsetCommitRequestTopic(
+            name=f"topic-{t}",
+            partitions=[
+                m.OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=p,
+                    committed_offset=1_000_000 + p,
+                    committed_leader_epoch=3,
+                    committed_metadata="",
+                )
+                for p in range(partitions // 4)
+            ],
+        )
+        for t in range(4)
+    ]
+    return m.OffsetCommitRequest(
+        group_id="orders-consumers",
+        generation_id_or_member_epoch=7,
+        member_id="consumer-1-5f0c7a4e-2b1d-4c55-9a0e-1f4b7c2d9e31",
+        group_instance_id=None,
+        topics=topics,
+    )
 
 
 def _fetch_response(partitions: int):
     batch = b"\x00" * 512
-    return m.FetchResponse(throttle_time_ms=0, error_code=0, session_id=12, responses=[
-        m.FetchResponse.FetchableTopicResponse(topic="orders", partitions=[
-            m.FetchResponse.PartitionData(partition_index=p, error_code=0, high_watermark=5000 + p,
-                                          last_stable_offset=5000 + p, log_start_offset=0,
-                                          aborted_transactions=None, preferred_read_replica=-1,
-                                          records=batch) for p in range(partitions)])])
+    return m.FetchResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=12,
+        responses=[
+            m.FetchResponse.FetchableTopicResponse(
+                topic="orders",
+                partitions=[
+                    m.FetchResponse.PartitionData(
+                        partition_index=p,
+                        error_code=0,
+                        high_watermark=5000 + p,
+                        last_stable_offset=5000 + p,
+                        log_start_offset=0,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=batch,
+                    )
+                    for p in range(partitions)
+                ],
+            )
+        ],
+    )
 
 
 def cases(quick: bool):
     """(label, our message name, version, our object, kafka-python class)."""
     return [
         ("Heartbeat v4 request", "HeartbeatRequest", 4, _heartbeat(), KpHeartbeatRequest),
-        ("JoinGroup v5 response, 50 members", "JoinGroupResponse", 5, _join_group_response(50),
-         KpJoinGroupResponse),
-        ("SyncGroup v5 request, 50 assignments", "SyncGroupRequest", 5, _sync_group_request(50),
-         KpSyncGroupRequest),
-        ("OffsetCommit v8 request, 100 partitions", "OffsetCommitRequest", 8, _offset_commit_request(100),
-         KpOffsetCommitRequest),
+        (
+            "JoinGroup v5 response, 50 members",
+            "JoinGroupResponse",
+            5,
+            _join_group_response(50),
+            KpJoinGroupResponse,
+        ),
+        (
+            "SyncGroup v5 request, 50 assignments",
+            "SyncGroupRequest",
+            5,
+            _sync_group_request(50),
+            KpSyncGroupRequest,
+        ),
+        (
+            "OffsetCommit v8 request, 100 partitions",
+            "OffsetCommitRequest",
+            8,
+            _offset_commit_request(100),
+            KpOffsetCommitRequest,
+        ),
         ("Fetch v12 response, 10 partitions", "FetchResponse", 12, _fetch_response(10), KpFetchResponse),
     ]
 
@@ -128,13 +196,15 @@ def run(quick: bool = False) -> dict:
             kp_cls.decode(data, version=version).encode()
 
         ours_ns, theirs_ns = _best_interleaved(ours, theirs, target_s, repeats)
-        rows.append({
-            "message": label,
-            "bytes": len(data),
-            "kcoord_us": round(ours_ns / 1000, 2),
-            "kafka_python_us": round(theirs_ns / 1000, 2),
-            "speedup": round(theirs_ns / ours_ns, 2),
-        })
+        rows.append(
+            {
+                "message": label,
+                "bytes": len(data),
+                "kcoord_us": round(ours_ns / 1000, 2),
+                "kafka_python_us": round(theirs_ns / 1000, 2),
+                "speedup": round(theirs_ns / ours_ns, 2),
+            }
+        )
     return {
         "name": "codec",
         "settings": {

@@ -98,8 +98,14 @@ def _measure_decode(batches: int) -> list[dict]:
 
     from protocol.records import iter_key_values
 
-    data = b"".join(build_batch([(b"group-topic-%d" % (i % 50), RECORD[:40]) for i in range(200)],
-                                base_offset=n * 200, timestamp_ms=1) for n in range(batches))
+    data = b"".join(
+        build_batch(
+            [(b"group-topic-%d" % (i % 50), RECORD[:40]) for i in range(200)],
+            base_offset=n * 200,
+            timestamp_ms=1,
+        )
+        for n in range(batches)
+    )
     started = time.perf_counter()
     ours = sum(1 for _ in iter_key_values(data))
     ours_s = time.perf_counter() - started
@@ -109,8 +115,14 @@ def _measure_decode(batches: int) -> list[dict]:
     while reader.has_next():
         theirs += sum(1 for _ in reader.next_batch())
     theirs_s = time.perf_counter() - started
-    return [{"mode": "decode_iter_key_values", "records": ours, "records_per_s": round(ours / ours_s)},
-            {"mode": "decode_kafka_python_baseline", "records": theirs, "records_per_s": round(theirs / theirs_s)}]
+    return [
+        {"mode": "decode_iter_key_values", "records": ours, "records_per_s": round(ours / ours_s)},
+        {
+            "mode": "decode_kafka_python_baseline",
+            "records": theirs,
+            "records_per_s": round(theirs / theirs_s),
+        },
+    ]
 
 
 def _run_on_loop(coro, loop_name: str):
