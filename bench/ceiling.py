@@ -150,7 +150,7 @@ def compare(targets: list[Target], seconds: float, reps: int, warmup: float = 0.
 
 def run(quick: bool = False) -> dict:
     sizes = [100, 1000] if quick else [100, 1000, 10_000]
-    seconds, reps = (1.0, 2) if quick else (2.0, 3)
+    seconds, reps = (1.0, 2) if quick else (1.5, 3)
     rows = []
     t0 = time.monotonic()
     with loadgen.CServer(w.HEARTBEAT_OK) as cserver, PythonCeiling() as pyserver:
