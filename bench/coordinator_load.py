@@ -1,101 +1,198 @@
-"""Coordinator load: replaying `__consumer_offsets` records into a GroupCoordinator, in process.
+"""Coordinator load: from `__consumer_offsets` segments on disk to served groups, in process.
 
-Records are (key, value) pairs as protocol.consumer_offsets encodes them: 10k groups (GroupMetadata
-records, Empty) and N live OffsetCommit records spread over them, plus ~10% superseded commits.
-Timed: `gc.load_partition` over one partition holding all of them. Baseline, same run: the floor
-any loader pays, reducing the same records to the last value per key in a dict.
+The store is bench.load's (10k groups, N live OffsetCommit records over 50 partitions, batches
+of 1000), so the numbers line up with its process-start-to-serving run. Per size, timed the way
+GroupRuntime loads (storage read, batch decode, replay, groups built), best of `runs`:
+
+* full replay — every partition's whole log;
+* checkpoint + tail — each partition's checkpoint (written from the full replay), then a tail of
+  TAIL commits appended after it, replayed through the same code; the result is checked to equal
+  the full replay of the same log.
+
+Baseline, same run: reading the same segment bytes from disk (page cache). Wall and process CPU
+are both reported: the machine is shared, so wall time carries other processes' load.
+With --e2e (or quick=False), also the process start to serving of the real server
+(bench.load.start_time, median of `runs`, interleaved) on the store without checkpoints, with
+them, and empty.
 """
-
 from __future__ import annotations
 
-import os
+import asyncio
+import gc as garbage_collector
+import logging
+import shutil
+import sys
+import tempfile
 import time
+from pathlib import Path
 
-from coordinator import GroupConfig, GroupCoordinator
+from bench import load as store_bench
+from bench.runner import main, median, ratio, settings
+from coordinator import GroupConfig, GroupCoordinator, checkpoint_store
+from coordinator.gc_pause import gc_paused
+from coordinator.partition_state import PartitionState
 from coordinator.testing import ManualClock, RecordingWriter
 from protocol import consumer_offsets as co
+from protocol.records import build_batch
+from storage import LogManager
 
-GROUPS = 10_000
-TOPIC = "load-topic"
+TOPIC = "__consumer_offsets"
+TAIL = 10_000  # commits after the checkpoints: half an interval's worth per partition at most
+RUNS = 3
+log = logging.getLogger("bench.coordinator_load")
 
 
-def make_records(offsets: int) -> list[tuple[bytes, bytes | None]]:
-    now = 1_700_000_000_000
-    per_group = max(1, offsets // GROUPS)
-    out = []
-    for g in range(min(GROUPS, offsets)):
-        group = f"load-group-{g}"
-        out.append(
-            (
-                co.encode_group_metadata_key(group),
-                co.encode_group_metadata_value(co.GroupMetadataValue("consumer", 1, None, None, now)),
-            )
-        )
-        for p in range(per_group):
-            key = co.encode_offset_commit_key(group, TOPIC, p)
-            if p % 10 == 0:  # an older commit of the same partition, superseded below
-                out.append((key, co.encode_offset_commit_value(co.OffsetCommitValue(p, "", now - 1))))
-            out.append((key, co.encode_offset_commit_value(co.OffsetCommitValue(1000 + p, "", now))))
+def _timed(fn):
+    garbage_collector.unfreeze()  # what an earlier load froze, so that it can be freed
+    garbage_collector.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, out
+
+
+def _read_bytes(data: Path) -> int:
+    return sum(len(f.read_bytes()) for f in data.rglob("*.log"))
+
+
+def _load(mgr: LogManager, partitions: int, use_checkpoints: bool) -> GroupCoordinator:
+    """What GroupRuntime does per partition, minus the event loop."""
+    clock = ManualClock()
+    gc = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=partitions), clock=clock,
+                          timer=clock.timers, writer=RecordingWriter(), log=log)
+    now = int(time.time() * 1000)
+    with gc_paused(freeze=True):  # as GroupRuntime._load_all
+        for p in range(partitions):
+            plog = mgr.get_or_create(TOPIC, p)
+            loaded = checkpoint_store.load(plog, p, now, gc.load_partition, use_checkpoint=use_checkpoints)
+            assert use_checkpoints == (loaded.written_ms is not None), "checkpoint refused"
+    return gc
+
+
+def _write_checkpoints(mgr: LogManager, partitions: int) -> int:
+    size = 0
+    for p in range(partitions):
+        plog = mgr.get_or_create(TOPIC, p)
+        state = PartitionState()
+        records, end = checkpoint_store.read_tail(plog, plog.log_start_offset)
+        state.replay(records, log)
+        size += checkpoint_store.write(plog, p, state, end, int(time.time() * 1000))
+    return size
+
+
+def _refresh_checkpoints(mgr: LogManager, partitions: int) -> None:
+    """What the runtime does for a partition whose tail reached the interval."""
+    now = int(time.time() * 1000)
+    for p in range(partitions):
+        plog = mgr.get_or_create(TOPIC, p)
+        state, offset = checkpoint_store.refreshed_state(plog, p, now, log)
+        checkpoint_store.write(plog, p, state, offset, now)
+
+
+def _append_tail(mgr: LogManager, n: int) -> None:
+    """TAIL new commits of existing offsets (the live offset count stays n)."""
+    per_group = max(1, n // store_bench.GROUPS)
+    by_partition: dict[int, list] = {}
+    now = int(time.time() * 1000)
+    for i in range(TAIL):
+        group = store_bench.group_name(i % min(store_bench.GROUPS, n))
+        value = co.OffsetCommitValue(offset=5000 + i, commit_timestamp=now)
+        by_partition.setdefault(co.partition_for(group, store_bench.PARTITIONS), []).append(
+            (co.encode_offset_commit_key(group, store_bench.TOPIC, (i // store_bench.GROUPS) % per_group),
+             co.encode_offset_commit_value(value)))
+    for p, records in by_partition.items():
+        plog = mgr.get_or_create(TOPIC, p)
+        for start in range(0, len(records), 100):
+            plog.append(build_batch(records[start:start + 100]))
+        plog.flush()
+
+
+def _offsets(gc: GroupCoordinator) -> dict:
+    return {gid: g.offsets for gid, g in gc.groups.items()}
+
+
+def _best(fn, runs: int):
+    results = [_timed(fn) for _ in range(runs)]
+    wall = min(r[0] for r in results)
+    cpu = min(r[1] for r in results)
+    return wall, cpu, results[-1][2]
+
+
+def _e2e(without_checkpoints: Path, with_checkpoints: Path, runs: int) -> dict:
+    """Process start to serving, median of `runs`, interleaved so that drifts in machine load hit
+    the three alike (each start works on its own copy of the store)."""
+    probes = store_bench.probe_groups()
+    times: dict[str, list[float]] = {"e2e empty s": [], "e2e full replay s": [], "e2e ckpt+tail s": []}
+    for _ in range(runs):
+        times["e2e empty s"].append(store_bench.start_time(None, probes))
+        times["e2e full replay s"].append(store_bench.start_time(without_checkpoints, probes))
+        times["e2e ckpt+tail s"].append(store_bench.start_time(with_checkpoints, probes))
+    out = {name: median(values) for name, values in times.items()}
+    out["e2e ckpt+tail - empty s"] = out["e2e ckpt+tail s"] - out["e2e empty s"]
     return out
 
 
-def load_once(records) -> tuple[float, GroupCoordinator]:
-    clock = ManualClock()
-    gc = GroupCoordinator(GroupConfig(), clock=clock, timer=clock.timers, writer=RecordingWriter())
-    start, cpu = time.perf_counter(), time.process_time()
-    gc.load_partition(0, records)
-    return time.perf_counter() - start, time.process_time() - cpu, gc
+def measure(n: int, runs: int, e2e: bool) -> dict:
+    store = store_bench.generate(n)
+    work = Path(tempfile.mkdtemp(prefix="kcoord-bench-coordinator-load-"))
+    try:
+        data = work / "data"
+        shutil.copytree(store, data, ignore=shutil.ignore_patterns(".complete"))
+        row: dict = {"live offsets": n, "groups": min(n, store_bench.GROUPS)}
+        read_s, read_cpu, size = _best(lambda: _read_bytes(data), runs)
+        open_s, _, mgr = _timed(lambda: LogManager(str(data)))
+        full_s, full_cpu, full = _best(lambda: _load(mgr, store_bench.PARTITIONS, False), runs)
+        assert sum(map(len, _offsets(full).values())) == n
+        del full
+        first_s, _, checkpoint_bytes = _timed(lambda: _write_checkpoints(mgr, store_bench.PARTITIONS))
+        _append_tail(mgr, n)
+        ckpt_s, ckpt_cpu, resumed = _best(lambda: _load(mgr, store_bench.PARTITIONS, True), runs)
+        expected = _load(mgr, store_bench.PARTITIONS, False)
+        assert _offsets(resumed) == _offsets(expected), "checkpoint + tail differs from a full replay"
+        del resumed, expected
+        asyncio.run(mgr.close())
+        starts = _e2e(store, data, runs) if e2e else {}  # before the refresh: checkpoints + the tail
+        mgr = LogManager(str(data))
+        refresh_s, refresh_cpu, _ = _timed(lambda: _refresh_checkpoints(mgr, store_bench.PARTITIONS))
+        asyncio.run(mgr.close())
+        row.update({
+            "store MB": round(size / 1e6, 1), "checkpoints MB": round(checkpoint_bytes / 1e6, 1),
+            "read bytes s": read_s, "open+recover s": open_s,
+            "full replay s": full_s, "full replay cpu s": full_cpu,
+            "ckpt+tail s": ckpt_s, "ckpt+tail cpu s": ckpt_cpu,
+            "full/read": ratio(full_s, read_s), "ckpt+tail/read": ratio(ckpt_s, read_s),
+            "full/ckpt+tail": ratio(full_s, ckpt_s), "read cpu s": read_cpu,
+            "first checkpoints s": first_s, "refresh checkpoints s": refresh_s,
+            "refresh checkpoints cpu s": refresh_cpu, **starts,
+        })
+        return row
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def baseline_once(records) -> float:
-    start = time.perf_counter()
-    latest = {}
-    for k, v in records:
-        latest[k] = v
-    return time.perf_counter() - start
-
-
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, e2e: bool | None = None) -> dict:
     sizes = [10_000, 100_000] if quick else [10_000, 100_000, 1_000_000]
-    rows = []
-    for n in sizes:
-        records = make_records(n)
-        times, cpus = [], []
-        for _ in range(3):
-            t, cpu, gc = load_once(records)
-            times.append(t)
-            cpus.append(cpu)
-        loaded = sum(len(g.offsets) for g in gc.groups.values())
-        assert loaded == n, (loaded, n)
-        base = min(baseline_once(records) for _ in range(3))
-        best = min(times)
-        rows.append(
-            {
-                "live_offsets": n,
-                "records": len(records),
-                "groups": len(gc.groups),
-                "load_s": round(best, 3),
-                "load_cpu_s": round(min(cpus), 3),
-                "baseline_dict_s": round(base, 3),
-                "ratio_vs_baseline": round(best / base, 1) if base else 0.0,
-                "offsets_per_s": int(n / best),
-            }
-        )
+    e2e = (not quick) if e2e is None else e2e
+    rows = [measure(n, RUNS, e2e) for n in sizes]
     return {
         "name": "coordinator_load",
-        "settings": {
-            "groups": GROUPS,
-            "runs": 3,
-            "timing": "best of 3 (wall and process CPU)",
-            "loadavg_at_start": round(os.getloadavg()[0], 2),
-            "cores": os.cpu_count(),
-        },
+        "settings": settings(runs=RUNS, timing="best of runs, wall and process CPU", tail_commits=TAIL,
+                             offsets_partitions=store_bench.PARTITIONS, records_per_batch=store_bench.BATCH),
         "rows": rows,
+        "notes": [
+            "full replay / ckpt+tail: segments on disk (page cache) -> groups served by a GroupCoordinator, "
+            "as GroupRuntime loads them; open+recover (storage's CRC check at start) is separate.",
+            "first checkpoints: full replay + write of all 50 (a first start without them); refresh "
+            "checkpoints: all 50 rewritten after the tail (which touches every group: a worst case).",
+            "e2e: process start -> OffsetFetch answers on every offsets partition (bench.load.start_time, "
+            "median of runs, interleaved): the store before any checkpoint exists, with the checkpoints "
+            "and tail written in process, and an empty store (interpreter start and imports).",
+        ],
     }
 
 
 if __name__ == "__main__":
-    import json
-    import sys
-
-    print(json.dumps(run(quick="--quick" in sys.argv), indent=1))
+    if "--e2e" in sys.argv:
+        sys.argv.remove("--e2e")
+        main(lambda quick=False: run(quick, e2e=True))
+    else:
+        main(run)

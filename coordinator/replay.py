@@ -18,16 +18,22 @@ from protocol.consumer_offsets import GroupMetadataValue, OffsetCommitValue
 def replay_offset_commits(group: GroupMetadata, records: dict[tuple[str, int], OffsetCommitValue | None]) -> None:
     """Apply OffsetCommit records ((topic, partition) -> value, None = tombstone) to the group's
     committed offsets. The live path passes the records it just wrote; the loader whole partitions."""
-    offsets = group.offsets
+    group.offsets = apply_offset_records(group.offsets, records)
+
+
+def apply_offset_records(offsets: dict[tuple[str, int], OffsetCommitValue],
+                         records: dict[tuple[str, int], OffsetCommitValue | None]) -> dict:
+    """`offsets` with `records` applied (updated in place, or a new table when it was empty).
+    Also how a partition's materialised state (coordinator.partition_state) takes a log tail."""
     has_tombstones = None in records.values()
     if not offsets and not has_tombstones:
-        group.offsets = records.copy()  # a fresh group on load: cloning the table beats re-inserting
-        return
+        return records.copy()  # a fresh group on load: cloning the table beats re-inserting
     offsets.update(records)
     if has_tombstones:
         for tp, value in records.items():
             if value is None:
                 del offsets[tp]
+    return offsets
 
 
 def replay_offset_commit(group: GroupMetadata, topic: str, partition: int, value: OffsetCommitValue | None) -> None:

@@ -3,16 +3,22 @@
 Pure functions from spec to source text; protocol.messages compiles the text, registers it in
 linecache (so tracebacks show it) and caches the result. One decode and one encode function per
 (message, version), straight-line: consecutive fixed-width fields become one precompiled
-struct.Struct call and nested structs are inlined as loops.
+struct.Struct call and nested structs are inlined as loops. Hot paths measured by bench/codec:
+- arrays of flat structs (fixed-width fields, strings, bytes) decode with a layout guessed from the
+  previous element, one unpack_from per element (_DecodeGen.shaped_loop);
+- encoders take strings with their length prefix from a bounded cache (primitives.string16);
+- the decoder is the codec's public decode: it converts bytes-like input and turns any failure into
+  DecodeError itself (a try block is free in CPython 3.11 until something raises).
 
 Generated decoders rely on three locals: `buf` (bytes), `pos` (current offset) and `end`
 (len(buf)). No length prefix is trusted beyond the buffer:
 - an array count is checked against the bytes remaining before any element is read (each element
-  takes at least one byte), so a forged count can neither allocate nor loop;
+  takes at least one byte), so a forged count can neither allocate beyond the input's size nor loop;
 - a string/bytes length only bounds a slice, which past the end is merely short; `pos` then runs
   past `end`, and one check at the end of the message reports it;
-- fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the codec
-  wrapper turns that into DecodeError, reading the failing offset from the generated frame.
+- fixed-width reads are not pre-checked: a short buffer makes unpack_from raise and the decoder's
+  except clause turns that into DecodeError, reading the failing offset from the generated frame;
+- a guessed element layout is only read where it fits in the bytes left.
 """
 from __future__ import annotations
 
@@ -127,6 +133,7 @@ class _Writer:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.names: set[str] = set()   # globals the source refers to (resolved by messages.py)
+        self.uses_view = False         # the decoder slices records out of one memoryview of buf
         self._n = 0
 
     def var(self, prefix: str) -> str:
@@ -182,8 +189,24 @@ def _split(fields: list[Field], version: int, flexible: bool):
     return untagged, tagged
 
 
+def _flat_fields(f: Field, version: int, flexible: bool) -> list[Field] | None:
+    """The untagged fields of an array's element struct if its layout is fixed once its string and
+    bytes lengths are known (fixed-width fields, strings and bytes only), else None.
+
+    Such arrays are coded with a layout guessed from the previous element (shaped loops). Only worth
+    it when there is something to check in one go: a length, or a flexible struct's tag section.
+    """
+    untagged, _tagged = _split(f.fields, version, flexible)
+    for g in untagged:
+        if not (_is_fixed(g) or (not g.is_array and g.type in ("string", "bytes"))):
+            return None
+    if not flexible and all(_is_fixed(g) for g in untagged):
+        return None
+    return untagged
+
+
 class _DecodeGen:
-    """Emits the body of decode_<Message>_v<N>(buf, pos) -> (obj, pos)."""
+    """Emits the body of decode_<Message>_v<N>(buf, offset=0) -> (obj, pos)."""
 
     def __init__(self, w: _Writer, version: int, flexible: bool, classes: dict[str, ClassSpec]) -> None:
         self.w = w
@@ -228,7 +251,8 @@ class _DecodeGen:
         self.w.emit(ind, f"if {need} > end - pos:")
         self.w.emit(ind + 1, f"raise _overrun({f.name!r}, {need}, end - pos, pos)")
 
-    def scalar(self, f: Field, ftype: str, target: str, ind: int, nullable: bool) -> None:
+    def scalar(self, f: Field, ftype: str, target: str, ind: int, nullable: bool,
+               lens: list[str] | None = None) -> None:
         """A single non-fixed scalar (string, bytes, records, uuid) into `target`.
 
         A slice past the end of `buf` is merely short, so strings and bytes skip a per-field bounds
@@ -241,19 +265,21 @@ class _DecodeGen:
             w.emit(ind, "pos += 16")
             return
         n = self.length(f.name, ind, wide=ftype != "string")
+        if lens is not None:
+            lens.append(n)
         ind = self.if_null(f.name, nullable, n, target, ind)
         if ftype == "string":
             expr = f"buf[pos:pos + {n}].decode()"
         elif ftype == "bytes":
             expr = f"buf[pos:pos + {n}]"
         else:  # records: a zero-copy view, parsed later by protocol.records
-            w.names.add("_memoryview")
-            expr = f"_memoryview(buf)[pos:pos + {n}]"
+            w.uses_view = True
+            expr = f"bufview[pos:pos + {n}]"
         w.emit(ind, f"{target} = {expr}")
         w.emit(ind, f"pos += {n}")
 
-    def value(self, f: Field, target: str, ind: int) -> None:
-        """Any field (untagged layout) into `target`."""
+    def value(self, f: Field, target: str, ind: int, lens: list[str] | None = None) -> None:
+        """Any field (untagged layout) into `target`; `lens` collects the length locals of scalars."""
         w = self.w
         if f.is_array:
             n = self.length(f.name, ind, wide=True)
@@ -268,17 +294,21 @@ class _DecodeGen:
                 return
             # Kafka's rule: never believe a count larger than the bytes left (each element >= 1 byte).
             self.overrun_check(f, n, ind)
-            lst = w.var("lst")
-            app = w.var("append")
-            w.emit(ind, f"{lst} = []")
-            w.emit(ind, f"{app} = {lst}.append")
-            w.emit(ind, f"for _ in range({n}):")
-            e = w.var("e")
-            if f.is_struct:
-                self.struct(elem, f.fields, e, ind + 1)
-            else:   # array elements are never null; nullableVersions is about the array
-                self.scalar(f, elem, e, ind + 1, nullable=False)
-            w.emit(ind + 1, f"{app}({e})")
+            # Filled by index: cheaper than append. Sizing the list up front is safe because the count
+            # is already bounded by the bytes left (Kafka's generated code sizes its ArrayList alike).
+            lst, i = w.var("lst"), w.var("i")
+            w.emit(ind, f"{lst} = [None] * {n}")
+            flat = _flat_fields(f, self.v, self.flex) if f.is_struct else None
+            if flat is not None:
+                self.shaped_loop(f, flat, n, lst, i, ind)
+            else:
+                w.emit(ind, f"for {i} in range({n}):")
+                e = w.var("e")
+                if f.is_struct:
+                    self.struct(elem, f.fields, e, ind + 1)
+                else:   # array elements are never null; nullableVersions is about the array
+                    self.scalar(f, elem, e, ind + 1, nullable=False)
+                w.emit(ind + 1, f"{lst}[{i}] = {e}")
             w.emit(ind, f"{target} = {lst}")
         elif f.is_struct:
             if f.nullable_in(self.v):
@@ -297,20 +327,104 @@ class _DecodeGen:
             w.emit(ind, f"{target}, = {w.unpack(fmt)}(buf, pos)")
             w.emit(ind, f"pos += {_size(f.type)}")
         else:
-            self.scalar(f, f.type, target, ind, f.nullable_in(self.v))
+            self.scalar(f, f.type, target, ind, f.nullable_in(self.v), lens)
 
-    def struct(self, cls: str, fields: list[Field], obj: str, ind: int) -> None:
+    def new_object(self, cls: str, untagged: list[Field], obj: str, ind: int) -> None:
+        """Allocate without __init__; every slot the wire does not fill (fields this version does not
+        carry, or carries only as tags) gets its default."""
         w = self.w
         w.names.add("C_" + cls)
         w.emit(ind, f"{obj} = _new(C_{cls})")
-        untagged, tagged = _split(fields, self.v, self.flex)
-        # Every slot gets a value: fields this version does not carry (or carries only as tags) take
-        # their defaults.
         for f in self.classes[cls].fields:
             if any(f is g or f.name == g.name for g in untagged):
                 continue
             w.emit(ind, f"{obj}.{f.name} = {w.default(f)}")
         w.emit(ind, f"{obj}._unknown_tagged_fields = None")
+
+    def shaped_loop(self, f: Field, flat: list[Field], n: str, lst: str, i: str, ind: int) -> None:
+        """Decode an array of flat structs, guessing each element's layout from the previous one.
+
+        Elements of one array usually have the same string lengths (member ids, empty metadata). After
+        an element is decoded field by field, its layout becomes one precompiled struct format (e.g.
+        ">h40sh0si42s"); the next element is then read with a single unpack_from and accepted only if
+        every length prefix (and tag-section byte) it holds equals the guess, which makes the bytes
+        parse exactly as the field-by-field path would. A mismatch falls back to that path and learns
+        again, at most SHAPE_LEARNS times per array.
+        """
+        w = self.w
+        w.names.add("_shape")
+        size, unpack, learn = w.var("shape_size"), w.var("shape"), w.var("learn")
+        fit = w.var("fit")   # the last position where a guessed element fits; -1: no guess
+        # Per variable-length field, the local holding the length prefix the guess expects.
+        var_fields = [g for g in flat if not _is_fixed(g)]
+        expected = {g.name: w.var("want") for g in var_fields}
+        w.emit(ind, f"{fit} = -1")
+        w.emit(ind, f"{learn} = {SHAPE_LEARNS} if {n} >= {SHAPE_MIN_COUNT} else 0")
+        w.emit(ind, f"for {i} in range({n}):")
+        body = ind + 1
+        # Fast path: one unpack_from for the whole element.
+        e = w.var("e")
+        w.emit(body, f"if pos <= {fit}:")
+        self.new_object(f.element_type, flat, e, body + 1)
+        targets, checks, assigns = [], [], []
+        for g in flat:
+            if _is_fixed(g):
+                targets.append(f"{e}.{g.name}")
+                continue
+            prefix, data = w.var("len"), w.var("raw")
+            targets += [prefix, data]
+            checks.append(f"{prefix} == {expected[g.name]}")
+            value = f"{data}.decode()" if g.type == "string" else data
+            if g.nullable_in(self.v):
+                null = f"not {prefix}" if self.flex else f"{prefix} < 0"
+                value = f"None if {null} else {value}"
+            assigns.append(f"{e}.{g.name} = {value}")
+        if self.flex:
+            tag = w.var("tags")
+            targets.append(tag)
+            checks.append(f"not {tag}")
+        w.emit(body + 1, f"{', '.join(targets)}, = {unpack}(buf, pos)")
+        w.emit(body + 1, f"if {' and '.join(checks)}:")
+        for line in assigns:
+            w.emit(body + 2, line)
+        w.emit(body + 2, f"pos += {size}")
+        w.emit(body + 2, f"{lst}[{i}] = {e}")
+        w.emit(body + 2, "continue")
+        # Field by field, then learn this element's layout.
+        lens: list[str] = []
+        self.struct(f.element_type, f.fields, e, body, lens)
+        w.emit(body, f"{lst}[{i}] = {e}")
+        w.emit(body, f"if {learn}:")
+        w.emit(body + 1, f"{learn} -= 1")
+        got = dict(zip((g.name for g in var_fields), lens, strict=True))
+        fmt = []
+        for g in flat:
+            if _is_fixed(g):
+                fmt.append(FIXED_FORMATS[g.type])
+            else:
+                ln = got[g.name]
+                prefix = "B" if self.flex else ("h" if g.type == "string" else "i")
+                fmt.append(f"{prefix}{{{ln} if {ln} > 0 else 0}}s")
+        if self.flex:
+            fmt.append("B")
+        learned = body + 1
+        if self.flex and var_fields:   # a guessed compact length must be a one-byte varint
+            w.emit(learned, f"if {' or '.join(f'{got[g.name]} >= 127' for g in var_fields)}:")
+            w.emit(learned + 1, f"{fit} = -1")
+            w.emit(learned, "else:")
+            learned += 1
+        st = w.var("st")
+        w.emit(learned, f"{st} = _shape({'f' if var_fields else ''}'>{''.join(fmt)}')")
+        w.emit(learned, f"{unpack}, {size} = {st}.unpack_from, {st}.size")
+        w.emit(learned, f"{fit} = end - {size}")
+        for g in var_fields:
+            plus = " + 1" if self.flex else ""
+            w.emit(learned, f"{expected[g.name]} = {got[g.name]}{plus}")
+
+    def struct(self, cls: str, fields: list[Field], obj: str, ind: int, lens: list[str] | None = None) -> None:
+        w = self.w
+        untagged, tagged = _split(fields, self.v, self.flex)
+        self.new_object(cls, untagged, obj, ind)
         for is_run, item in _runs(untagged):
             if is_run:
                 fmt = "".join(FIXED_FORMATS[f.type] for f in item)
@@ -318,7 +432,7 @@ class _DecodeGen:
                 w.emit(ind, f"{targets}, = {w.unpack(fmt)}(buf, pos)")
                 w.emit(ind, f"pos += {sum(_size(f.type) for f in item)}")
             else:
-                self.value(item, f"{obj}.{item.name}", ind)
+                self.value(item, f"{obj}.{item.name}", ind, lens)
         if self.flex:
             self.tags(tagged, obj, ind)
 
@@ -405,11 +519,32 @@ class _EncodeGen:
             w.emit(ind, f"{app}({v}.bytes)")
             return
         wide = ftype != "string"
+        if ftype == "string":
+            self.string(f, v, ind, app, nullable)
+            return
         ind = self.if_none(f.name, nullable, v, ind, app, wide)
         if ftype == "string":
             w.emit(ind, f"{v} = {v}.encode()")
         self.length(f"len({v})", ind, app, wide)
         w.emit(ind, f"{app}({v})")
+
+    def string(self, f: Field, v: str, ind: int, app: str, nullable: bool) -> None:
+        """A string with its length prefix, from a cache of recently written strings.
+
+        The same strings go out again and again (group, member and topic ids, protocol names, empty
+        metadata); a hit costs one dict lookup instead of encode + len + prefix + two appends.
+        """
+        w = self.w
+        cache, miss = ("_STRINGS_COMPACT", "_string_compact") if self.flex else ("_STRINGS16", "_string16")
+        w.names.update((cache, miss))
+        # A cached value is never empty (it holds the prefix), so `or` falls through only on a miss.
+        expr = f"{cache}.get({v}) or {miss}({v}, {f.name!r}, {self.v})"
+        if nullable:
+            null = "b'\\x00'" if self.flex else "_NULL_INT16"
+            if not self.flex:
+                w.names.add("_NULL_INT16")
+            expr = f"{null} if {v} is None else ({expr})"
+        w.emit(ind, f"{app}({expr})")
 
     def value(self, f: Field, expr: str, ind: int, app: str) -> None:
         w = self.w
@@ -494,6 +629,12 @@ class _EncodeGen:
         w.emit(ind + 1, f"{app}(_encode_tag_section({known}, {u}))")
 
 
+# Arrays of flat structs guess each element's layout from the previous one (shaped_loop): only from
+# this many elements on (learning costs about two elements' worth), and at most this many guesses.
+SHAPE_MIN_COUNT = 3
+SHAPE_LEARNS = 4
+
+
 def _size(ftype: str) -> int:
     return struct.calcsize(">" + FIXED_FORMATS[ftype])
 
@@ -507,7 +648,7 @@ def encode_function_name(spec: MessageSpec, version: int) -> str:
 
 
 def codec_source(spec: MessageSpec, version: int) -> tuple[str, set[str]]:
-    """Source of decode_<Name>_v<N>(buf, pos) and encode_<Name>_v<N>(o), plus the global names it uses.
+    """Source of decode_<Name>_v<N>(buf, offset=0) and encode_<Name>_v<N>(o), plus the global names it uses.
 
     Flexible versions (KIP-482) use compact strings/bytes/arrays and end every struct with a
     tagged-field section.
@@ -517,18 +658,32 @@ def codec_source(spec: MessageSpec, version: int) -> tuple[str, set[str]]:
     w.names.add("_new")
     w.emit(0, f"# {spec.name} v{version}{' (flexible)' if flexible else ''}: generated from "
               f"Kafka's {spec.name}.json")
-    w.emit(0, f"def {decode_function_name(spec, version)}(buf, pos):")
-    w.emit(1, "end = len(buf)")
-    _DecodeGen(w, version, flexible, collect_classes(spec)).struct(spec.name, spec.fields, "o", 1)
+    # The decoder is the codec's public decode(buf, offset=0): it takes any bytes-like input and lets
+    # only DecodeError escape (no wrapper call on the way in: small messages notice it).
+    w.names.update(("_as_bytes", "_decode_failure"))
+    w.emit(0, f"def {decode_function_name(spec, version)}(buf, offset=0):")
+    w.emit(1, "if type(buf) is not bytes:")
+    w.emit(2, "buf = _as_bytes(buf)")
+    w.emit(1, "pos = offset")
+    w.emit(1, "try:")
+    w.emit(2, "end = len(buf)")
+    head = len(w.lines)
+    _DecodeGen(w, version, flexible, collect_classes(spec)).struct(spec.name, spec.fields, "o", 2)
+    if w.uses_view:   # one view per message, not one per records field
+        w.names.add("_memoryview")
+        w.lines.insert(head, "        bufview = _memoryview(buf)")
     w.names.add("_past_end")
-    w.emit(1, "if pos > end:")
-    w.emit(2, "raise _past_end(pos, end)")
-    w.emit(1, "return o, pos")
+    w.emit(2, "if pos > end:")
+    w.emit(3, "raise _past_end(pos, end)")
+    w.emit(2, "return o, pos")
+    w.emit(1, "except Exception as exc:")
+    w.emit(2, f"error, cause = _decode_failure(exc, buf, {spec.name!r}, {version})")
+    w.emit(2, "raise error from cause")
     w.emit(0, "")
     w.emit(0, "")
     w.emit(0, f"def {encode_function_name(spec, version)}(o):")
     w.emit(1, "parts = []")
-    w.emit(1, "a = parts.append")
-    _EncodeGen(w, version, flexible).struct(spec.name, spec.fields, "o", 1, "a")
+    # parts.append(x) spelled out: CPython 3.11 specializes that call; a bound `a = parts.append` it does not.
+    _EncodeGen(w, version, flexible).struct(spec.name, spec.fields, "o", 1, "parts.append")
     w.emit(1, "return b''.join(parts)")
     return "\n".join(w.lines) + "\n", w.names

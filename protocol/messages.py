@@ -125,6 +125,36 @@ def flexible_min_version(api_key: int) -> int | None:
 # Codecs
 # ---------------------------------------------------------------------------------------------
 
+def _failing_offset(exc: BaseException) -> int | None:
+    """The `pos` of the innermost generated frame when `exc` was raised (error path only)."""
+    tb = exc.__traceback__
+    offset = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(codegen.CODEGEN_FILENAME_PREFIX):
+            offset = tb.tb_frame.f_locals.get("pos", offset)
+        tb = tb.tb_next
+    return offset
+
+
+def _as_bytes(buf) -> bytes:
+    """Generated decoders index and slice plain bytes (their fastest path). A view covering a whole
+    bytes object (a frame the splitter had to join) is used without copying."""
+    inner = getattr(buf, "obj", None)
+    return inner if type(inner) is bytes and len(inner) == len(buf) else bytes(buf)
+
+
+def _decode_failure(exc: Exception, buf: bytes, name: str, version: int) -> tuple[DecodeError, Exception | None]:
+    """(the DecodeError to raise, its cause) for anything a generated decoder raised."""
+    if isinstance(exc, DecodeError):
+        return DecodeError(exc.reason, api=name, version=version, offset=exc.offset), None
+    # truncated / garbage input surfacing from struct, indexing, utf-8
+    reason = "truncated input" if isinstance(exc, (IndexError, struct.error)) else f"invalid input: {exc}"
+    at = _failing_offset(exc)
+    if at is not None and at > len(buf):   # an earlier length prefix ran past the end
+        at = len(buf)
+    return DecodeError(reason, api=name, version=version, offset=at), exc
+
+
 _RUNTIME = {
     "_new": object.__new__,
     "_read_uvarint": primitives.read_uvarint,
@@ -141,6 +171,13 @@ _RUNTIME = {
     "_tag_size_error": primitives.tag_size_error,
     "_past_end": primitives.past_end,
     "_memoryview": memoryview,
+    "_as_bytes": _as_bytes,
+    "_decode_failure": _decode_failure,
+    "_shape": primitives.shape,
+    "_STRINGS16": primitives.STRINGS16,
+    "_STRINGS_COMPACT": primitives.STRINGS_COMPACT,
+    "_string16": primitives.string16,
+    "_string_compact": primitives.string_compact,
     "_not_nullable": primitives.not_nullable,
     "_NULL_INT16": primitives.NULL_INT16,
     "_NULL_INT32": primitives.NULL_INT32,
@@ -164,21 +201,15 @@ def _resolve(name: str, classes: dict[str, type]) -> object:
     raise KeyError(name)
 
 
-def _failing_offset(exc: BaseException) -> int | None:
-    """The `pos` of the innermost generated frame when `exc` was raised (error path only)."""
-    tb = exc.__traceback__
-    offset = None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename.startswith(codegen.CODEGEN_FILENAME_PREFIX):
-            offset = tb.tb_frame.f_locals.get("pos", offset)
-        tb = tb.tb_next
-    return offset
-
-
 class Codec:
-    """decode(buf, offset=0) -> (obj, end) and encode(obj) -> bytes for one (message, version)."""
+    """decode(buf, offset=0) -> (obj, end) and encode(obj) -> bytes for one (message, version).
 
-    __slots__ = ("name", "api_key", "version", "flexible", "message_class", "source", "_decode", "encode")
+    Both are the generated functions themselves. decode takes bytes, bytearray or memoryview, starts
+    at `offset` and returns the offset just past the message; only DecodeError escapes, naming the
+    message, version and byte offset.
+    """
+
+    __slots__ = ("name", "api_key", "version", "flexible", "message_class", "source", "decode", "encode")
 
     def __init__(self, spec: MessageSpec, version: int) -> None:
         if not spec.has_version(version):
@@ -196,29 +227,8 @@ class Codec:
         self.flexible = spec.is_flexible(version)
         self.message_class = classes[spec.name]
         self.source = source
-        self._decode = namespace[codegen.decode_function_name(spec, version)]
+        self.decode = namespace[codegen.decode_function_name(spec, version)]
         self.encode = namespace[codegen.encode_function_name(spec, version)]
-
-    def decode(self, buf, offset: int = 0):
-        """Decode one message starting at `offset`; returns (obj, offset just past it).
-
-        Only DecodeError escapes, naming the message, version and byte offset.
-        """
-        if type(buf) is not bytes:
-            # Generated code indexes and slices plain bytes (its fastest path). A view covering a whole
-            # bytes object (a frame the splitter had to join) is used without copying.
-            inner = getattr(buf, "obj", None)
-            buf = inner if type(inner) is bytes and len(inner) == len(buf) else bytes(buf)
-        try:
-            return self._decode(buf, offset)
-        except DecodeError as e:
-            raise DecodeError(e.reason, api=self.name, version=self.version, offset=e.offset) from None
-        except Exception as e:  # truncated / garbage input surfacing from struct, indexing, utf-8
-            reason = "truncated input" if isinstance(e, (IndexError, struct.error)) else f"invalid input: {e}"
-            at = _failing_offset(e)
-            if at is not None and at > len(buf):   # an earlier length prefix ran past the end
-                at = len(buf)
-            raise DecodeError(reason, api=self.name, version=self.version, offset=at) from e
 
     def __repr__(self) -> str:
         return f"<Codec {self.name} v{self.version}{' flexible' if self.flexible else ''}>"

@@ -44,6 +44,21 @@ def fixed_struct(fmt: str) -> struct.Struct:
     return s
 
 
+# Layouts guessed by generated codecs for arrays of flat structs (codegen shaped loops), by format.
+_SHAPES: dict[str, struct.Struct] = {}
+_SHAPES_MAX = 512
+
+
+def shape(fmt: str) -> struct.Struct:
+    """The Struct of a guessed element layout such as ">h40sh0si42s" (bounded cache)."""
+    hit = _SHAPES.get(fmt)
+    if hit is None:
+        if len(_SHAPES) >= _SHAPES_MAX:   # lengths vary without bound; keep the cache small
+            _SHAPES.clear()
+        hit = _SHAPES[fmt] = struct.Struct(fmt)
+    return hit
+
+
 def _read_unsigned(buf, pos: int, max_shift: int, what: str) -> tuple[int, int]:
     value = 0
     shift = 0
@@ -64,6 +79,14 @@ def _read_unsigned(buf, pos: int, max_shift: int, what: str) -> tuple[int, int]:
 
 def read_uvarint(buf, pos: int) -> tuple[int, int]:
     """Unsigned varint (at most 5 bytes, as Kafka's ByteUtils.readUnsignedVarint) -> (value, next pos)."""
+    # One- and two-byte varints (below 16384: lengths of records up to 16 KB) skip the loop.
+    if pos + 1 < len(buf):
+        b0 = buf[pos]
+        if b0 < 0x80:
+            return b0, pos + 1
+        b1 = buf[pos + 1]
+        if b1 < 0x80:
+            return (b0 & 0x7F) | (b1 << 7), pos + 2
     return _read_unsigned(buf, pos, 28, "varint")
 
 
@@ -74,7 +97,7 @@ def read_uvarlong(buf, pos: int) -> tuple[int, int]:
 
 def read_compact_length(buf, pos: int) -> tuple[int, int]:
     """A compact string/bytes/array length (unsigned varint N+1) -> (N, next pos); N = -1 is null."""
-    value, pos = _read_unsigned(buf, pos, 28, "varint")
+    value, pos = read_uvarint(buf, pos)
     return value - 1, pos
 
 
@@ -117,7 +140,47 @@ def varlong_bytes(value: int) -> bytes:
 def compact_length(n: int) -> bytes:
     """Length prefix of a compact string/bytes/array holding n items (n+1; 0 means null)."""
     n += 1
-    return UVARINT_1BYTE[n] if n < 0x80 else uvarint_bytes(n)
+    if n < 0x80:
+        return UVARINT_1BYTE[n]
+    if n < 0x4000:  # two bytes: the common case for records of a few hundred bytes to 16 KB
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    return uvarint_bytes(n)
+
+
+# Recently encoded strings with their length prefix (int16, or compact), for generated encoders. Only
+# short strings are kept, and a full cache starts over: bounded memory whatever the traffic.
+STRING_CACHE_SIZE = 4096
+STRING_CACHE_MAX_CHARS = 256
+STRINGS16: dict[str, bytes] = {}
+STRINGS_COMPACT: dict[str, bytes] = {}
+
+
+def string16(s: str, field: str, version: int) -> bytes:
+    """A present string with its int16 length prefix (cache miss path)."""
+    if s is None:
+        raise not_nullable(field, version)
+    data = s.encode()
+    n = len(data)
+    out = (LENGTHS_INT16[n] if n < LENGTH_TABLE_SIZE else INT16.pack(n)) + data
+    if len(s) <= STRING_CACHE_MAX_CHARS:
+        if len(STRINGS16) >= STRING_CACHE_SIZE:   # a full cache starts over: bounded memory
+            STRINGS16.clear()
+        STRINGS16[s] = out
+    return out
+
+
+def string_compact(s: str, field: str, version: int) -> bytes:
+    """A present string with its compact length prefix (cache miss path)."""
+    if s is None:
+        raise not_nullable(field, version)
+    data = s.encode()
+    n = len(data)
+    out = (COMPACT_LENGTHS[n] if n < 127 else compact_length(n)) + data
+    if len(s) <= STRING_CACHE_MAX_CHARS:
+        if len(STRINGS_COMPACT) >= STRING_CACHE_SIZE:
+            STRINGS_COMPACT.clear()
+        STRINGS_COMPACT[s] = out
+    return out
 
 
 def encode_tag_section(known: list[tuple[int, bytes]] | None, unknown: dict[int, bytes] | None) -> bytes:

@@ -9,7 +9,7 @@ if [ -d tests/js/node_modules/kafkajs ]; then
   :
 elif command -v npm >/dev/null 2>&1; then
   echo "installing kafkajs (npm) into tests/js ..."
-  (cd tests/js && npm install --no-audit --no-fund --silent) \
+  (cd tests/js && npm install --no-audit --no-fund --no-package-lock --silent) \
     || echo "NOTE: npm install of kafkajs failed; the kafkajs tests will be skipped."
 else
   echo "NOTE: npm not found; the kafkajs tests will be skipped."

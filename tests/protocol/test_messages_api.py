@@ -84,3 +84,13 @@ def test_versioned_consumer_protocol_data():
     back, version = m.decode_versioned("ConsumerProtocolSubscription", newer)
     assert version == m.codec("ConsumerProtocolSubscription", 3).version
     assert back.generation_id == 7
+
+
+def test_decode_takes_the_offset_by_keyword_and_any_bytes_like():
+    codec = m.codec("HeartbeatRequest", 4)
+    body = codec.encode(m.HeartbeatRequest(group_id="g", member_id="m"))
+    framed = b"head" + body
+    expected = (m.HeartbeatRequest(group_id="g", member_id="m"), len(framed))
+    assert codec.decode(framed, offset=4) == expected
+    assert codec.decode(bytearray(framed), 4) == expected
+    assert codec.decode(memoryview(framed), offset=4) == expected

@@ -91,3 +91,20 @@ def test_tagged_field_at_default_is_not_written():
     part.current_leader = None
     assert with_default == codec.encode(m.FetchResponse(responses=[
         m.FetchResponse.FetchableTopicResponse(topic="t", partitions=[part])]))
+
+
+def test_string_cache_stays_bounded_and_encodes_like_the_slow_path(monkeypatch):
+    monkeypatch.setattr(p, "STRING_CACHE_SIZE", 8)
+    p.STRINGS16.clear()
+    for i in range(50):
+        s = f"member-{i}-é"
+        assert p.string16(s, "member_id", 5) == p.INT16.pack(len(s.encode())) + s.encode()
+        assert len(p.STRINGS16) <= 8
+    long = "x" * (p.STRING_CACHE_MAX_CHARS + 1)
+    assert p.string_compact(long, "f", 9) == p.compact_length(len(long)) + long.encode()
+    assert long not in p.STRINGS_COMPACT
+
+
+def test_string_cache_miss_path_refuses_none_for_a_non_nullable_field():
+    with pytest.raises(ValueError, match="member_id"):
+        p.string_compact(None, "member_id", 4)

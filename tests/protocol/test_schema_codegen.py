@@ -52,7 +52,7 @@ def test_tagged_fields_are_parsed():
 def test_consecutive_fixed_fields_become_one_struct_call():
     source, names = codegen.codec_source(load_spec("JoinGroupRequest"), 5)
     assert "o.session_timeout_ms, o.rebalance_timeout_ms, = _U_ii(buf, pos)" in source
-    assert "a(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))" in source
+    assert "parts.append(_P_ii(o.session_timeout_ms, o.rebalance_timeout_ms))" in source
     assert {"_U_ii", "_P_ii", "C_JoinGroupRequest", "C_JoinGroupRequestProtocol"} <= names
 
 

@@ -13,7 +13,7 @@ def test_dump_prints_classes_and_the_versions_codec(capsys):
     out = capsys.readouterr().out
     assert "class JoinGroupRequest:" in out
     assert "class JoinGroupRequestProtocol:" in out
-    assert "def decode_JoinGroupRequest_v5(buf, pos):" in out
+    assert "def decode_JoinGroupRequest_v5(buf, offset=0):" in out
     assert "def encode_JoinGroupRequest_v5(o):" in out
     assert "reason" in dump("JoinGroupRequest")      # v8+ field is part of the shared class
 
@@ -27,7 +27,7 @@ def test_dump_refuses_unknown_messages_and_versions(capsys):
 def test_dump_runs_as_a_module():
     out = subprocess.run([sys.executable, "-m", "protocol.dump", "HeartbeatResponse", "4"],
                          capture_output=True, text=True, check=True).stdout
-    assert "def decode_HeartbeatResponse_v4(buf, pos):" in out
+    assert "def decode_HeartbeatResponse_v4(buf, offset=0):" in out
 
 
 def test_importing_messages_reads_no_schema_and_compiles_nothing():

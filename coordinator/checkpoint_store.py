@@ -1,0 +1,164 @@
+"""Where a partition's state comes from (checkpoint + log tail, or the whole log), and where its
+checkpoint lives. Blocking I/O; the runtime's coordinator.checkpointer decides when to call it.
+
+The checkpoint sits in the partition's directory as `kcoord-group-state.checkpoint`: not a
+`<digits>.log/.index/.snapshot` name that storage recovery or Kafka's tools would take for a
+segment, and not a `.cleaned/.swap/.deleted` leftover that recovery removes. It is replaced
+atomically (temporary file, fsync, rename, fsync of the directory), so a crash leaves the old
+checkpoint or the new one, never a torn one.
+
+`start_state` decides what a load replays: the checkpoint's state and the log from its offset,
+when the checkpoint is valid for the log as it is now; otherwise (the reason is logged) an empty
+state and the whole log. A rejected checkpoint is deleted at once: once the log grows past its
+offset again, it would look valid. Valid means: intact (coordinator.checkpoint), its offset
+within [log start, log end] (beyond the end: the log was truncated below it), and younger than
+half the partition's delete.retention.ms (see MAX_AGE_FRACTION).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import NamedTuple
+
+from coordinator import checkpoint
+from coordinator.gc_pause import gc_paused
+from coordinator.partition_state import PartitionState
+from protocol.record_kv import batch_key_values
+from protocol.records import iter_batches
+
+CHECKPOINT_FILE = "kcoord-group-state.checkpoint"
+# Compaction may drop a tombstone delete.retention.ms after it was written. Tombstones written after
+# a checkpoint's log read must still be in the log when it is loaded, so a checkpoint is trusted
+# only while younger than a fraction of that: a record past its offset was appended at most moments
+# before the read (it was not durable yet), far less than the margin this leaves.
+MAX_AGE_FRACTION = 0.5
+_TEMP_SUFFIX = ".tmp"
+READ_CHUNK = 4 << 20
+
+log = logging.getLogger("kcoord.coordinator.checkpoint")
+
+
+def checkpoint_path(partition_log) -> str:
+    return os.path.join(partition_log.directory, CHECKPOINT_FILE)
+
+
+def start_state(partition_log, partition: int, now_ms: int,
+                lazy: bool = False) -> tuple[PartitionState, int, int | None]:
+    """(state, offset to replay from, when it was written) from a valid checkpoint, else (empty
+    state, log start offset, None). `lazy`: see checkpoint.decode."""
+    path = checkpoint_path(partition_log)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return PartitionState(), partition_log.log_start_offset, None
+    except OSError as exc:
+        return _reject(partition_log, path, f"unreadable: {exc}")
+    try:
+        offset, written_ms, state = checkpoint.decode(data, partition, lazy)
+    except checkpoint.CheckpointError as exc:
+        return _reject(partition_log, path, str(exc))
+    age_ms, max_age_ms = now_ms - written_ms, partition_log.config.delete_retention_ms * MAX_AGE_FRACTION
+    if not -60_000 <= age_ms <= max_age_ms:
+        return _reject(partition_log, path, f"written {age_ms} ms ago; trusted up to {max_age_ms:.0f} ms "
+                                            "(half of delete.retention.ms), and not from the future")
+    start, end = partition_log.log_start_offset, partition_log.log_end_offset
+    if offset > end:
+        return _reject(partition_log, path, f"covers up to offset {offset}, beyond the log end {end} (truncated log)")
+    if offset < start:
+        return _reject(partition_log, path, f"covers up to offset {offset}, below the log start {start}")
+    return state, offset, written_ms
+
+
+class Loaded(NamedTuple):
+    state: PartitionState | None  # the replay of the log up to `end`, when kept (no checkpoint used)
+    start: int             # where the replay began: the checkpoint's offset, or the log start
+    end: int
+    replayed: int          # records replayed from the log
+    written_ms: int | None  # when the checkpoint used was written; None: no checkpoint used
+
+
+def load(partition_log, partition: int, now_ms: int, load_partition, use_checkpoint: bool = True) -> Loaded:
+    """Load one partition: `load_partition(partition, tail records, start state, keep_state)` gets
+    the checkpoint's state and the log after it, or an empty state and the whole log (also when
+    use_checkpoint is False: benches and tests compare the two). Without a checkpoint, the state
+    is kept (Loaded.state) to be written as one; else it is handed over to the groups (None)."""
+    with gc_paused():
+        if use_checkpoint:
+            state, start, written_ms = start_state(partition_log, partition, now_ms)
+        else:
+            state, start, written_ms = PartitionState(), partition_log.log_start_offset, None
+        tail, end = read_tail(partition_log, start)
+        keep = written_ms is None and bool(tail)
+        load_partition(partition, tail, state, keep)
+    return Loaded(state if keep else None, start, end, len(tail), written_ms)
+
+
+def refreshed_state(partition_log, partition: int, now_ms: int, logger) -> tuple[PartitionState, int]:
+    """(state, offset) for a new checkpoint: the current one's state (its groups left undecoded
+    unless the tail touches them) with the durable log after it replayed. CheckpointError if a
+    group of the checkpoint turns out undecodable."""
+    with gc_paused():
+        state, start, _ = start_state(partition_log, partition, now_ms, lazy=True)
+        tail, offset = read_tail(partition_log, start, partition_log.recovery_point)
+        state.replay(tail, logger)
+    return state, offset
+
+
+def _reject(partition_log, path: str, reason: str) -> tuple[PartitionState, int, None]:
+    log.warning("%s: ignoring checkpoint %s (%s); replaying the whole log", partition_log.name, path, reason)
+    remove(partition_log)
+    return PartitionState(), partition_log.log_start_offset, None
+
+
+def remove(partition_log) -> None:
+    try:
+        os.unlink(checkpoint_path(partition_log))
+    except FileNotFoundError:
+        pass
+
+
+def read_tail(partition_log, from_offset: int, up_to: int | None = None) -> tuple[list, int]:
+    """(key, value) of every record in [from_offset, up_to) (up_to: default the log end, else a
+    batch boundary such as the recovery point), and the offset just past the last batch read."""
+    end = partition_log.log_end_offset if up_to is None else min(up_to, partition_log.log_end_offset)
+    records: list = []
+    offset = from_offset
+    while offset < end:
+        data = partition_log.read(offset, READ_CHUNK, max_offset=end)
+        progressed = False
+        for _position, header, batch in iter_batches(data):
+            if header.last_offset < offset:
+                continue
+            if header.base_offset >= end:
+                break
+            if not header.is_control:
+                records += batch_key_values(batch, header, offset)
+            offset = header.next_offset
+            progressed = True
+        if not progressed:
+            break
+    return records, max(offset, from_offset)
+
+
+def write(partition_log, partition: int, state: PartitionState, offset: int, written_ms: int) -> int:
+    """Replace the partition's checkpoint with `state` as of `offset`, the log having been read at
+    `written_ms`; returns its size."""
+    data = checkpoint.encode(state, partition, offset, written_ms)
+    path = checkpoint_path(partition_log)
+    temp = path + _TEMP_SUFFIX
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, path)
+    dir_fd = os.open(partition_log.directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return len(data)

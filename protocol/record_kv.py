@@ -1,0 +1,92 @@
+"""(key, value) pairs of record batches, for loaders that need nothing else (compacted-topic replay).
+
+`protocol.records.iter_record_tuples` decodes every field of every record; a replay of
+`__consumer_offsets` needs only keys and values, in log order. The fast path here reads a record
+with a handful of byte lookups: lengths of one or two varint bytes are decoded inline, the two
+deltas are skipped without decoding, and a record without headers ends in one 0 byte. Anything
+else (longer varints, null keys, headers, a length that does not add up) makes the whole batch
+take the reference decoder, which also owns every error. A test proves both agree.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from protocol.records import NONE, RECORDS_OFFSET, BatchHeader, decompress, iter_batches, iter_record_tuples
+
+
+class _Unusual(Exception):
+    """The batch leaves the fast path's layout; the reference decoder takes it."""
+
+
+def _fast_key_values(buf: bytes, count: int) -> list[tuple[bytes, bytes | None]]:
+    out = []
+    append = out.append
+    pos = 0
+    for _ in range(count):
+        # Record length: a zig-zag varint of one or two bytes (a record under 8 KiB); a third
+        # byte would leave the value at 1 << 14 or more.
+        b = buf[pos]
+        if b >= 0x80:
+            pos += 1
+            b = (b & 0x7F) | buf[pos] << 7
+        pos += 1
+        if b & 1 or b >= 0x4000:
+            raise _Unusual
+        end = pos + (b >> 1)
+        p = pos + 1  # attributes byte
+        while buf[p] >= 0x80:  # timestamp delta: skipped
+            p += 1
+        p += 1
+        while buf[p] >= 0x80:  # offset delta: skipped (records are in offset order)
+            p += 1
+        p += 1
+        b = buf[p]  # key length: one byte, not null
+        if b >= 0x80 or b & 1:
+            raise _Unusual
+        p += 1
+        key_end = p + (b >> 1)
+        key = buf[p:key_end]
+        # Value length: null (1, a tombstone), or one or two bytes as above.
+        b = buf[key_end]
+        p = key_end + 1
+        if b >= 0x80:
+            b = (b & 0x7F) | buf[p] << 7
+            p += 1
+        if b == 1:
+            value = None
+            value_end = p
+        elif b & 1 or b >= 0x4000:
+            raise _Unusual
+        else:
+            value_end = p + (b >> 1)
+            value = buf[p:value_end]
+        if value_end + 1 != end or buf[value_end] != 0:  # exactly one byte left: zero headers
+            raise _Unusual
+        append((key, value))
+        pos = end
+    if pos != len(buf):
+        raise _Unusual
+    return out
+
+
+def batch_key_values(batch, header: BatchHeader, from_offset: int = -1) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record of one batch whose offset is >= from_offset, in order."""
+    if header.base_offset < from_offset:  # straddles the start: offsets are needed
+        return [(key, value) for offset, _ts, key, value, _h in iter_record_tuples(batch, header)
+                if offset >= from_offset]
+    if len(batch) >= header.size:
+        raw = batch[RECORDS_OFFSET:header.size]
+        payload = bytes(raw) if header.compression == NONE else decompress(header.compression, bytes(raw))
+        try:
+            return _fast_key_values(payload, header.records_count)
+        except (_Unusual, IndexError):
+            pass
+    return [(key, value) for _o, _ts, key, value, _h in iter_record_tuples(batch, header)]
+
+
+def iter_log_key_values(buf, from_offset: int = -1) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every data record in `buf` (whole batches) at or after from_offset."""
+    for _, header, batch in iter_batches(buf):
+        if header.is_control or header.last_offset < from_offset:
+            continue
+        yield from batch_key_values(batch, header, from_offset)
