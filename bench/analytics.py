@@ -8,7 +8,6 @@ The store: template batches (kafka-python's builder + the reference key/value la
 tests) of 1-20 offset commits each - one consumer's commit of its partitions - tiled to the wanted
 size with patched base offsets (the CRC does not cover the base offset, so the batches stay valid).
 """
-
 import os
 import random
 import struct
@@ -31,15 +30,8 @@ def generate_store(root, records, seed=1):
     for _ in range(2048):
         group, topic = f"group-{rnd.randrange(500)}", f"topic-{rnd.randrange(50)}"
         ts = 1_700_000_000_000 + rnd.randrange(86_400_000)
-        recs = [
-            (
-                ts,
-                g.offset_commit_key(group, topic, p),
-                g.offset_commit_value(rnd.randrange(1 << 40), ts),
-                None,
-            )
-            for p in range(rnd.randint(1, 20))
-        ]
+        recs = [(ts, g.offset_commit_key(group, topic, p), g.offset_commit_value(rnd.randrange(1 << 40), ts),
+                 None) for p in range(rnd.randint(1, 20))]
         templates.append((len(recs), g.batch(recs, 0)))
     written, per_part = 0, -(-records // LOG_PARTITIONS)
     for part in range(LOG_PARTITIONS):
@@ -65,12 +57,35 @@ def generate_store(root, records, seed=1):
 
 
 def plain_python(root):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rows = 0
     for seg in layout.list_segments(root):
         for batch in SegmentDecoder(read_file(seg.path), seg.partition).commits():
             rows += batch.num_rows
+    plain_python.cpu_s = time.process_time() - c0        # what one core does, whatever else runs
     return rows, time.perf_counter() - t0
+
+
+def _tree_cpu_s():
+    """CPU seconds of this process and all its descendants (the JVM, PySpark's daemon and workers),
+    children already reaped included; Linux /proc only."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(pid)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))  # ppid, u+s+cu+cs time
+    me, total = os.getpid(), 0
+    for pid, (_, ticks) in stats.items():
+        p = pid
+        while p > 1 and p != me:
+            p = stats.get(p, (0, 0))[0]
+        if p == me:
+            total += ticks
+    return total / tick
 
 
 def spark_local2(root):
@@ -80,14 +95,17 @@ def spark_local2(root):
 
     spark = session.get_or_create("local[2]", progress=False)
     df = source.commits(spark, root)
-    df.agg(F.count("*"), F.sum("current_offset")).collect()  # warm up workers and planning
-    t0 = time.perf_counter()
-    ((rows, _),) = df.agg(F.count("*"), F.sum("current_offset")).collect()
+    df.agg(F.count("*"), F.sum("current_offset")).collect()          # warm up workers and planning
+    t0, c0 = time.perf_counter(), _tree_cpu_s()
+    (rows, _), = df.agg(F.count("*"), F.sum("current_offset")).collect()
+    spark_local2.cpu_s = _tree_cpu_s() - c0
     return rows, time.perf_counter() - t0
 
 
 def run(quick=False):
+    """Wall-clock rates; the settings carry the load average, since other work shares the cores."""
     records = 1_000_000 if quick else 10_000_000
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="kcoord-bench-analytics-") as root:
         t0 = time.perf_counter()
         written = generate_store(root, records)
@@ -95,45 +113,30 @@ def run(quick=False):
         segments = layout.list_segments(root)
         size = sum(s.size for s in segments)
         result_rows = []
-        for name, fn in (
-            ("plain Python, 1 process", plain_python),
-            ("Spark local[2] data source", spark_local2),
-        ):
+        for name, fn in (("plain Python, 1 process", plain_python), ("Spark local[2] data source", spark_local2)):
             rows, secs = fn(root)
             assert rows == written, (name, rows, written)
-            result_rows.append(
-                {
-                    "path": name,
-                    "records": rows,
-                    "seconds": round(secs, 2),
-                    "records_per_s": int(rows / secs),
-                    "MB_per_s": round(size / secs / 1e6, 1),
-                }
-            )
+            result_rows.append({"path": name, "records": rows, "seconds": round(secs, 2),
+                                "records_per_s": int(rows / secs), "MB_per_s": round(size / secs / 1e6, 1),
+                                "records_per_cpu_s": ""})
+        # Per CPU second (all processes involved): what the cores would give if nothing else ran.
+        result_rows[0]["records_per_cpu_s"] = int(written / plain_python.cpu_s)
+        result_rows[1]["records_per_cpu_s"] = int(written / spark_local2.cpu_s)
         base = result_rows[0]["records_per_s"]
         for r in result_rows:
             r["vs_baseline"] = round(r["records_per_s"] / base, 2)
-    return {
-        "name": "analytics",
-        "settings": {
-            "records": written,
-            "store_bytes": size,
-            "segments": len(segments),
-            "generate_s": round(gen_s, 1),
-            "cores": os.cpu_count(),
-        },
-        "rows": result_rows,
-    }
+    return {"name": "analytics", "settings": {"records": written, "store_bytes": size,
+                                              "segments": len(segments),
+                                              "generate_s": round(gen_s, 1), "cores": os.cpu_count(),
+                                              "load_avg_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)]},
+            "rows": result_rows}
 
 
 def markdown(result):
     rows = result["rows"]
     cols = list(rows[0])
-    lines = [
-        f"### {result['name']}  {result['settings']}",
-        "| " + " | ".join(cols) + " |",
-        "|" + "---|" * len(cols),
-    ]
+    lines = [f"### {result['name']}  {result['settings']}", "| " + " | ".join(cols) + " |",
+             "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
