@@ -10,6 +10,8 @@ from dataclasses import dataclass
 import google_crc32c
 import numpy as np
 
+from analytics import vector
+
 HEADER = struct.Struct(
     ">q"   # base offset
     "i"    # length: bytes after this field
@@ -25,8 +27,8 @@ HEADER = struct.Struct(
     "i"    # base sequence
     "i"    # records count
 )
-LOG_OVERHEAD = 12                      # base offset + length: the part `length` does not count
-CRC_START = 21                         # attributes onward are covered by the CRC
+LOG_OVERHEAD = struct.calcsize(">qi")  # base offset + length: the part `length` does not count
+CRC_START = struct.calcsize(">qiibI")   # attributes onward are covered by the CRC
 MIN_LENGTH = HEADER.size - LOG_OVERHEAD
 
 COMPRESSION_MASK = 0x07
@@ -34,9 +36,6 @@ TIMESTAMP_LOG_APPEND = 0x08
 TRANSACTIONAL = 0x10
 CONTROL = 0x20
 
-# Column order of ScanResult.headers (one row per batch).
-COLUMNS = ("position", "end", "base_offset", "attributes", "last_offset_delta", "base_timestamp",
-           "max_timestamp", "producer_id", "producer_epoch", "count")
 
 
 @dataclass
@@ -53,17 +52,39 @@ class ScanResult:
         return self.columns[name]
 
 
+_LENGTH_MAGIC_CRC = struct.Struct(">ixxxxbI")     # length, (leader epoch skipped), magic, crc at +8
+_NAMES = ("base_offset", "length", "leader_epoch", "magic", "crc", "attributes", "last_offset_delta",
+          "base_timestamp", "max_timestamp", "producer_id", "producer_epoch", "base_sequence", "count")
+
+
+def _layout():
+    """{field: (offset, width)} computed from HEADER's format, one entry per field."""
+    out, at = {}, 0
+    for name, code in zip(_NAMES, HEADER.format.lstrip(">"), strict=True):
+        width = struct.calcsize(">" + code)
+        out[name] = (at, width)
+        at += width
+    return out
+
+
+_FIELDS = {k: v for k, v in _layout().items()
+           if k in ("base_offset", "attributes", "last_offset_delta", "base_timestamp", "max_timestamp",
+                    "producer_id", "producer_epoch", "count")}
+
+
 def scan(buf, verify_crc=True) -> ScanResult:
-    rows = []
+    """Walk the batches by their length fields (the one sequential part), then read every header
+    field for all batches at once."""
+    positions, ends = [], []
     pos, size, reason = 0, len(buf), "end"
     mv = memoryview(buf)
-    unpack = HEADER.unpack_from
+    unpack = _LENGTH_MAGIC_CRC.unpack_from
+    crc32c = google_crc32c.value
     while pos < size:
         if pos + HEADER.size > size:
             reason = "torn" if any(mv[pos:]) else "zero-fill"
             break
-        (base, length, _epoch, magic, crc, attrs, lod, base_ts, max_ts, pid, pepoch, _seq,
-         count) = unpack(buf, pos)
+        length, magic, crc = unpack(buf, pos + 8)
         end = pos + LOG_OVERHEAD + length
         if length < MIN_LENGTH:
             reason = "zero-fill" if length == 0 and not any(mv[pos:pos + HEADER.size]) else "torn"
@@ -74,10 +95,15 @@ def scan(buf, verify_crc=True) -> ScanResult:
         if magic != 2:
             reason = "magic"
             break
-        if verify_crc and google_crc32c.value(bytes(mv[pos + CRC_START:end])) != crc:
+        if verify_crc and crc32c(bytes(mv[pos + CRC_START:end])) != crc:
             reason = "crc"
             break
-        rows.append((pos, end, base, attrs, lod, base_ts, max_ts, pid, pepoch, count))
+        positions.append(pos)
+        ends.append(end)
         pos = end
-    table = np.array(rows, dtype=np.int64).reshape(-1, len(COLUMNS))
-    return ScanResult({name: table[:, i] for i, name in enumerate(COLUMNS)}, pos, reason)
+    at = np.array(positions, dtype=np.int64)
+    a = np.frombuffer(buf, dtype=np.uint8) if len(at) else np.zeros(HEADER.size, dtype=np.uint8)
+    columns = {"position": at, "end": np.array(ends, dtype=np.int64)}
+    for name, (offset, width) in _FIELDS.items():
+        columns[name] = vector.be_int(a, at + offset, width)
+    return ScanResult(columns, pos, reason)

@@ -15,7 +15,7 @@ from analytics.batches import COMPRESSION_MASK, HEADER
 
 @dataclass
 class Arena:
-    data: bytes              # records of all chosen batches, then vector.PAD zero bytes
+    data: bytes              # the batches' bytes, inflated compressed blocks, then vector.PAD zeros
     array: np.ndarray        # the same bytes as uint8
     region_start: np.ndarray  # per chosen batch: where its records begin in `data`
     region_end: np.ndarray

@@ -28,7 +28,7 @@ def split_log_dirs(values) -> list[str]:
     return [d.strip() for v in values for d in v.split(",") if d.strip()]
 
 
-def list_segments(log_dirs, topics=None, exclude_topics=()) -> list[Segment]:
+def list_segments(log_dirs, topics=None) -> list[Segment]:
     """Every segment of every partition, ordered by (topic, partition, base offset).
 
     Directories that do not look like `<topic>-<n>` (checkpoints, `-delete` dirs, ...) are ignored.
@@ -45,7 +45,7 @@ def list_segments(log_dirs, topics=None, exclude_topics=()) -> list[Segment]:
                 if not m or not entry.is_dir():
                     continue
                 topic = m["topic"]
-                if (topics is not None and topic not in topics) or topic in exclude_topics:
+                if topics is not None and topic not in topics:
                     continue
                 found.extend(_segments_of(entry.path, topic, int(m["partition"])))
     return sorted(found)
@@ -57,6 +57,11 @@ def _segments_of(path, topic, partition):
             m = _SEGMENT.match(f.name)
             if m and f.is_file():
                 yield Segment(topic, partition, int(m["base"]), f.path, f.stat().st_size)
+
+
+def data_segments(log_dirs) -> list[Segment]:
+    """Segments of the topics consumers read: not the internal `__`-prefixed ones."""
+    return [s for s in list_segments(log_dirs) if not s.topic.startswith("__")]
 
 
 def following(segment: Segment, segments: list[Segment]) -> list[Segment]:

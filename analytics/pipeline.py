@@ -12,10 +12,7 @@ from pyspark.sql import functions as F
 
 from analytics import health, tables
 
-RAW = ("offset_commits", "generations", "log_end_offsets")
-DERIVED = ("generation_members", "rebalances", "lag")
-HEALTH = ("health", "health_groups")
-TABLES = RAW + DERIVED + HEALTH
+RAW = ("offset_commits", "generations", "log_end_offsets")      # decoded from the segments
 
 
 def table_dir(out, name):

@@ -125,6 +125,8 @@ def build(spark, out) -> str:
                       "cause", "cause_source", F.col("members_joined_count").alias("joined"),
                       F.col("members_left_count").alias("left"), F.col("members_kept_count").alias("kept"),
                       F.col("partitions_moved").alias("moved"), "join_ms", "sync_ms", "pause_ms").toPandas())
+    for col in ("join_ms", "sync_ms", "pause_ms"):       # nullable longs come back as floats: "1226.0"
+        recent[col] = recent[col].map(lambda v: "" if pd.isna(v) else str(int(v)))
     counts = {name: pipeline.read(spark, out, name).count()
               for name in ("offset_commits", "generations", "rebalances")}
     parts = [

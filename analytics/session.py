@@ -39,7 +39,11 @@ def get_or_create(master=None, progress=True, app_name="kcoord-analytics", conf=
     if master is not None:
         prepare_environment()
         builder = builder.master(master).config("spark.sql.shuffle.partitions", "16")
+    from analytics.segment import CHUNK_RECORDS
+
     settings = {"spark.sql.session.timeZone": "UTC",
+                # Let the data source's Arrow batches through whole (the default re-slices at 10k rows).
+                "spark.sql.execution.arrow.maxRecordsPerBatch": str(CHUNK_RECORDS),
                 "spark.ui.showConsoleProgress": str(bool(progress)).lower(),
                 **(conf or {})}
     for key, value in settings.items():

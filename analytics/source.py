@@ -3,7 +3,8 @@
 Options: `path` (log dirs, comma-separated), `records`:
   - "commits": offset commits from `__consumer_offsets-N` (offsets.SCHEMA), decoded vectorised;
   - "groups":  GroupMetadata records with members, assignments and record headers (GROUPS_SCHEMA);
-  - "batches": one row per batch of every other topic's partitions (BATCH_SCHEMA), headers only.
+  - "batches": one row per batch of the data topics (BATCH_SCHEMA, headers only); internal topics
+    (`__consumer_offsets`, `__transaction_state`, `__cluster_metadata`, ...) are left out.
   `verify_crc` ("true"): stop a segment at its first batch whose CRC does not match.
 One Spark partition per segment; `read` yields Arrow record batches. Works the same for our store and
 a real Kafka broker's log dirs. Paths are opened by the executors, so on a cluster they must be on
@@ -55,7 +56,7 @@ class KcoordLogReader(DataSourceReader):
 
     def partitions(self):
         if self.mode == "batches":
-            segments = layout.list_segments(self.path, exclude_topics={layout.OFFSETS_TOPIC})
+            segments = layout.data_segments(self.path)
             return [SegmentPartition(s, []) for s in segments] or [InputPartition(None)]
         segments = layout.list_segments(self.path, topics={layout.OFFSETS_TOPIC})
         parts = [SegmentPartition(s, [x.path for x in layout.following(s, segments)]) for s in segments]

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from analytics import source
 
 HEADER = "kcoord.rebalance."
-NO_MEMBERS = "array<string>"
+STRING_ARRAY = "array<string>"
 
 
 @dataclass
@@ -115,8 +115,8 @@ def rebalances(gens: DataFrame, commits: DataFrame) -> DataFrame:
         .withColumn("prev_timestamp", F.lag("timestamp").over(w)) \
         .where(~F.col("tombstone"))
     prev_ids = F.when(F.col("prev_generation").isNotNull(),
-                      F.transform("prev_members", lambda m: m["member_id"])).otherwise(F.array().cast(NO_MEMBERS))
-    ids = F.coalesce(F.col("member_ids"), F.array().cast(NO_MEMBERS))
+                      F.transform("prev_members", lambda m: m["member_id"])).otherwise(F.array().cast(STRING_ARRAY))
+    ids = F.coalesce(F.col("member_ids"), F.array().cast(STRING_ARRAY))
     prev_owned = F.when(F.col("prev_generation").isNotNull(), _owned(F.col("prev_members")))
     prev_owned = F.coalesce(prev_owned, F.array().cast("array<struct<topic:string,partition:int,owner:string>>"))
     cur_owned = _owned(F.col("members"))
