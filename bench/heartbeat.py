@@ -14,7 +14,7 @@ from bench import ceiling
 from bench import loadgen_wire as w
 from bench.loadgen_members import form_groups
 from bench.loadgen_server import KcoordServer
-from bench.runner import arun, main, raise_nofile, settings
+from bench.runner import arun, main, raise_nofile, ratio, settings
 
 GROUP_SIZE = 100
 TARGET = 0.6  # of the ceiling, at 1,000 members
@@ -41,10 +41,16 @@ def measure_members(n: int, seconds: float, reps: int) -> tuple[dict, dict]:
     return base, k
 
 
+def cpu_us(m: dict) -> float:
+    """Server CPU per answered request, in microseconds (approximate: the CPU share covers the
+    warm-up too). Other work on the machine stretches wall time far more than CPU time."""
+    return m["server_cpu"] / m["rps"] * 1e6 if m["rps"] else float("nan")
+
+
 def run(quick: bool = False) -> dict:
     raise_nofile()
     sizes = [100, 1000] if quick else [100, 1000, 10_000]
-    seconds, reps = (1.0, 3) if quick else (2.0, 5)
+    seconds, reps = (1.0, 3) if quick else (1.5, 4)
     rows = []
     for n in sizes:
         base, k = measure_members(n, seconds, reps)
@@ -62,6 +68,9 @@ def run(quick: bool = False) -> dict:
                 "server cpu": k["server_cpu"],
                 "ceiling cpu": base["server_cpu"],
                 "generator cpu": k["gen_cpu"],
+                "server cpu us/hb": cpu_us(k),
+                "ceiling cpu us/req": cpu_us(base),
+                "cpu ratio": ratio(cpu_us(base), cpu_us(k)),
                 "errors": k["errors"],
                 "join setup s": k["setup_s"],
                 "max/min": k["spread"],
@@ -81,7 +90,8 @@ def run(quick: bool = False) -> dict:
         "notes": [
             "ratio = median over reps of kcoord heartbeats/s / uvloop fixed-answer ceiling at the same "
             "connection count, measured alternately in the same run with the same generator and the same "
-            "frames; errors = non-zero error codes + lost answers (must be 0)."
+            "frames; cpu ratio = ceiling CPU per request / kcoord CPU per heartbeat (the same comparison by CPU "
+            "cost, steadier on a shared machine); errors = non-zero error codes + lost answers (must be 0)."
         ],
     }
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from bench import loadgen_wire as w
 from bench.loadgen_client import KafkaConn
 from bench.loadgen_server import KcoordServer
-from bench.runner import RESULTS, arun, main, median, ratio, settings
+from bench.runner import RESULTS, arun, main, median, proc_cpu_seconds, ratio, settings
 
 GROUPS = 10_000
 TOPIC = "load-topic"
@@ -93,9 +93,10 @@ async def _loaded_offsets(port: int, group: str) -> dict:
         conn.close()
 
 
-def start_time(store: Path | None, probes: tuple[str, ...], expect: int = 0) -> float:
-    """Seconds from spawn to serving; with `expect`, checks a probe group got its offsets back
-    (a fast start that lost the data would be no result)."""
+def start_time(store: Path | None, probes: tuple[str, ...], expect: int = 0) -> tuple[float, float]:
+    """(wall seconds from spawn to serving, CPU seconds the server used by then — steadier on a
+    shared machine); with `expect`, checks a probe group got its offsets back (a fast start that
+    lost the data would be no result)."""
     work = tempfile.mkdtemp(prefix="kcoord-bench-load-")
     data = os.path.join(work, "data")
     if store is None:
@@ -105,12 +106,13 @@ def start_time(store: Path | None, probes: tuple[str, ...], expect: int = 0) -> 
     try:
         with KcoordServer(data_dir=data) as server:
             seconds = arun(server.wait_ready(timeout=300, probe_groups=probes, fetch=True))
+            cpu = proc_cpu_seconds(server.pid)
             if expect:
                 got = arun(_loaded_offsets(server.port, probes[-1]))
                 want = {(TOPIC, p): 1000 + p for p in range(expect)}
                 if got != want:
                     raise AssertionError(f"{probes[-1]}: loaded {len(got)} offsets, expected {expect}")
-            return seconds
+            return seconds, cpu
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -129,7 +131,8 @@ def run(quick: bool = False) -> dict:
         for _ in range(reps):  # interleaved, so drift in machine load hits both alike
             empty.append(start_time(None, probes))
             loaded.append(start_time(store, probes, expect=max(1, n // GROUPS)))
-        e, s = median(empty), median(loaded)
+        e, s = median(r[0] for r in empty), median(r[0] for r in loaded)
+        ecpu, scpu = median(r[1] for r in empty), median(r[1] for r in loaded)
         rows.append(
             {
                 "offsets": n,
@@ -140,7 +143,10 @@ def run(quick: bool = False) -> dict:
                 "ratio": ratio(s, e),
                 "load s (minus empty)": s - e,
                 "offsets/s loaded": n / (s - e) if s > e else float("nan"),
-                "max/min": max(loaded) / min(loaded),
+                "cpu s to serve": scpu,
+                "empty cpu s": ecpu,
+                "cpu ratio": ratio(scpu, ecpu),
+                "max/min": max(r[0] for r in loaded) / min(r[0] for r in loaded),
                 "generate s": gen_s,
             }
         )

@@ -153,6 +153,9 @@ def run(quick: bool = False) -> dict:
                     "ratio": m["ratio"],
                     "target": f">= {TARGET:,} offsets/s" if parts > 1 and m is k else "",
                     "server cpu": m.get("server_cpu", ""),
+                    "server cpu us/offset": m["server_cpu"] / (m["rps"] * parts) * 1e6
+                    if "server_cpu" in m
+                    else "",
                     "errors": m.get("errors", ""),
                     "max/min": m.get("spread", ""),
                 }

@@ -20,7 +20,7 @@ from bench import loadgen_wire as w
 from bench.loadgen_client import open_many
 from bench.loadgen_members import GroupRun, Member
 from bench.loadgen_server import KcoordServer
-from bench.runner import arun, fit_slope, main, median, raise_nofile, ratio, settings
+from bench.runner import arun, fit_slope, main, median, proc_cpu_seconds, raise_nofile, ratio, settings
 
 TARGETS_S = {1000: 0.5, 5000: 3.0}
 
@@ -30,26 +30,34 @@ def hb_interval(n: int) -> float:
     return max(0.02, n / 20_000)
 
 
-async def _form_and_grow(port: int, n: int, group: str, timeout: float) -> tuple[float, float, float]:
-    """(formation s, +1 join s, this client's CPU share during formation: near 1.0 would mean the
-    Python members, not the server, set the pace)."""
+async def _form_and_grow(port: int, pid: int, n: int, group: str, timeout: float) -> dict:
+    """Formation and +1 join times; the server's CPU seconds for the formation (less sensitive than
+    wall time to other work on the machine); this client's CPU share during formation (near 1.0
+    would mean the Python members, not the server, set the pace); the generation it ended on."""
     conns = await open_many(port, n + 1)
     try:
         members = [Member(c, group) for c in conns[:n]]
-        t0, cpu0 = time.monotonic(), time.process_time()
+        t0, cpu0, scpu0 = time.monotonic(), time.process_time(), proc_cpu_seconds(pid)
         first = GroupRun(members, n, hb_interval(n))
         formed = await first.run(timeout) - t0
+        server_cpu = proc_cpu_seconds(pid) - scpu0
         client_cpu = (time.process_time() - cpu0) / formed
         late = Member(conns[n], group)
         t1 = time.monotonic()
         grown = await GroupRun([*members, late], n + 1, hb_interval(n)).run(timeout) - t1
-        return formed, grown, client_cpu
+        return {
+            "form": formed,
+            "grow": grown,
+            "server_cpu": server_cpu,
+            "client_cpu": client_cpu,
+            "generation": first.final_generation,
+        }
     finally:
         for c in conns:
             c.close()
 
 
-async def _floor(port: int, n: int) -> float:
+async def _floor(port: int, pid: int, n: int) -> dict:
     """Same client, same 3 round trips per member, against a server that only answers."""
     conns = await open_many(port, n)
     body = w.heartbeat("floor", 1, "member")
@@ -59,9 +67,9 @@ async def _floor(port: int, n: int) -> float:
             for _ in range(3):
                 await c.call(w.HEARTBEAT, w.HEARTBEAT_V, body)
 
-        t0 = time.monotonic()
+        t0, scpu0 = time.monotonic(), proc_cpu_seconds(pid)
         await asyncio.gather(*(member(c) for c in conns))
-        return time.monotonic() - t0
+        return {"form": time.monotonic() - t0, "server_cpu": proc_cpu_seconds(pid) - scpu0}
     finally:
         for c in conns:
             c.close()
@@ -77,11 +85,15 @@ def run(quick: bool = False) -> dict:
             floors, runs = [], []
             with KcoordServer() as server:
                 arun(server.wait_ready())
-                arun(_form_and_grow(server.port, min(n, 10), f"warmup-{n}", 60))  # warm caches/imports
+                arun(
+                    _form_and_grow(server.port, server.pid, min(n, 10), f"warmup-{n}", 60)
+                )  # warm caches/imports
                 for i in range(reps):  # alternate, so drift in machine load hits both alike
-                    floors.append(arun(_floor(floor_server.port, n)))
-                    runs.append(arun(_form_and_grow(server.port, n, f"rb-{n}-{i}", 120)))
-            formed, grown, floor = median(r[0] for r in runs), median(r[1] for r in runs), median(floors)
+                    floors.append(arun(_floor(floor_server.port, floor_server.proc.pid, n)))
+                    runs.append(arun(_form_and_grow(server.port, server.pid, n, f"rb-{n}-{i}", 120)))
+            formed, grown = median(r["form"] for r in runs), median(r["grow"] for r in runs)
+            floor, cpu = median(f["form"] for f in floors), median(r["server_cpu"] for r in runs)
+            floor_cpu = median(f["server_cpu"] for f in floors)
             xs.append(n)
             ys.append(formed)
             target = TARGETS_S.get(n)
@@ -95,9 +107,12 @@ def run(quick: bool = False) -> dict:
                     "+1 join s": grown,
                     "floor s": floor,
                     "ratio form/floor": ratio(formed, floor),
+                    "server cpu s": cpu,
+                    "cpu ratio to floor": ratio(cpu, floor_cpu),
                     "hb interval s": hb_interval(n),
-                    "client cpu": median(r[2] for r in runs),
-                    "max/min": max(r[0] for r in runs) / min(r[0] for r in runs),
+                    "client cpu": median(r["client_cpu"] for r in runs),
+                    "generations": median(r["generation"] for r in runs),
+                    "max/min": max(r["form"] for r in runs) / min(r["form"] for r in runs),
                 }
             )
     slope = fit_slope(xs, ys)
@@ -115,7 +130,9 @@ def run(quick: bool = False) -> dict:
             "form s: first JoinGroup -> last SyncGroup of the first generation with all members; "
             "+1 join s: one member joins the Stable group -> all N+1 synced (includes up to one heartbeat "
             "interval for the old members to notice); floor: same client, same round trips, fixed-answer "
-            "server. Slope is a least-squares fit of form s over members."
+            "server. server cpu s: CPU the server spent forming the group (steadier than wall time on a shared "
+            "machine); its ratio is to the fixed-answer server's CPU for the floor. Slope is a least-squares fit "
+            "of form s over members."
         ],
     }
 

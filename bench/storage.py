@@ -10,7 +10,6 @@ records for bulk readers (protocol.records.iter_key_values) against kafka-python
 
     /work/venv/bin/python -m bench.storage [--quick]
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -53,9 +52,8 @@ async def _measure(mode: str, appenders: int, seconds: float) -> dict:
         log = PartitionLog(os.path.join(directory, "bench-0"), "bench", 0, config)
         latencies: list[float] = []
         started = time.perf_counter()
-        counts = await asyncio.gather(
-            *(_appender(log, mode, started + seconds, latencies) for _ in range(appenders))
-        )
+        counts = await asyncio.gather(*(_appender(log, mode, started + seconds, latencies)
+                                        for _ in range(appenders)))
         elapsed = time.perf_counter() - started
         total = sum(counts)
         rounds = log.fsync_rounds if mode == "group_commit" else (total if mode == "fsync_per_append" else 0)
@@ -134,14 +132,8 @@ def run(quick: bool = False) -> dict:
     rows.extend(_measure_decode(100 if quick else 500))
     return {
         "name": "storage: durable append throughput (group commit)",
-        "settings": {
-            "seconds_per_row": seconds,
-            "record_bytes": len(RECORD),
-            "records_per_batch": 1,
-            "tmpdir": tempfile.gettempdir(),
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-        },
+        "settings": {"seconds_per_row": seconds, "record_bytes": len(RECORD), "records_per_batch": 1,
+                     "tmpdir": tempfile.gettempdir(), "cpus": os.cpu_count(), "python": sys.version.split()[0]},
         "rows": rows,
     }
 

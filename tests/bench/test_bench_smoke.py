@@ -81,3 +81,20 @@ def test_response_parsers_read_the_protocol_encoders_output():
     payload = b"\x00\x00\x00\x09\x00" + m.response_codec(11, 7).encode(resp)  # header v1: corr id, tags
     j = w.parse_join_group(payload)
     assert (j["error"], j["generation"], j["leader"], j["member_id"], j["members"]) == (0, 3, "a", "b", ["a"])
+
+
+def test_members_form_a_group_on_a_real_server_and_heartbeat():
+    """The member client speaks the protocol for real: join (MEMBER_ID_REQUIRED), sync, heartbeat."""
+    from bench.loadgen_members import form_groups
+    from bench.loadgen_server import KcoordServer
+    from bench.runner import arun
+
+    with KcoordServer() as server:
+        arun(server.wait_ready(timeout=60))
+        members = arun(form_groups(server.port, {"smoke-a": 5, "smoke-b": 3}, conns=8, timeout=60))
+        assert sorted(m.group for m in members) == ["smoke-a"] * 5 + ["smoke-b"] * 3
+        assert all(m.synced and m.member_id and m.generation >= 1 for m in members)
+        out = loadgen.drive(
+            server.port, [m.heartbeat_frame() for m in members], 8, 0.3, 0.1, w.HEARTBEAT_ERR_OFFSET
+        )
+    assert out["requests"] > 8 and out["errors"] == out["bad_corr"] == out["closed"] == 0
