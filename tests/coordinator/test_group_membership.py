@@ -242,3 +242,22 @@ def test_the_log_says_why_a_session_timeout_rebalanced(ctx, caplog):
                                        "with old generation 1")
     record = caplog.records[failed + 1]
     assert (record.event, record.cause, record.member_id) == ("prepare_rebalance", "session_timeout", follower)
+
+
+def test_e2e_silent_leader_holds_a_rebalance_only_until_its_session_timeout(ctx):
+    """The e2e benchmark's stuck kafka-python leader: after its SyncGroup it sends nothing (the client
+    lost its own join). As in Kafka, the new members' rebalance waits for it only until its session
+    expires, not for the 300 s rebalance timeout kafka-python sends, and completes without it."""
+    kw = {"session_timeout_ms": 6000, "rebalance_timeout_ms": 300_000}
+    leader, = ctx.stable_group("g", 1, **kw)
+    g = ctx.gc.groups["g"]
+    joins = [ctx.join_new_member("g", client_id=f"n{i}", **kw) for i in range(2)]
+    assert g.is_(S.PREPARING_REBALANCE) and not any(j.called for j in joins)
+    ctx.sleep(5999)
+    assert not any(j.called for j in joins), "a live leader could still rejoin"
+    ctx.sleep(1)
+    results = [j.result for j in joins]
+    assert [r.error for r in results] == [E.NONE, E.NONE]
+    assert {r.generation_id for r in results} == {2} and leader not in g.members
+    assert g.is_(S.COMPLETING_REBALANCE) and g.leader_id in {r.member_id for r in results}
+    assert ctx.heartbeat("g", leader, 1) == E.UNKNOWN_MEMBER_ID  # what it would hear if it spoke
