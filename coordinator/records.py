@@ -4,8 +4,6 @@ A record is (key bytes, value bytes or None, headers). A delete is a null value 
 """
 from __future__ import annotations
 
-import struct
-
 from coordinator.group_metadata import GroupMetadata
 from protocol.consumer_offsets import (
     GroupMetadataValue,
@@ -15,11 +13,10 @@ from protocol.consumer_offsets import (
     encode_group_metadata_value,
     encode_offset_commit_key,
     encode_offset_commit_value,
-    offset_commit_key_prefix,
+    pack_offset_commit_value_v3_no_metadata,
 )
 
 Header = tuple[str, bytes]
-_PARTITION = struct.Struct(">i")  # an OffsetCommitKey's last field, after offset_commit_key_prefix
 Record = tuple[bytes, bytes | None, list[Header]]
 
 REBALANCE_CAUSES = frozenset({
@@ -29,18 +26,17 @@ REBALANCE_CAUSES = frozenset({
 })
 
 
-def offset_commit_record(group_id: str, topic: str, partition: int, value: OffsetCommitValue) -> Record:
-    return (encode_offset_commit_key(group_id, topic, partition), encode_offset_commit_value(value), [])
-
-
 def offset_commit_records(group_id: str, values: dict[tuple[str, int], OffsetCommitValue]) -> list[Record]:
-    """One OffsetCommit record per partition of a commit. The hot path of a busy coordinator: the
-    group and topic part of the key is encoded once (cached) and the partition appended."""
-    prefix = offset_commit_key_prefix
-    pack_partition = _PARTITION.pack
+    """One OffsetCommit record per partition of a commit. The hot path of a busy coordinator: keys
+    come from a cache (a group commits the same partitions again and again) and the common value
+    (v3, no metadata, no expiry) is packed inline."""
+    key = encode_offset_commit_key
+    pack_v3 = pack_offset_commit_value_v3_no_metadata
     encode_value = encode_offset_commit_value
-    return [(prefix(group_id, topic) + pack_partition(partition), encode_value(value), [])
-            for (topic, partition), value in values.items()]
+    return [(key(group_id, topic, partition),
+             pack_v3(3, v[0], v[3], 0, v[2]) if not v[1] and v[4] < 0 else encode_value(v),  # offset, epoch, ts
+             [])
+            for (topic, partition), v in values.items()]
 
 
 def offset_commit_tombstone(group_id: str, topic: str, partition: int) -> Record:

@@ -45,6 +45,7 @@ _V3_HEAD = struct.Struct(">hqih")   # version, offset, leader_epoch, metadata le
 _V0_HEAD = struct.Struct(">hqh")    # version, offset, metadata length (v0, v1, v2)
 _V1_TAIL = struct.Struct(">qq")     # commit_timestamp, expire_timestamp
 _V3_NO_METADATA = struct.Struct(">hqihq")  # version 3, offset, leader_epoch, metadata length 0, commit_ts
+pack_offset_commit_value_v3_no_metadata = _V3_NO_METADATA.pack  # for the record factory's hot loop
 _new_tuple = tuple.__new__
 _MEMBER_TIMEOUTS = struct.Struct(">ii")  # rebalance_timeout, session_timeout (v1+)
 
@@ -202,7 +203,9 @@ def offset_commit_key_prefix(group: str, topic: str) -> bytes:
     return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string(group) + _string(topic)
 
 
+@lru_cache(maxsize=1 << 15)
 def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    # Cached too: a group commits the same partitions over and over.
     return offset_commit_key_prefix(group, topic) + _I32.pack(partition)
 
 

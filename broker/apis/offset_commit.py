@@ -28,6 +28,8 @@ def _response(request, errors: dict[tuple[str, int], ErrorCode] | ErrorCode) -> 
     """Every partition of the request answered: from `errors` by (topic, partition), or all with one code."""
     topic_type = m.OffsetCommitResponse.OffsetCommitResponseTopic
     partition_type = topic_type.OffsetCommitResponsePartition
+    if isinstance(errors, dict) and len(set(errors.values())) == 1:
+        errors = next(iter(errors.values()))  # the usual answer: one code for every partition
     out = []
     for t in request.topics:
         name = t.name
