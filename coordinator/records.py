@@ -4,6 +4,8 @@ A record is (key bytes, value bytes or None, headers). A delete is a null value 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from coordinator.group_metadata import GroupMetadata
 from protocol.consumer_offsets import (
     GroupMetadataValue,
@@ -17,7 +19,8 @@ from protocol.consumer_offsets import (
 )
 
 Header = tuple[str, bytes]
-Record = tuple[bytes, bytes | None, list[Header]]
+Record = tuple[bytes, bytes | None, Sequence[Header]]
+_NO_HEADERS: tuple[Header, ...] = ()  # shared and untracked by the GC, unlike a fresh [] per record
 
 REBALANCE_CAUSES = frozenset({
     "initial_join", "member_joined", "member_left", "session_timeout", "metadata_changed",
@@ -35,7 +38,7 @@ def offset_commit_records(group_id: str, values: dict[tuple[str, int], OffsetCom
     encode_value = encode_offset_commit_value
     return [(key(group_id, topic, partition),
              pack_v3(3, v[0], v[3], 0, v[2]) if not v[1] and v[4] < 0 else encode_value(v),  # offset, epoch, ts
-             [])
+             _NO_HEADERS)
             for (topic, partition), v in values.items()]
 
 
