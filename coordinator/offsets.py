@@ -21,7 +21,7 @@ from coordinator.rebalance import RebalanceMixin
 from coordinator.records import (
     Record,
     group_metadata_tombstone,
-    offset_commit_record,
+    offset_commit_records,
     offset_commit_tombstone,
 )
 from coordinator.replay import replay_offset_commit, replay_offset_commits
@@ -33,6 +33,7 @@ S = GroupState
 TopicPartition = tuple[str, int]
 CommitCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
 RETENTION_TIMER_KEY = ("offsets-retention",)
+_new_tuple = tuple.__new__  # builds an OffsetCommitValue without NamedTuple's Python-level __new__
 
 _COMMIT_WRITE_ERRORS = {
     ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
@@ -59,6 +60,22 @@ def subscribed_topics(group: GroupMetadata) -> set[str] | None:
             return None
         topics |= got
     return topics
+
+
+def _release_pending(group: GroupMetadata, written: dict[TopicPartition, OffsetCommitValue]) -> None:
+    """One write of `written` is no longer in flight."""
+    pending = group.pending_offset_commits
+    # Usually this write was the only one in flight for its partitions: then the table holds exactly
+    # its partitions (each is present until this write releases it), each counted once.
+    if len(pending) == len(written) and max(pending.values()) == 1:
+        group.pending_offset_commits = {}
+        return
+    for tp in written:
+        left = pending.get(tp, 0) - 1
+        if left > 0:
+            pending[tp] = left
+        else:
+            pending.pop(tp, None)
 
 
 class OffsetsMixin(RebalanceMixin):
@@ -111,42 +128,48 @@ class OffsetsMixin(RebalanceMixin):
 
     def store_offsets(self, group: GroupMetadata, offsets: list[OffsetCommitRequestPartition],
                       callback: CommitCallback, retention_time_ms: int = -1) -> None:
+        # The hot path of a busy coordinator: one pass over the partitions builds the table of values
+        # that is both written (one record per partition) and, once durable, applied.
         now = self.now_ms()
         expire = now + retention_time_ms if retention_time_ms >= 0 else -1
-        results: dict[TopicPartition, ErrorCode] = {}
-        to_write: list[tuple[TopicPartition, OffsetCommitValue]] = []
+        group_id = group.group_id
+        limit = self.config.offset_metadata_max_bytes
+        written: dict[TopicPartition, OffsetCommitValue] = {}  # the last value per partition wins, as on replay
+        too_large: dict[TopicPartition, ErrorCode] = {}
         for p in offsets:
             tp = (p.topic, p.partition)
             metadata = p.metadata or ""
-            if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            # UTF-8 takes at most 4 bytes a character: only long metadata needs encoding to be measured.
+            if len(metadata) * 4 > limit and len(metadata.encode("utf-8")) > limit:
+                too_large[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
-            results[tp] = ErrorCode.NONE
-            to_write.append((tp, OffsetCommitValue(p.offset, metadata, now, p.leader_epoch, expire)))
-        if not to_write:
+            if too_large:
+                too_large.pop(tp, None)  # a later entry for the same partition decides, as before
+            written[tp] = _new_tuple(OffsetCommitValue, (p.offset, metadata, now, p.leader_epoch, expire, None))
+        results: dict[TopicPartition, ErrorCode] = dict.fromkeys(written, ErrorCode.NONE)
+        results.update(too_large)
+        if not written:
             callback(results)
             return
-        for tp, _ in to_write:
-            group.pending_offset_commits[tp] = group.pending_offset_commits.get(tp, 0) + 1
-        records = [offset_commit_record(group.group_id, t, p, v) for (t, p), v in to_write]
+        pending = group.pending_offset_commits
+        if pending:
+            for tp in written:
+                pending[tp] = pending.get(tp, 0) + 1
+        else:
+            group.pending_offset_commits = dict.fromkeys(written, 1)
 
         def on_written(error: ErrorCode) -> None:
-            for tp, _ in to_write:
-                left = group.pending_offset_commits.get(tp, 0) - 1
-                if left > 0:
-                    group.pending_offset_commits[tp] = left
-                else:
-                    group.pending_offset_commits.pop(tp, None)
+            _release_pending(group, written)
             if error == ErrorCode.NONE:
-                replay_offset_commits(group, dict(to_write))  # the same replay a load goes through
+                replay_offset_commits(group, written)  # the same replay a load goes through
             else:
                 mapped = _COMMIT_WRITE_ERRORS.get(error) or map_write_error(error)
-                self.log.warning("Offset commit for group %s failed: %s", group.group_id, error.name)
-                for tp, _ in to_write:
+                self.log.warning("Offset commit for group %s failed: %s", group_id, error.name)
+                for tp in written:
                     results[tp] = mapped
             callback(results)
 
-        self.append_records(group.group_id, records, on_written)
+        self.append_records(group_id, offset_commit_records(group_id, written), on_written)
 
     # ------------------------------------------------------------ OffsetFetch
 

@@ -4,6 +4,8 @@ A record is (key bytes, value bytes or None, headers). A delete is a null value 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from coordinator.group_metadata import GroupMetadata
 from protocol.consumer_offsets import (
     GroupMetadataValue,
@@ -13,10 +15,12 @@ from protocol.consumer_offsets import (
     encode_group_metadata_value,
     encode_offset_commit_key,
     encode_offset_commit_value,
+    pack_offset_commit_value_v3_no_metadata,
 )
 
 Header = tuple[str, bytes]
-Record = tuple[bytes, bytes | None, list[Header]]
+Record = tuple[bytes, bytes | None, Sequence[Header]]
+_NO_HEADERS: tuple[Header, ...] = ()  # shared and untracked by the GC, unlike a fresh [] per record
 
 REBALANCE_CAUSES = frozenset({
     "initial_join", "member_joined", "member_left", "session_timeout", "metadata_changed",
@@ -25,8 +29,17 @@ REBALANCE_CAUSES = frozenset({
 })
 
 
-def offset_commit_record(group_id: str, topic: str, partition: int, value: OffsetCommitValue) -> Record:
-    return (encode_offset_commit_key(group_id, topic, partition), encode_offset_commit_value(value), [])
+def offset_commit_records(group_id: str, values: dict[tuple[str, int], OffsetCommitValue]) -> list[Record]:
+    """One OffsetCommit record per partition of a commit. The hot path of a busy coordinator: keys
+    come from a cache (a group commits the same partitions again and again) and the common value
+    (v3, no metadata, no expiry) is packed inline."""
+    key = encode_offset_commit_key
+    pack_v3 = pack_offset_commit_value_v3_no_metadata
+    encode_value = encode_offset_commit_value
+    return [(key(group_id, topic, partition),
+             pack_v3(3, v[0], v[3], 0, v[2]) if not v[1] and v[4] < 0 else encode_value(v),  # offset, epoch, ts
+             _NO_HEADERS)
+            for (topic, partition), v in values.items()]
 
 
 def offset_commit_tombstone(group_id: str, topic: str, partition: int) -> Record:

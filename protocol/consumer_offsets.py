@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from protocol.errors import DecodeError
@@ -44,6 +45,7 @@ _V3_HEAD = struct.Struct(">hqih")   # version, offset, leader_epoch, metadata le
 _V0_HEAD = struct.Struct(">hqh")    # version, offset, metadata length (v0, v1, v2)
 _V1_TAIL = struct.Struct(">qq")     # commit_timestamp, expire_timestamp
 _V3_NO_METADATA = struct.Struct(">hqihq")  # version 3, offset, leader_epoch, metadata length 0, commit_ts
+pack_offset_commit_value_v3_no_metadata = _V3_NO_METADATA.pack  # for the record factory's hot loop
 _new_tuple = tuple.__new__
 _MEMBER_TIMEOUTS = struct.Struct(">ii")  # rebalance_timeout, session_timeout (v1+)
 
@@ -194,8 +196,17 @@ class _Reader:
 
 # ---------------------------------------------------------------- keys
 
+@lru_cache(maxsize=16384)
+def offset_commit_key_prefix(group: str, topic: str) -> bytes:
+    """An OffsetCommitKey v1 up to its partition. A commit repeats one group and a few topics over
+    many partitions (and again on the next commit), so the prefix is encoded once and cached."""
+    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string(group) + _string(topic)
+
+
+@lru_cache(maxsize=1 << 15)
 def encode_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    return _I16.pack(OFFSET_COMMIT_KEY_VERSION) + _string(group) + _string(topic) + _I32.pack(partition)
+    # Cached too: a group commits the same partitions over and over.
+    return offset_commit_key_prefix(group, topic) + _I32.pack(partition)
 
 
 def encode_group_metadata_key(group: str) -> bytes:
@@ -239,6 +250,9 @@ def decode_key(buf) -> OffsetCommitKey | GroupMetadataKey | None:
 # ---------------------------------------------------------------- OffsetCommitValue
 
 def encode_offset_commit_value(v: OffsetCommitValue) -> bytes:
+    if not v.metadata and v.expire_timestamp < 0:
+        # What consumers commit nearly always: v3 without metadata, one struct call.
+        return _V3_NO_METADATA.pack(3, v.offset, v.leader_epoch, 0, v.commit_timestamp)
     meta = _string(v.metadata)
     if v.expire_timestamp >= 0:
         return _V0_HEAD.pack(1, v.offset, len(meta) - 2) + meta[2:] + _V1_TAIL.pack(

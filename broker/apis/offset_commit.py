@@ -24,19 +24,22 @@ from protocol.errors import ErrorCode
 NO_RETENTION = -1
 
 
-def _response(request, error_of) -> m.OffsetCommitResponse:
+def _response(request, errors: dict[tuple[str, int], ErrorCode] | ErrorCode) -> m.OffsetCommitResponse:
+    """Every partition of the request answered: from `errors` by (topic, partition), or all with one code."""
     topic_type = m.OffsetCommitResponse.OffsetCommitResponseTopic
     partition_type = topic_type.OffsetCommitResponsePartition
-    return m.OffsetCommitResponse(topics=[
-        topic_type(name=t.name, partitions=[
-            partition_type(partition_index=p.partition_index, error_code=error_of(t.name, p.partition_index))
-            for p in t.partitions])
-        for t in request.topics])
-
-
-def _exists(ctx, topic: str, partition: int) -> bool:
-    known = ctx.broker.topics.get(topic)
-    return known is not None and 0 <= partition < known.partitions
+    if isinstance(errors, dict) and len(set(errors.values())) == 1:
+        errors = next(iter(errors.values()))  # the usual answer: one code for every partition
+    out = []
+    for t in request.topics:
+        name = t.name
+        if isinstance(errors, dict):
+            parts = [partition_type(partition_index=p.partition_index, error_code=errors[(name, p.partition_index)])
+                     for p in t.partitions]
+        else:
+            parts = [partition_type(partition_index=p.partition_index, error_code=errors) for p in t.partitions]
+        out.append(topic_type(name=name, partitions=parts))
+    return m.OffsetCommitResponse(topics=out)
 
 
 @api(key=8, name="OffsetCommit", min_version=2, max_version=9)
@@ -45,16 +48,24 @@ async def handle(ctx, request):
     groups = ctx.broker.groups
     error = groups.group_error(request.group_id)
     if error:
-        return _response(request, lambda _t, _p: error)
-    offsets = [
-        OffsetCommitRequestPartition(
-            topic=t.name, partition=p.partition_index, offset=p.committed_offset,
-            leader_epoch=p.committed_leader_epoch if version >= 6 else -1,
-            metadata=p.committed_metadata)
-        for t in request.topics for p in t.partitions]
-    errors = {(o.topic, o.partition): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-              for o in offsets if not _exists(ctx, o.topic, o.partition)}
-    offsets = [o for o in offsets if (o.topic, o.partition) not in errors]
+        return _response(request, error)
+    # Existence is checked per topic, not per partition: a commit names few topics, many partitions.
+    epochs = version >= 6
+    topics = ctx.broker.topics
+    offsets: list[OffsetCommitRequestPartition] = []
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for t in request.topics:
+        name = t.name
+        known = topics.get(name)
+        count = known.partitions if known is not None else 0
+        for p in t.partitions:
+            index = p.partition_index
+            if 0 <= index < count:
+                offsets.append(OffsetCommitRequestPartition(
+                    name, index, p.committed_offset, p.committed_leader_epoch if epochs else -1,
+                    p.committed_metadata))
+            else:
+                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if offsets or not errors:
         started = time.monotonic()
         errors.update(await groups.call(
@@ -68,4 +79,4 @@ async def handle(ctx, request):
             request_version=version,
         ))
         ctx.broker.metrics.commit_latency(time.monotonic() - started)  # request to durable answer
-    return _response(request, lambda t, p: errors[(t, p)])
+    return _response(request, errors)

@@ -28,9 +28,9 @@ from typing import Any
 
 from coordinator import GroupConfig, GroupCoordinator
 from coordinator.gc_pause import gc_paused
+from coordinator.record_batch import build_coordinator_batch
 from coordinator.runtime.checkpoints import Checkpointer
 from protocol.errors import DecodeError, ErrorCode
-from protocol.records import build_batch
 from storage import StorageError
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -117,7 +117,7 @@ class OffsetsTopicWriter:
         try:
             self._maybe_inject_fault()
             partition_log = self._log_for(partition)
-            partition_log.append(build_batch(list(records), compression=self._compression))
+            partition_log.append(build_coordinator_batch(list(records), self._compression))
         except Exception as exc:  # the callback must run whatever happened, or a request hangs
             error = _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}")
             # Never call back re-entrantly into the coordinator that is in the middle of a handler.

@@ -179,6 +179,30 @@ def test_overlapping_commits_of_one_partition_stay_pending_until_both_land(ctx):
     assert fetch(ctx, "g", [("t", 0)], require_stable=True).partitions[0].offset == 2
 
 
+def test_partly_overlapping_commits_release_only_their_own_partitions(ctx):
+    ctx.writer.auto = False
+    first = commit(ctx, "g", [P("t", 0, 1), P("t", 1, 1)])
+    commit(ctx, "g", [P("t", 1, 2), P("t", 2, 2)])
+    g = ctx.gc.groups["g"]
+    assert g.pending_offset_commits == {("t", 0): 1, ("t", 1): 2, ("t", 2): 1}
+    a, b = ctx.writer.pending()
+    a.done = True
+    a.callback(E.NONE)
+    assert first.result == {("t", 0): E.NONE, ("t", 1): E.NONE}
+    assert g.pending_offset_commits == {("t", 1): 1, ("t", 2): 1}
+    ctx.writer.complete_all()
+    assert g.pending_offset_commits == {}
+    assert [p.offset for p in fetch(ctx, "g", [("t", 0), ("t", 1), ("t", 2)]).partitions] == [1, 2, 2]
+
+
+def test_a_partition_named_twice_in_one_commit_keeps_the_last_entry():
+    ctx = CoordinatorContext(offset_metadata_max_bytes=4)
+    r = commit(ctx, "g", [P("t", 0, 1), P("t", 0, 2), P("t", 1, 1, -1, "12345"), P("t", 1, 3)]).result
+    assert r == {("t", 0): E.NONE, ("t", 1): E.NONE}
+    assert [p.offset for p in fetch(ctx, "g", [("t", 0), ("t", 1)]).partitions] == [2, 3]
+    assert not ctx.gc.groups["g"].pending_offset_commits
+
+
 def test_a_write_that_never_completes_times_out_and_a_late_answer_is_ignored(ctx):
     ctx.writer.auto = False
     cap = commit(ctx, "g", [P("t", 0, 1)])
