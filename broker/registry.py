@@ -11,7 +11,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
+# A handler returns the response (or None: no answer), or an awaitable of it. One that can answer
+# without waiting should return the value: the server then serves it inline, without a task switch.
+Handler = Callable[[Any, Any], Any | Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
