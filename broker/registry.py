@@ -63,7 +63,8 @@ def load_all() -> None:
 
 
 def lookup(key: int) -> ApiSpec | None:
-    load_all()
+    if not _loaded:  # every request comes through here
+        load_all()
     return _APIS.get(key)
 
 

@@ -192,17 +192,16 @@ class KafkaConnection(asyncio.Protocol):
         started = time.perf_counter()
         request = parse_request(frame)
         hdr = request.header
-        ctx = RequestContext(
-            broker=self.server.broker, api_key=hdr.api_key, api_version=hdr.api_version,
-            correlation_id=hdr.correlation_id, client_id=hdr.client_id, client_host=self.peer[0],
-            client_port=self.peer[1], listener=self.listener, connection_id=self.connection_id)
+        # positional (the field order of RequestContext): measurably cheaper per request than keywords
+        ctx = RequestContext(self.server.broker, hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id,
+                             self.peer[0], self.peer[1], self.listener, self.connection_id)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s: %s v%d correlation %d from %s", self.connection_id, request.spec.name,
                       hdr.api_version, hdr.correlation_id, hdr.client_id)
         if self._hooks.active(hdr.api_key):
             return self._finish(request, self._call_hooked(ctx, request), started)
         response = request.spec.handler(ctx, request.body)
-        if inspect.isawaitable(response):
+        if hasattr(response, "__await__"):  # a coroutine or future; cheaper than inspect.isawaitable
             return self._finish(request, response, started)
         self._respond(request, response, started)
         return None

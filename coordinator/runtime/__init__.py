@@ -338,16 +338,45 @@ class GroupRuntime:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
 
-    def call(self, method: str, *args, **kwargs) -> asyncio.Future:
-        """Invoke a callback-style coordinator entry point; the future holds its callback's argument.
+    def call(self, method: str, *args, **kwargs) -> Reply:
+        """Invoke a callback-style coordinator entry point; the Reply is awaitable for its callback's
+        argument. Many entry points (Heartbeat, most of the time) call back before returning, so the
+        reply is already `done()` and a handler can take `result()` without awaiting."""
+        reply = Reply()
+        getattr(self.coordinator, method)(*args, callback=reply, **kwargs)
+        return reply
 
-        Many entry points (Heartbeat, most of the time) call back before returning, so the future is
-        already done and a handler can take `result()` without awaiting."""
-        future = asyncio.get_running_loop().create_future()
 
-        def callback(result) -> None:
-            if not future.done():
-                future.set_result(result)
+class Reply:
+    """The callback handed to the coordinator, and an awaitable of what it is called with (the first
+    call counts). No future is made unless someone awaits before the answer is there."""
 
-        getattr(self.coordinator, method)(*args, callback=callback, **kwargs)
-        return future
+    __slots__ = ("_done", "_result", "_future")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._result = None
+        self._future: asyncio.Future | None = None
+
+    def __call__(self, result) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._result = result
+        if self._future is not None and not self._future.done():
+            self._future.set_result(result)
+
+    def done(self) -> bool:
+        return self._done
+
+    def result(self):
+        if not self._done:
+            raise asyncio.InvalidStateError("the coordinator has not answered yet")
+        return self._result
+
+    def __await__(self):
+        if not self._done:
+            if self._future is None:
+                self._future = asyncio.get_running_loop().create_future()
+            return (yield from self._future.__await__())
+        return self._result
