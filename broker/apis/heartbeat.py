@@ -20,12 +20,14 @@ def handle(ctx, request):
     error = groups.group_error(request.group_id)
     if error:
         return m.HeartbeatResponse(error_code=error)
+    # positional, in handle_heartbeat's order (group_id, member_id, group_instance_id, generation_id):
+    # this runs for every heartbeat, and keyword passing through call() costs two dicts
     answer = groups.call(
         "handle_heartbeat",
-        group_id=request.group_id,
-        member_id=request.member_id,
-        group_instance_id=request.group_instance_id if ctx.api_version >= 3 else None,
-        generation_id=request.generation_id,
+        request.group_id,
+        request.member_id,
+        request.group_instance_id if ctx.api_version >= 3 else None,
+        request.generation_id,
     )
     if answer.done():
         return m.HeartbeatResponse(error_code=answer.result())
