@@ -62,7 +62,7 @@ def parse_request(frame: bytes | memoryview) -> Request:
         raise ProtocolViolation(f"unsupported version {header.api_version} of {spec.name} "
                                 f"(served: {spec.min_version}-{spec.max_version})")
     try:
-        body, _end = m.request_codec(header.api_key, header.api_version).decode(frame, header.body_offset)
+        body, _end = _request_codec(header.api_key, header.api_version).decode(frame, header.body_offset)
     except DecodeError as exc:
         raise ProtocolViolation(f"malformed {spec.name} v{header.api_version} request: {exc}") from exc
     return Request(header, spec, body, header.api_version, len(frame))
@@ -71,8 +71,28 @@ def parse_request(frame: bytes | memoryview) -> Request:
 def encode_response(request: Request, response: Any) -> bytes:
     """The whole response frame (size + header + body) for `request`."""
     key, version = request.header.api_key, request.response_version
-    body = m.response_codec(key, version).encode(response)
+    body = _response_codec(key, version).encode(response)
     return encode_response_frame(request.header.correlation_id, key, version, body)
+
+
+# Per-request lookups of the same few codecs, keyed by (api_key, version): m.request_codec builds the
+# message name and goes through functools.cache on every call.
+_request_codecs: dict[tuple[int, int], m.Codec] = {}
+_response_codecs: dict[tuple[int, int], m.Codec] = {}
+
+
+def _request_codec(key: int, version: int) -> m.Codec:
+    codec = _request_codecs.get((key, version))
+    if codec is None:
+        codec = _request_codecs[key, version] = m.request_codec(key, version)
+    return codec
+
+
+def _response_codec(key: int, version: int) -> m.Codec:
+    codec = _response_codecs.get((key, version))
+    if codec is None:
+        codec = _response_codecs[key, version] = m.response_codec(key, version)
+    return codec
 
 
 # Bytes of whole, unanswered requests a connection may hold before reading pauses (one frame may

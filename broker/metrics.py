@@ -51,7 +51,8 @@ class Summary:
     def observe(self, value: float) -> None:
         self.count += 1
         self.sum += value
-        self.max = max(self.max, value)
+        if value > self.max:
+            self.max = value
 
 
 class Metrics:
@@ -59,6 +60,9 @@ class Metrics:
         self.counters: dict[str, dict[Labels, float]] = defaultdict(lambda: defaultdict(float))
         self.gauges: dict[str, dict[Labels, float]] = defaultdict(lambda: defaultdict(float))
         self.summaries: dict[str, dict[Labels, Summary]] = defaultdict(lambda: defaultdict(Summary))
+        # request_done runs for every request: its series are looked up once per (api, error code)
+        # rather than building and sorting label tuples each time.
+        self._request_series: dict[tuple[str, int], tuple[Labels, Summary]] = {}
 
     # -- generic ----------------------------------------------------------------------------------
     def inc(self, name: str, value: float = 1.0, **labels: object) -> None:
@@ -75,8 +79,13 @@ class Metrics:
 
     # -- hooks ------------------------------------------------------------------------------------
     def request_done(self, api: str, error_code: int, seconds: float) -> None:
-        self.inc("kcoord_requests_total", api=api, error_code=error_code)
-        self.observe("kcoord_request_seconds", seconds, api=api)
+        series = self._request_series.get((api, error_code))
+        if series is None:
+            series = (_labels(api=api, error_code=error_code),
+                      self.summaries["kcoord_request_seconds"][_labels(api=api)])
+            self._request_series[(api, error_code)] = series
+        self.counters["kcoord_requests_total"][series[0]] += 1.0
+        series[1].observe(seconds)
 
     def connection_opened(self, listener: str) -> None:
         self.inc("kcoord_connections_opened_total", listener=listener)

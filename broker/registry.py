@@ -11,7 +11,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-Handler = Callable[[Any, Any], Awaitable[Any]]
+# A handler returns the response (or None: no answer), or an awaitable of it. One that can answer
+# without waiting should return the value: the server then serves it inline, without a task switch.
+Handler = Callable[[Any, Any], Any | Awaitable[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,8 @@ def load_all() -> None:
 
 
 def lookup(key: int) -> ApiSpec | None:
-    load_all()
+    if not _loaded:  # every request comes through here
+        load_all()
     return _APIS.get(key)
 
 

@@ -4,8 +4,8 @@ Everything else in coordinator/ is deterministic and I/O-free; this module suppl
 injected with:
 
 * `WallClock` — `now_ms()`; records carry wall-clock timestamps, like Kafka's.
-* `LoopTimer` — keyed, replaceable timers on `loop.call_at`. A deadline is taken from the injected
-  clock and converted to loop time, so tests that inject another clock see the same arithmetic.
+* `LoopTimer` — keyed, replaceable timers on `loop.call_at` (delays are relative, so loop time alone
+  places them); pushing a deadline back is lazy (no cancel + re-arm per heartbeat).
 * `OffsetsTopicWriter` — appends the coordinator's records as one v2 batch per write to
   `__consumer_offsets-N` and calls back only after `await log.sync()`: a callback with NONE means
   the records are durable.
@@ -51,39 +51,68 @@ class WallClock:
         return int(time.time() * 1000)
 
 
+class _Pending:
+    __slots__ = ("when", "callback", "handle", "armed_at")
+
+    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+        self.when = when            # loop time the timer is due
+        self.callback = callback
+        self.handle: asyncio.TimerHandle | None = None
+        self.armed_at = when        # loop time `handle` fires (<= when)
+
+
 class LoopTimer:
-    """Keyed, replaceable timers. Scheduling a key again replaces its previous timer."""
+    """Keyed, replaceable timers. Scheduling a key again replaces its previous timer.
+
+    Replacing a timer with a later one (every heartbeat pushes its member's expiry forward) only
+    records the new deadline and callback: the armed loop timer, when it fires early, re-arms itself
+    for the deadline. So a heartbeat costs no cancel + call_at, and what fires, and when, is exactly
+    what the last `schedule` asked for. An earlier deadline re-arms at once.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, clock) -> None:
         self._loop = loop
-        self._clock = clock
-        self._handles: dict[Any, asyncio.TimerHandle] = {}
+        self._clock = clock  # kept for the interface; delays are relative, so loop time alone places them
+        self._pending: dict[Any, _Pending] = {}
 
     def schedule(self, key, delay_ms: int, callback: Callable[[], None]) -> None:
-        self.cancel(key)
-        deadline_ms = self._clock.now_ms() + max(0, delay_ms)
-        when = self._loop.time() + (deadline_ms - self._clock.now_ms()) / 1000.0
-        self._handles[key] = self._loop.call_at(when, self._fire, key, callback)
+        when = self._loop.time() + max(0, delay_ms) / 1000.0
+        entry = self._pending.get(key)
+        if entry is not None:
+            if entry.armed_at <= when:
+                entry.when = when
+                entry.callback = callback
+                return
+            entry.handle.cancel()
+        entry = _Pending(when, callback)
+        entry.handle = self._loop.call_at(when, self._fire, key, entry)
+        self._pending[key] = entry
 
     def cancel(self, key) -> bool:
-        handle = self._handles.pop(key, None)
-        if handle is None:
+        entry = self._pending.pop(key, None)
+        if entry is None:
             return False
-        handle.cancel()
+        entry.handle.cancel()
         return True
 
     def is_scheduled(self, key) -> bool:
-        return key in self._handles
+        return key in self._pending
 
     def cancel_all(self) -> None:
-        for handle in self._handles.values():
-            handle.cancel()
-        self._handles.clear()
+        for entry in self._pending.values():
+            entry.handle.cancel()
+        self._pending.clear()
 
-    def _fire(self, key, callback: Callable[[], None]) -> None:
-        self._handles.pop(key, None)
+    def _fire(self, key, entry: _Pending) -> None:
+        if self._pending.get(key) is not entry:
+            return  # replaced or cancelled meanwhile (its handle was cancelled too; belt and braces)
+        if entry.when > entry.armed_at:  # pushed back since it was armed
+            entry.armed_at = entry.when
+            entry.handle = self._loop.call_at(entry.when, self._fire, key, entry)
+            return
+        del self._pending[key]
         try:
-            callback()
+            entry.callback()
         except Exception:  # a timer must never take the loop down
             log.exception("coordinator timer %r failed", key)
 
@@ -309,13 +338,45 @@ class GroupRuntime:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
 
-    async def call(self, method: str, *args, **kwargs):
-        """Invoke a callback-style coordinator entry point and await its callback's argument."""
-        future = asyncio.get_running_loop().create_future()
+    def call(self, method: str, *args, **kwargs) -> Reply:
+        """Invoke a callback-style coordinator entry point; the Reply is awaitable for its callback's
+        argument. Many entry points (Heartbeat, most of the time) call back before returning, so the
+        reply is already `done()` and a handler can take `result()` without awaiting."""
+        reply = Reply()
+        getattr(self.coordinator, method)(*args, callback=reply, **kwargs)
+        return reply
 
-        def callback(result) -> None:
-            if not future.done():
-                future.set_result(result)
 
-        getattr(self.coordinator, method)(*args, callback=callback, **kwargs)
-        return await future
+class Reply:
+    """The callback handed to the coordinator, and an awaitable of what it is called with (the first
+    call counts). No future is made unless someone awaits before the answer is there."""
+
+    __slots__ = ("_done", "_result", "_future")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._result = None
+        self._future: asyncio.Future | None = None
+
+    def __call__(self, result) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._result = result
+        if self._future is not None and not self._future.done():
+            self._future.set_result(result)
+
+    def done(self) -> bool:
+        return self._done
+
+    def result(self):
+        if not self._done:
+            raise asyncio.InvalidStateError("the coordinator has not answered yet")
+        return self._result
+
+    def __await__(self):
+        if not self._done:
+            if self._future is None:
+                self._future = asyncio.get_running_loop().create_future()
+            return (yield from self._future.__await__())
+        return self._result
