@@ -12,6 +12,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from broker import groups_cli
 from broker.client import KafkaWireClient
 from coordinator.runtime import FAULT_FILE_ENV
+from protocol import messages as m
 from protocol.errors import ErrorCode
 from tests.broker.groups.procs import wait_until
 from tests.support.kcoord_server import KcoordServer
@@ -24,6 +25,19 @@ GROUP_TEST_OVERRIDES = {
 
 class GroupTestServer(KcoordServer):
     fault_file = None
+
+    def start(self, timeout: float = 30.0) -> GroupTestServer:
+        """Start, then wait until every __consumer_offsets partition is loaded: raw-protocol tests send
+        exactly one JoinGroup where a real client would retry COORDINATOR_LOAD_IN_PROGRESS."""
+        super().start(timeout)
+
+        def loaded():
+            with KafkaWireClient.connect(self.bootstrap) as client:
+                error = client.request(m.ListGroupsRequest(), 4).error_code
+            return None if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else (error,)
+
+        wait_until(loaded, timeout, "__consumer_offsets loaded")
+        return self
 
     def create_topic(self, topic: str, partitions: int) -> None:
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="kcoord-test-admin")
