@@ -42,6 +42,16 @@ def reporting_listener(base):
     return Listener()
 
 
+def emit_batches(batches) -> dict[int, int]:
+    """One "rec" event per record of a kafka-python / aiokafka poll; -> next offset per partition."""
+    offsets = {}
+    for tp, records in batches.items():
+        for r in records:
+            emit(ev="rec", p=r.partition, o=r.offset, k=r.key.decode() if r.key else None)
+        offsets[tp.partition] = records[-1].offset + 1
+    return offsets
+
+
 def run_kafka_python(args) -> None:
     from kafka import ConsumerRebalanceListener, KafkaConsumer
     from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -61,11 +71,7 @@ def run_kafka_python(args) -> None:
         batches = consumer.poll(timeout_ms=200)
         if not batches:
             continue
-        offsets = {}
-        for tp, records in batches.items():
-            for r in records:
-                emit(ev="rec", p=r.partition, o=r.offset, k=r.key.decode() if r.key else None)
-            offsets[tp.partition] = records[-1].offset + 1
+        offsets = emit_batches(batches)
         try:
             consumer.commit()
             emit(ev="committed", offsets=offsets)
@@ -96,11 +102,7 @@ def run_aiokafka(args) -> None:
                 batches = await consumer.getmany(timeout_ms=200)
                 if not batches:
                     continue
-                offsets = {}
-                for tp, records in batches.items():
-                    for r in records:
-                        emit(ev="rec", p=r.partition, o=r.offset, k=r.key.decode() if r.key else None)
-                    offsets[tp.partition] = records[-1].offset + 1
+                offsets = emit_batches(batches)
                 try:
                     await consumer.commit()
                     emit(ev="committed", offsets=offsets)
