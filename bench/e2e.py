@@ -1,10 +1,11 @@
 """End to end: 10 real consumers form a stable group, then rebalance when one leaves.
 
-Each consumer polls in its own thread and publishes its assignment after every poll. Stable
-means the assignments are non-empty, disjoint and cover every partition. Timed: creating the
-consumers -> stable, and one consumer's close() (LeaveGroup) -> the others stable again.
-kafka-python consumers are compared with confluent-kafka (librdkafka) consumers against the
-same server in the same run; both use heartbeat.interval.ms=100 and the same session timeout.
+Each consumer polls in its own thread; its client's rebalance callbacks record what it holds and
+when it got it. Stable means the holdings are non-empty, disjoint and cover every partition (see
+bench.e2e_stats). Timed: creating the consumers -> stable, and, once the group has been stable a
+while, one consumer's close() (LeaveGroup) -> the other nine stable again. kafka-python consumers
+are compared with confluent-kafka (librdkafka) consumers against the same server in the same run,
+reps interleaved ABBA; both use heartbeat.interval.ms=100 and the same session timeout.
 """
 
 from __future__ import annotations
@@ -13,49 +14,83 @@ import threading
 import time
 
 from bench import loadgen_wire as w
+from bench.e2e_stats import Rep, leave_delays, stable_since, summarize
 from bench.loadgen_client import KafkaConn
 from bench.loadgen_server import KcoordServer
-from bench.runner import arun, main, median, ratio, settings
+from bench.runner import Deadline, arun, main, settings
 
 CONSUMERS = 10
 PARTITIONS = 10
 TOPIC = "e2e-topic"
 SESSION_MS, HEARTBEAT_MS = 6000, 100
+POLL_MS = 20
+REPS = 28
+# A leave comes SETTLE_S after stable, plus a phase stratified over PHASE_WINDOW_S (bench.e2e_stats.
+# leave_delays). Measured here: how long librdkafka takes to rebalance after a leave is periodic in
+# when the leave comes, period ~1 s (in part of each second it waits ~0.4 s more, elsewhere a ~0.2 s
+# sawtooth); kafka-python's heartbeat timer restarts at every join. One full period, evenly sampled,
+# makes the medians a property of the clients, not of where the leaves happened to fall.
+SETTLE_S, PHASE_WINDOW_S = 1.0, 1.0
+# KIP-134's delay before an empty group's first rebalance, one heartbeat interval here (Kafka's default
+# is 3 s). At 0 the ten joins race the first generations: librdkafka then often gets SyncGroup
+# REBALANCE_IN_PROGRESS and waits out its 1 s JoinGroup backoff (form 0.12 s or 2.0 s, a coin toss),
+# and kafka-python mostly abandons a join (see abandoned_join), so no two runs agreed.
+INITIAL_REBALANCE_DELAY_MS = 100
 PHASE_TIMEOUT_S = 30  # a group not stable by then is a failed rep, reported as such
+STUCK_S = 1.0  # an abandoned join seen this long (50 polls that did not collect it) is conclusive
 CLIENT_BUG = "kafka-python client bug"  # prefix of a failed rep the client, not the coordinator, caused
+BASELINE = "confluent-kafka"
+
+
+class ClientBug(Exception):
+    """The rep failed through the client's own fault (kafka-python's abandoned join)."""
 
 
 class Polled:
-    """One consumer in a poll thread; `assignment` is what it held after its last poll."""
+    """One consumer in a poll thread; `held` is what its client last assigned it, and when."""
 
     def __init__(self, make, client: str):
         self.client = client
-        self.assignment: frozenset[int] = frozenset()
+        self.held: tuple[frozenset[int], float] = (frozenset(), time.monotonic())
+        self.closing_at = float("nan")  # when its close() (LeaveGroup) began
         self.stop = threading.Event()
-        self.consumer = make()
+        self.consumer = make(self._assigned, self._revoked)
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
+    def _assigned(self, partitions):
+        self.held = (frozenset(tp.partition for tp in partitions), time.monotonic())
+
+    def _revoked(self, _partitions):  # eager protocol: a rebalance takes every partition away first
+        self.held = (frozenset(), time.monotonic())
+
     def _loop(self):
         c = self.consumer
+        kafka_python = self.client == "kafka-python"
         while not self.stop.is_set():
-            if self.client == "kafka-python":
-                c.poll(timeout_ms=20)
+            if kafka_python:
+                c.poll(timeout_ms=POLL_MS)
             else:
-                c.poll(0.02)
-            self.assignment = frozenset(tp.partition for tp in c.assignment())
+                c.poll(POLL_MS / 1000)
+        self.closing_at = time.monotonic()
         c.close()  # sends LeaveGroup
 
     def leave(self):
         self.stop.set()
-        self.thread.join(timeout=30)
+        self.thread.join(timeout=PHASE_TIMEOUT_S)
 
 
-def _kafka_python(port: int, group: str):
-    from kafka import KafkaConsumer
+def _kafka_python(port: int, group: str, assigned, revoked):
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
 
-    return KafkaConsumer(
-        TOPIC,
+    class Listener(ConsumerRebalanceListener):  # kafka-python insists on the subclass
+        def on_partitions_revoked(self, partitions):
+            revoked(partitions)
+
+        def on_partitions_assigned(self, partitions):
+            assigned(partitions)
+
+    c = KafkaConsumer(
         bootstrap_servers=f"127.0.0.1:{port}",
         group_id=group,
         session_timeout_ms=SESSION_MS,
@@ -63,9 +98,11 @@ def _kafka_python(port: int, group: str):
         enable_auto_commit=False,
         client_id="bench-e2e",
     )
+    c.subscribe([TOPIC], listener=Listener())
+    return c
 
 
-def _confluent(port: int, group: str):
+def _confluent(port: int, group: str, assigned, revoked):
     from confluent_kafka import Consumer
 
     c = Consumer(
@@ -79,17 +116,9 @@ def _confluent(port: int, group: str):
             "log_level": 3,
         }
     )
-    c.subscribe([TOPIC])
+    # Without an assign() in the callback the library assigns the partitions itself afterwards.
+    c.subscribe([TOPIC], on_assign=lambda _c, ps: assigned(ps), on_revoke=lambda _c, ps: revoked(ps))
     return c
-
-
-def _stable(consumers: list[Polled]) -> bool:
-    seen: set[int] = set()
-    for c in consumers:
-        if not c.assignment or seen & c.assignment:
-            return False
-        seen |= c.assignment
-    return len(seen) == PARTITIONS
 
 
 def abandoned_join(consumer) -> int | None:
@@ -115,44 +144,65 @@ def abandoned_join(consumer) -> int | None:
     return coord._generation.generation_id
 
 
-def _diagnose(consumers: list[Polled]) -> str:
+def _abandoned(consumers: list[Polled]) -> str:
     stuck = [(i, gen) for i, c in enumerate(consumers)
              if c.client == "kafka-python" and (gen := abandoned_join(c.consumer)) is not None]
-    if not stuck:
-        return ""
-    who = ", ".join(f"consumer {i} in generation {gen}" for i, gen in stuck)
-    return (f"{CLIENT_BUG}: {who} abandoned its own completed JoinGroup/SyncGroup (state REBALANCING, "
-            "need_rejoin() false, no heartbeats), so the coordinator expired it as Kafka would; ")
+    return ", ".join(f"consumer {i} in generation {gen}" for i, gen in stuck)
 
 
-def _wait_stable(consumers: list[Polled], timeout: float, what: str) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if _stable(consumers):
-            return time.monotonic() - t0
-        time.sleep(0.005)
-    raise TimeoutError(f"{_diagnose(consumers)}{what}: not stable after {timeout}s: "
-                       f"{[sorted(c.assignment) for c in consumers]}")
+def _wait_stable(consumers: list[Polled], what: str) -> float:
+    """The monotonic time the consumers became stable (exact, from their callbacks' timestamps).
+
+    A kafka-python consumer that abandoned its join would hold the group back until the coordinator
+    expired it and then stay out for good, so once that is certain the rep ends as the client's bug
+    instead of waiting out PHASE_TIMEOUT_S."""
+    deadline = Deadline(PHASE_TIMEOUT_S)
+    stuck_since, who = float("inf"), ""
+    while not deadline.expired():
+        at = stable_since([c.held for c in consumers], PARTITIONS)
+        if at is not None:
+            return at
+        who = _abandoned(consumers)
+        stuck_since = min(stuck_since, time.monotonic()) if who else float("inf")
+        if time.monotonic() - stuck_since >= STUCK_S:
+            raise ClientBug(f"{CLIENT_BUG}: {what}: {who} abandoned its own completed JoinGroup/SyncGroup "
+                            f"(state REBALANCING, need_rejoin() false, no heartbeats for {STUCK_S}s); the "
+                            "coordinator expires such a member after session.timeout.ms, as Kafka does")
+        time.sleep(0.01)  # only how soon we notice; the stable moment itself comes from the callbacks
+    raise TimeoutError(f"{what}: not stable after {PHASE_TIMEOUT_S}s: "
+                       f"{[sorted(c.held[0]) for c in consumers]}")
 
 
-def one_run(port: int, client: str, group: str) -> tuple[float, float]:
+def _time_leave(consumers: list[Polled], stable_at: float, delay: float, rep: Rep) -> None:
+    """The last consumer leaves `delay` after the stable moment; timed from its close() to the
+    others' new stable moment."""
+    time.sleep(max(0.0, stable_at + delay - time.monotonic()))
+    leaver = consumers.pop()
+    leaver.leave()
+    rep.leave = _wait_stable(consumers, f"{rep.client} after one left") - leaver.closing_at
+
+
+def one_rep(port: int, client: str, group: str, leave_delay: float) -> Rep:
+    """Form a group of CONSUMERS, then time one leave; a failure ends the rep."""
     make = _kafka_python if client == "kafka-python" else _confluent
-    t0 = time.monotonic()
+    rep = Rep(client)
     consumers: list[Polled] = []
+    t0 = time.monotonic()
     try:
-        consumers = [Polled(lambda: make(port, group), client) for _ in range(CONSUMERS)]
-        _wait_stable(consumers, PHASE_TIMEOUT_S, f"{client} forming")
-        form = time.monotonic() - t0  # includes creating the clients: part of what a user waits for
-        leaver = consumers.pop()
-        t1 = time.monotonic()
-        leaver.leave()
-        _wait_stable(consumers, PHASE_TIMEOUT_S, f"{client} after one left")
-        return form, time.monotonic() - t1
+        consumers = [Polled(lambda a, r: make(port, group, a, r), client) for _ in range(CONSUMERS)]
+        stable_at = _wait_stable(consumers, f"{client} forming")
+        rep.form = stable_at - t0  # includes creating the clients: part of what a user waits for
+        _time_leave(consumers, stable_at, leave_delay, rep)
+    except ClientBug as exc:
+        rep.failure, rep.client_bug = str(exc), True
+    except TimeoutError as exc:  # a stuck group is a finding, not a crash of the benchmark
+        rep.failure = str(exc)
     finally:
         for c in consumers:
             c.stop.set()
         for c in consumers:
-            c.thread.join(timeout=30)
+            c.thread.join(timeout=PHASE_TIMEOUT_S)
+    return rep
 
 
 async def _create_topic(port: int) -> None:
@@ -164,52 +214,43 @@ async def _create_topic(port: int) -> None:
 
 
 def run(quick: bool = False) -> dict:
-    reps = 1 if quick else 3
-    results: dict[str, list[tuple[float, float]]] = {"kafka-python": [], "confluent-kafka": []}
-    failures: list[str] = []
-    with KcoordServer({"group.min.session.timeout.ms": "1000"}) as server:
+    reps = 2 if quick else REPS
+    clients = ["kafka-python", BASELINE]
+    delays = leave_delays(reps, SETTLE_S, PHASE_WINDOW_S, seed=0)
+    done: list[Rep] = []
+    with KcoordServer({"group.min.session.timeout.ms": "1000",
+                       "group.initial.rebalance.delay.ms": str(INITIAL_REBALANCE_DELAY_MS)}) as server:
         arun(server.wait_ready())
         arun(_create_topic(server.port))
-        for i in range(reps):  # interleaved, so drift in machine load hits both clients alike
-            for client in results:
-                try:
-                    results[client].append(one_run(server.port, client, f"e2e-{client}-{i}"))
-                except TimeoutError as exc:  # a stuck group is a finding, not a crash of the benchmark
-                    failures.append(str(exc))
-    base_form = median(r[0] for r in results["confluent-kafka"])
-    base_leave = median(r[1] for r in results["confluent-kafka"])
-    rows = []
-    for client, runs in results.items():
-        form, leave = median(r[0] for r in runs), median(r[1] for r in runs)
-        rows.append(
-            {
-                "client": client,
-                "consumers": CONSUMERS,
-                "form stable s": form,
-                "ratio form": ratio(form, base_form),
-                "one leaves -> stable s": leave,
-                "ratio leave": ratio(leave, base_leave),
-                "ok reps": f"{len(runs)}/{reps}",
-            }
-        )
-    client_bugs = sum(f.startswith(CLIENT_BUG) for f in failures)
+        for i, delay in enumerate(delays):
+            for client in clients if i % 2 == 0 else clients[::-1]:  # ABBA: linear drift hits both alike
+                done.append(one_rep(server.port, client, f"e2e-{client}-{i}", delay))
+    bugs = [r for r in done if r.client_bug]
     return {
         "name": "e2e",
         "settings": settings(
             reps=reps,
+            consumers=CONSUMERS,
+            leave_after_stable_s=f"{SETTLE_S}+0..{PHASE_WINDOW_S}",
             partitions=PARTITIONS,
             session_timeout_ms=SESSION_MS,
             heartbeat_interval_ms=HEARTBEAT_MS,
-            initial_rebalance_delay_ms=0,
+            poll_ms=POLL_MS,
+            initial_rebalance_delay_ms=INITIAL_REBALANCE_DELAY_MS,
         ),
-        "rows": rows,
+        "rows": summarize(done, BASELINE),
+        "samples": [vars(r) for r in done],
         "notes": [
-            "ratios are against confluent-kafka consumers on the same server in the same run; medians over the "
-            "reps that completed.",
-            *(f"failed rep: {f}" for f in failures),
-            *([f"{client_bugs} of {len(failures)} failed reps are kafka-python's own abandoned join (see "
-               "bench.e2e.abandoned_join), not a coordinator answer: the member stops sending requests."]
-              if client_bugs else []),
+            f"ratios are medians against {BASELINE} consumers on the same server in the same run, reps "
+            f"interleaved ABBA. Each rep forms a group of {CONSUMERS} (timed from creating the first client) "
+            "and, after it has been stable a while, one consumer leaves (timed from its close()); stable is "
+            "the moment the last client applied its assignment (rebalance callback). Leave phases are spread "
+            "evenly over a window of several heartbeat intervals, the same for both clients.",
+            "a failed rep keeps the event it timed before failing; the failed event has no time and is "
+            "counted, as a client bug or as a failed rep, in the table.",
+            *(f"failed rep: {r.failure}" for r in done if r.failure),
+            *([f"{len(bugs)} failed reps are kafka-python's own abandoned join (see bench.e2e.abandoned_join), "
+               "not a coordinator answer: the member stops sending requests."] if bugs else []),
         ],
     }
 

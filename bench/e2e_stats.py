@@ -1,0 +1,105 @@
+"""Pure logic of the e2e benchmark: when a group is stable, when to leave, how reps are summed up.
+
+No clients, sockets or clocks here, so tests/bench/test_e2e_stats.py can pin it exactly.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass
+
+from bench.runner import median, ratio
+
+# What one consumer holds: its partitions and the monotonic time its client applied them (the
+# rebalance callback), so a stable moment is exact, not "whenever our poll loop next looked".
+Held = tuple[frozenset[int], float]
+
+
+def stable_since(held: list[Held], partitions: int) -> float | None:
+    """The moment the group became stable, or None if it is not stable now.
+
+    Stable: every consumer holds a non-empty share, the shares are disjoint and cover every
+    partition. Nothing has changed since the last of those shares was applied, so that is when.
+    """
+    seen: set[int] = set()
+    for parts, _ in held:
+        if not parts or seen & parts:
+            return None
+        seen |= parts
+    if len(seen) != partitions or not held:
+        return None
+    return max(at for _, at in held)
+
+
+def leave_delays(reps: int, settle_s: float, window_s: float, seed: int) -> list[float]:
+    """Seconds from the group's stable moment to the leaver's close(), one per rep.
+
+    What a leave costs depends on where it falls in the clients' timers: the others notice it at
+    their next heartbeat, whose timer restarts when their join completes (the stable moment), and
+    librdkafka's whole rebalance latency cycles with about a 1 s period. Leaving at a fixed time
+    after stable would measure one point of those cycles. So every leave comes after `settle_s` of
+    stability and at a phase stratified across `window_s` (a whole period), shuffled by `seed`: the
+    reps sample the window evenly, and both clients get exactly the same phases rep by rep.
+    """
+    phases = [(k + 0.5) * window_s / reps for k in range(reps)]
+    random.Random(seed).shuffle(phases)
+    return [settle_s + p for p in phases]
+
+
+@dataclass
+class Rep:
+    """One client's rep: a group forms, then one consumer leaves; each event timed."""
+
+    client: str
+    form: float | None = None
+    leave: float | None = None
+    failure: str = ""  # why the rep stopped early; an event timed before it still counts
+    client_bug: bool = False  # that failure was the client's own (kafka-python's abandoned join)
+
+
+def _spread(values: list[float]) -> str:
+    if len(values) < 2:
+        return "-"
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return f"{q1:.3f}–{q3:.3f}"
+
+
+def _medians(reps: list[Rep]) -> tuple[float, float]:
+    return median(r.form for r in reps), median(r.leave for r in reps)
+
+
+def summarize(reps: list[Rep], baseline: str) -> list[dict]:
+    """One row per client: medians over every event timed, ratios against `baseline`'s medians.
+
+    A failed event has no time, so it cannot enter a median; its rep is counted instead, as a
+    client bug or as a failure (the coordinator's, or unexplained), never dropped silently. The
+    "halves" columns are the same ratios from even and odd reps alone: how repeatable the run was.
+    """
+    clients = list(dict.fromkeys(r.client for r in reps))
+    by_client = {c: [r for r in reps if r.client == c] for c in clients}
+    base = by_client.get(baseline, [])
+    base_form, base_leave = _medians(base)
+    halves = [(_medians(base[h::2]), h) for h in (0, 1)]
+    rows = []
+    for client, mine in by_client.items():
+        form, leave = _medians(mine)
+        half_ratios = [(_medians(mine[h::2]), b) for b, h in halves]
+        rows.append(
+            {
+                "client": client,
+                "form stable s": form,
+                "form IQR s": _spread([r.form for r in mine if r.form is not None]),
+                "ratio form": ratio(form, base_form),
+                "leave -> stable s": leave,
+                "leave IQR s": _spread([r.leave for r in mine if r.leave is not None]),
+                "ratio leave": ratio(leave, base_leave),
+                "ratio halves form/leave": " ".join(
+                    f"{ratio(m[0], b[0]):.2f}/{ratio(m[1], b[1]):.2f}" for m, b in half_ratios
+                ),
+                "ok reps": sum(not r.failure for r in mine),
+                "client-bug reps": sum(r.client_bug for r in mine),
+                "failed reps": sum(bool(r.failure) and not r.client_bug for r in mine),
+            }
+        )
+    return rows

@@ -1,0 +1,83 @@
+"""The e2e benchmark's pure logic: stable moments, leave phases, and which reps enter the medians."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.e2e_stats import Rep, leave_delays, stable_since, summarize
+
+
+def held(*shares):
+    return [(frozenset(parts), at) for parts, at in shares]
+
+
+def test_stable_since_is_when_the_last_current_share_was_applied():
+    assert stable_since(held(({0, 1}, 5.0), ({2}, 7.5), ({3}, 6.0)), partitions=4) == 7.5
+
+
+@pytest.mark.parametrize(
+    "shares",
+    [
+        (({0, 1}, 1.0), (set(), 2.0), ({2, 3}, 3.0)),  # one consumer holds nothing (revoked, rejoining)
+        (({0, 1}, 1.0), ({1, 2, 3}, 2.0)),  # two hold partition 1: old and new assignments overlap
+        (({0}, 1.0), ({1}, 2.0)),  # partitions 2 and 3 are nobody's (the leaver's, not yet reassigned)
+        (),
+    ],
+)
+def test_not_stable_while_a_share_is_empty_overlapping_or_missing(shares):
+    assert stable_since(held(*shares), partitions=4) is None
+
+
+def test_leave_delays_stratify_the_window_after_settling_one_phase_per_rep():
+    delays = leave_delays(4, settle_s=1.5, window_s=0.4, seed=3)
+    assert sorted(delays) == pytest.approx([1.55, 1.65, 1.75, 1.85])
+
+
+def test_leave_delays_are_the_same_for_the_same_seed_and_shuffled_across_seeds():
+    assert leave_delays(8, 1.5, 0.5, seed=1) == leave_delays(8, 1.5, 0.5, seed=1)
+    assert len({tuple(leave_delays(8, 1.5, 0.5, seed=s)) for s in range(5)}) > 1
+
+
+def _rows(reps):
+    return {row["client"]: row for row in summarize(reps, baseline="base")}
+
+
+def test_medians_and_ratios_are_over_every_timed_event_against_the_baseline():
+    rows = _rows([
+        Rep("base", form=1.0, leave=0.1),
+        Rep("other", form=3.0, leave=0.4),
+        Rep("base", form=2.0, leave=0.3),
+        Rep("other", form=5.0, leave=0.6),
+        Rep("base", form=4.0, leave=0.2),
+        Rep("other", form=4.0, leave=0.5),
+    ])
+    assert rows["base"]["form stable s"] == 2.0 and rows["base"]["leave -> stable s"] == 0.2
+    assert rows["other"]["ratio form"] == pytest.approx(2.0) and rows["other"]["ratio leave"] == pytest.approx(2.5)
+    assert rows["other"]["ok reps"] == 3
+    # even reps alone (base 2.5 / 0.15, other 3.5 / 0.45), then the odd one (base 2.0 / 0.3, other 5.0 / 0.6)
+    assert rows["other"]["ratio halves form/leave"] == "1.40/3.00 2.50/2.00"
+
+
+def test_a_client_bug_rep_keeps_its_earlier_events_and_is_counted_not_hidden():
+    rows = _rows([
+        Rep("base", form=1.0, leave=0.2),
+        Rep("other", form=2.0, failure="kafka-python client bug: ...", client_bug=True),
+        Rep("other", failure="kafka-python client bug: ...", client_bug=True),
+        Rep("other", form=4.0, leave=0.4),
+    ])
+    other = rows["other"]
+    assert (other["ok reps"], other["client-bug reps"], other["failed reps"]) == (1, 2, 0)
+    assert other["form stable s"] == 3.0 and other["leave -> stable s"] == 0.4  # failed events add nothing
+
+
+def test_a_coordinator_failure_is_a_failed_rep_not_a_client_bug():
+    rows = _rows([Rep("base", form=1.0, leave=0.2), Rep("base", failure="not stable after 30s")])
+    assert (rows["base"]["ok reps"], rows["base"]["client-bug reps"], rows["base"]["failed reps"]) == (1, 0, 1)
+
+
+def test_a_client_with_no_timed_event_gets_nan_ratios_not_a_crash():
+    rows = _rows([Rep("base", form=1.0, leave=0.2), Rep("other", failure="x", client_bug=True)])
+    assert math.isnan(rows["other"]["ratio form"]) and math.isnan(rows["other"]["ratio leave"])
+    assert rows["other"]["form IQR s"] == "-"
