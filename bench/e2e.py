@@ -185,7 +185,7 @@ def _time_leave(consumers: list[Polled], stable_at: float, delay: float, rep: Re
 def one_rep(port: int, client: str, group: str, leave_delay: float) -> Rep:
     """Form a group of CONSUMERS, then time one leave; a failure ends the rep."""
     make = _kafka_python if client == "kafka-python" else _confluent
-    rep = Rep(client)
+    rep = Rep(client, leave_delay=leave_delay)
     consumers: list[Polled] = []
     t0 = time.monotonic()
     try:
@@ -248,6 +248,8 @@ def run(quick: bool = False) -> dict:
             "evenly over a window of several heartbeat intervals, the same for both clients.",
             "a failed rep keeps the event it timed before failing; the failed event has no time and is "
             "counted, as a client bug or as a failed rep, in the table.",
+            "'ratio halves' are the same ratios from two halves of the reps alone (alternate reps in leave-"
+            "phase order, so each half spans the whole window): the run's own repeatability check.",
             *(f"failed rep: {r.failure}" for r in done if r.failure),
             *([f"{len(bugs)} failed reps are kafka-python's own abandoned join (see bench.e2e.abandoned_join), "
                "not a coordinator answer: the member stops sending requests."] if bugs else []),

@@ -54,6 +54,7 @@ class Rep:
     client: str
     form: float | None = None
     leave: float | None = None
+    leave_delay: float = 0.0  # when, after stable, the leave was due (bench.e2e_stats.leave_delays)
     failure: str = ""  # why the rep stopped early; an event timed before it still counts
     client_bug: bool = False  # that failure was the client's own (kafka-python's abandoned join)
 
@@ -69,22 +70,28 @@ def _medians(reps: list[Rep]) -> tuple[float, float]:
     return median(r.form for r in reps), median(r.leave for r in reps)
 
 
+def _half(reps: list[Rep], which: int) -> list[Rep]:
+    return sorted(reps, key=lambda r: r.leave_delay)[which::2]
+
+
 def summarize(reps: list[Rep], baseline: str) -> list[dict]:
     """One row per client: medians over every event timed, ratios against `baseline`'s medians.
 
     A failed event has no time, so it cannot enter a median; its rep is counted instead, as a
     client bug or as a failure (the coordinator's, or unexplained), never dropped silently. The
-    "halves" columns are the same ratios from even and odd reps alone: how repeatable the run was.
+    "halves" columns are the same ratios from two halves of the reps alone: how repeatable the run
+    was. The halves alternate in leave-delay order, so each still spans the whole phase window
+    (a leave's time depends strongly on its phase; a random half would not).
     """
     clients = list(dict.fromkeys(r.client for r in reps))
     by_client = {c: [r for r in reps if r.client == c] for c in clients}
     base = by_client.get(baseline, [])
     base_form, base_leave = _medians(base)
-    halves = [(_medians(base[h::2]), h) for h in (0, 1)]
+    halves = [(_medians(_half(base, h)), h) for h in (0, 1)]
     rows = []
     for client, mine in by_client.items():
         form, leave = _medians(mine)
-        half_ratios = [(_medians(mine[h::2]), b) for b, h in halves]
+        half_ratios = [(_medians(_half(mine, h)), b) for b, h in halves]
         rows.append(
             {
                 "client": client,

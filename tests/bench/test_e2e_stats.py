@@ -46,18 +46,19 @@ def _rows(reps):
 
 def test_medians_and_ratios_are_over_every_timed_event_against_the_baseline():
     rows = _rows([
-        Rep("base", form=1.0, leave=0.1),
-        Rep("other", form=3.0, leave=0.4),
-        Rep("base", form=2.0, leave=0.3),
-        Rep("other", form=5.0, leave=0.6),
-        Rep("base", form=4.0, leave=0.2),
-        Rep("other", form=4.0, leave=0.5),
+        Rep("base", form=1.0, leave=0.1, leave_delay=1.1),
+        Rep("other", form=3.0, leave=0.4, leave_delay=1.1),
+        Rep("base", form=2.0, leave=0.3, leave_delay=1.7),
+        Rep("other", form=5.0, leave=0.6, leave_delay=1.7),
+        Rep("base", form=4.0, leave=0.2, leave_delay=1.3),
+        Rep("other", form=4.0, leave=0.5, leave_delay=1.3),
     ])
     assert rows["base"]["form stable s"] == 2.0 and rows["base"]["leave -> stable s"] == 0.2
     assert rows["other"]["ratio form"] == pytest.approx(2.0) and rows["other"]["ratio leave"] == pytest.approx(2.5)
     assert rows["other"]["ok reps"] == 3
-    # even reps alone (base 2.5 / 0.15, other 3.5 / 0.45), then the odd one (base 2.0 / 0.3, other 5.0 / 0.6)
-    assert rows["other"]["ratio halves form/leave"] == "1.40/3.00 2.50/2.00"
+    # halves alternate in leave-delay order: delays 1.1 and 1.7 (base 1.5 / 0.2, other 4.0 / 0.5),
+    # then 1.3 (base 4.0 / 0.2, other 4.0 / 0.5)
+    assert rows["other"]["ratio halves form/leave"] == "2.67/2.50 1.00/2.50"
 
 
 def test_a_client_bug_rep_keeps_its_earlier_events_and_is_counted_not_hidden():
