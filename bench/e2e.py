@@ -10,6 +10,7 @@ reps interleaved ABBA; both use heartbeat.interval.ms=100 and the same session t
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -237,6 +238,7 @@ def run(quick: bool = False) -> dict:
             heartbeat_interval_ms=HEARTBEAT_MS,
             poll_ms=POLL_MS,
             initial_rebalance_delay_ms=INITIAL_REBALANCE_DELAY_MS,
+            loadavg_at_end=round(os.getloadavg()[0], 2),
         ),
         "rows": summarize(done, BASELINE),
         "samples": [vars(r) for r in done],
@@ -250,6 +252,10 @@ def run(quick: bool = False) -> dict:
             "counted, as a client bug or as a failed rep, in the table.",
             "'ratio halves' are the same ratios from two halves of the reps alone (alternate reps in leave-"
             "phase order, so each half spans the whole window): the run's own repeatability check.",
+            "kafka-python is pure Python and its ten consumers share one interpreter: when the machine is "
+            "short of CPU (load average above the cores) its times grow and its ratios with them (measured: "
+            "two busy loops on 2 cores took form 1.6 -> 2.6, leave 0.9 -> 1.9; librdkafka barely moved), so "
+            "compare runs at similar load (loadavg_at_start / _at_end).",
             *(f"failed rep: {r.failure}" for r in done if r.failure),
             *([f"{len(bugs)} failed reps are kafka-python's own abandoned join (see bench.e2e.abandoned_join), "
                "not a coordinator answer: the member stops sending requests."] if bugs else []),
