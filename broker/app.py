@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -29,6 +30,13 @@ from protocol.headers import is_flexible
 log = logging.getLogger("kcoord")
 
 SHUTDOWN_TIMEOUT_S = 10.0
+# Young-generation threshold of the cyclic GC for the serving process (CPython's default: 700). A
+# request holds ~100 GC-tracked objects until it is answered (an OffsetCommit until its fsync), so
+# under load the default runs a young collection every few requests, each re-walking every request
+# in flight and promoting it to be walked again by the older generations. Measured in process with
+# 100 committers of 50 offsets: 1.3-2.5 µs of CPU per committed offset in collections, a tenth of
+# that at 10,000. Garbage cycles wait longer; refcounting frees everything else at once, as before.
+GC_YOUNG_THRESHOLD = 10_000
 
 
 class Broker:
@@ -224,6 +232,7 @@ async def _serve_async(config: Any) -> int:
 
 def serve(config: Any) -> int:
     """Run a broker in the foreground on uvloop until SIGINT/SIGTERM; return the exit status."""
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     try:
         import uvloop
     except ImportError:  # uvloop is a dependency; fall back rather than refuse to run

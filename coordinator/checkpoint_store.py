@@ -102,6 +102,9 @@ def refreshed_state(partition_log, partition: int, now_ms: int, logger) -> tuple
         state, start, _ = start_state(partition_log, partition, now_ms, lazy=True)
         tail, offset = read_tail(partition_log, start, partition_log.recovery_point)
         state.replay(tail, logger)
+        # Freed while collections wait: alive at the first allocation after them, the tail's records
+        # (one tracked tuple each) would make that allocation run a collection that walks them all.
+        del tail
     return state, offset
 
 

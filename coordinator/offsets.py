@@ -136,16 +136,16 @@ class OffsetsMixin(RebalanceMixin):
         limit = self.config.offset_metadata_max_bytes
         written: dict[TopicPartition, OffsetCommitValue] = {}  # the last value per partition wins, as on replay
         too_large: dict[TopicPartition, ErrorCode] = {}
-        for p in offsets:
-            tp = (p.topic, p.partition)
-            metadata = p.metadata or ""
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            tp = (topic, partition)
+            metadata = metadata or ""
             # UTF-8 takes at most 4 bytes a character: only long metadata needs encoding to be measured.
             if len(metadata) * 4 > limit and len(metadata.encode("utf-8")) > limit:
                 too_large[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
             if too_large:
                 too_large.pop(tp, None)  # a later entry for the same partition decides, as before
-            written[tp] = _new_tuple(OffsetCommitValue, (p.offset, metadata, now, p.leader_epoch, expire, None))
+            written[tp] = _new_tuple(OffsetCommitValue, (offset, metadata, now, leader_epoch, expire, None))
         results: dict[TopicPartition, ErrorCode] = dict.fromkeys(written, ErrorCode.NONE)
         results.update(too_large)
         if not written:

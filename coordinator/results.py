@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from protocol.errors import ErrorCode
 
@@ -46,8 +47,8 @@ class LeaveGroupResult:
     members: list[LeaveMemberResult] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class OffsetCommitRequestPartition:
+class OffsetCommitRequestPartition(NamedTuple):
+    # A tuple: a commit makes one per partition, and the GC stops tracking tuples of plain values.
     topic: str
     partition: int
     offset: int

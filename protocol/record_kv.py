@@ -6,6 +6,10 @@ with a handful of byte lookups: lengths of one or two varint bytes are decoded i
 deltas are skipped without decoding, and a record without headers ends in one 0 byte. Anything
 else (longer varints, null keys, headers, a length that does not add up) makes the whole batch
 take the reference decoder, which also owns every error. A test proves both agree.
+
+Faster still, for the batches a coordinator writes (one key length, one value length, no headers):
+every record has the same framing, so the batch is cut at a fixed stride and the framing is
+checked with a strided slice per byte position instead of record by record.
 """
 from __future__ import annotations
 
@@ -69,6 +73,39 @@ def _fast_key_values(buf: bytes, count: int) -> list[tuple[bytes, bytes | None]]
     return out
 
 
+def _uniform_key_values(buf: bytes, count: int) -> list[tuple[bytes, bytes]] | None:
+    """The records of a batch whose records all have one layout (a coordinator's write of one topic:
+    one key length, one value length, timestamp delta 0, offset deltas 0..count-1, no headers) are
+    cut at a fixed stride, their framing bytes checked with one strided slice each; None otherwise."""
+    # record: length (1-2 bytes) | attributes | timestamp delta | offset delta | key length | key
+    #         | value length | value | header count; every other varint one byte.
+    if not 0 < count <= 64 or len(buf) % count:
+        return None
+    stride = len(buf) // count
+    length, at = buf[0], 1
+    if length >= 0x80:
+        length, at = (length & 0x7F) | buf[1] << 7, 2
+    key_size = buf[at + 3]
+    if length & 1 or at + (length >> 1) != stride or key_size & 1 or key_size >= 0x80 or buf[at + 1] >= 0x80:
+        return None
+    key_at = at + 4
+    value_at = key_at + (key_size >> 1) + 1
+    value_size = buf[value_at - 1]
+    if value_size & 1 or value_size >= 0x80 or value_at + (value_size >> 1) + 1 != stride:
+        return None
+    for i in (*range(at + 2), at + 3, value_at - 1):  # length, attributes, timestamp delta, both lengths
+        if buf[i::stride] != buf[i:i + 1] * count:
+            return None
+    if buf[at + 2::stride] != _OFFSET_DELTAS[:count] or buf[stride - 1::stride] != bytes(count):
+        return None
+    key_len, value_len = value_at - 1 - key_at, value_size >> 1
+    return list(zip([buf[i:i + key_len] for i in range(key_at, len(buf), stride)],
+                    [buf[i:i + value_len] for i in range(value_at, len(buf), stride)], strict=True))
+
+
+_OFFSET_DELTAS = bytes(range(0, 128, 2))  # zig-zag varints of 0..63
+
+
 def batch_key_values(batch, header: BatchHeader, from_offset: int = -1) -> list[tuple[bytes | None, bytes | None]]:
     """(key, value) of every record of one batch whose offset is >= from_offset, in order."""
     if header.base_offset < from_offset:  # straddles the start: offsets are needed
@@ -77,6 +114,9 @@ def batch_key_values(batch, header: BatchHeader, from_offset: int = -1) -> list[
     if len(batch) >= header.size:
         raw = batch[RECORDS_OFFSET:header.size]
         payload = bytes(raw) if header.compression == NONE else decompress(header.compression, bytes(raw))
+        uniform = _uniform_key_values(payload, header.records_count)
+        if uniform is not None:
+            return uniform
         try:
             return _fast_key_values(payload, header.records_count)
         except (_Unusual, IndexError):

@@ -48,17 +48,24 @@ class GroupCommit:
 
     async def wait(self, target: int, generation: int) -> None:
         """Return once offsets below `target`, appended in `generation`, are durable."""
+        if target > self._owner.recovery_point:
+            await self.future(target, generation)
+
+    def future(self, target: int, generation: int) -> asyncio.Future:
+        """`wait` as a future, for callers that add a done callback rather than await (no task)."""
         owner = self._owner
-        if target <= owner.recovery_point:
-            return
-        if generation != owner.generation:
-            raise StorageError(f"{self._name}: data up to offset {target} was lost to an earlier storage failure")
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._waiters.append((target, future))
-        if self._task is None:
-            self._task = loop.create_task(self._run(), name=f"group-commit {self._name}")
-        await future
+        if target <= owner.recovery_point:
+            future.set_result(None)
+        elif generation != owner.generation:
+            future.set_exception(StorageError(
+                f"{self._name}: data up to offset {target} was lost to an earlier storage failure"))
+        else:
+            self._waiters.append((target, future))
+            if self._task is None:
+                self._task = loop.create_task(self._run(), name=f"group-commit {self._name}")
+        return future
 
     async def idle(self) -> None:
         """Wait until no fsync round is running."""

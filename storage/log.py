@@ -277,6 +277,12 @@ class PartitionLog:
         self._check_open()
         await self._commit.wait(target, generation)
 
+    def sync_future(self, after: AppendInfo) -> asyncio.Future:
+        """`sync(after)` as a future (for a done callback instead of a task per waiter); raises
+        StorageError at once if the log is closed."""
+        self._check_open()
+        return self._commit.future(after.last_offset + 1, after.generation)
+
     async def append_durable(self, records) -> AppendInfo:
         info = self.append(records)
         if self.config.flush_on_append:

@@ -22,23 +22,41 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 NO_RETENTION = -1
+_Topic = m.OffsetCommitResponse.OffsetCommitResponseTopic
+_Partition = _Topic.OffsetCommitResponsePartition
+_new_tuple = tuple.__new__  # an OffsetCommitRequestPartition without NamedTuple's Python-level __new__
+# The usual answer to a partition, NONE, as one shared object per partition index: encoding only reads
+# it, and a commit answers the same partitions again and again (bounded: indices come from clients).
+_ACCEPTED: dict[int, _Partition] = {}
+_ACCEPTED_MAX = 1 << 14
+
+
+def _accepted(index: int):
+    answer = _Partition(partition_index=index, error_code=ErrorCode.NONE)
+    if len(_ACCEPTED) < _ACCEPTED_MAX:
+        _ACCEPTED[index] = answer
+    return answer
 
 
 def _response(request, errors: dict[tuple[str, int], ErrorCode] | ErrorCode) -> m.OffsetCommitResponse:
     """Every partition of the request answered: from `errors` by (topic, partition), or all with one code."""
-    topic_type = m.OffsetCommitResponse.OffsetCommitResponseTopic
-    partition_type = topic_type.OffsetCommitResponsePartition
-    if isinstance(errors, dict) and len(set(errors.values())) == 1:
-        errors = next(iter(errors.values()))  # the usual answer: one code for every partition
+    if isinstance(errors, dict):
+        if not any(errors.values()):
+            errors = ErrorCode.NONE  # the usual answer: every partition stored
+        elif len(set(errors.values())) == 1:
+            errors = next(iter(errors.values()))
     out = []
+    accepted = _ACCEPTED.get
     for t in request.topics:
         name = t.name
         if isinstance(errors, dict):
-            parts = [partition_type(partition_index=p.partition_index, error_code=errors[(name, p.partition_index)])
+            parts = [_Partition(partition_index=p.partition_index, error_code=errors[(name, p.partition_index)])
                      for p in t.partitions]
+        elif errors == ErrorCode.NONE:
+            parts = [accepted(p.partition_index) or _accepted(p.partition_index) for p in t.partitions]
         else:
-            parts = [partition_type(partition_index=p.partition_index, error_code=errors) for p in t.partitions]
-        out.append(topic_type(name=name, partitions=parts))
+            parts = [_Partition(partition_index=p.partition_index, error_code=errors) for p in t.partitions]
+        out.append(_Topic(name=name, partitions=parts))
     return m.OffsetCommitResponse(topics=out)
 
 
@@ -61,9 +79,9 @@ async def handle(ctx, request):
         for p in t.partitions:
             index = p.partition_index
             if 0 <= index < count:
-                offsets.append(OffsetCommitRequestPartition(
+                offsets.append(_new_tuple(OffsetCommitRequestPartition, (
                     name, index, p.committed_offset, p.committed_leader_epoch if epochs else -1,
-                    p.committed_metadata))
+                    p.committed_metadata)))
             else:
                 errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if offsets or not errors:

@@ -6,9 +6,9 @@ injected with:
 * `WallClock` — `now_ms()`; records carry wall-clock timestamps, like Kafka's.
 * `LoopTimer` — keyed, replaceable timers on `loop.call_at` (delays are relative, so loop time alone
   places them); pushing a deadline back is lazy (no cancel + re-arm per heartbeat).
-* `OffsetsTopicWriter` — appends the coordinator's records as one v2 batch per write to
-  `__consumer_offsets-N` and calls back only after `await log.sync()`: a callback with NONE means
-  the records are durable.
+* `OffsetsTopicWriter` (coordinator.runtime.writer) — appends the coordinator's records as one v2
+  batch per write to `__consumer_offsets-N` (a partition's writes of one loop tick in one append) and
+  calls back only once they are fsynced: a callback with NONE means the records are durable.
 * `CoordinatorEvents` — the coordinator's structured log events (rebalances and their causes, group
   sizes) as broker metrics.
 * `GroupRuntime` — owns them, loads every `__consumer_offsets` partition by replay before serving it
@@ -28,15 +28,12 @@ from typing import Any
 
 from coordinator import GroupConfig, GroupCoordinator
 from coordinator.gc_pause import gc_paused
-from coordinator.record_batch import build_coordinator_batch
 from coordinator.runtime.checkpoints import Checkpointer
+from coordinator.runtime.writer import FAULT_FILE_ENV as FAULT_FILE_ENV  # tests and the broker set it
+from coordinator.runtime.writer import OFFSETS_TOPIC, OffsetsTopicWriter
 from protocol.errors import DecodeError, ErrorCode
 from storage import StorageError
 
-OFFSETS_TOPIC = "__consumer_offsets"
-# Test switch: while this file exists, coordinator writes fail (one failure per file; the writer
-# removes it), so a test in another process can fail exactly one OffsetCommit's write.
-FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"
 # Durable records after a partition's checkpoint that make it write a new one. Bounds what a load
 # after a crash replays (at most this per partition, ~0.3-1 µs a record) against how often a
 # partition's checkpoint is rewritten (a rewrite decodes only the groups its tail touches).
@@ -115,70 +112,6 @@ class LoopTimer:
             entry.callback()
         except Exception:  # a timer must never take the loop down
             log.exception("coordinator timer %r failed", key)
-
-
-def _append_error(exc: Exception, what: str) -> ErrorCode:
-    """The Kafka error a failed write reports (the coordinator maps it for the client)."""
-    if isinstance(exc, StorageError):
-        log.error("%s failed: %s", what, exc)
-        return exc.error_code
-    log.exception("%s failed unexpectedly", what)
-    return ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-class OffsetsTopicWriter:
-    """The coordinator's one writer: `append(partition, records, callback(error))`.
-
-    The append itself is synchronous (ordered with every other write to that partition); the fsync
-    is shared with concurrent writers (storage's group commit) and the callback runs after it.
-    """
-
-    def __init__(self, log_for: Callable[[int], Any], loop: asyncio.AbstractEventLoop,
-                 compression: int = 0, on_durable: Callable[[int], None] | None = None) -> None:
-        self._log_for = log_for
-        self._loop = loop
-        self._compression = compression
-        self._on_durable = on_durable
-        self._pending: set[asyncio.Task] = set()
-        self._fault_file = os.environ.get(FAULT_FILE_ENV) or None
-
-    def append(self, partition: int, records, callback: Callable[[ErrorCode], None]) -> None:
-        try:
-            self._maybe_inject_fault()
-            partition_log = self._log_for(partition)
-            partition_log.append(build_coordinator_batch(list(records), self._compression))
-        except Exception as exc:  # the callback must run whatever happened, or a request hangs
-            error = _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}")
-            # Never call back re-entrantly into the coordinator that is in the middle of a handler.
-            self._loop.call_soon(callback, error)
-            return
-        task = self._loop.create_task(self._sync(partition, partition_log, callback))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
-    async def _sync(self, partition: int, partition_log, callback) -> None:
-        try:
-            await partition_log.sync()
-            error = ErrorCode.NONE
-        except Exception as exc:
-            error = _append_error(exc, f"fsync of {OFFSETS_TOPIC}-{partition}")
-        callback(error)
-        if error == ErrorCode.NONE and self._on_durable is not None:
-            self._on_durable(partition)
-
-    def _maybe_inject_fault(self) -> None:
-        if self._fault_file is None:
-            return
-        try:
-            os.unlink(self._fault_file)
-        except FileNotFoundError:
-            return
-        raise StorageError(f"injected write fault ({FAULT_FILE_ENV})")
-
-    async def drain(self) -> None:
-        """Wait for every write in flight (so their callbacks ran) — part of a clean shutdown."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
 
 
 async def create(broker) -> GroupRuntime:

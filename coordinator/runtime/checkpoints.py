@@ -133,6 +133,7 @@ class Checkpointer:
             with gc_paused():
                 tail, offset = checkpoint_store.read_tail(partition_log, end, partition_log.recovery_point)
                 state.replay(tail, self._logger)
+                del tail  # freed before collections resume (see checkpoint_store.refreshed_state)
         size = await asyncio.get_running_loop().run_in_executor(
             None, checkpoint_store.write, partition_log, partition, state, offset, read_ms)
         self.covered[partition] = (offset, read_ms)

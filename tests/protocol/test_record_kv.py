@@ -1,9 +1,10 @@
 """protocol.record_kv, the replay's fast (key, value) reader, agrees with the reference decoder."""
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import records as r
-from protocol.record_kv import _fast_key_values, batch_key_values, iter_log_key_values
+from protocol.record_kv import _fast_key_values, _uniform_key_values, batch_key_values, iter_log_key_values
 
 # Sizes around the fast path's edges: one-byte lengths end at 63, two-byte record lengths at 8191.
 sizes = st.sampled_from([0, 1, 30, 63, 64, 100, 4000, 8200])
@@ -42,3 +43,33 @@ def test_log_reader_skips_control_batches_and_old_records():
             + r.build_batch([(b"a", b"3")], base_offset=3))
     assert list(iter_log_key_values(data)) == [(b"a", b"1"), (b"b", b"2"), (b"a", b"3")]
     assert list(iter_log_key_values(data, from_offset=1)) == [(b"b", b"2"), (b"a", b"3")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 80), st.sampled_from([0, 1, 20, 33, 57, 58, 70]), st.sampled_from([0, 1, 24, 30, 70]),
+       st.booleans(), st.data())
+def test_uniform_reader_agrees_with_the_reference_decoder(count, key_size, value_size, tombstone, data):
+    items = [(data.draw(st.binary(min_size=key_size, max_size=key_size)),
+              data.draw(st.binary(min_size=value_size, max_size=value_size))) for _ in range(count)]
+    if tombstone:
+        items[data.draw(st.integers(0, count - 1))] = (b"k" * key_size, None)
+    batch = r.build_batch(items)
+    got = _uniform_key_values(batch[r.RECORDS_OFFSET:], count)
+    assert got is None or got == items
+    if count <= 64 and key_size < 64 and value_size < 64 and not tombstone:  # 1-byte key and value lengths
+        assert got == items
+    assert batch_key_values(memoryview(batch), r.parse_batch_header(batch)) == _reference(batch) == items
+
+
+@pytest.mark.parametrize("key_size, length_bytes", [(33, 1), (50, 2)])
+def test_uniform_reader_refuses_a_batch_whose_framing_differs_in_one_record(key_size, length_bytes):
+    items = [(b"k" * key_size, b"v" * 24) for _ in range(10)]
+    payload = r.build_batch(items)[r.RECORDS_OFFSET:]
+    stride = len(payload) // 10
+    assert _uniform_key_values(payload, 10) == items
+    # length, attributes, timestamp delta, offset delta, key length, value length, header count
+    h = length_bytes
+    for at in (*range(h), h, h + 1, h + 2, h + 3, h + 4 + key_size, stride - 1):
+        changed = bytearray(payload)
+        changed[6 * stride + at] ^= 2
+        assert _uniform_key_values(bytes(changed), 10) is None, at

@@ -87,6 +87,27 @@ async def test_append_cut_away_by_a_failure_cannot_be_synced_later(tmp_path):
         await log.sync(after=stale)
 
 
+async def test_sync_future_resolves_once_durable_and_fails_for_a_lost_append(tmp_path):
+    fs = FaultyFS()
+    log = open_log(tmp_path, fs, flush_on_append=False)
+    fs.fsync_gate = threading.Event()
+    first = log.append(batch())
+    durable = log.sync_future(first)
+    await wait_for_round(log, 1)
+    assert not durable.done()
+    fs.fsync_gate.set()
+    await durable
+    assert log.recovery_point == 1
+    assert log.sync_future(first).done()  # already durable: no fsync round
+    stale = log.append(batch())
+    fs.fail_next_fsync()
+    with pytest.raises(StorageError):
+        await log.sync_future(stale)
+    log.append(batch())  # reuses offset 1 in a new generation
+    with pytest.raises(StorageError, match="lost"):
+        await log.sync_future(stale)
+
+
 async def test_write_failure_is_reported_and_next_append_succeeds(tmp_path):
     fs = FaultyFS()
     log = open_log(tmp_path, fs)

@@ -1,0 +1,147 @@
+"""`OffsetsTopicWriter`: the coordinator's one writer, `append(partition, records, callback(error))`.
+
+Each write becomes one v2 batch for `__consumer_offsets-N`. The writes to a partition within one loop
+tick are appended together (one write to the segment) after the tick, and one fsync waiter covers them
+(storage's group commit shares the fsync with everything else in flight). Every write's callback runs
+once its records are durable (NONE), or with the error that kept them from it: a failed write or fsync
+fails every write it covered, and none of them is acknowledged.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.record_batch import build_coordinator_batch
+from protocol.errors import ErrorCode
+from storage import StorageError
+
+OFFSETS_TOPIC = "__consumer_offsets"
+# Test switch: while this file exists, coordinator writes fail (one failure per file; the writer
+# removes it), so a test in another process can fail exactly one OffsetCommit's write.
+FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"
+
+log = logging.getLogger("kcoord.coordinator.runtime")
+
+Callback = Callable[[ErrorCode], None]
+
+
+def _append_error(exc: BaseException, what: str) -> ErrorCode:
+    """The Kafka error a failed write reports (the coordinator maps it for the client)."""
+    if isinstance(exc, StorageError):
+        log.error("%s failed: %s", what, exc)
+        return exc.error_code
+    log.error("%s failed unexpectedly", what, exc_info=exc)
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def _chunks(batches: list[bytes], limit: int) -> list[list[bytes]]:
+    """`batches` in order, cut so that no append exceeds `limit` bytes (segment.bytes) unless one batch
+    alone does: writes that fit one by one must not fail for having been queued together."""
+    chunks: list[list[bytes]] = [[]]
+    size = 0
+    for batch in batches:
+        if chunks[-1] and size + len(batch) > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(batch)
+        size += len(batch)
+    return chunks
+
+
+class OffsetsTopicWriter:
+    def __init__(self, log_for: Callable[[int], Any], loop: asyncio.AbstractEventLoop,
+                 compression: int = 0, on_durable: Callable[[int], None] | None = None) -> None:
+        self._log_for = log_for
+        self._loop = loop
+        self._compression = compression
+        self._on_durable = on_durable
+        # partition -> (batches, callbacks) of this tick's writes, in the order they were made
+        self._queued: dict[int, tuple[list[bytes], list[Callback]]] = {}
+        self._flush_handle: asyncio.Handle | None = None
+        self._in_flight: set[asyncio.Future] = set()  # fsync waits whose callbacks have not run
+        self._fault_file = os.environ.get(FAULT_FILE_ENV) or None
+
+    def append(self, partition: int, records, callback: Callback) -> None:
+        try:
+            self._maybe_inject_fault()
+            batch = build_coordinator_batch(list(records), self._compression)
+        except Exception as exc:  # the callback must run whatever happened, or a request hangs
+            error = _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}")
+            # Never call back re-entrantly into the coordinator that is in the middle of a handler.
+            self._loop.call_soon(callback, error)
+            return
+        queued = self._queued.get(partition)
+        if queued is None:
+            queued = self._queued[partition] = ([], [])
+            if self._flush_handle is None:
+                self._flush_handle = self._loop.call_soon(self.flush)
+        queued[0].append(batch)
+        queued[1].append(callback)
+
+    def flush(self) -> None:
+        """Append every queued write (from a loop callback: callbacks never re-enter a handler)."""
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        queued, self._queued = self._queued, {}
+        for partition, (batches, callbacks) in queued.items():
+            try:
+                partition_log = self._log_for(partition)
+            except Exception as exc:
+                self._answer(callbacks, _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}"))
+                continue
+            if len(batches) == 1:
+                self._write(partition, partition_log, batches[0], callbacks)
+                continue
+            start = 0
+            for chunk in _chunks(batches, partition_log.config.segment_bytes):
+                self._write(partition, partition_log, b"".join(chunk), callbacks[start:start + len(chunk)])
+                start += len(chunk)
+
+    def _write(self, partition: int, partition_log, records: bytes, callbacks: list[Callback]) -> None:
+        try:
+            durable = partition_log.sync_future(partition_log.append(records))
+        except Exception as exc:  # the segment cut the write back: nothing of it is acknowledged
+            self._answer(callbacks, _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}"))
+            return
+        self._in_flight.add(durable)
+        durable.add_done_callback(functools.partial(self._written, partition, callbacks))
+
+    def _written(self, partition: int, callbacks: list[Callback], durable: asyncio.Future) -> None:
+        self._in_flight.discard(durable)
+        if durable.cancelled():
+            error = _append_error(asyncio.CancelledError(), f"fsync of {OFFSETS_TOPIC}-{partition}")
+        else:
+            exc = durable.exception()
+            error = ErrorCode.NONE if exc is None else _append_error(exc, f"fsync of {OFFSETS_TOPIC}-{partition}")
+        self._answer(callbacks, error)
+        if error == ErrorCode.NONE and self._on_durable is not None:
+            self._on_durable(partition)
+
+    @staticmethod
+    def _answer(callbacks: list[Callback], error: ErrorCode) -> None:
+        """Answer every write (`error` NONE: durable); one failing callback does not stop the others."""
+        for callback in callbacks:
+            try:
+                callback(error)
+            except Exception:
+                log.exception("offsets write callback failed")
+
+    def _maybe_inject_fault(self) -> None:
+        if self._fault_file is None:
+            return
+        try:
+            os.unlink(self._fault_file)
+        except FileNotFoundError:
+            return
+        raise StorageError(f"injected write fault ({FAULT_FILE_ENV})")
+
+    async def drain(self) -> None:
+        """Write what is queued and wait until every write's callback ran — part of a clean shutdown."""
+        while self._queued or self._in_flight:
+            self.flush()
+            await asyncio.gather(*list(self._in_flight), return_exceptions=True)

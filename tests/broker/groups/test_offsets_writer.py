@@ -1,0 +1,87 @@
+"""OffsetsTopicWriter over real storage: a partition's writes of one loop tick share one append and one
+fsync wait; every write is answered, and a failed write or fsync fails every write it carried."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from coordinator import GroupConfig, OffsetCommitRequestPartition
+from coordinator.runtime import OFFSETS_TOPIC, GroupRuntime
+from protocol.errors import ErrorCode as E
+from storage import FaultyFS, LogConfig, LogManager
+
+CONFIG = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0)
+
+
+async def started(manager: LogManager) -> GroupRuntime:
+    runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p), CONFIG)
+    await runtime.start()
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    return runtime
+
+
+def commit(runtime: GroupRuntime, group: str, partition: int, offset: int):
+    return runtime.call("handle_commit_offsets", group_id=group, member_id="", group_instance_id=None,
+                        generation_id=-1, offsets=[OffsetCommitRequestPartition("t", partition, offset)],
+                        retention_time_ms=-1, request_version=8)
+
+
+def committed(runtime: GroupRuntime, group: str, partition: int) -> int:
+    return runtime.coordinator.handle_fetch_offsets(group, [("t", partition)]).partitions[0].offset
+
+
+async def test_writes_of_one_tick_share_one_append_and_each_is_answered(tmp_path):
+    fs = FaultyFS()
+    manager = LogManager(str(tmp_path), fs=fs)
+    runtime = await started(manager)
+    partition_log = manager.get_or_create(OFFSETS_TOPIC, 0)
+    writes, end = fs.writes, partition_log.log_end_offset
+    answers = await asyncio.gather(commit(runtime, "a", 0, 10), commit(runtime, "b", 0, 20), commit(runtime, "a", 1, 30))
+    assert answers == [{("t", 0): E.NONE}, {("t", 0): E.NONE}, {("t", 1): E.NONE}]
+    assert fs.writes - writes == 1  # one append of three batches
+    assert len(list(partition_log.batches(end))) == 3  # still one batch per write
+    assert partition_log.recovery_point == end + 3
+    assert (committed(runtime, "a", 0), committed(runtime, "b", 0), committed(runtime, "a", 1)) == (10, 20, 30)
+    await runtime.close()
+    await manager.close()
+
+
+@pytest.mark.parametrize("fault", ["fail_next_write", "fail_next_fsync"])
+async def test_a_failed_shared_write_or_fsync_fails_every_commit_it_carried(tmp_path, fault):
+    fs = FaultyFS()
+    manager = LogManager(str(tmp_path), fs=fs)
+    runtime = await started(manager)
+    assert await commit(runtime, "a", 0, 1) == {("t", 0): E.NONE}
+    getattr(fs, fault)()
+    answers = await asyncio.gather(commit(runtime, "a", 0, 2), commit(runtime, "b", 0, 3))
+    assert answers == [{("t", 0): E.NOT_COORDINATOR}, {("t", 0): E.NOT_COORDINATOR}]
+    assert (committed(runtime, "a", 0), committed(runtime, "b", 0)) == (1, -1)
+    partition_log = manager.get_or_create(OFFSETS_TOPIC, 0)
+    assert partition_log.log_end_offset == partition_log.recovery_point == 1  # cut back: nothing acknowledged
+    assert await commit(runtime, "b", 0, 4) == {("t", 0): E.NONE}
+    assert committed(runtime, "b", 0) == 4
+    await runtime.close()
+    await manager.close()
+
+
+async def test_writes_queued_together_beyond_segment_bytes_are_appended_apart(tmp_path):
+    # One commit's batch fits a segment; two together would not, and must not fail for being queued together.
+    manager = LogManager(str(tmp_path), default_config=LogConfig(segment_bytes=200))
+    runtime = await started(manager)
+    answers = await asyncio.gather(commit(runtime, "a", 0, 1), commit(runtime, "b", 0, 2))
+    assert answers == [{("t", 0): E.NONE}, {("t", 0): E.NONE}]
+    assert (committed(runtime, "a", 0), committed(runtime, "b", 0)) == (1, 2)
+    await runtime.close()
+    await manager.close()
+
+
+async def test_close_writes_and_answers_the_commits_still_queued(tmp_path):
+    manager = LogManager(str(tmp_path))
+    runtime = await started(manager)
+    reply = commit(runtime, "a", 0, 7)  # queued: the append happens after this tick
+    assert not reply.done()
+    await runtime.close()
+    assert reply.result() == {("t", 0): E.NONE}
+    assert manager.get_or_create(OFFSETS_TOPIC, 0).recovery_point == 1
+    await manager.close()
