@@ -58,6 +58,8 @@ class KafkaConnection(asyncio.Protocol):
         # Each request is logged at DEBUG by the general path; a connection opened while that is on
         # serves every request through it.
         self._log_requests = log.isEnabledFor(logging.DEBUG)
+        # Frame handlers may answer here: connected, writable, not draining, not logging requests.
+        self._direct = False
         self._metrics = server.metrics
         self.closed = asyncio.get_running_loop().create_future()
 
@@ -68,6 +70,7 @@ class KafkaConnection(asyncio.Protocol):
         local = transport.get_extra_info("sockname") or ("?", 0)
         self.peer = (str(peer[0]), int(peer[1]))
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self.seq}"
+        self._direct = not self._log_requests
         self._arm_idle_timer()
         self._metrics.connection_opened(self.listener)
 
@@ -75,7 +78,7 @@ class KafkaConnection(asyncio.Protocol):
         self._last_active = time.monotonic()
         # A read that is one whole request, with nothing queued before it, of an API that has a frame
         # handler (Heartbeat): answered from the frame itself, here.
-        if len(data) > 6 and not self._busy:
+        if self._direct and not self._busy and len(data) > 6:
             size, api_key = _SIZE_API_KEY.unpack_from(data)
             if size == len(data) - 4:
                 served = self._frame_handlers.get(api_key)
@@ -100,9 +103,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._writable.clear()
+        self._direct = False
 
     def resume_writing(self) -> None:
         self._writable.set()
+        self._direct = not (self._draining or self._lost or self._log_requests)
         if not self._busy:
             self._pump()  # serving stopped at the high-water mark of the write buffer
 
@@ -113,6 +118,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self._lost = True
+        self._direct = False
         self.queue.clear()
         self._writable.set()
         self.server.connections.discard(self)
@@ -130,6 +136,7 @@ class KafkaConnection(asyncio.Protocol):
     def drain_and_close(self) -> None:
         """Shutdown: read nothing more, answer what is already queued, then close."""
         self._draining = True
+        self._direct = False
         if self.transport is not None and not self.transport.is_closing():
             self.transport.pause_reading()
         if not self._busy:
@@ -198,11 +205,10 @@ class KafkaConnection(asyncio.Protocol):
         self._pump()
 
     def _serve_frame(self, frame: bytes, size: int, served: tuple[str, registry.FrameHandler]) -> bool:
-        """Serve a whole frame with its API's frame handler; False when it must take the general path
-        (the handler declined it, or hooks, request logging or flow control need that path)."""
+        """Serve a whole frame with its API's frame handler (only while `_direct`); False when it must
+        take the general path (the handler declined it, hooks are installed, or the connection closes)."""
         transport = self.transport
-        if (self._hooks.installed or self._log_requests or self._draining or not self._writable.is_set()
-                or transport is None or transport.is_closing() or not self.state.takes_whole(size)):
+        if self._hooks.installed or transport.is_closing() or not self.state.takes_whole(size):
             return False
         started = time.perf_counter()
         try:
