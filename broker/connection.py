@@ -131,6 +131,15 @@ class ConnectionState:
         self.pending_bytes += sum(len(f) for f in frames)
         return frames
 
+    def takes_whole(self, size: int) -> bool:
+        """A read that is exactly one frame of `size` bytes (after the prefix) may be served straight
+        away when nothing is queued or half-read before it; `served_whole` then accounts for it."""
+        splitter = self._splitter
+        return self.pending == 0 and splitter.buffered == 0 and 0 <= size <= splitter.max_frame_bytes
+
+    def served_whole(self, size: int) -> None:
+        self._splitter.skip(size)
+
     def should_pause(self) -> bool:
         if not self.reading_paused and (self.pending >= self.high_water
                                         or self.pending_bytes >= self.max_queued_bytes):

@@ -20,7 +20,7 @@ class Hooks:
     def __init__(self) -> None:
         self._before: dict[int, list[Callable]] = defaultdict(list)
         self._after: dict[int, list[Callable]] = defaultdict(list)
-        self._count = 0  # registrations alive: `active` is asked on every request, almost always 0
+        self.installed = 0  # registrations alive: asked on every request, almost always 0
 
     def before(self, api_key: int, fn: Callable) -> Callable[[], None]:
         return self._add(self._before, api_key, fn)
@@ -31,21 +31,21 @@ class Hooks:
     def clear(self) -> None:
         self._before.clear()
         self._after.clear()
-        self._count = 0
+        self.installed = 0
 
     def _add(self, table: dict[int, list[Callable]], api_key: int, fn: Callable) -> Callable[[], None]:
         table[api_key].append(fn)
-        self._count += 1
+        self.installed += 1
 
         def remove() -> None:
             if fn in table[api_key]:
                 table[api_key].remove(fn)
-                self._count -= 1
+                self.installed -= 1
 
         return remove
 
     def active(self, api_key: int) -> bool:
-        if not self._count:
+        if not self.installed:
             return False
         return bool(self._before.get(api_key) or self._after.get(api_key)
                     or self._before.get(ANY_API) or self._after.get(ANY_API))

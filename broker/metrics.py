@@ -55,6 +55,16 @@ class Summary:
             self.max = value
 
 
+class _RequestSeries:
+    """kcoord_requests_total for one (api, error code), and its api's kcoord_request_seconds."""
+    __slots__ = ("labels", "count", "latency")
+
+    def __init__(self, labels: Labels, latency: Summary) -> None:
+        self.labels = labels
+        self.count = 0
+        self.latency = latency
+
+
 class Metrics:
     def __init__(self) -> None:
         self.counters: dict[str, dict[Labels, float]] = defaultdict(lambda: defaultdict(float))
@@ -62,7 +72,7 @@ class Metrics:
         self.summaries: dict[str, dict[Labels, Summary]] = defaultdict(lambda: defaultdict(Summary))
         # request_done runs for every request: its series are looked up once per (api, error code)
         # rather than building and sorting label tuples each time.
-        self._request_series: dict[tuple[str, int], tuple[Labels, Summary]] = {}
+        self._request_series: dict[tuple[str, int], _RequestSeries] = {}
 
     # -- generic ----------------------------------------------------------------------------------
     def inc(self, name: str, value: float = 1.0, **labels: object) -> None:
@@ -81,11 +91,20 @@ class Metrics:
     def request_done(self, api: str, error_code: int, seconds: float) -> None:
         series = self._request_series.get((api, error_code))
         if series is None:
-            series = (_labels(api=api, error_code=error_code),
-                      self.summaries["kcoord_request_seconds"][_labels(api=api)])
-            self._request_series[(api, error_code)] = series
-        self.counters["kcoord_requests_total"][series[0]] += 1.0
-        series[1].observe(seconds)
+            series = self._request_series[(api, error_code)] = _RequestSeries(
+                _labels(api=api, error_code=error_code), self.summaries["kcoord_request_seconds"][_labels(api=api)])
+        series.count += 1
+        latency = series.latency  # Summary.observe, inlined: this runs for every request
+        latency.count += 1
+        latency.sum += seconds
+        if seconds > latency.max:
+            latency.max = seconds
+
+    def _publish_request_counts(self) -> None:
+        # request_done counts in its series; the counter table gets them when someone looks
+        requests = self.counters["kcoord_requests_total"]
+        for series in self._request_series.values():
+            requests[series.labels] = float(series.count)
 
     def connection_opened(self, listener: str) -> None:
         self.inc("kcoord_connections_opened_total", listener=listener)
@@ -108,6 +127,7 @@ class Metrics:
 
     # -- exposition -------------------------------------------------------------------------------
     def render_prometheus(self) -> str:
+        self._publish_request_counts()
         out: list[str] = []
         for table in (self.counters, self.gauges):
             for name in sorted(table):
@@ -123,6 +143,7 @@ class Metrics:
 
     def statsd_lines(self, previous: dict[str, float], prefix: str = "kcoord") -> list[str]:
         """Counter deltas since `previous` (updated in place), gauges as they are, timers as means."""
+        self._publish_request_counts()
         lines: list[str] = []
         for name, series in self.counters.items():
             for labels, value in series.items():

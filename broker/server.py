@@ -11,16 +11,20 @@ import asyncio
 import inspect
 import itertools
 import logging
+import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from broker import registry
 from broker.connection import ConnectionState, ProtocolViolation, Request, encode_response, parse_request
 from broker.context import RequestContext
 
 log = logging.getLogger("kcoord.server")
+
+_SIZE_API_KEY = struct.Struct(">ih")  # a request frame starts with its size, then the header's api_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,12 @@ class KafkaConnection(asyncio.Protocol):
         self._draining = False
         self._lost = False
         self._hooks = server.broker.hooks
+        self._frame_handlers = server.frame_handlers
+        # Each request is logged at DEBUG by the general path; a connection opened while that is on
+        # serves every request through it.
+        self._log_requests = log.isEnabledFor(logging.DEBUG)
+        # Frame handlers may answer here: connected, writable, not draining, not logging requests.
+        self._direct = False
         self._metrics = server.metrics
         self.closed = asyncio.get_running_loop().create_future()
 
@@ -60,11 +70,20 @@ class KafkaConnection(asyncio.Protocol):
         local = transport.get_extra_info("sockname") or ("?", 0)
         self.peer = (str(peer[0]), int(peer[1]))
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self.seq}"
+        self._direct = not self._log_requests
         self._arm_idle_timer()
         self._metrics.connection_opened(self.listener)
 
     def data_received(self, data: bytes) -> None:
         self._last_active = time.monotonic()
+        # A read that is one whole request, with nothing queued before it, of an API that has a frame
+        # handler (Heartbeat): answered from the frame itself, here.
+        if self._direct and not self._busy and len(data) > 6:
+            size, api_key = _SIZE_API_KEY.unpack_from(data)
+            if size == len(data) - 4:
+                served = self._frame_handlers.get(api_key)
+                if served is not None and self._serve_frame(data, size, served):
+                    return
         try:
             frames = self.state.receive(data)
         except ProtocolViolation as exc:
@@ -84,9 +103,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._writable.clear()
+        self._direct = False
 
     def resume_writing(self) -> None:
         self._writable.set()
+        self._direct = not (self._draining or self._lost or self._log_requests)
         if not self._busy:
             self._pump()  # serving stopped at the high-water mark of the write buffer
 
@@ -97,6 +118,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self._lost = True
+        self._direct = False
         self.queue.clear()
         self._writable.set()
         self.server.connections.discard(self)
@@ -114,6 +136,7 @@ class KafkaConnection(asyncio.Protocol):
     def drain_and_close(self) -> None:
         """Shutdown: read nothing more, answer what is already queued, then close."""
         self._draining = True
+        self._direct = False
         if self.transport is not None and not self.transport.is_closing():
             self.transport.pause_reading()
         if not self._busy:
@@ -181,6 +204,26 @@ class KafkaConnection(asyncio.Protocol):
         self._busy = False
         self._pump()
 
+    def _serve_frame(self, frame: bytes, size: int, served: tuple[str, registry.FrameHandler]) -> bool:
+        """Serve a whole frame with its API's frame handler (only while `_direct`); False when it must
+        take the general path (the handler declined it, hooks are installed, or the connection closes)."""
+        transport = self.transport
+        if self._hooks.installed or transport.is_closing() or not self.state.takes_whole(size):
+            return False
+        started = time.perf_counter()
+        try:
+            answer = served[1](self.server.broker, frame)
+        except Exception:  # a handler bug: this connection only
+            log.exception("closing connection %s: error while serving a request", self.connection_id)
+            self.close()
+            return True
+        if answer is None:
+            return False
+        self.state.served_whole(size)
+        self._metrics.request_done(served[0], answer[0], time.perf_counter() - started)
+        transport.write(answer[1])
+        return True
+
     def _request_done(self, frame: memoryview) -> None:
         self._last_active = time.monotonic()
         self.state.request_done(len(frame))
@@ -245,6 +288,7 @@ class KafkaServer:
         self.high_water = high_water
         self.low_water = low_water
         self.connections: set[KafkaConnection] = set()
+        self.frame_handlers = registry.frame_handlers()
         self.workers: set[asyncio.Task] = set()  # outlive their connection while a request finishes
         self.bound: list[BoundListener] = []
         self._servers: list[asyncio.Server] = []

@@ -8,7 +8,7 @@ class MemberMetadata:
     __slots__ = ("member_id", "group_id", "group_instance_id", "client_id", "client_host",
                  "rebalance_timeout_ms", "session_timeout_ms", "protocol_type", "supported_protocols",
                  "assignment", "awaiting_join_callback", "awaiting_sync_callback", "is_new",
-                 "heartbeat_satisfied")
+                 "heartbeat_satisfied", "heartbeat_expiry")
 
     def __init__(self, member_id: str, group_id: str, group_instance_id: str | None, client_id: str,
                  client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
@@ -29,6 +29,9 @@ class MemberMetadata:
         # new-member join timeout instead of being considered alive while awaiting join.
         self.is_new = False
         self.heartbeat_satisfied = False
+        # (member id, timer key, callback) of its session expiry, made on its first heartbeat and
+        # reused by every later one (the coordinator's rebalance module owns it)
+        self.heartbeat_expiry: tuple[str, tuple, Callable[[], None]] | None = None
 
     @property
     def is_static_member(self) -> bool:

@@ -15,46 +15,45 @@ from coordinator.results import LeaveGroupResult, LeaveMemberResult
 from protocol.errors import ErrorCode
 
 S = GroupState
+# Bound once for heartbeat(), which runs for every member's every heartbeat: reading a member off
+# an Enum class costs several plain lookups.
+_DEAD, _EMPTY, _PREPARING_REBALANCE = S.DEAD, S.EMPTY, S.PREPARING_REBALANCE
+_NONE, _REBALANCE_IN_PROGRESS = ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS
 
 
 class MembershipMixin(RebalanceMixin):
 
     def handle_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                          callback: Callable[[ErrorCode], None]) -> None:
-        error = self.validate_group_status(group_id)
-        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            # Kafka answers blindly while loading: the loaded group gives every member a fresh session.
-            callback(ErrorCode.NONE)
-            return
-        if error is not None:
-            callback(error)
-            return
-        callback(self._heartbeat(group_id, member_id, group_instance_id, generation_id))
+        callback(self.heartbeat(group_id, member_id, group_instance_id, generation_id))
 
-    def _heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
-                   generation_id: int) -> ErrorCode:
-        group = self.get_group(group_id)
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> ErrorCode:
+        """handle_heartbeat without the callback: a heartbeat is always answered at once, and the
+        broker's Heartbeat fast path calls this for every member's every heartbeat."""
+        error = self.validate_group_status(group_id)
+        if error is not None:
+            # Kafka answers blindly while loading: the loaded group gives every member a fresh session.
+            return ErrorCode.NONE if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
+        group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_(S.DEAD):
+        state = group.state
+        if state is _DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if group.is_static_member_fenced(group_instance_id, member_id):
+        if group_instance_id is not None and group.is_static_member_fenced(group_instance_id, member_id):
             return ErrorCode.FENCED_INSTANCE_ID
-        if not group.has(member_id):
+        member = group.members.get(member_id)
+        if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
-        member = group.get(member_id)
-        match group.state:
-            case S.EMPTY:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            case S.PREPARING_REBALANCE:
-                # Keep it alive, but tell it to rejoin.
-                self.complete_and_schedule_next_heartbeat_expiration(group, member)
-                return ErrorCode.REBALANCE_IN_PROGRESS
-            case _:  # CompletingRebalance (it may heartbeat right after its JoinGroup response), Stable
-                self.complete_and_schedule_next_heartbeat_expiration(group, member)
-                return ErrorCode.NONE
+        if state is _EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self.complete_and_schedule_next_heartbeat_expiration(group, member)
+        # PreparingRebalance: kept alive, but told to rejoin. CompletingRebalance (it may heartbeat
+        # right after its JoinGroup response) and Stable: all is well.
+        return _REBALANCE_IN_PROGRESS if state is _PREPARING_REBALANCE else _NONE
 
     def handle_leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]],
                            callback: Callable[[LeaveGroupResult], None]) -> None:

@@ -180,10 +180,15 @@ class RebalanceMixin(CoordinatorCore):
                                                         timeout_ms: int | None = None) -> None:
         # Replacing the keyed timer completes the previous expectation; the next one starts unmet.
         member.heartbeat_satisfied = False
-        member_id = member.member_id
-        self.schedule(heartbeat_key(group.group_id, member_id),
-                      member.session_timeout_ms if timeout_ms is None else timeout_ms,
-                      lambda: self.on_expire_heartbeat(group, member_id, is_pending=False))
+        expiry = member.heartbeat_expiry
+        if expiry is None or expiry[0] != member.member_id:  # first time, or a static member's new id
+            expiry = member.heartbeat_expiry = self._heartbeat_expiry(group, member.member_id)
+        self.timer.schedule(expiry[1], member.session_timeout_ms if timeout_ms is None else timeout_ms, expiry[2])
+
+    def _heartbeat_expiry(self, group: GroupMetadata, member_id: str) -> tuple[str, tuple, Callable[[], None]]:
+        # Made once per member: every heartbeat reschedules the same key and callback.
+        return (member_id, heartbeat_key(group.group_id, member_id),
+                lambda: self.on_expire_heartbeat(group, member_id, is_pending=False))
 
     def add_pending_member_expiration(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
         self.schedule(heartbeat_key(group.group_id, member_id), timeout_ms,

@@ -26,14 +26,14 @@ class FrameSplitter:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._pending: list[memoryview] = []  # a partial frame (or partial size prefix), in order
-        self._pending_bytes = 0
+        self.buffered = 0                     # bytes held for an incomplete frame
         self._want = -1                       # payload size of the partial frame; -1: size unknown
         self._offset = 0                      # stream offset, for error messages
 
-    @property
-    def buffered(self) -> int:
-        """Bytes held for an incomplete frame."""
-        return self._pending_bytes
+    def skip(self, size: int) -> None:
+        """Account for a whole frame of `size` bytes (after the prefix) that the caller took from the
+        stream itself, which it may only do while nothing is `buffered`."""
+        self._offset += 4 + size
 
     def feed(self, data) -> list[memoryview]:
         """Add bytes from the stream; return every frame payload completed by them (possibly none)."""
@@ -63,7 +63,7 @@ class FrameSplitter:
 
     def _hold(self, part: memoryview) -> None:
         self._pending.append(part)
-        self._pending_bytes += len(part)
+        self.buffered += len(part)
 
     def _check_size(self, size: int, offset: int) -> None:
         if size < 0:
@@ -76,18 +76,18 @@ class FrameSplitter:
         """Complete the pending size prefix and/or frame from the start of `view`; returns bytes used."""
         pos = 0
         if self._want < 0:                    # still collecting the 4-byte size prefix
-            need = 4 - self._pending_bytes
+            need = 4 - self.buffered
             if len(view) < need:
                 self._hold(view)
                 return len(view)
             prefix = b"".join(self._pending) + view[:need]
             pos = need
             (size,) = INT32.unpack_from(prefix)
-            self._check_size(size, self._offset - self._pending_bytes)
+            self._check_size(size, self._offset - self.buffered)
             self._pending.clear()
-            self._pending_bytes = 0
+            self.buffered = 0
             self._want = size
-        need = self._want - self._pending_bytes
+        need = self._want - self.buffered
         if len(view) - pos < need:
             self._hold(view[pos:])
             return len(view)
@@ -97,6 +97,6 @@ class FrameSplitter:
         else:
             frames.append(view[pos:pos + need])
         self._pending.clear()
-        self._pending_bytes = 0
+        self.buffered = 0
         self._want = -1
         return pos + need

@@ -73,7 +73,7 @@ class LoopTimer:
         self._pending: dict[Any, _Pending] = {}
 
     def schedule(self, key, delay_ms: int, callback: Callable[[], None]) -> None:
-        when = self._loop.time() + max(0, delay_ms) / 1000.0
+        when = self._loop.time() + (delay_ms / 1000.0 if delay_ms > 0 else 0.0)
         entry = self._pending.get(key)
         if entry is not None:
             if entry.armed_at <= when:
@@ -270,6 +270,16 @@ class GroupRuntime:
         if self.coordinator.loading_partitions:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
+
+    def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                  generation_id: int) -> ErrorCode:
+        """A Heartbeat's answer, at once (no Reply: heartbeats never wait, and they are most requests)."""
+        coordinator = self.coordinator
+        if not self._active or coordinator is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if coordinator.loading_partitions and coordinator.is_group_loading(group_id):
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return coordinator.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
     def call(self, method: str, *args, **kwargs) -> Reply:
         """Invoke a callback-style coordinator entry point; the Reply is awaitable for its callback's

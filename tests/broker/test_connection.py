@@ -131,3 +131,25 @@ def test_any_body_either_parses_or_is_a_protocol_violation(api, body, client_id)
     except ProtocolViolation:
         return
     assert (req.header.api_key, req.header.api_version) == (key, version)
+
+
+def test_a_whole_frame_may_be_taken_only_with_nothing_before_it():
+    state = ConnectionState(max_request_bytes=1000)
+    one = encode_request_frame(18, 0, 1, "c", b"")
+    size = len(one) - 4
+    assert state.takes_whole(size)
+    assert not state.takes_whole(1001)  # over socket.request.max.bytes: the general path refuses it
+    state.receive(one[:5])               # half a frame held
+    assert not state.takes_whole(size)
+    assert [bytes(f) for f in state.receive(one[5:])] == [one[4:]]
+    assert not state.takes_whole(size)   # a request queued and not yet answered
+    state.request_done(size)
+    assert state.takes_whole(size)
+
+
+def test_frames_taken_whole_keep_error_offsets_true_to_the_stream():
+    state = ConnectionState(max_request_bytes=1000)
+    one = encode_request_frame(18, 0, 1, "c", b"")
+    state.served_whole(len(one) - 4)
+    with pytest.raises(ProtocolViolation, match=f"at byte {len(one)}\\)"):
+        state.receive(struct.pack(">i", -5))

@@ -261,3 +261,22 @@ def test_e2e_silent_leader_holds_a_rebalance_only_until_its_session_timeout(ctx)
     assert {r.generation_id for r in results} == {2} and leader not in g.members
     assert g.is_(S.COMPLETING_REBALANCE) and g.leader_id in {r.member_id for r in results}
     assert ctx.heartbeat("g", leader, 1) == E.UNKNOWN_MEMBER_ID  # what it would hear if it spoke
+
+
+def test_static_member_replaced_after_heartbeats_expires_under_its_new_id(ctx):
+    """A member's session-expiry timer is made once and reused by every heartbeat; a static member's
+    replacement takes over the same member object under a new id, so the timer must follow the id."""
+    old_leader, old_follower = _static_stable(ctx)
+    for _ in range(3):
+        ctx.sleep(5000)
+        assert ctx.heartbeat("g", old_leader, 1, "i0") == E.NONE
+        assert ctx.heartbeat("g", old_follower, 1, "i1") == E.NONE
+    new_follower = ctx.join("g", instance_id="i1", client_id="c1").result.member_id
+    assert new_follower != old_follower
+    assert ctx.heartbeat("g", new_follower, 1, "i1") == E.NONE
+    for _ in range(3):  # only the leader keeps beating; the replaced follower goes silent
+        ctx.sleep(5000)
+        assert ctx.heartbeat("g", old_leader, 1, "i0") in (E.NONE, E.REBALANCE_IN_PROGRESS)
+    g = ctx.gc.groups["g"]
+    assert new_follower not in g.members
+    assert g.rebalance.cause == "session_timeout" and g.rebalance.trigger_member == new_follower
