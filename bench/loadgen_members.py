@@ -47,6 +47,9 @@ class Member:
             if j["error"] == w.UNKNOWN_MEMBER_ID:
                 self.member_id = ""
                 continue
+            if j["error"] == w.COORDINATOR_LOAD_IN_PROGRESS:  # retriable, as for clients: wait for the load
+                await asyncio.sleep(0.05)
+                continue
             if j["error"] in _REJOIN:
                 continue
             if j["error"] != w.NONE:
