@@ -87,9 +87,9 @@ class CoordinatorCore:
             return ErrorCode.INVALID_GROUP_ID
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.loading_partitions and self.is_group_loading(group_id):
+        if self.is_group_loading(group_id):
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if self.owned_partitions is not None and not self.is_group_local(group_id):
+        if not self.is_group_local(group_id):
             return ErrorCode.NOT_COORDINATOR
         return None
 

@@ -274,12 +274,10 @@ class GroupRuntime:
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> ErrorCode:
         """A Heartbeat's answer, at once (no Reply: heartbeats never wait, and they are most requests)."""
-        coordinator = self.coordinator
-        if not self._active or coordinator is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if coordinator.loading_partitions and coordinator.is_group_loading(group_id):
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return coordinator.heartbeat(group_id, member_id, group_instance_id, generation_id)
+        error = self.group_error(group_id)
+        if error:
+            return error
+        return self.coordinator.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
     def call(self, method: str, *args, **kwargs) -> Reply:
         """Invoke a callback-style coordinator entry point; the Reply is awaitable for its callback's
