@@ -57,13 +57,13 @@ def generate_store(root, records, seed=1):
 
 
 def plain_python(root):
+    """(rows, wall s, CPU s) of the baseline: one process decoding every segment."""
     t0, c0 = time.perf_counter(), time.process_time()
     rows = 0
     for seg in layout.list_segments(root):
         for batch in SegmentDecoder(read_file(seg.path), seg.partition).commits():
             rows += batch.num_rows
-    plain_python.cpu_s = time.process_time() - c0        # what one core does, whatever else runs
-    return rows, time.perf_counter() - t0
+    return rows, time.perf_counter() - t0, time.process_time() - c0   # CPU: what one core does
 
 
 def _tree_cpu_s():
@@ -89,47 +89,73 @@ def _tree_cpu_s():
 
 
 def spark_local2(root):
+    """A function like plain_python for Spark local[2]: the session and a first pass (JVM start, planning,
+    Python workers) happen once, on the first call, outside the timing."""
     from pyspark.sql import functions as F
 
     from analytics import session, source
 
-    spark = session.get_or_create("local[2]", progress=False)
-    df = source.commits(spark, root)
-    df.agg(F.count("*"), F.sum("current_offset")).collect()          # warm up workers and planning
+    if getattr(spark_local2, "df", None) is None:
+        spark = session.get_or_create("local[2]", progress=False)
+        spark_local2.df = source.commits(spark, root)
+        spark_local2.df.agg(F.count("*"), F.sum("current_offset")).collect()
     t0, c0 = time.perf_counter(), _tree_cpu_s()
-    (rows, _), = df.agg(F.count("*"), F.sum("current_offset")).collect()
-    spark_local2.cpu_s = _tree_cpu_s() - c0
-    return rows, time.perf_counter() - t0
+    (rows, _), = spark_local2.df.agg(F.count("*"), F.sum("current_offset")).collect()
+    return rows, time.perf_counter() - t0, _tree_cpu_s() - c0
+
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+PATHS = (("plain Python, 1 process", plain_python), ("Spark local[2] data source", spark_local2))
 
 
 def run(quick=False):
-    """Wall-clock rates; the settings carry the load average, since other work shares the cores."""
-    records = 1_000_000 if quick else 10_000_000
+    """Wall-clock rates; the settings carry the load average, since other work shares the cores.
+
+    Reps alternate the two paths ABBA, so a drift in the machine's speed hits both alike; a row's ratio
+    is the median over reps of its rate over the baseline's rate in the same rep."""
+    records, reps = (1_000_000, 2) if quick else (10_000_000, 4)
     load_before = os.getloadavg()[0]
+    t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kcoord-bench-analytics-") as root:
         t0 = time.perf_counter()
         written = generate_store(root, records)
         gen_s = time.perf_counter() - t0
         segments = layout.list_segments(root)
         size = sum(s.size for s in segments)
+        runs = {name: [] for name, _ in PATHS}
+        for i in range(reps):
+            for name, fn in PATHS if i % 2 == 0 else PATHS[::-1]:
+                rows, secs, cpu = fn(root)
+                assert rows == written, (name, rows, written)
+                runs[name].append((secs, cpu))
+        spark_local2.df = None
+        base = runs[PATHS[0][0]]
         result_rows = []
-        for name, fn in (("plain Python, 1 process", plain_python), ("Spark local[2] data source", spark_local2)):
-            rows, secs = fn(root)
-            assert rows == written, (name, rows, written)
-            result_rows.append({"path": name, "records": rows, "seconds": round(secs, 2),
-                                "records_per_s": int(rows / secs), "MB_per_s": round(size / secs / 1e6, 1),
-                                "records_per_cpu_s": ""})
-        # Per CPU second (all processes involved): what the cores would give if nothing else ran.
-        result_rows[0]["records_per_cpu_s"] = int(written / plain_python.cpu_s)
-        result_rows[1]["records_per_cpu_s"] = int(written / spark_local2.cpu_s)
-        base = result_rows[0]["records_per_s"]
-        for r in result_rows:
-            r["vs_baseline"] = round(r["records_per_s"] / base, 2)
+        for name, rs in runs.items():
+            secs = _median(s for s, _ in rs)
+            result_rows.append({
+                "path": name, "records": written, "seconds": round(secs, 2),
+                "records_per_s": int(written / secs), "MB_per_s": round(size / secs / 1e6, 1),
+                # per CPU second (all processes involved): what the cores would give if nothing else ran
+                "records_per_cpu_s": int(written / _median(c for _, c in rs)),
+                "vs_baseline": round(_median(b / s for (s, _), (b, _) in zip(rs, base, strict=True)), 2),
+                "cpu_vs_baseline": round(_median(bc / c for (_, c), (_, bc) in zip(rs, base, strict=True)), 2),
+                "max/min s": round(max(s for s, _ in rs) / min(s for s, _ in rs), 2),
+            })
     return {"name": "analytics", "settings": {"records": written, "store_bytes": size,
-                                              "segments": len(segments),
+                                              "segments": len(segments), "reps": reps, "order": "ABBA",
                                               "generate_s": round(gen_s, 1), "cores": os.cpu_count(),
-                                              "load_avg_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)]},
-            "rows": result_rows}
+                                              "load_avg_1m": [round(load_before, 1), round(os.getloadavg()[0], 1)],
+                                              "elapsed_s": round(time.perf_counter() - t_start, 1)},
+            "rows": result_rows,
+            "notes": ["seconds: median over reps; vs_baseline: median over reps of the plain-Python time over "
+                      "this path's time in the same rep; cpu_vs_baseline: the same with CPU seconds of every "
+                      "process involved (Spark local[2] runs on both cores, the baseline on one)."]}
 
 
 def markdown(result):
