@@ -127,13 +127,13 @@ def measure(n: int, reps: int, floor_server: ceiling.PythonCeiling) -> tuple[lis
 
 
 def summarise(n: int, floors: list[dict], runs: list[dict]) -> dict:
-    """One table row. The headline figures are medians: with delay 0 most formations take one
-    generation, and some a cascade of several (2 to 25 seen at 1000 members on a busy machine),
-    each a multiple of the time. The mean carries the share of such reps, which a handful of reps
-    cannot pin down; the median is the one-generation time as long as they stay under half.
-    Mean, p90, max and the generations are reported next to it."""
+    """One table row. Times are medians over reps; ratios are medians of the per-rep ratios (a
+    formation over the floor measured next to it), so a drift in the machine's speed between reps
+    cancels. With delay 0 most formations take one generation, some a cascade of several (2 to 25
+    seen at 1000 members on a busy machine), each a multiple of the time: the mean carries the
+    share of such reps, which a handful of reps cannot pin down, so it is shown, not headlined."""
     forms, floor_times = [r["form"] for r in runs], [f["form"] for f in floors]
-    formed, floor = median(forms), median(floor_times)
+    formed = median(forms)
     target = TARGETS_S.get(n)
     return {
         "members": n,
@@ -147,11 +147,13 @@ def summarise(n: int, floors: list[dict], runs: list[dict]) -> dict:
         "met": ("yes" if formed <= target else "NO") if target else "",
         "reps over target": sum(f > target for f in forms) if target else "",
         "+1 join s": median(r["grow"] for r in runs),
-        "floor s": floor,
-        "ratio form/floor": ratio(formed, floor),
+        "floor s": median(floor_times),
+        "ratio form/floor": median(ratio(r["form"], f["form"]) for r, f in zip(runs, floors, strict=True)),
         "ratio of means": ratio(mean(forms), mean(floor_times)),
         "server cpu ms": median(r["server_cpu"] for r in runs) * 1000,
-        "cpu ratio to floor": ratio(median(r["server_cpu"] for r in runs), median(f["server_cpu"] for f in floors)),
+        "cpu ratio to floor": median(
+            ratio(r["server_cpu"], f["server_cpu"]) for r, f in zip(runs, floors, strict=True)
+        ),
         "hb interval s": hb_interval(n),
         "client cpu": median(r["client_cpu"] for r in runs),
         "generations": counts(r["generation"] for r in runs),
@@ -187,8 +189,9 @@ def run(quick: bool = False) -> dict:
             "interval for the old members to notice); floor: same client, same round trips, fixed-answer "
             "server. Formations and floors alternate rep by rep; no rep is dropped (max, p90 and reps over "
             "target show the slow ones; every rep is in the JSON's samples).",
-            "form s, floor s, ratio form/floor, met: medians over the reps. With delay 0 a formation ends in "
-            "one generation or, now and then, after a cascade of several (generations: reps per final "
+            "form s, floor s, met: medians over the reps; ratio form/floor and cpu ratio to floor: medians "
+            "of the per-rep ratios (each formation over the floor run next to it). With delay 0 a formation "
+            "ends in one generation or, now and then, after a cascade of several (generations: reps per final "
             "generation), each costing about the one-generation time again: the median is that time while "
             "such reps are under half, the mean (form mean s, ratio of means) also carries their share, "
             "which a few reps do not pin down. reps over target: reps slower than the target, whatever "
