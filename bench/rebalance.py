@@ -80,6 +80,7 @@ async def _form_and_grow(port: int, pid: int, n: int, group: str, timeout: float
             "server_cpu": server_cpu,
             "client_cpu": client_cpu,
             "generation": first.final_generation,
+            "errors": first.errors,  # why members rejoined: "join 79" (MEMBER_ID_REQUIRED) is the norm
         }
     finally:
         for c in conns:
@@ -188,7 +189,8 @@ def run(quick: bool = False) -> dict:
             "+1 join s: one member joins the Stable group -> all N+1 synced (includes up to one heartbeat "
             "interval for the old members to notice); floor: same client, same round trips, fixed-answer "
             "server. Formations and floors alternate rep by rep; no rep is dropped (max, p90 and reps over "
-            "target show the slow ones; every rep is in the JSON's samples).",
+            "target show the slow ones; every rep is in the JSON's samples, with the error answers its "
+            "members got: a cascade shows as many 'sync 27', REBALANCE_IN_PROGRESS on SyncGroup).",
             "form s, floor s, met: medians over the reps; ratio form/floor and cpu ratio to floor: medians "
             "of the per-rep ratios (each formation over the floor run next to it). With delay 0 a formation "
             "ends in one generation or, now and then, after a cascade of several (generations: reps per final "
