@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from bench import loadgen
 from bench import loadgen_wire as w
-from bench.runner import ROOT, main, median, proc_cpu_seconds, ratio, settings
+from bench.runner import ROOT, main, median, ratio, settings
 
 _SIZE = struct.Struct(">i")
 _RESPONSE = _SIZE.pack(len(w.HEARTBEAT_OK)) + w.HEARTBEAT_OK
@@ -115,17 +115,20 @@ class Target:
 
 
 def _once(t: Target, seconds: float, warmup: float) -> dict:
-    c0, t0 = (proc_cpu_seconds(t.pid) if t.pid else 0.0), time.monotonic()
-    r = loadgen.drive(t.port, t.frames, t.conns, seconds, warmup, t.err_offset)
-    if t.pid:
-        r["server_cpu"] = (proc_cpu_seconds(t.pid) - c0) / (time.monotonic() - t0)
+    r = loadgen.drive(t.port, t.frames, t.conns, seconds, warmup, t.err_offset, server_pid=t.pid)
+    if t.pid and r.get("server_cpu_s", -1) >= 0:
+        # the server's CPU inside the generator's measured window: the same window as the count
+        r["server_cpu"] = r["server_cpu_s"] / r["seconds"] if r["seconds"] > 0 else float("nan")
+        r["server_cpu_us"] = r["server_cpu_s"] / r["requests"] * 1e6 if r["requests"] else float("nan")
+        r["gen_cpu_us"] = r["gen_cpu_s"] / r["requests"] * 1e6 if r["requests"] else float("nan")
     return r
 
 
 def compare(targets: list[Target], seconds: float, reps: int, warmup: float = 0.5) -> list[dict]:
     """Each rep runs every target once, in turn, so drift in the machine's load (the team shares
     these cores) hits all alike. Per target: medians over reps, and `ratio`, the median over
-    reps of its rate / the rate of targets[0] in the same rep."""
+    reps of its rate / the rate of targets[0] in the same rep; `cpu_ratio` likewise, of
+    targets[0]'s server CPU per request / its own (above 1: it costs less than targets[0])."""
     runs: list[list[dict]] = [[] for _ in targets]
     for _ in range(reps):
         for i, t in enumerate(targets):
@@ -140,9 +143,15 @@ def compare(targets: list[Target], seconds: float, reps: int, warmup: float = 0.
                 "p99_us": median(r["p99_us"] for r in rs),
                 "gen_cpu": median(r["cpu"] for r in rs),
                 "server_cpu": median(r.get("server_cpu") for r in rs),
+                "server_cpu_us": median(r.get("server_cpu_us") for r in rs),
+                "gen_cpu_us": median(r.get("gen_cpu_us") for r in rs),
                 "errors": sum(r["errors"] + r["bad_corr"] + r["closed"] for r in rs),
                 "spread": max(rates) / min(rates) if min(rates) > 0 else float("nan"),
                 "ratio": median(ratio(r["rps"], b["rps"]) for r, b in zip(rs, runs[0], strict=True)),
+                "ratios": [ratio(r["rps"], b["rps"]) for r, b in zip(rs, runs[0], strict=True)],
+                "cpu_ratio": median(
+                    ratio(b.get("server_cpu_us"), r.get("server_cpu_us")) for r, b in zip(rs, runs[0], strict=True)
+                ),
             }
         )
     return out
@@ -178,8 +187,8 @@ def run(quick: bool = False) -> dict:
                         "ratio to C": m["ratio"],
                         "server cpu": m["server_cpu"],
                         "generator cpu": m["gen_cpu"],
-                        "server cpu us/req": m["server_cpu"] / m["rps"] * 1e6,
-                        "generator cpu us/req": m["gen_cpu"] / m["rps"] * 1e6,
+                        "server cpu us/req": m["server_cpu_us"],
+                        "generator cpu us/req": m["gen_cpu_us"],
                         "max/min": m["spread"],
                         "errors": m["errors"],
                     }
@@ -195,7 +204,8 @@ def run(quick: bool = False) -> dict:
         ),
         "rows": rows,
         "notes": [
-            "cpu columns: fractions of one core over the run, and CPU per request. On loopback most of "
+            "cpu columns: fractions of one core, and CPU per request; the server's are read from its kernel "
+            "CPU clock (ns, all threads) by the generator at the start and end of its measured window. On loopback most of "
             "either side's cost is kernel TCP work, so the C generator spends about what the bare uvloop server "
             "spends per request: with a core each they are matched, and the ceiling row is the most one Python "
             "server and this generator pass on this machine. Against kcoord (several times the CPU per request, "

@@ -4,11 +4,14 @@
  * much per request as the Python server it drives; this one is ~10x cheaper, so on a
  * 2-core box the server, not the generator, is the bottleneck.
  *
- *   loadgen run HOST PORT FRAMES CONNS SECONDS WARMUP ERR_OFFSET
+ *   loadgen run HOST PORT FRAMES CONNS SECONDS WARMUP ERR_OFFSET [SERVER_PID]
  *     FRAMES: file of size-prefixed request frames; connection i sends frame i % nframes,
  *     one in flight, next sent as soon as the answer arrives. The correlation id (bytes
  *     8..11 of the frame) is bumped per request and checked in the answer. ERR_OFFSET: where
- *     an int16 error code sits in the response payload (-1: none). Prints one JSON line.
+ *     an int16 error code sits in the response payload (-1: none). SERVER_PID: also report
+ *     the CPU seconds that process used inside the measured window (its kernel CPU clock,
+ *     all threads, ns resolution), so CPU per request has the same window as the count.
+ *     Prints one JSON line.
  *   loadgen serve PORT RESPONSE LIFETIME
  *     answers every frame with RESPONSE (a payload whose first 4 bytes are overwritten with
  *     the request's correlation id); exits by itself after LIFETIME seconds.
@@ -36,6 +39,14 @@
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU seconds used so far by process `pid` (every thread, exited ones included); -1 if unknown */
+static double proc_cpu_s(pid_t pid) {
+    clockid_t clk;
+    struct timespec ts;
+    if (pid <= 0 || clock_getcpuclockid(pid, &clk) != 0 || clock_gettime(clk, &ts) != 0) return -1;
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -120,7 +131,12 @@ static int start_request(conn_t *c) {
 }
 
 static int run_client(int argc, char **argv) {
-    if (argc != 9) { fprintf(stderr, "usage: loadgen run HOST PORT FRAMES CONNS SECONDS WARMUP ERR_OFFSET\n"); return 2; }
+    if (argc != 9 && argc != 10) {
+        fprintf(stderr, "usage: loadgen run HOST PORT FRAMES CONNS SECONDS WARMUP ERR_OFFSET [SERVER_PID]\n");
+        return 2;
+    }
+    pid_t server_pid = argc == 10 ? (pid_t)atoi(argv[9]) : 0;
+    double scpu0 = -1, scpu1 = -1, gcpu0 = 0;
     const char *host = argv[2];
     int port = atoi(argv[3]);
     size_t flen;
@@ -179,6 +195,11 @@ static int run_client(int argc, char **argv) {
         if (n < 0 && errno != EINTR) die("epoll_wait");
         t = now_s();
         int measuring = t >= t_measure;
+        if (measuring && scpu0 < 0 && server_pid > 0) {  /* the window opens: both clocks start */
+            scpu0 = proc_cpu_s(server_pid);
+            gcpu0 = proc_cpu_s(getpid());
+            if (scpu0 < 0) server_pid = 0;
+        }
         for (int k = 0; k < n; k++) {
             conn_t *c = evs[k].data.ptr;
             if (evs[k].events & EPOLLOUT) {
@@ -229,16 +250,22 @@ static int run_client(int argc, char **argv) {
         }
     }
     double measured = t - t_measure;
+    double gcpu = 0;
+    if (server_pid > 0 && scpu0 >= 0) {
+        scpu1 = proc_cpu_s(server_pid);
+        gcpu = proc_cpu_s(getpid()) - gcpu0;
+    }
     getrusage(RUSAGE_SELF, &ru1);
     /* the generator's own CPU share: well under 1.0 means it was waiting on the server */
     double cpu = (ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) + (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) * 1e-6
                + (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) + (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) * 1e-6;
     printf("{\"conns\": %d, \"connect_s\": %.4f, \"seconds\": %.4f, \"requests\": %lu, \"rps\": %.1f, "
            "\"p50_us\": %ld, \"p99_us\": %ld, \"p999_us\": %ld, \"errors\": %lu, \"bad_corr\": %lu, "
-           "\"closed\": %lu, \"cpu\": %.3f, \"error_codes\": {",
+           "\"closed\": %lu, \"cpu\": %.3f, \"server_cpu_s\": %.6f, \"gen_cpu_s\": %.6f, \"error_codes\": {",
            nconn, t_connect, measured, (unsigned long)done, measured > 0 ? done / measured : 0.0,
            quantile_us(done, 0.5), quantile_us(done, 0.99), quantile_us(done, 0.999),
-           (unsigned long)errors, (unsigned long)bad_corr, (unsigned long)closed, cpu / (t - t0));
+           (unsigned long)errors, (unsigned long)bad_corr, (unsigned long)closed, cpu / (t - t0),
+           scpu1 >= 0 ? scpu1 - scpu0 : -1.0, scpu1 >= 0 ? gcpu : -1.0);
     int first = 1;
     for (int i = 0; i < 128; i++)
         if (err_codes[i]) { printf("%s\"%d\": %lu", first ? "" : ", ", i, (unsigned long)err_codes[i]); first = 0; }

@@ -47,10 +47,18 @@ def write_frames(frames: list[bytes]) -> str:
 
 
 def drive(
-    port: int, frames: list[bytes], conns: int, seconds: float, warmup: float, err_offset: int = -1
+    port: int,
+    frames: list[bytes],
+    conns: int,
+    seconds: float,
+    warmup: float,
+    err_offset: int = -1,
+    server_pid: int | None = None,
 ) -> dict:
     """Run the closed loop: `conns` connections, one request in flight each, for `seconds`
-    after `warmup`. Returns the generator's JSON (rps, p50_us, p99_us, errors, ...)."""
+    after `warmup`. Returns the generator's JSON (rps, p50_us, p99_us, errors, ...). With
+    `server_pid`, also server_cpu_s and gen_cpu_s: the server's and the generator's CPU seconds
+    inside the measured window itself (connecting, warm-up and teardown excluded)."""
     path = write_frames(frames)
     try:
         out = subprocess.run(
@@ -64,6 +72,7 @@ def drive(
                 str(seconds),
                 str(warmup),
                 str(err_offset),
+                *([str(server_pid)] if server_pid else []),
             ],
             capture_output=True,
             text=True,

@@ -41,6 +41,8 @@ class Member:
         for _ in range(attempts):
             body = w.join_group(self.group, self.member_id, SESSION_MS, REBALANCE_MS, PROTOCOLS)
             j = w.parse_join_group(await self.conn.call(w.JOIN_GROUP, w.JOIN_GROUP_V, body))
+            if run is not None and j["error"] != w.NONE:
+                run.saw("join", j["error"])
             if j["error"] == w.MEMBER_ID_REQUIRED:
                 self.member_id = j["member_id"]
                 continue
@@ -68,6 +70,8 @@ class Member:
                 assignments,
             )
             err = w.parse_sync_group(await self.conn.call(w.SYNC_GROUP, w.SYNC_GROUP_V, body))
+            if run is not None and err != w.NONE:
+                run.saw("sync", err)
             if err == w.NONE:
                 self.synced = True
                 if run is not None:
@@ -99,6 +103,11 @@ class GroupRun:
         self.done = asyncio.Event()
         self.finished_at = 0.0
         self.final_generation = -1
+        self.errors: dict[str, int] = {}  # "join 27" -> times a member got that answer
+
+    def saw(self, request: str, error: int) -> None:
+        key = f"{request} {error}"
+        self.errors[key] = self.errors.get(key, 0) + 1
 
     def on_synced(self, generation: int) -> None:
         self.synced[generation] = self.synced.get(generation, 0) + 1
@@ -118,6 +127,8 @@ class GroupRun:
             except TimeoutError:
                 pass
             err = await m.heartbeat()
+            if err != w.NONE:
+                self.saw("heartbeat", err)
             if err in _REJOIN:
                 m.synced = False
             elif err == w.UNKNOWN_MEMBER_ID:

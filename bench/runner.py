@@ -56,6 +56,44 @@ def median(values) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def mean(values) -> float:
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else float("nan")
+
+
+def quantile(values, q: float) -> float:
+    """The q-quantile (0..1) by linear interpolation between order statistics; NaN when empty."""
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return float("nan")
+    pos = q * (len(values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+
+
+def counts(values) -> str:
+    """A small distribution as text, e.g. generations over reps: "1x14 2x4 3x2"."""
+    seen: dict = {}
+    for v in values:
+        seen[v] = seen.get(v, 0) + 1
+    return " ".join(f"{v}x{seen[v]}" for v in sorted(seen))
+
+
+def interleaved(steps: dict, reps: int, before=None) -> dict[str, list]:
+    """Run every step once per rep, A B / B A / A B ..., and collect each step's results in order.
+    Baseline and measurement take turns, and neither always goes first, so drift in the machine's
+    speed (it is shared, and a VM) hits both alike. `before`, if given, runs before every step."""
+    out: dict[str, list] = {name: [] for name in steps}
+    order = list(steps)
+    for i in range(reps):
+        for name in order if i % 2 == 0 else reversed(order):
+            if before is not None:
+                before()
+            out[name].append(steps[name]())
+    return out
+
+
 def ratio(value, baseline) -> float:
     """value / baseline, NaN when either side is missing: a ratio, never a crash."""
     try:
@@ -90,10 +128,41 @@ def raise_nofile() -> int:
 
 
 def proc_cpu_seconds(pid: int) -> float:
-    """User + system CPU a process has used so far (from /proc, so any process of ours)."""
+    """CPU seconds a process (any of ours) has used so far, every thread included, exited ones too.
+
+    Read from the kernel's per-process CPU clock (clock_getcpuclockid: the same sum of scheduler
+    runtime as /proc/<pid>/task/*/schedstat, plus the threads that have exited), so it has ns
+    resolution; /proc/<pid>/stat counts in 10 ms ticks, the whole of a small formation. Falls back
+    to those ticks where the clock cannot be read."""
+    try:
+        return time.clock_gettime(_process_cpu_clock(pid))
+    except OSError:
+        return proc_cpu_ticks_seconds(pid)
+
+
+def _process_cpu_clock(pid: int) -> int:
+    # Linux's encoding of clock_getcpuclockid(pid): ~pid << 3 | CPUCLOCK_SCHED (2), process-wide.
+    return ((~pid) << 3) | 2
+
+
+def proc_cpu_ticks_seconds(pid: int) -> float:
+    """User + system CPU from /proc/<pid>/stat: clock ticks (10 ms), the old, coarse reading."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_idle(pid: int, busy_share: float = 0.05, step: float = 0.02, timeout: float = 2.0) -> float:
+    """Wait until process `pid` uses under `busy_share` of a core over one `step` (e.g. done closing
+    the last rep's connections), at most `timeout` seconds; returns the seconds waited. So that a
+    timed step does not pay for the previous one's teardown."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        c0 = proc_cpu_seconds(pid)
+        time.sleep(step)
+        if proc_cpu_seconds(pid) - c0 < busy_share * step:
+            break
+    return time.monotonic() - t0
 
 
 def rss_bytes(pid: int) -> int:

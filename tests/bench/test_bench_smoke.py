@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -35,14 +40,79 @@ def test_ratio_and_slope_never_crash():
     assert runner.fit_slope([1, 2, 3], [2, 4, 6]) == pytest.approx(2.0)
 
 
+def test_quantile_mean_and_counts():
+    assert runner.quantile([3, 1, 2, 4], 0.5) == pytest.approx(2.5)
+    assert runner.quantile([5, 1, 9], 0.0) == 1 and runner.quantile([5, 1, 9], 1.0) == 9
+    assert runner.quantile([10, 20], 0.9) == pytest.approx(19.0)
+    assert runner.quantile([], 0.5) != runner.quantile([], 0.5)  # NaN
+    assert runner.mean([1, None, 3]) == 2.0
+    assert runner.counts([2, 1, 1, 25, 1]) == "1x3 2x1 25x1"
+
+
+def test_interleaved_swaps_the_order_every_rep_and_keeps_every_result():
+    calls = []
+
+    def step(name):
+        def f():
+            calls.append(name)
+            return f"{name}{len(calls)}"
+
+        return f
+
+    out = runner.interleaved({"a": step("a"), "b": step("b")}, 3, before=lambda: calls.append("-"))
+    assert calls == ["-", "a", "-", "b", "-", "b", "-", "a", "-", "a", "-", "b"]
+    assert out == {"a": ["a2", "a8", "a10"], "b": ["b4", "b6", "b12"]}
+
+
+def _burn(seconds: float) -> float:
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < seconds:
+        pass
+    return time.thread_time() - t0
+
+
+def test_proc_cpu_seconds_keeps_exited_threads_and_beats_the_tick():
+    pid = os.getpid()
+    before = runner.proc_cpu_seconds(pid)
+    spent = []
+    t = threading.Thread(target=lambda: spent.append(_burn(0.05)))
+    t.start()
+    t.join()
+    after = runner.proc_cpu_seconds(pid)
+    assert after - before >= spent[0]  # the thread has exited; its CPU still counts
+    # ns resolution: two readings around a little work differ by less than a 10 ms tick, yet differ
+    a = runner.proc_cpu_seconds(pid)
+    _burn(0.001)
+    b = runner.proc_cpu_seconds(pid)
+    assert 0 < b - a < 0.01
+
+
+def test_wait_idle_returns_for_an_idle_process():
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) as p:
+        try:
+            time.sleep(0.3)  # past the interpreter's start
+            assert runner.wait_idle(p.pid, timeout=5) < 5
+        finally:
+            p.kill()
+
+
 @pytest.mark.parametrize("server", ["c", "python"])
 def test_generator_gets_every_answer(server):
     make = (lambda: loadgen.CServer(w.HEARTBEAT_OK, lifetime=30)) if server == "c" else ceiling.PythonCeiling
     with make() as s:
-        out = loadgen.drive(s.port, ceiling.heartbeat_frames(5), 20, 0.3, 0.1, w.HEARTBEAT_ERR_OFFSET)
+        out = loadgen.drive(
+            s.port, ceiling.heartbeat_frames(5), 20, 0.3, 0.1, w.HEARTBEAT_ERR_OFFSET, server_pid=s.proc.pid
+        )
     assert out["conns"] == 20 and out["requests"] > 20
     assert out["errors"] == out["bad_corr"] == out["closed"] == 0
     assert 0 < out["p50_us"] <= out["p99_us"]
+    assert out["server_cpu_s"] > 0 and out["gen_cpu_s"] > 0  # read inside the measured window
+
+
+def test_generator_without_a_server_pid_reports_no_server_cpu():
+    with loadgen.CServer(w.HEARTBEAT_OK, lifetime=30) as s:
+        out = loadgen.drive(s.port, ceiling.heartbeat_frames(2), 2, 0.1, 0.05, w.HEARTBEAT_ERR_OFFSET)
+    assert out["server_cpu_s"] == -1 and out["requests"] > 0
 
 
 def test_hand_encoded_frames_decode_with_the_protocol_codecs():
@@ -98,3 +168,17 @@ def test_members_form_a_group_on_a_real_server_and_heartbeat():
             server.port, [m.heartbeat_frame() for m in members], 8, 0.3, 0.1, w.HEARTBEAT_ERR_OFFSET
         )
     assert out["requests"] > 8 and out["errors"] == out["bad_corr"] == out["closed"] == 0
+
+
+def test_load_probe_reads_serving_time_and_cpu_and_the_last_groups_offsets(tmp_path):
+    """until_serving asks each partition's probe group until it answers; the empty store's
+    generated partitions are served (and answer no offsets)."""
+    from bench import load
+    from bench.loadgen_server import KcoordServer
+    from bench.runner import arun
+
+    probes = load.probe_groups()
+    assert len(probes) == load.PARTITIONS
+    with KcoordServer(data_dir=str(tmp_path / "data")) as server:
+        ready = arun(load.until_serving(server, probes, timeout=60))
+    assert 0 < ready["cpu"] and 0 < ready["seconds"] and ready["offsets"] == {}
