@@ -63,31 +63,43 @@ def serve(port: int, lifetime: float) -> None:
     uvloop.run(main_())
 
 
-class PythonCeiling:
-    """The uvloop fixed-answer server as a subprocess."""
+class ServerProcess:
+    """A bench server module run as `python -m <module> --serve PORT ...` in a subprocess, ready once it
+    prints "listening"; terminated (SIGTERM) on close."""
 
-    def __init__(self, lifetime: float = 900):
+    def __init__(self, module: str, *args: str, lifetime: float = 900):
         self.port = loadgen.free_port()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.ceiling", "--serve", str(self.port), "--lifetime", str(lifetime)],
+            [sys.executable, "-m", module, "--serve", str(self.port), "--lifetime", str(lifetime), *args],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
         )
         if self.proc.stdout.readline().strip() != "listening":
             self.close()
-            raise RuntimeError("ceiling server did not start")
+            raise RuntimeError(f"{module} server did not start")
 
     def close(self):
         if self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(timeout=10)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+class PythonCeiling(ServerProcess):
+    """The uvloop fixed-answer server as a subprocess."""
+
+    def __init__(self, lifetime: float = 900):
+        super().__init__("bench.ceiling", lifetime=lifetime)
 
 
 def heartbeat_frames(n: int) -> list[bytes]:

@@ -145,8 +145,9 @@ def measure(parts: int, seconds: float, reps: int) -> dict[str, dict]:
         m["vs ceiling"] = median(ratio(r["rps"], c["rps"]) for r, c in zip(rs, runs["ceiling"], strict=True))
         m["vs storage"] = median(ratio(r["rps"], s["rps"]) for r, s in zip(rs, runs["storage"], strict=True))
         if what != "storage":  # the ceiling's CPU per commit over this row's, rep by rep
-            m["cpu ratio"] = median(ratio(c["server_cpu"] / c["rps"], r["server_cpu"] / r["rps"])
+            m["cpu ratio"] = median(ratio(c["server_cpu_us"], r["server_cpu_us"])
                                     for r, c in zip(rs, runs["ceiling"], strict=True))
+            m["server_cpu_us"] = median(r["server_cpu_us"] for r in rs)
         out[what] = m
     return out
 
@@ -177,7 +178,7 @@ def run(quick: bool = False) -> dict:
                     "target": f">= {TARGET:,} offsets/s" if parts > 1 and what == "kcoord" else "",
                     "server cpu": m.get("server_cpu", ""),
                     "cpu ratio": m.get("cpu ratio", ""),
-                    "server cpu us/offset": m["server_cpu"] / (m["rps"] * parts) * 1e6 if "server_cpu" in m else "",
+                    "server cpu us/offset": m["server_cpu_us"] / parts if "server_cpu_us" in m else "",
                     "errors": m.get("errors", ""),
                     "max/min": m.get("spread", ""),
                 }

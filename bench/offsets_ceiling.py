@@ -19,13 +19,10 @@ import asyncio
 import shutil
 import signal
 import struct
-import subprocess
-import sys
 import tempfile
 
-from bench import loadgen
 from bench import loadgen_wire as w
-from bench.runner import ROOT
+from bench.ceiling import ServerProcess
 
 _SIZE = struct.Struct(">i")
 _CORR = slice(8, 12)  # a request's correlation id: after size, api key and version
@@ -111,36 +108,11 @@ def serve(port: int, parts: int, lifetime: float) -> None:
     uvloop.run(main_())
 
 
-class DurableCeiling:
-    """The durable-commit ceiling server as a subprocess."""
+class DurableCeiling(ServerProcess):
+    """The durable-commit ceiling server as a subprocess; SIGTERM closes and removes its store."""
 
     def __init__(self, parts: int, lifetime: float = 900):
-        self.port = loadgen.free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.offsets_ceiling", "--serve", str(self.port), "--parts", str(parts),
-             "--lifetime", str(lifetime)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        if self.proc.stdout.readline().strip() != "listening":
-            self.close()
-            raise RuntimeError("durable ceiling server did not start")
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()  # SIGTERM: the store is closed and removed
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        super().__init__("bench.offsets_ceiling", "--parts", str(parts), lifetime=lifetime)
 
 
 if __name__ == "__main__":
