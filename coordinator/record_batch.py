@@ -12,8 +12,20 @@ from __future__ import annotations
 import struct
 import time
 
+from protocol.consumer_offsets import encode_offset_commit_key
 from protocol.primitives import varint_bytes
-from protocol.records import CRC_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, NONE, batch_crc, build_batch
+from protocol.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NONE,
+    batch_crc,
+    build_batch,
+    crc32c,
+    crc32c_extend,
+)
 
 _TABLE_SIZE = 1 << 14  # varints of 1 and 2 bytes: every field of an offset commit record
 _VARINT = tuple(varint_bytes(n) for n in range(_TABLE_SIZE))
@@ -68,3 +80,75 @@ def build_coordinator_batch(records: list, compression: int = NONE, timestamp_ms
     out += payload
     _CRC.pack_into(out, CRC_OFFSET, batch_crc(out))
     return bytes(out)
+
+
+# -- a commit's OffsetCommit records, straight from its values ----------------------------------------
+# The usual record of a commit: key v1, value v3 without metadata (no expire timestamp), no headers. Its
+# bytes up to the value depend only on (group, topic, partition) and its offset delta in the batch, and a
+# group commits the same partitions in the same order again and again: that prefix is cached, and each
+# record is the prefix plus one struct call for the value and the header count.
+_VALUE_AND_NO_HEADERS = struct.Struct(
+    ">h"  # OffsetCommitValue version: 3
+    "q"   # offset
+    "i"   # leader epoch
+    "h"   # metadata: empty string
+    "q"   # commit timestamp
+    "b"   # the record's header count: 0
+)
+_VALUE_SIZE = _VALUE_AND_NO_HEADERS.size - 1
+_VALUE_LENGTH = varint_bytes(_VALUE_SIZE)
+# group -> (topic, partition) -> (offset delta, record bytes before the value); bounded in total
+_PREFIXES: dict[str, dict[tuple[str, int], tuple[int, bytes]]] = {}
+_PREFIXES_MAX = 1 << 16
+_prefix_count = 0
+
+
+def _record_prefix(group_id: str, tp: tuple[str, int], delta: int) -> tuple[int, bytes]:
+    global _prefix_count
+    key = encode_offset_commit_key(group_id, tp[0], tp[1])
+    body = b"\x00\x00" + varint_bytes(delta) + varint_bytes(len(key)) + key + _VALUE_LENGTH
+    entry = (delta, varint_bytes(len(body) + _VALUE_AND_NO_HEADERS.size) + body)
+    if _prefix_count >= _PREFIXES_MAX:
+        _PREFIXES.clear()
+        _prefix_count = 0
+    group = _PREFIXES.get(group_id)
+    if group is None:
+        group = _PREFIXES[group_id] = {}
+    if tp not in group:
+        _prefix_count += 1
+    group[tp] = entry
+    return entry
+
+
+def build_offset_commit_batch(group_id: str, values: dict, timestamp_ms: int | None = None) -> bytes | None:
+    """The v2 batch of one OffsetCommit record per (topic, partition) -> OffsetCommitValue of `values`, the
+    bytes `build_batch` would write for them (tests/coordinator/test_record_batch.py), or None when a value
+    needs another layout (metadata, an expire timestamp) or a field is out of range: then the caller builds
+    the records and the batch the general way."""
+    n = len(values)
+    if not n:
+        return None
+    prefixes = _PREFIXES.get(group_id) or {}
+    pack = _VALUE_AND_NO_HEADERS.pack
+    parts: list[bytes] = []
+    extend = parts.extend
+    delta = 0
+    try:
+        for tp, v in values.items():  # v: offset, metadata, commit timestamp, leader epoch, expire timestamp
+            if v[1] or v[4] >= 0:
+                return None
+            entry = prefixes.get(tp)
+            if entry is None or entry[0] != delta:
+                entry = _record_prefix(group_id, tp, delta)
+            extend((entry[1], pack(3, v[0], v[3], 0, v[2], 0)))
+            delta += 1
+    except (struct.error, ValueError):  # a value out of its field's range, a string too long for a key
+        return None
+    payload = b"".join(parts)
+    now_ms = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+    header = bytearray(HEADER_SIZE)
+    HEADER.pack_into(header, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2, 0, 0, n - 1,
+                     now_ms, now_ms, -1, -1, -1, n)
+    # The CRC covers the header from the attributes on, then the records: no copy of the payload for it.
+    _CRC.pack_into(header, CRC_OFFSET, crc32c_extend(crc32c(bytes(header[ATTRIBUTES_OFFSET:])), payload))
+    return bytes(header) + payload
