@@ -32,6 +32,7 @@ from storage import cleaner
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
 from storage.fs import FS
+from storage.fsync_pool import FsyncPool
 from storage.group_commit import GroupCommit
 from storage.segment import (
     CLEANED_SUFFIX,
@@ -90,7 +91,7 @@ class _FlushSnapshot:
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig | None = None,
                  fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms,
-                 fsync_executor: Executor | None = None) -> None:
+                 fsync_executor: FsyncPool | Executor | None = None) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
