@@ -106,7 +106,8 @@ class OffsetsTopicWriter:
 
     def _write(self, partition: int, partition_log, records: bytes, callbacks: list[Callback]) -> None:
         try:
-            durable = partition_log.sync_future(partition_log.append(records))
+            # trusted: the batches were built here (coordinator.record_batch), not read from a socket
+            durable = partition_log.sync_future(partition_log.append(records, trusted=True))
         except Exception as exc:  # the segment cut the write back: nothing of it is acknowledged
             self._answer(callbacks, _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}"))
             return
