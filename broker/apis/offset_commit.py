@@ -86,7 +86,7 @@ async def handle(ctx, request):
                 errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if offsets or not errors:
         started = time.monotonic()
-        errors.update(await groups.call(
+        reply = groups.call(
             "handle_commit_offsets",
             group_id=request.group_id,
             member_id=request.member_id,
@@ -95,6 +95,13 @@ async def handle(ctx, request):
             retention_time_ms=request.retention_time_ms if version <= 4 else NO_RETENTION,
             offsets=offsets,
             request_version=version,
-        ))
+        )
+        # Handed over, not held while the write waits for its fsync (young GC collections walk what
+        # requests in flight hold).
+        del offsets
+        stored = await reply
         ctx.broker.metrics.commit_latency(time.monotonic() - started)  # request to durable answer
+        if not errors:
+            return _response(request, stored)  # every partition was stored or refused by the coordinator
+        errors.update(stored)
     return _response(request, errors)
