@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import struct
 import time
+from itertools import chain
+from operator import itemgetter
 
 from protocol.consumer_offsets import encode_offset_commit_key
 from protocol.primitives import varint_bytes
@@ -84,40 +86,39 @@ def build_coordinator_batch(records: list, compression: int = NONE, timestamp_ms
 
 # -- a commit's OffsetCommit records, straight from its values ----------------------------------------
 # The usual record of a commit: key v1, value v3 without metadata (no expire timestamp), no headers. Its
-# bytes up to the value depend only on (group, topic, partition) and its offset delta in the batch, and a
-# group commits the same partitions in the same order again and again: that prefix is cached, and each
-# record is the prefix plus one struct call for the value and the header count.
-_VALUE_AND_NO_HEADERS = struct.Struct(
-    ">h"  # OffsetCommitValue version: 3
+# bytes up to the value's offset depend only on (group, topic, partition) and its offset delta in the
+# batch, and a group commits the same partitions in the same order again and again. So a commit's layout
+# (group, its partitions in order) is cached: each record's constant prefix, and one struct format for
+# the whole payload that takes each prefix and the value's three fields. The payload is then one struct
+# call over arguments gathered in C, with no Python step per record.
+_VALUE_VERSION = b"\x00\x03"  # OffsetCommitValue v3, the end of a record's constant prefix
+_VALUE_FIELDS = (
     "q"   # offset
     "i"   # leader epoch
-    "h"   # metadata: empty string
+    "2x"  # metadata: the empty string (length 0)
     "q"   # commit timestamp
-    "b"   # the record's header count: 0
+    "x"   # the record's header count: 0
 )
-_VALUE_SIZE = _VALUE_AND_NO_HEADERS.size - 1
-_VALUE_LENGTH = varint_bytes(_VALUE_SIZE)
-# group -> (topic, partition) -> (offset delta, record bytes before the value); bounded in total
-_PREFIXES: dict[str, dict[tuple[str, int], tuple[int, bytes]]] = {}
-_PREFIXES_MAX = 1 << 16
-_prefix_count = 0
+_VALUE_SIZE = len(_VALUE_VERSION) + struct.calcsize(">" + _VALUE_FIELDS) - 1  # without the header count
+_LAYOUTS: dict[tuple[str, tuple], tuple[list[bytes], struct.Struct]] = {}
+_LAYOUTS_MAX = 1024
+_offset, _metadata, _commit_ts, _epoch, _expire = (itemgetter(i) for i in range(5))  # OffsetCommitValue
 
 
-def _record_prefix(group_id: str, tp: tuple[str, int], delta: int) -> tuple[int, bytes]:
-    global _prefix_count
-    key = encode_offset_commit_key(group_id, tp[0], tp[1])
-    body = b"\x00\x00" + varint_bytes(delta) + varint_bytes(len(key)) + key + _VALUE_LENGTH
-    entry = (delta, varint_bytes(len(body) + _VALUE_AND_NO_HEADERS.size) + body)
-    if _prefix_count >= _PREFIXES_MAX:
-        _PREFIXES.clear()
-        _prefix_count = 0
-    group = _PREFIXES.get(group_id)
-    if group is None:
-        group = _PREFIXES[group_id] = {}
-    if tp not in group:
-        _prefix_count += 1
-    group[tp] = entry
-    return entry
+def _layout(group_id: str, tps: tuple) -> tuple[list[bytes], struct.Struct]:
+    """The records' constant prefixes (length, attributes, deltas, key, value length and version) and
+    the payload's struct format for a commit of `tps`, in that order."""
+    prefixes = []
+    for delta, (topic, partition) in enumerate(tps):
+        key = encode_offset_commit_key(group_id, topic, partition)
+        body = (b"\x00\x00" + varint_bytes(delta) + varint_bytes(len(key)) + key + varint_bytes(_VALUE_SIZE)
+                + _VALUE_VERSION)
+        prefixes.append(varint_bytes(len(body) + _VALUE_SIZE - len(_VALUE_VERSION) + 1) + body)
+    layout = (prefixes, struct.Struct(">" + "".join(f"{len(p)}s{_VALUE_FIELDS}" for p in prefixes)))
+    if len(_LAYOUTS) >= _LAYOUTS_MAX:
+        _LAYOUTS.clear()
+    _LAYOUTS[group_id, tps] = layout
+    return layout
 
 
 def build_offset_commit_batch(group_id: str, values: dict, timestamp_ms: int | None = None) -> bytes | None:
@@ -128,23 +129,16 @@ def build_offset_commit_batch(group_id: str, values: dict, timestamp_ms: int | N
     n = len(values)
     if not n:
         return None
-    prefixes = _PREFIXES.get(group_id) or {}
-    pack = _VALUE_AND_NO_HEADERS.pack
-    parts: list[bytes] = []
-    extend = parts.extend
-    delta = 0
+    vs = values.values()
+    if any(map(_metadata, vs)) or max(map(_expire, vs)) >= 0:
+        return None
+    tps = tuple(values)
     try:
-        for tp, v in values.items():  # v: offset, metadata, commit timestamp, leader epoch, expire timestamp
-            if v[1] or v[4] >= 0:
-                return None
-            entry = prefixes.get(tp)
-            if entry is None or entry[0] != delta:
-                entry = _record_prefix(group_id, tp, delta)
-            extend((entry[1], pack(3, v[0], v[3], 0, v[2], 0)))
-            delta += 1
+        prefixes, payload_struct = _LAYOUTS.get((group_id, tps)) or _layout(group_id, tps)
+        payload = payload_struct.pack(*chain.from_iterable(
+            zip(prefixes, map(_offset, vs), map(_epoch, vs), map(_commit_ts, vs))))
     except (struct.error, ValueError):  # a value out of its field's range, a string too long for a key
         return None
-    payload = b"".join(parts)
     now_ms = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
     header = bytearray(HEADER_SIZE)
     HEADER.pack_into(header, 0, 0, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, 2, 0, 0, n - 1,
