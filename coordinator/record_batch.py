@@ -136,7 +136,7 @@ def build_offset_commit_batch(group_id: str, values: dict, timestamp_ms: int | N
     try:
         prefixes, payload_struct = _LAYOUTS.get((group_id, tps)) or _layout(group_id, tps)
         payload = payload_struct.pack(*chain.from_iterable(
-            zip(prefixes, map(_offset, vs), map(_epoch, vs), map(_commit_ts, vs))))
+            zip(prefixes, map(_offset, vs), map(_epoch, vs), map(_commit_ts, vs), strict=True)))
     except (struct.error, ValueError):  # a value out of its field's range, a string too long for a key
         return None
     now_ms = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
