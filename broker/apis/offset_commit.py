@@ -14,7 +14,10 @@ stored, as Kafka's request handler does before the coordinator sees the commit.
 """
 from __future__ import annotations
 
+import functools
 import time
+from itertools import repeat
+from operator import attrgetter
 
 from broker.registry import api
 from coordinator.results import OffsetCommitRequestPartition
@@ -25,6 +28,9 @@ NO_RETENTION = -1
 _Topic = m.OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = _Topic.OffsetCommitResponsePartition
 _new_tuple = tuple.__new__  # an OffsetCommitRequestPartition without NamedTuple's Python-level __new__
+_request_partition = functools.partial(_new_tuple, OffsetCommitRequestPartition)
+_index, _offset, _epoch, _metadata = (attrgetter(f) for f in (
+    "partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata"))
 # The usual answer to a partition, NONE, as one shared object per partition index: encoding only reads
 # it, and a commit answers the same partitions again and again (bounded: indices come from clients).
 _ACCEPTED: dict[int, _Partition] = {}
@@ -76,7 +82,15 @@ async def handle(ctx, request):
         name = t.name
         known = topics.get(name)
         count = known.partitions if known is not None else 0
-        for p in t.partitions:
+        parts = t.partitions
+        indices = list(map(_index, parts))
+        if not indices or (min(indices) >= 0 and max(indices) < count):
+            # Every partition exists (the usual commit): its entries are made in C, no step per partition.
+            offsets += map(_request_partition, zip(
+                repeat(name), indices, map(_offset, parts),
+                map(_epoch, parts) if epochs else repeat(-1), map(_metadata, parts), strict=False))
+            continue
+        for p in parts:
             index = p.partition_index
             if 0 <= index < count:
                 offsets.append(_new_tuple(OffsetCommitRequestPartition, (
