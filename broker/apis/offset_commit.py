@@ -59,7 +59,9 @@ def _response(request, errors: dict[tuple[str, int], ErrorCode] | ErrorCode) -> 
             parts = [_Partition(partition_index=p.partition_index, error_code=errors[(name, p.partition_index)])
                      for p in t.partitions]
         elif errors == ErrorCode.NONE:
-            parts = [accepted(p.partition_index) or _accepted(p.partition_index) for p in t.partitions]
+            parts = list(map(accepted, map(_index, t.partitions)))
+            if not all(parts):  # an index answered for the first time
+                parts = [p or _accepted(i) for p, i in zip(parts, map(_index, t.partitions), strict=True)]
         else:
             parts = [_Partition(partition_index=p.partition_index, error_code=errors) for p in t.partitions]
         out.append(_Topic(name=name, partitions=parts))
