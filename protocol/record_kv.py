@@ -13,7 +13,8 @@ checked with a strided slice per byte position instead of record by record.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import struct
+from collections.abc import Callable, Iterator
 
 from protocol.records import NONE, RECORDS_OFFSET, BatchHeader, decompress, iter_batches, iter_record_tuples
 
@@ -73,7 +74,7 @@ def _fast_key_values(buf: bytes, count: int) -> list[tuple[bytes, bytes | None]]
     return out
 
 
-def _uniform_columns(buf: bytes, count: int) -> tuple[list[bytes], list[bytes]] | None:
+def _uniform_columns(buf: bytes, count: int) -> tuple[tuple[bytes, ...], tuple[bytes, ...]] | None:
     """The records of a batch whose records all have one layout (a coordinator's write of one topic:
     one key length, one value length, timestamp delta 0, offset deltas 0..count-1, no headers) are
     cut at a fixed stride, their framing bytes checked with one strided slice each: (keys, values), or
@@ -99,12 +100,28 @@ def _uniform_columns(buf: bytes, count: int) -> tuple[list[bytes], list[bytes]] 
             return None
     if buf[at + 2::stride] != _OFFSET_DELTAS[:count] or buf[stride - 1::stride] != bytes(count):
         return None
-    key_len, value_len = value_at - 1 - key_at, value_size >> 1
-    return ([buf[i:i + key_len] for i in range(key_at, len(buf), stride)],
-            [buf[i:i + value_len] for i in range(value_at, len(buf), stride)])
+    layout = (stride, key_at, value_at, value_size >> 1, count)
+    cut = _CUTS.get(layout) or _cut(layout)
+    fields = cut(buf)  # key, value, key, value, ...: every slice in one C call
+    return fields[0::2], fields[1::2]
 
 
 _OFFSET_DELTAS = bytes(range(0, 128, 2))  # zig-zag varints of 0..63
+# (stride, key at, value at, value length, count) -> unpack of a struct holding each record's key and
+# value; a coordinator writes few layouts (one per group and topic shape), so they are few (bounded).
+_CUTS: dict[tuple[int, int, int, int, int], Callable[[bytes], tuple[bytes, ...]]] = {}
+_CUTS_MAX = 256
+
+
+def _cut(layout: tuple[int, int, int, int, int]) -> Callable[[bytes], tuple[bytes, ...]]:
+    stride, key_at, value_at, value_len, count = layout
+    key_len = value_at - 1 - key_at
+    record = f"{key_at}x{key_len}s1x{value_len}s{stride - value_at - value_len}x"
+    cut = struct.Struct(">" + record * count).unpack
+    if len(_CUTS) >= _CUTS_MAX:
+        _CUTS.clear()
+    _CUTS[layout] = cut
+    return cut
 
 
 def _key_values(batch, header: BatchHeader, from_offset: int):
