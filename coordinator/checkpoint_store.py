@@ -23,7 +23,7 @@ from typing import NamedTuple
 from coordinator import checkpoint
 from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
-from protocol.record_kv import batch_key_values
+from protocol.record_kv import batch_key_values, fold_key_values
 from protocol.records import iter_batches
 
 CHECKPOINT_FILE = "kcoord-group-state.checkpoint"
@@ -100,11 +100,9 @@ def refreshed_state(partition_log, partition: int, now_ms: int, logger) -> tuple
     group of the checkpoint turns out undecodable."""
     with gc_paused():
         state, start, _ = start_state(partition_log, partition, now_ms, lazy=True)
-        tail, offset = read_tail(partition_log, start, partition_log.recovery_point)
-        state.replay(tail, logger)
-        # Freed while collections wait: alive at the first allocation after them, the tail's records
-        # (one tracked tuple each) would make that allocation run a collection that walks them all.
-        del tail
+        latest, offset = read_tail_latest(partition_log, start, partition_log.recovery_point)
+        state.replay_latest(latest, logger)
+        del latest  # freed while collections wait (see read_tail_latest)
     return state, offset
 
 
@@ -124,8 +122,26 @@ def remove(partition_log) -> None:
 def read_tail(partition_log, from_offset: int, up_to: int | None = None) -> tuple[list, int]:
     """(key, value) of every record in [from_offset, up_to) (up_to: default the log end, else a
     batch boundary such as the recovery point), and the offset just past the last batch read."""
-    end = partition_log.log_end_offset if up_to is None else min(up_to, partition_log.log_end_offset)
     records: list = []
+    offset = _read(partition_log, from_offset, up_to,
+                   lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset)))
+    return records, offset
+
+
+def read_tail_latest(partition_log, from_offset: int, up_to: int | None = None) -> tuple[dict, int]:
+    """`read_tail` folded as it is read into the last value per key (what `PartitionState.replay_latest`
+    takes): no (key, value) pair per record, only one dict entry per key. Call it with collections
+    paused and free the dict before they resume: a collection would walk its entries for nothing."""
+    latest: dict = {}
+    offset = _read(partition_log, from_offset, up_to,
+                   lambda batch, header, offset: fold_key_values(latest, batch, header, offset))
+    return latest, offset
+
+
+def _read(partition_log, from_offset: int, up_to: int | None, take) -> int:
+    """`take(batch, header, offset)` for each data batch holding offsets in [from_offset, up_to), in order;
+    returns the offset just past the last batch read."""
+    end = partition_log.log_end_offset if up_to is None else min(up_to, partition_log.log_end_offset)
     offset = from_offset
     while offset < end:
         data = partition_log.read(offset, READ_CHUNK, max_offset=end)
@@ -136,12 +152,12 @@ def read_tail(partition_log, from_offset: int, up_to: int | None = None) -> tupl
             if header.base_offset >= end:
                 break
             if not header.is_control:
-                records += batch_key_values(batch, header, offset)
+                take(batch, header, offset)
             offset = header.next_offset
             progressed = True
         if not progressed:
             break
-    return records, max(offset, from_offset)
+    return max(offset, from_offset)
 
 
 def write(partition_log, partition: int, state: PartitionState, offset: int, written_ms: int) -> int:

@@ -77,7 +77,10 @@ class PartitionState:
         if first is None:
             return set()
         get_key_value = attrgetter("key", "value") if hasattr(first, "key") else itemgetter(0, 1)
-        latest = dict(map(get_key_value, itertools.chain((first,), it)))
+        return self.replay_latest(dict(map(get_key_value, itertools.chain((first,), it))), log)
+
+    def replay_latest(self, latest: dict, log) -> set[str]:
+        """`replay` of records already reduced to the last value per raw key (oldest first)."""
         metadata, offsets = _decode_latest(latest, log)
         for group_id in self.undecoded.keys() & (metadata.keys() | offsets.keys()):
             self._decode(group_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from coordinator.group_metadata import GroupMetadata
+from coordinator.record_batch import build_coordinator_batch, build_offset_commit_batch
 from protocol.consumer_offsets import (
     GroupMetadataValue,
     MemberMetadataValue,
@@ -17,6 +18,7 @@ from protocol.consumer_offsets import (
     encode_offset_commit_value,
     pack_offset_commit_value_v3_no_metadata,
 )
+from protocol.records import NONE
 
 Header = tuple[str, bytes]
 Record = tuple[bytes, bytes | None, Sequence[Header]]
@@ -29,10 +31,55 @@ REBALANCE_CAUSES = frozenset({
 })
 
 
-def offset_commit_records(group_id: str, values: dict[tuple[str, int], OffsetCommitValue]) -> list[Record]:
-    """One OffsetCommit record per partition of a commit. The hot path of a busy coordinator: keys
-    come from a cache (a group commits the same partitions again and again) and the common value
-    (v3, no metadata, no expiry) is packed inline."""
+class OffsetCommitRecords(Sequence[Record]):
+    """A commit's records, one OffsetCommit record per partition: a list of records to whoever reads them
+    (built on first use), and `to_batch` for the writer, which builds the v2 batch straight from the values
+    in the usual case (coordinator.record_batch): the hot path of a busy coordinator never builds them."""
+
+    __slots__ = ("group_id", "values", "_records")
+
+    def __init__(self, group_id: str, values: dict[tuple[str, int], OffsetCommitValue]) -> None:
+        self.group_id = group_id
+        self.values = values
+        self._records: list[Record] | None = None
+
+    def _list(self) -> list[Record]:
+        if self._records is None:
+            self._records = _offset_commit_record_list(self.group_id, self.values)
+        return self._records
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, index):
+        return self._list()[index]
+
+    def __iter__(self):
+        return iter(self._list())
+
+    def __eq__(self, other) -> bool:
+        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_batch(self, compression: int = NONE, timestamp_ms: int | None = None) -> bytes:
+        """The records as one v2 batch: `build_coordinator_batch(list(self), compression, timestamp_ms)`."""
+        if compression == NONE:
+            batch = build_offset_commit_batch(self.group_id, self.values, timestamp_ms)
+            if batch is not None:
+                return batch
+        return build_coordinator_batch(self._list(), compression, timestamp_ms)
+
+
+def offset_commit_records(group_id: str, values: dict[tuple[str, int], OffsetCommitValue]) -> OffsetCommitRecords:
+    """One OffsetCommit record per partition of a commit (the last value per partition: `values` is keyed
+    by partition)."""
+    return OffsetCommitRecords(group_id, values)
+
+
+def _offset_commit_record_list(group_id: str, values: dict[tuple[str, int], OffsetCommitValue]) -> list[Record]:
+    # Keys come from a cache (a group commits the same partitions again and again) and the common
+    # value (v3, no metadata, no expiry) is packed inline.
     key = encode_offset_commit_key
     pack_v3 = pack_offset_commit_value_v3_no_metadata
     encode_value = encode_offset_commit_value

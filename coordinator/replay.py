@@ -25,7 +25,7 @@ def apply_offset_records(offsets: dict[tuple[str, int], OffsetCommitValue],
                          records: dict[tuple[str, int], OffsetCommitValue | None]) -> dict:
     """`offsets` with `records` applied (updated in place, or a new table when it was empty).
     Also how a partition's materialised state (coordinator.partition_state) takes a log tail."""
-    has_tombstones = None in records.values()
+    has_tombstones = not all(records.values())  # a value is a non-empty tuple, a tombstone None
     if not offsets and not has_tombstones:
         return records.copy()  # a fresh group on load: cloning the table beats re-inserting
     offsets.update(records)

@@ -13,7 +13,8 @@ checked with a strided slice per byte position instead of record by record.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+import struct
+from collections.abc import Callable, Iterator
 
 from protocol.records import NONE, RECORDS_OFFSET, BatchHeader, decompress, iter_batches, iter_record_tuples
 
@@ -73,10 +74,11 @@ def _fast_key_values(buf: bytes, count: int) -> list[tuple[bytes, bytes | None]]
     return out
 
 
-def _uniform_key_values(buf: bytes, count: int) -> list[tuple[bytes, bytes]] | None:
+def _uniform_columns(buf: bytes, count: int) -> tuple[tuple[bytes, ...], tuple[bytes, ...]] | None:
     """The records of a batch whose records all have one layout (a coordinator's write of one topic:
     one key length, one value length, timestamp delta 0, offset deltas 0..count-1, no headers) are
-    cut at a fixed stride, their framing bytes checked with one strided slice each; None otherwise."""
+    cut at a fixed stride, their framing bytes checked with one strided slice each: (keys, values), or
+    None otherwise."""
     # record: length (1-2 bytes) | attributes | timestamp delta | offset delta | key length | key
     #         | value length | value | header count; every other varint one byte.
     if not 0 < count <= 64 or len(buf) % count:
@@ -98,30 +100,59 @@ def _uniform_key_values(buf: bytes, count: int) -> list[tuple[bytes, bytes]] | N
             return None
     if buf[at + 2::stride] != _OFFSET_DELTAS[:count] or buf[stride - 1::stride] != bytes(count):
         return None
-    key_len, value_len = value_at - 1 - key_at, value_size >> 1
-    return list(zip([buf[i:i + key_len] for i in range(key_at, len(buf), stride)],
-                    [buf[i:i + value_len] for i in range(value_at, len(buf), stride)], strict=True))
+    layout = (stride, key_at, value_at, value_size >> 1, count)
+    cut = _CUTS.get(layout) or _cut(layout)
+    fields = cut(buf)  # key, value, key, value, ...: every slice in one C call
+    return fields[0::2], fields[1::2]
 
 
 _OFFSET_DELTAS = bytes(range(0, 128, 2))  # zig-zag varints of 0..63
+# (stride, key at, value at, value length, count) -> unpack of a struct holding each record's key and
+# value; a coordinator writes few layouts (one per group and topic shape), so they are few (bounded).
+_CUTS: dict[tuple[int, int, int, int, int], Callable[[bytes], tuple[bytes, ...]]] = {}
+_CUTS_MAX = 256
 
 
-def batch_key_values(batch, header: BatchHeader, from_offset: int = -1) -> list[tuple[bytes | None, bytes | None]]:
-    """(key, value) of every record of one batch whose offset is >= from_offset, in order."""
+def _cut(layout: tuple[int, int, int, int, int]) -> Callable[[bytes], tuple[bytes, ...]]:
+    stride, key_at, value_at, value_len, count = layout
+    key_len = value_at - 1 - key_at
+    record = f"{key_at}x{key_len}s1x{value_len}s{stride - value_at - value_len}x"
+    cut = struct.Struct(">" + record * count).unpack
+    if len(_CUTS) >= _CUTS_MAX:
+        _CUTS.clear()
+    _CUTS[layout] = cut
+    return cut
+
+
+def _key_values(batch, header: BatchHeader, from_offset: int):
+    """(keys, values) columns of a uniform batch, else the list of (key, value) pairs."""
     if header.base_offset < from_offset:  # straddles the start: offsets are needed
         return [(key, value) for offset, _ts, key, value, _h in iter_record_tuples(batch, header)
                 if offset >= from_offset]
     if len(batch) >= header.size:
         raw = batch[RECORDS_OFFSET:header.size]
         payload = bytes(raw) if header.compression == NONE else decompress(header.compression, bytes(raw))
-        uniform = _uniform_key_values(payload, header.records_count)
-        if uniform is not None:
-            return uniform
+        columns = _uniform_columns(payload, header.records_count)
+        if columns is not None:
+            return columns
         try:
             return _fast_key_values(payload, header.records_count)
         except (_Unusual, IndexError):
             pass
     return [(key, value) for _o, _ts, key, value, _h in iter_record_tuples(batch, header)]
+
+
+def batch_key_values(batch, header: BatchHeader, from_offset: int = -1) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record of one batch whose offset is >= from_offset, in order."""
+    got = _key_values(batch, header, from_offset)
+    return list(zip(*got, strict=True)) if type(got) is tuple else got
+
+
+def fold_key_values(latest: dict, batch, header: BatchHeader, from_offset: int = -1) -> None:
+    """`latest[key] = value` for every record of one batch whose offset is >= from_offset, in order: what a
+    replay that keeps only the last value per key needs, without a (key, value) pair per record."""
+    got = _key_values(batch, header, from_offset)
+    latest.update(zip(*got, strict=True) if type(got) is tuple else got)
 
 
 def iter_log_key_values(buf, from_offset: int = -1) -> Iterator[tuple[bytes | None, bytes | None]]:

@@ -87,6 +87,11 @@ def crc32c(data) -> int:
     return google_crc32c.value(data)
 
 
+def crc32c_extend(crc: int, data: bytes) -> int:
+    """The CRC-32C of what `crc` covered followed by `data` (bytes)."""
+    return google_crc32c.extend(crc, data)
+
+
 class BatchHeader(NamedTuple):
     base_offset: int
     batch_length: int

@@ -32,6 +32,7 @@ from storage import cleaner
 from storage.config import LogConfig
 from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
 from storage.fs import FS
+from storage.fsync_pool import FsyncPool
 from storage.group_commit import GroupCommit
 from storage.segment import (
     CLEANED_SUFFIX,
@@ -90,7 +91,7 @@ class _FlushSnapshot:
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig | None = None,
                  fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms,
-                 fsync_executor: Executor | None = None) -> None:
+                 fsync_executor: FsyncPool | Executor | None = None) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -185,11 +186,14 @@ class PartitionLog:
 
     # -- append ---------------------------------------------------------------------------------
 
-    def append(self, records) -> AppendInfo:
-        """Assign offsets to whole batches and write them to the OS (not yet durable; see sync)."""
+    def append(self, records, trusted: bool = False) -> AppendInfo:
+        """Assign offsets to whole batches and write them to the OS (not yet durable; see sync).
+
+        `trusted`: the batches were built by this process (the coordinator's), so their CRCs are not
+        recomputed; their framing is still checked. Bytes from the network are never trusted."""
         self._check_open()
         buf = bytearray(records)
-        headers = self._validate(buf)
+        headers = self._validate(buf, verify=not trusted)
         append_time = self.clock() if self.config.message_timestamp_type == "LogAppendTime" else -1
         first = offset = self.log_end_offset
         patched: list[BatchHeader] = []
@@ -213,11 +217,11 @@ class PartitionLog:
             raise StorageError(f"{self.name}: write failed: {exc}") from exc
         return AppendInfo(first, offset - 1, append_time, self.generation)
 
-    def _validate(self, buf: bytearray) -> list[BatchHeader]:
+    def _validate(self, buf: bytearray, verify: bool = True) -> list[BatchHeader]:
         headers = []
         end = 0
         try:
-            for position, header, _ in iter_batches(buf, verify=True):
+            for position, header, _ in iter_batches(buf, verify=verify):
                 if header.records_count != header.last_offset_delta + 1:
                     # As Kafka's LogValidator: offsets are assigned from the header, so it must
                     # agree with the records it carries.

@@ -20,6 +20,7 @@ from storage.checkpoint import read_checkpoint, write_checkpoint
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.fs import FS
+from storage.fsync_pool import FsyncPool
 from storage.log import PartitionLog, wall_clock_ms
 
 log = logging.getLogger("kcoord.storage")
@@ -58,7 +59,7 @@ class LogManager:
         self._maintenance: asyncio.Task | None = None
         # Storage's own threads: fsyncs never queue behind other blocking work, and one cleaner
         # thread (Kafka's log.cleaner.threads default) keeps compaction from hogging both cores.
-        self.fsync_executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kcoord-fsync")
+        self.fsync_executor = FsyncPool(max_workers=4, thread_name_prefix="kcoord-fsync")
         self.cleaner_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kcoord-cleaner")
         self.fs.makedirs(log_dir)
         self._load()

@@ -14,7 +14,10 @@ stored, as Kafka's request handler does before the coordinator sees the commit.
 """
 from __future__ import annotations
 
+import functools
 import time
+from itertools import repeat
+from operator import attrgetter
 
 from broker.registry import api
 from coordinator.results import OffsetCommitRequestPartition
@@ -25,6 +28,9 @@ NO_RETENTION = -1
 _Topic = m.OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = _Topic.OffsetCommitResponsePartition
 _new_tuple = tuple.__new__  # an OffsetCommitRequestPartition without NamedTuple's Python-level __new__
+_request_partition = functools.partial(_new_tuple, OffsetCommitRequestPartition)
+_index, _offset, _epoch, _metadata = (attrgetter(f) for f in (
+    "partition_index", "committed_offset", "committed_leader_epoch", "committed_metadata"))
 # The usual answer to a partition, NONE, as one shared object per partition index: encoding only reads
 # it, and a commit answers the same partitions again and again (bounded: indices come from clients).
 _ACCEPTED: dict[int, _Partition] = {}
@@ -53,7 +59,9 @@ def _response(request, errors: dict[tuple[str, int], ErrorCode] | ErrorCode) -> 
             parts = [_Partition(partition_index=p.partition_index, error_code=errors[(name, p.partition_index)])
                      for p in t.partitions]
         elif errors == ErrorCode.NONE:
-            parts = [accepted(p.partition_index) or _accepted(p.partition_index) for p in t.partitions]
+            parts = list(map(accepted, map(_index, t.partitions)))
+            if not all(parts):  # an index answered for the first time
+                parts = [p or _accepted(i) for p, i in zip(parts, map(_index, t.partitions), strict=True)]
         else:
             parts = [_Partition(partition_index=p.partition_index, error_code=errors) for p in t.partitions]
         out.append(_Topic(name=name, partitions=parts))
@@ -76,7 +84,15 @@ async def handle(ctx, request):
         name = t.name
         known = topics.get(name)
         count = known.partitions if known is not None else 0
-        for p in t.partitions:
+        parts = t.partitions
+        indices = list(map(_index, parts))
+        if not indices or (min(indices) >= 0 and max(indices) < count):
+            # Every partition exists (the usual commit): its entries are made in C, no step per partition.
+            offsets += map(_request_partition, zip(
+                repeat(name), indices, map(_offset, parts),
+                map(_epoch, parts) if epochs else repeat(-1), map(_metadata, parts), strict=False))
+            continue
+        for p in parts:
             index = p.partition_index
             if 0 <= index < count:
                 offsets.append(_new_tuple(OffsetCommitRequestPartition, (
@@ -86,7 +102,7 @@ async def handle(ctx, request):
                 errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     if offsets or not errors:
         started = time.monotonic()
-        errors.update(await groups.call(
+        reply = groups.call(
             "handle_commit_offsets",
             group_id=request.group_id,
             member_id=request.member_id,
@@ -95,6 +111,13 @@ async def handle(ctx, request):
             retention_time_ms=request.retention_time_ms if version <= 4 else NO_RETENTION,
             offsets=offsets,
             request_version=version,
-        ))
+        )
+        # Handed over, not held while the write waits for its fsync (young GC collections walk what
+        # requests in flight hold).
+        del offsets
+        stored = await reply
         ctx.broker.metrics.commit_latency(time.monotonic() - started)  # request to durable answer
+        if not errors:
+            return _response(request, stored)  # every partition was stored or refused by the coordinator
+        errors.update(stored)
     return _response(request, errors)

@@ -131,9 +131,9 @@ class Checkpointer:
         else:  # a load's state, fully decoded and the groups' tables copied: bring it up to date
             state, end, read_ms = fresh
             with gc_paused():
-                tail, offset = checkpoint_store.read_tail(partition_log, end, partition_log.recovery_point)
-                state.replay(tail, self._logger)
-                del tail  # freed before collections resume (see checkpoint_store.refreshed_state)
+                latest, offset = checkpoint_store.read_tail_latest(partition_log, end, partition_log.recovery_point)
+                state.replay_latest(latest, self._logger)
+                del latest  # freed before collections resume
         size = await asyncio.get_running_loop().run_in_executor(
             None, checkpoint_store.write, partition_log, partition, state, offset, read_ms)
         self.covered[partition] = (offset, read_ms)

@@ -68,7 +68,9 @@ class OffsetsTopicWriter:
     def append(self, partition: int, records, callback: Callback) -> None:
         try:
             self._maybe_inject_fault()
-            batch = build_coordinator_batch(list(records), self._compression)
+            to_batch = getattr(records, "to_batch", None)  # a commit's records build their batch themselves
+            batch = (to_batch(self._compression) if to_batch is not None
+                     else build_coordinator_batch(list(records), self._compression))
         except Exception as exc:  # the callback must run whatever happened, or a request hangs
             error = _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}")
             # Never call back re-entrantly into the coordinator that is in the middle of a handler.
@@ -104,7 +106,8 @@ class OffsetsTopicWriter:
 
     def _write(self, partition: int, partition_log, records: bytes, callbacks: list[Callback]) -> None:
         try:
-            durable = partition_log.sync_future(partition_log.append(records))
+            # trusted: the batches were built here (coordinator.record_batch), not read from a socket
+            durable = partition_log.sync_future(partition_log.append(records, trusted=True))
         except Exception as exc:  # the segment cut the write back: nothing of it is acknowledged
             self._answer(callbacks, _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}"))
             return

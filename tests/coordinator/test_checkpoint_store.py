@@ -58,6 +58,17 @@ def test_tail_starts_mid_batch_and_stops_at_a_batch_boundary(plog):
     assert checkpoint_store.read_tail(plog, 4) == ([], 4)
 
 
+def test_the_folded_tail_is_the_last_value_per_key_of_the_tail(plog):
+    _append(plog, [_commit_record("g", 0, 1), _commit_record("g", 1, 2)], [_commit_record("g", 0, 3)],
+            [_commit_record("g", 2, 4), (co.encode_offset_commit_key("g", "t", 1), None)])
+    for start, up_to in ((0, None), (1, 3), (2, None), (5, None)):
+        records, end = checkpoint_store.read_tail(plog, start, up_to)
+        assert checkpoint_store.read_tail_latest(plog, start, up_to) == (dict(records), end)
+    state = PartitionState()
+    state.replay_latest(checkpoint_store.read_tail_latest(plog, 0)[0], LOG)
+    assert state == _state(checkpoint_store.read_tail(plog, 0)[0])
+
+
 def test_valid_checkpoint_gives_its_state_and_offset(plog):
     first = [_commit_record("g", 0, 1), _commit_record("h", 0, 2)]
     _append(plog, first, [_commit_record("g", 0, 3)])

@@ -2,7 +2,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.record_batch import build_coordinator_batch
+from coordinator.record_batch import build_coordinator_batch, build_offset_commit_batch
+from coordinator.records import offset_commit_records
 from protocol.consumer_offsets import OffsetCommitValue, encode_offset_commit_key, encode_offset_commit_value
 from protocol.records import GZIP, build_batch, decode_records, verify_crc
 
@@ -43,3 +44,39 @@ def test_compression_and_empty_use_the_general_builder():
     assert decode_records(build_coordinator_batch(records, GZIP, TS)) == decode_records(
         build_batch(records, compression=GZIP, timestamp_ms=TS))
     assert build_coordinator_batch([], timestamp_ms=TS) == build_batch([], timestamp_ms=TS)
+
+
+commit_values = st.builds(OffsetCommitValue, st.integers(-(2**63), 2**63 - 1), st.sampled_from(["", "m", "é"]),
+                          st.integers(-1, 2**62), st.integers(-(2**31), 2**31 - 1),
+                          st.sampled_from([-1, -1, -1, 1_700_000_000_000]), st.none())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40), st.dictionaries(st.tuples(st.text(max_size=12), st.integers(-(2**31), 2**31 - 1)),
+                                             commit_values, max_size=80))
+def test_a_commits_batch_is_the_general_builders_batch_of_its_records(group, values):
+    records = offset_commit_records(group, values)
+    assert records.to_batch(timestamp_ms=TS) == build_batch(list(records), timestamp_ms=TS)
+    # again: the record prefixes now come from the cache
+    assert offset_commit_records(group, values).to_batch(timestamp_ms=TS) == build_batch(list(records), timestamp_ms=TS)
+
+
+def test_a_commits_batch_falls_back_for_values_out_of_the_usual_layout():
+    usual = {("t", p): OffsetCommitValue(p, "", TS) for p in range(3)}
+    assert build_offset_commit_batch("g", usual, TS) is not None
+    for odd in (OffsetCommitValue(1, "meta", TS), OffsetCommitValue(1, "", TS, expire_timestamp=TS + 1),
+                OffsetCommitValue(2**63, "", TS)):
+        values = {**usual, ("t", 9): odd}
+        assert build_offset_commit_batch("g", values, TS) is None
+        if odd.offset < 2**63:
+            records = offset_commit_records("g", values)
+            assert records.to_batch(timestamp_ms=TS) == build_batch(list(records), timestamp_ms=TS)
+    assert build_offset_commit_batch("g", {}, TS) is None
+
+
+def test_a_commits_batch_with_partitions_in_another_order_rebuilds_their_prefixes():
+    forward = {("t", p): OffsetCommitValue(p, "", TS) for p in range(70)}
+    backward = dict(reversed(forward.items()))
+    for values in (forward, backward, forward):
+        records = offset_commit_records("g-order", values)
+        assert records.to_batch(timestamp_ms=TS) == build_batch(list(records), timestamp_ms=TS)

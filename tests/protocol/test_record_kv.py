@@ -4,7 +4,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol import records as r
-from protocol.record_kv import _fast_key_values, _uniform_key_values, batch_key_values, iter_log_key_values
+from protocol.record_kv import (
+    _fast_key_values,
+    _uniform_columns,
+    batch_key_values,
+    fold_key_values,
+    iter_log_key_values,
+)
+
+
+def _uniform_key_values(payload, count):
+    columns = _uniform_columns(payload, count)
+    return None if columns is None else list(zip(*columns, strict=True))
 
 # Sizes around the fast path's edges: one-byte lengths end at 63, two-byte record lengths at 8191.
 sizes = st.sampled_from([0, 1, 30, 63, 64, 100, 4000, 8200])
@@ -27,6 +38,9 @@ def test_fast_reader_agrees_with_the_reference_decoder(items, codec, base, data)
     header = r.parse_batch_header(batch)
     from_offset = data.draw(st.integers(base - 1, base + len(items)))
     assert batch_key_values(memoryview(batch), header, from_offset) == _reference(batch, from_offset)
+    latest = {b"before": b"x"}
+    fold_key_values(latest, memoryview(batch), header, from_offset)
+    assert latest == {b"before": b"x", **dict(_reference(batch, from_offset))}
 
 
 def test_coordinator_shaped_records_take_the_fast_path():
@@ -59,6 +73,9 @@ def test_uniform_reader_agrees_with_the_reference_decoder(count, key_size, value
     if count <= 64 and key_size < 64 and value_size < 64 and not tombstone:  # 1-byte key and value lengths
         assert got == items
     assert batch_key_values(memoryview(batch), r.parse_batch_header(batch)) == _reference(batch) == items
+    latest = {}
+    fold_key_values(latest, memoryview(batch), r.parse_batch_header(batch))
+    assert latest == dict(items)
 
 
 @pytest.mark.parametrize("key_size, length_bytes", [(33, 1), (50, 2)])

@@ -3,6 +3,7 @@ nothing acknowledged is lost, and the log stays usable."""
 import asyncio
 import os
 import shutil
+import sys
 import tempfile
 import threading
 
@@ -14,12 +15,28 @@ from storage_helpers import batch
 
 from protocol.records import decode_records
 from storage import FaultyFS, LogConfig, PartitionLog, StorageError
+from storage.fsync_pool import FsyncPool
 
 pytestmark = pytest.mark.timeout(30)
+_executor = None  # what the logs' rounds run on: the loop's default executor, or storage's FsyncPool
+
+
+def pytest_generate_tests(metafunc):
+    if "round_executor" in metafunc.fixturenames:  # the state machines below pick their own
+        metafunc.parametrize("round_executor", ["default executor", "fsync pool"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def round_executor(request, monkeypatch):
+    pool = FsyncPool(max_workers=2) if getattr(request, "param", None) == "fsync pool" else None
+    monkeypatch.setattr(sys.modules[__name__], "_executor", pool)
+    yield pool
+    if pool is not None:
+        pool.shutdown(wait=True)
 
 
 def open_log(tmp_path, fs, **config):
-    return PartitionLog(str(tmp_path / "t-0"), "t", 0, LogConfig(**config), fs=fs)
+    return PartitionLog(str(tmp_path / "t-0"), "t", 0, LogConfig(**config), fs=fs, fsync_executor=_executor)
 
 
 def values(log) -> list[bytes]:
@@ -246,5 +263,21 @@ class FailureMachine(RuleBasedStateMachine):
         assert self.log.recovery_point == self.log.log_end_offset == len(self.acked)
 
 
+class PooledFailureMachine(FailureMachine):
+    """The same, with the rounds run by storage's FsyncPool (as a LogManager's logs are)."""
+
+    def _open(self):
+        if not hasattr(self, "pool"):
+            self.pool = FsyncPool(max_workers=2)
+        return PartitionLog(os.path.join(self.dir, "f-0"), "f", 0, LogConfig(segment_bytes=700), fs=self.fs,
+                            fsync_executor=self.pool)
+
+    def teardown(self):
+        super().teardown()
+        self.pool.shutdown(wait=True)
+
+
 TestFailureMachine = FailureMachine.TestCase
 TestFailureMachine.settings = settings(max_examples=20, stateful_step_count=15, deadline=None)
+TestPooledFailureMachine = PooledFailureMachine.TestCase
+TestPooledFailureMachine.settings = settings(max_examples=20, stateful_step_count=15, deadline=None)

@@ -390,3 +390,18 @@ def test_read_cut_at_an_indexed_batch_keeps_the_batches_before_it(tmp_path):
     for n in range(1, 6):
         assert offsets_in(log.read(0, sum(sizes[:n]))) == list(range(n))
         assert offsets_in(log.read(0, sum(sizes[:n]) + 1)) == list(range(n))
+
+
+def test_a_trusted_append_skips_only_the_crc_check(tmp_path):
+    # The coordinator's own batches are not re-checksummed; their framing is still checked.
+    log = PartitionLog(str(tmp_path / "t-0"), "t", 0, LogConfig())
+    good = build_batch([(b"k", b"v")])
+    bad_crc = bytearray(good)
+    bad_crc[-1] ^= 1
+    with pytest.raises(CorruptRecordError):
+        log.append(bytes(bad_crc))
+    assert log.append(bytes(bad_crc), trusted=True).base_offset == 0
+    with pytest.raises(CorruptRecordError):
+        log.append(good + b"\x00\x01", trusted=True)  # not whole batches
+    assert log.log_end_offset == 1
+    log.close()
