@@ -1,6 +1,6 @@
 """End to end: 10 real consumers form a stable group, then rebalance when one leaves.
 
-Each consumer polls in its own thread; its client's rebalance callbacks record what it holds and
+Each consumer polls in its own thread (POLL_MS per poll); its client's rebalance callbacks record what it holds and
 when it got it. Stable means the holdings are non-empty, disjoint and cover every partition (see
 bench.e2e_stats). Timed: the ten consumers (already created) subscribe -> stable, and, once the group has been stable a
 while, one consumer's close() (LeaveGroup) -> the other nine stable again. kafka-python consumers
@@ -15,7 +15,8 @@ import threading
 import time
 
 from bench import loadgen_wire as w
-from bench.e2e_stats import Rep, leave_delays, stable_since, summarize
+from bench.e2e_log import LogTail, between, rebalances, timeline
+from bench.e2e_stats import Rep, extra_rebalance_notes, leave_delays, stable_since, summarize
 from bench.loadgen_client import KafkaConn
 from bench.loadgen_server import KcoordServer
 from bench.runner import Deadline, arun, main, settings
@@ -24,7 +25,18 @@ CONSUMERS = 10
 PARTITIONS = 10
 TOPIC = "e2e-topic"
 SESSION_MS, HEARTBEAT_MS = 6000, 100
-POLL_MS = 20
+# The poll timeout both clients' poll loops use. kafka-python 3.0.12 runs JoinGroup+SyncGroup as a
+# background task that only a poll() waiting on it collects; when the task finishes between two polls,
+# the next poll drops it and sends a fresh JoinGroup (join_group_async replaces a done _join_task).
+# At 20 ms a ~0.2 s join spans ~10 polls and that happened several times per rep (counted by hooking
+# _join_task: 5-23 finished joins dropped per rep); when the member was the leader its JoinGroup in
+# Stable starts a new generation, as Kafka's coordinator does ("Leader ... re-joining group during
+# Stable"), in 5 of 10 reps, up to 9 extra generations in one: kafka-python's form time 0.24-1.6 s,
+# moving with how long the 20 poll and IO threads waited for the GIL, so with the machine's load.
+# At 500 ms a join ends inside one poll: 0-2 dropped per rep, no extra generation in 20 reps, form
+# 0.22-0.34 s. Applications poll for 0.1-1 s (confluent-kafka's examples use 1 s); librdkafka runs the
+# protocol in its own thread and only serves callbacks in poll, so it is indifferent (form 0.21 s both).
+POLL_MS = 500
 REPS = 28
 # A leave comes SETTLE_S after stable, plus a phase stratified over PHASE_WINDOW_S (bench.e2e_stats.
 # leave_delays). Measured here: how long librdkafka takes to rebalance after a leave is periodic in
@@ -54,6 +66,10 @@ class Polled:
         self.client = client
         self.held: tuple[frozenset[int], float] = (frozenset(), time.monotonic())
         self.closing_at = float("nan")  # when its close() (LeaveGroup) began
+        self.closing_wall = float("nan")  # the same moment on the wall clock, the server log's
+        # Its poll loop close()s at this monotonic moment: no poll runs past it, so the leave comes
+        # when it is due, not up to POLL_MS later (the leave's phase matters, see leave_delays).
+        self.leave_at = float("inf")
         self.stop = threading.Event()
         self.consumer, self._subscribe = make(self._assigned, self._revoked)
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -73,16 +89,20 @@ class Polled:
         c = self.consumer
         kafka_python = self.client == "kafka-python"
         while not self.stop.is_set():
+            timeout = min(POLL_MS / 1000, self.leave_at - time.monotonic())
+            if timeout <= 0:
+                break
             if kafka_python:
-                c.poll(timeout_ms=POLL_MS)
+                c.poll(timeout_ms=max(1, round(timeout * 1000)))
             else:
-                c.poll(POLL_MS / 1000)
-        self.closing_at = time.monotonic()
+                c.poll(timeout)
+        self.closing_at, self.closing_wall = time.monotonic(), time.time()
         c.close()  # sends LeaveGroup
 
-    def leave(self):
-        self.stop.set()
-        self.thread.join(timeout=PHASE_TIMEOUT_S)
+    def leave(self, at: float):
+        """close() at monotonic `at` (from its own poll loop), and wait until it has."""
+        self.leave_at = at
+        self.thread.join(timeout=max(0.0, at - time.monotonic()) + PHASE_TIMEOUT_S)
 
 
 def _kafka_python(port: int, group: str, assigned, revoked):
@@ -149,7 +169,7 @@ def abandoned_join(consumer) -> int | None:
     if task is None or not task.is_done or coord.state != MemberState.REBALANCING:
         return None
     if coord.need_rejoin():
-        return None  # the next poll collects it
+        return None  # the next poll drops it and joins again (see POLL_MS): slower, not stuck
     return coord._generation.generation_id
 
 
@@ -182,36 +202,46 @@ def _wait_stable(consumers: list[Polled], what: str) -> float:
                        f"{[sorted(c.held[0]) for c in consumers]}")
 
 
-def _time_leave(consumers: list[Polled], stable_at: float, delay: float, rep: Rep) -> None:
+def _time_leave(consumers: list[Polled], stable_at: float, delay: float, rep: Rep) -> Polled:
     """The last consumer leaves `delay` after the stable moment; timed from its close() to the
     others' new stable moment."""
-    time.sleep(max(0.0, stable_at + delay - time.monotonic()))
     leaver = consumers.pop()
-    leaver.leave()
+    leaver.leave(stable_at + delay)
     rep.leave = _wait_stable(consumers, f"{rep.client} after one left") - leaver.closing_at
+    return leaver
 
 
-def one_rep(port: int, client: str, group: str, leave_delay: float) -> Rep:
+def _record_rebalances(rep: Rep, found: list, t0_wall: float, leave_wall: float, end_wall: float) -> None:
+    """The server's rebalances of this rep's group, split into the form and the leave phase, each
+    timed from its phase's start (the subscriptions; the leaver's close())."""
+    rep.form_rebalances = timeline(between(found, t0_wall, leave_wall), t0_wall)
+    rep.leave_rebalances = timeline(between(found, leave_wall, end_wall), leave_wall)
+
+
+def one_rep(port: int, client: str, group: str, leave_delay: float, log: LogTail) -> Rep:
     """Form a group of CONSUMERS, then time one leave; a failure ends the rep."""
     make = _kafka_python if client == "kafka-python" else _confluent
     rep = Rep(client, leave_delay=leave_delay)
     consumers: list[Polled] = []
+    t0_wall = leave_wall = float("inf")
     try:
         consumers = [Polled(lambda a, r: make(port, group, a, r), client) for _ in range(CONSUMERS)]
         # Timed from the subscriptions, the clients already created: creating one is the library's own
         # start-up (bootstrap connection, version probe), pure-Python CPU for kafka-python, whose time
         # moved with the machine's speed between runs, and not group formation.
-        t0 = time.monotonic()
+        t0, t0_wall = time.monotonic(), time.time()
         for c in consumers:
             c.start()
         stable_at = _wait_stable(consumers, f"{client} forming")
         rep.form = stable_at - t0
-        _time_leave(consumers, stable_at, leave_delay, rep)
+        leaver = _time_leave(consumers, stable_at, leave_delay, rep)
+        leave_wall = leaver.closing_wall
     except ClientBug as exc:
         rep.failure, rep.client_bug = str(exc), True
     except TimeoutError as exc:  # a stuck group is a finding, not a crash of the benchmark
         rep.failure = str(exc)
     finally:
+        end_wall = time.time()  # before the teardown's own LeaveGroups
         for c in consumers:
             c.stop.set()
         for c in consumers:
@@ -219,6 +249,9 @@ def one_rep(port: int, client: str, group: str, leave_delay: float) -> Rep:
                 c.thread.join(timeout=PHASE_TIMEOUT_S)
             elif c.thread.ident is None:  # created, never started: nothing polls it, close it here
                 c.consumer.close()
+    # a leave that never came (failed rep): its close() had not begun, so everything counts as forming
+    leave_wall = min(leave_wall, end_wall)
+    _record_rebalances(rep, rebalances(log.read_new(), group), t0_wall, leave_wall, end_wall)
     return rep
 
 
@@ -235,13 +268,16 @@ def run(quick: bool = False) -> dict:
     clients = ["kafka-python", BASELINE]
     delays = leave_delays(reps, SETTLE_S, PHASE_WINDOW_S, seed=0)
     done: list[Rep] = []
+    # INFO: the coordinator logs each rebalance it starts, with its reason (bench.e2e_log)
     with KcoordServer({"group.min.session.timeout.ms": "1000",
-                       "group.initial.rebalance.delay.ms": str(INITIAL_REBALANCE_DELAY_MS)}) as server:
+                       "group.initial.rebalance.delay.ms": str(INITIAL_REBALANCE_DELAY_MS)},
+                      log_level="INFO") as server:
         arun(server.wait_ready())
         arun(_create_topic(server.port))
+        log = LogTail(server._log.name)  # KcoordServer names no log path publicly; it keeps the file open
         for i, delay in enumerate(delays):
             for client in clients if i % 2 == 0 else clients[::-1]:  # ABBA: linear drift hits both alike
-                done.append(one_rep(server.port, client, f"e2e-{client}-{i}", delay))
+                done.append(one_rep(server.port, client, f"e2e-{client}-{i}", delay, log))
     bugs = [r for r in done if r.client_bug]
     return {
         "name": "e2e",
@@ -266,12 +302,20 @@ def run(quick: bool = False) -> dict:
             "evenly over a window of several heartbeat intervals, the same for both clients.",
             "a failed rep keeps the event it timed before failing; the failed event has no time and is "
             "counted, as a client bug or as a failed rep, in the table.",
+            f"each client polls with a {POLL_MS} ms timeout, as applications do (0.1-1 s). At 20 ms kafka-python "
+            "3.0.12 drops a JoinGroup/SyncGroup that finished between two polls and joins again; when that is "
+            "the leader, the coordinator starts another generation (as Kafka's does), so its form time depended "
+            "on thread scheduling (0.24-1.6 s within a run, median ratio 1.2-2.1 across runs). See POLL_MS.",
+            "'reps w/ extra rebalances' counts reps whose phase took more than the one rebalance it needs (the "
+            "first join's, the LeaveGroup's), from the server's log; each sample lists its rebalances "
+            "([s into the phase, old generation, reason]) and the notes below tally the extra ones' reasons.",
             "'ratio halves' are the same ratios from two halves of the reps alone (alternate reps in leave-"
             "phase order, so each half spans the whole window): the run's own repeatability check.",
             "kafka-python is pure Python and its ten consumers share one interpreter: when the machine is "
             "short of CPU (load average above the cores) its times grow and its ratios with them (measured: "
             "two busy loops on 2 cores took form 1.6 -> 2.6, leave 0.9 -> 1.9; librdkafka barely moved), so "
             "compare runs at similar load (loadavg_at_start / _at_end).",
+            *extra_rebalance_notes(done),
             *(f"failed rep: {r.failure}" for r in done if r.failure),
             *([f"{len(bugs)} failed reps are kafka-python's own abandoned join (see bench.e2e.abandoned_join), "
                "not a coordinator answer: the member stops sending requests."] if bugs else []),

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import random
 import statistics
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 from bench.runner import median, ratio
 
@@ -57,6 +58,30 @@ class Rep:
     leave_delay: float = 0.0  # when, after stable, the leave was due (bench.e2e_stats.leave_delays)
     failure: str = ""  # why the rep stopped early; an event timed before it still counts
     client_bug: bool = False  # that failure was the client's own (kafka-python's abandoned join)
+    # The rebalances the server started in each phase, [[s after the phase began, old generation,
+    # reason], ...] (bench.e2e_log.timeline). Each phase needs exactly one: the first JoinGroup's, the
+    # LeaveGroup's. More means extra generations, and their reasons say whose doing they were.
+    form_rebalances: list = field(default_factory=list)
+    leave_rebalances: list = field(default_factory=list)
+
+
+def extra_rebalances(timeline: list) -> list[str]:
+    """The reasons of a phase's rebalances beyond the one the phase needs."""
+    return [reason for _, _, reason in timeline[1:]]
+
+
+def extra_rebalance_notes(reps: list[Rep]) -> list[str]:
+    """Per client and phase, how many reps took extra rebalances and why, most frequent first."""
+    notes = []
+    for client in dict.fromkeys(r.client for r in reps):
+        for phase in ("form", "leave"):
+            timelines = [getattr(r, f"{phase}_rebalances") for r in reps if r.client == client]
+            reasons = Counter(reason for t in timelines for reason in extra_rebalances(t))
+            if reasons:
+                slow = sum(bool(extra_rebalances(t)) for t in timelines)
+                notes.append(f"{client}, {phase}: {slow} reps took extra rebalances: " + "; ".join(
+                    f"{n}x {reason}" for reason, n in reasons.most_common()))
+    return notes
 
 
 def _spread(values: list[float]) -> str:
@@ -104,6 +129,9 @@ def summarize(reps: list[Rep], baseline: str) -> list[dict]:
                 "ratio halves form/leave": " ".join(
                     f"{ratio(m[0], b[0]):.2f}/{ratio(m[1], b[1]):.2f}" for m, b in half_ratios
                 ),
+                "reps w/ extra rebalances form/leave": "/".join(
+                    str(sum(bool(extra_rebalances(getattr(r, f"{phase}_rebalances"))) for r in mine))
+                    for phase in ("form", "leave")),
                 "ok reps": sum(not r.failure for r in mine),
                 "client-bug reps": sum(r.client_bug for r in mine),
                 "failed reps": sum(bool(r.failure) and not r.client_bug for r in mine),

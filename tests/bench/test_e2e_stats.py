@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from bench.e2e_stats import Rep, leave_delays, stable_since, summarize
+from bench.e2e_stats import (
+    Rep,
+    extra_rebalance_notes,
+    extra_rebalances,
+    leave_delays,
+    stable_since,
+    summarize,
+)
 
 
 def held(*shares):
@@ -82,3 +89,25 @@ def test_a_client_with_no_timed_event_gets_nan_ratios_not_a_crash():
     rows = _rows([Rep("base", form=1.0, leave=0.2), Rep("other", failure="x", client_bug=True)])
     assert math.isnan(rows["other"]["ratio form"]) and math.isnan(rows["other"]["ratio leave"])
     assert rows["other"]["form IQR s"] == "-"
+
+
+def _t(*reasons):
+    return [[0.1 * i, i, reason] for i, reason in enumerate(reasons)]
+
+
+def test_extra_rebalances_are_those_beyond_the_one_each_phase_needs_counted_per_rep_with_reasons():
+    reps = [
+        Rep("other", form=0.4, leave=0.2, form_rebalances=_t("join", "Leader re-joining", "Leader re-joining"),
+            leave_rebalances=_t("leave")),
+        Rep("other", form=0.2, leave=0.3, form_rebalances=_t("join"), leave_rebalances=_t("leave", "Leader re-joining")),
+        Rep("other", form=0.2, leave=0.1, form_rebalances=_t("join", "expired"), leave_rebalances=_t("leave")),
+        Rep("base", form=0.2, leave=0.2, form_rebalances=_t("join"), leave_rebalances=_t("leave")),
+    ]
+    assert extra_rebalances(reps[0].form_rebalances) == ["Leader re-joining", "Leader re-joining"]
+    rows = _rows(reps)
+    assert rows["other"]["reps w/ extra rebalances form/leave"] == "2/1"
+    assert rows["base"]["reps w/ extra rebalances form/leave"] == "0/0"
+    assert extra_rebalance_notes(reps) == [
+        "other, form: 2 reps took extra rebalances: 2x Leader re-joining; 1x expired",
+        "other, leave: 1 reps took extra rebalances: 1x Leader re-joining",
+    ]
