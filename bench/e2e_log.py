@@ -50,9 +50,11 @@ def rebalances(text: str, group: str) -> list[Rebalance]:
 
 
 def between(found: list[Rebalance], start: float, end: float) -> list[Rebalance]:
-    """Those prepared in [start, end) by the wall clock; the log's stamps are truncated to the
-    millisecond, so one stamped up to a millisecond before `start` may still be at or after it."""
-    return [r for r in found if start - STAMP_RESOLUTION_S <= r.at < end]
+    """Those prepared in [start, end) by the wall clock. A stamp is its moment truncated to the
+    millisecond, so one stamped in [t - 1 ms, t) may be at t: both bounds move back by that much, which
+    keeps adjacent phases apart (a LeaveGroup logged within a millisecond of the close() that sent it
+    belongs to the leave, not to the forming before it)."""
+    return [r for r in found if start - STAMP_RESOLUTION_S <= r.at < end - STAMP_RESOLUTION_S]
 
 
 def timeline(found: list[Rebalance], origin: float) -> list[list]:
