@@ -15,7 +15,7 @@ import threading
 import time
 
 from bench import loadgen_wire as w
-from bench.e2e_log import LogTail, between, rebalances, timeline
+from bench.e2e_log import LogTail, between, group_events, timeline
 from bench.e2e_stats import Rep, extra_rebalance_notes, leave_delays, stable_since, summarize
 from bench.loadgen_client import KafkaConn
 from bench.loadgen_server import KcoordServer
@@ -211,11 +211,11 @@ def _time_leave(consumers: list[Polled], stable_at: float, delay: float, rep: Re
     return leaver
 
 
-def _record_rebalances(rep: Rep, found: list, t0_wall: float, leave_wall: float, end_wall: float) -> None:
-    """The server's rebalances of this rep's group, split into the form and the leave phase, each
-    timed from its phase's start (the subscriptions; the leaver's close())."""
-    rep.form_rebalances = timeline(between(found, t0_wall, leave_wall), t0_wall)
-    rep.leave_rebalances = timeline(between(found, leave_wall, end_wall), leave_wall)
+def _record_events(rep: Rep, found: list, t0_wall: float, leave_wall: float, end_wall: float) -> None:
+    """The server's rebalance events of this rep's group, split into the form and the leave phase,
+    each timed from its phase's start (the subscriptions; the leaver's close())."""
+    rep.form_events = timeline(between(found, t0_wall, leave_wall), t0_wall)
+    rep.leave_events = timeline(between(found, leave_wall, end_wall), leave_wall)
 
 
 def one_rep(port: int, client: str, group: str, leave_delay: float, log: LogTail) -> Rep:
@@ -251,7 +251,7 @@ def one_rep(port: int, client: str, group: str, leave_delay: float, log: LogTail
                 c.consumer.close()
     # a leave that never came (failed rep): its close() had not begun, so everything counts as forming
     leave_wall = min(leave_wall, end_wall)
-    _record_rebalances(rep, rebalances(log.read_new(), group), t0_wall, leave_wall, end_wall)
+    _record_events(rep, group_events(log.read_new(), group), t0_wall, leave_wall, end_wall)
     return rep
 
 
@@ -307,8 +307,11 @@ def run(quick: bool = False) -> dict:
             "the leader, the coordinator starts another generation (as Kafka's does), so its form time depended "
             "on thread scheduling (0.24-1.6 s within a run, median ratio 1.2-2.1 across runs). See POLL_MS.",
             "'reps w/ extra rebalances' counts reps whose phase took more than the one rebalance it needs (the "
-            "first join's, the LeaveGroup's), from the server's log; each sample lists its rebalances "
-            "([s into the phase, old generation, reason]) and the notes below tally the extra ones' reasons.",
+            "first join's, the LeaveGroup's), from the server's log; the notes below tally the extra ones' "
+            "reasons. 'reps w/ write > ...' counts reps in which the server took that long from the leader's "
+            "assignment to Stable, i.e. to write (fsync) the group's metadata; ~2 ms normally, stalls of "
+            "0.1-2 s come from other work on the shared disk and hit either client at random. Each sample "
+            "lists its phases' server events ([s into the phase, kind, generation, reason]).",
             "'ratio halves' are the same ratios from two halves of the reps alone (alternate reps in leave-"
             "phase order, so each half spans the whole window): the run's own repeatability check.",
             "kafka-python is pure Python and its ten consumers share one interpreter: when the machine is "

@@ -10,6 +10,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
+from bench.e2e_log import rebalance_reasons, write_waits
 from bench.runner import median, ratio
 
 # What one consumer holds: its partitions and the monotonic time its client applied them (the
@@ -58,16 +59,28 @@ class Rep:
     leave_delay: float = 0.0  # when, after stable, the leave was due (bench.e2e_stats.leave_delays)
     failure: str = ""  # why the rep stopped early; an event timed before it still counts
     client_bug: bool = False  # that failure was the client's own (kafka-python's abandoned join)
-    # The rebalances the server started in each phase, [[s after the phase began, old generation,
-    # reason], ...] (bench.e2e_log.timeline). Each phase needs exactly one: the first JoinGroup's, the
-    # LeaveGroup's. More means extra generations, and their reasons say whose doing they were.
-    form_rebalances: list = field(default_factory=list)
-    leave_rebalances: list = field(default_factory=list)
+    # The server's rebalance events in each phase, [[s after the phase began, kind, generation,
+    # reason], ...] (bench.e2e_log.timeline). Each phase needs exactly one rebalance: the first
+    # JoinGroup's, the LeaveGroup's. More means extra generations, and their reasons say whose doing
+    # they were.
+    form_events: list = field(default_factory=list)
+    leave_events: list = field(default_factory=list)
+
+
+SLOW_WRITE_S = 0.1  # the server's metadata write (an fsync) takes ~2 ms; over this it stalled
 
 
 def extra_rebalances(timeline: list) -> list[str]:
     """The reasons of a phase's rebalances beyond the one the phase needs."""
-    return [reason for _, _, reason in timeline[1:]]
+    return rebalance_reasons(timeline)[1:]
+
+
+def slow_write(timeline: list) -> bool:
+    return any(w > SLOW_WRITE_S for w in write_waits(timeline))
+
+
+def _reps_with(reps: list[Rep], has) -> str:
+    return "/".join(str(sum(bool(has(getattr(r, f"{phase}_events"))) for r in reps)) for phase in ("form", "leave"))
 
 
 def extra_rebalance_notes(reps: list[Rep]) -> list[str]:
@@ -75,7 +88,7 @@ def extra_rebalance_notes(reps: list[Rep]) -> list[str]:
     notes = []
     for client in dict.fromkeys(r.client for r in reps):
         for phase in ("form", "leave"):
-            timelines = [getattr(r, f"{phase}_rebalances") for r in reps if r.client == client]
+            timelines = [getattr(r, f"{phase}_events") for r in reps if r.client == client]
             reasons = Counter(reason for t in timelines for reason in extra_rebalances(t))
             if reasons:
                 slow = sum(bool(extra_rebalances(t)) for t in timelines)
@@ -129,9 +142,8 @@ def summarize(reps: list[Rep], baseline: str) -> list[dict]:
                 "ratio halves form/leave": " ".join(
                     f"{ratio(m[0], b[0]):.2f}/{ratio(m[1], b[1]):.2f}" for m, b in half_ratios
                 ),
-                "reps w/ extra rebalances form/leave": "/".join(
-                    str(sum(bool(extra_rebalances(getattr(r, f"{phase}_rebalances"))) for r in mine))
-                    for phase in ("form", "leave")),
+                "reps w/ extra rebalances form/leave": _reps_with(mine, extra_rebalances),
+                f"reps w/ write > {SLOW_WRITE_S}s form/leave": _reps_with(mine, slow_write),
                 "ok reps": sum(not r.failure for r in mine),
                 "client-bug reps": sum(r.client_bug for r in mine),
                 "failed reps": sum(bool(r.failure) and not r.client_bug for r in mine),

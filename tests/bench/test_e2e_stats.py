@@ -6,7 +6,9 @@ import math
 
 import pytest
 
+from bench.e2e_log import ASSIGNMENT, REBALANCE, STABLE
 from bench.e2e_stats import (
+    SLOW_WRITE_S,
     Rep,
     extra_rebalance_notes,
     extra_rebalances,
@@ -91,19 +93,22 @@ def test_a_client_with_no_timed_event_gets_nan_ratios_not_a_crash():
     assert rows["other"]["form IQR s"] == "-"
 
 
-def _t(*reasons):
-    return [[0.1 * i, i, reason] for i, reason in enumerate(reasons)]
+def _t(*reasons, write=0.002):
+    """A phase's timeline: one rebalance per reason, the last generation assigned and then Stable."""
+    events = [[0.1 * i, REBALANCE, i, reason] for i, reason in enumerate(reasons)]
+    gen = len(reasons)
+    return events + [[0.3, ASSIGNMENT, gen, ""], [0.3 + write, STABLE, gen, ""]]
 
 
 def test_extra_rebalances_are_those_beyond_the_one_each_phase_needs_counted_per_rep_with_reasons():
     reps = [
-        Rep("other", form=0.4, leave=0.2, form_rebalances=_t("join", "Leader re-joining", "Leader re-joining"),
-            leave_rebalances=_t("leave")),
-        Rep("other", form=0.2, leave=0.3, form_rebalances=_t("join"), leave_rebalances=_t("leave", "Leader re-joining")),
-        Rep("other", form=0.2, leave=0.1, form_rebalances=_t("join", "expired"), leave_rebalances=_t("leave")),
-        Rep("base", form=0.2, leave=0.2, form_rebalances=_t("join"), leave_rebalances=_t("leave")),
+        Rep("other", form=0.4, leave=0.2, form_events=_t("join", "Leader re-joining", "Leader re-joining"),
+            leave_events=_t("leave")),
+        Rep("other", form=0.2, leave=0.3, form_events=_t("join"), leave_events=_t("leave", "Leader re-joining")),
+        Rep("other", form=0.2, leave=0.1, form_events=_t("join", "expired"), leave_events=_t("leave")),
+        Rep("base", form=0.2, leave=0.2, form_events=_t("join"), leave_events=_t("leave")),
     ]
-    assert extra_rebalances(reps[0].form_rebalances) == ["Leader re-joining", "Leader re-joining"]
+    assert extra_rebalances(reps[0].form_events) == ["Leader re-joining", "Leader re-joining"]
     rows = _rows(reps)
     assert rows["other"]["reps w/ extra rebalances form/leave"] == "2/1"
     assert rows["base"]["reps w/ extra rebalances form/leave"] == "0/0"
@@ -111,3 +116,11 @@ def test_extra_rebalances_are_those_beyond_the_one_each_phase_needs_counted_per_
         "other, form: 2 reps took extra rebalances: 2x Leader re-joining; 1x expired",
         "other, leave: 1 reps took extra rebalances: 1x Leader re-joining",
     ]
+
+
+def test_reps_whose_server_write_stalled_are_counted_per_phase():
+    reps = [
+        Rep("base", form=0.2, leave=0.2, form_events=_t("join", write=0.5), leave_events=_t("leave")),
+        Rep("base", form=0.2, leave=0.2, form_events=_t("join", write=0.09), leave_events=_t("leave", write=0.2)),
+    ]
+    assert _rows(reps)["base"][f"reps w/ write > {SLOW_WRITE_S}s form/leave"] == "1/1"
