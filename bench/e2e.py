@@ -1,7 +1,7 @@
 """End to end: 10 real consumers form a stable group, then rebalance when one leaves.
 
-Each consumer polls in its own thread (POLL_MS per poll); its client's rebalance callbacks record what it holds and
-when it got it. Stable means the holdings are non-empty, disjoint and cover every partition (see
+Each consumer polls in its own thread (POLL_MS per poll); its client's rebalance callbacks record
+what it holds and when it got it. Stable means the holdings are non-empty, disjoint and cover every partition (see
 bench.e2e_stats). Timed: the ten consumers (already created) subscribe -> stable, and, once the group has been stable a
 while, one consumer's close() (LeaveGroup) -> the other nine stable again. kafka-python consumers
 are compared with confluent-kafka (librdkafka) consumers against the same server in the same run,
@@ -31,18 +31,20 @@ SESSION_MS, HEARTBEAT_MS = 6000, 100
 # At 20 ms a ~0.2 s join spans ~10 polls and that happened several times per rep (counted by hooking
 # _join_task: 5-23 finished joins dropped per rep); when the member was the leader its JoinGroup in
 # Stable starts a new generation, as Kafka's coordinator does ("Leader ... re-joining group during
-# Stable"), in 5 of 10 reps, up to 9 extra generations in one: kafka-python's form time 0.24-1.6 s,
-# moving with how long the 20 poll and IO threads waited for the GIL, so with the machine's load.
-# At 500 ms a join ends inside one poll: 0-2 dropped per rep, no extra generation in 20 reps, form
-# 0.22-0.34 s. Applications poll for 0.1-1 s (confluent-kafka's examples use 1 s); librdkafka runs the
-# protocol in its own thread and only serves callbacks in poll, so it is indifferent (form 0.21 s both).
+# Stable"): in one whole run 6 of 28 forming reps and 5 of 28 leaves took 1-2 extra generations, and
+# up to 9 in one probe rep. kafka-python's form times spread 0.24-1.6 s, moving with how long its 20
+# poll and IO threads waited for the GIL, so with the machine's load (form ratio 1.2-2.1 over runs).
+# At 500 ms a join ends inside one poll: 0-2 dropped per rep and no extra generation in 6 runs of 28
+# reps; form 0.22-0.30 s but for server write stalls. Applications poll for 0.1-1 s (confluent-kafka's
+# examples use 1 s). librdkafka runs the protocol in its own thread and serves callbacks in poll as
+# they come: its times were the same at 20 and 500 ms (form 0.21 s; leave the sawtooth below).
 POLL_MS = 500
 REPS = 28
 # A leave comes SETTLE_S after stable, plus a phase stratified over PHASE_WINDOW_S (bench.e2e_stats.
 # leave_delays). Measured here: how long librdkafka takes to rebalance after a leave is periodic in
-# when the leave comes, period ~1 s (in part of each second it waits ~0.4 s more, elsewhere a ~0.2 s
-# sawtooth); kafka-python's heartbeat timer restarts at every join. One full period, evenly sampled,
-# makes the medians a property of the clients, not of where the leaves happened to fall.
+# when the leave comes (a sawtooth from ~0.5 s down to ~0.03 s, period ~0.5 s, alike at POLL_MS 20
+# and 500); kafka-python's heartbeat timer restarts at every join. Whole periods, evenly sampled,
+# make the medians a property of the clients, not of where the leaves happened to fall.
 SETTLE_S, PHASE_WINDOW_S = 1.0, 1.0
 # KIP-134's delay before an empty group's first rebalance, one heartbeat interval here (Kafka's default
 # is 3 s). At 0 the ten joins race the first generations: librdkafka then often gets SyncGroup
@@ -50,7 +52,9 @@ SETTLE_S, PHASE_WINDOW_S = 1.0, 1.0
 # and kafka-python mostly abandons a join (see abandoned_join), so no two runs agreed.
 INITIAL_REBALANCE_DELAY_MS = 100
 PHASE_TIMEOUT_S = 30  # a group not stable by then is a failed rep, reported as such
-STUCK_S = 1.0  # an abandoned join seen this long (50 polls that did not collect it) is conclusive
+# An abandoned join seen this long is conclusive: a finished join waits only for the poll already
+# waiting on it (or, see POLL_MS, for the next poll to drop it), never seconds.
+STUCK_S = 1.0
 CLIENT_BUG = "kafka-python client bug"  # prefix of a failed rep the client, not the coordinator, caused
 BASELINE = "confluent-kafka"
 
@@ -155,8 +159,8 @@ def abandoned_join(consumer) -> int | None:
 
     kafka-python 3.0.12 drives JoinGroup+SyncGroup as a background task that only a poll() waiting
     in join_group_async() completes (state STABLE, heartbeats on, assignment applied). If poll's
-    timeout (20 ms here) runs out mid-join, the next poll re-enters only while need_rejoin() is
-    true. When the rejoin was asked for by ConsumerCoordinator's metadata check (the leader first
+    timeout (POLL_MS) runs out mid-join, the next poll re-enters only while need_rejoin() is true
+    (and then drops the finished task and joins again, see POLL_MS). When the rejoin was asked for by ConsumerCoordinator's metadata check (the leader first
     assigned before it knew the topic's partitions), the leader's own assignment step copies the
     metadata snapshot mid-join, need_rejoin() turns false and the finished task is never collected:
     the member stays REBALANCING, sends nothing (no heartbeat, no fetch), and the coordinator
