@@ -16,7 +16,14 @@ import time
 
 from bench import loadgen_wire as w
 from bench.e2e_log import LogTail, between, group_events, timeline
-from bench.e2e_stats import Rep, extra_rebalance_notes, leave_delays, stable_since, summarize
+from bench.e2e_stats import (
+    Rep,
+    extra_rebalance_notes,
+    form_stage_notes,
+    leave_delays,
+    stable_since,
+    summarize,
+)
 from bench.loadgen_client import KafkaConn
 from bench.loadgen_server import KcoordServer
 from bench.runner import Deadline, arun, main, settings
@@ -322,6 +329,7 @@ def run(quick: bool = False) -> dict:
             "short of CPU (load average above the cores) its times grow and its ratios with them (measured: "
             "two busy loops on 2 cores took form 1.6 -> 2.6, leave 0.9 -> 1.9; librdkafka barely moved), so "
             "compare runs at similar load (loadavg_at_start / _at_end).",
+            *form_stage_notes(done),
             *extra_rebalance_notes(done),
             *(f"failed rep: {r.failure}" for r in done if r.failure),
             *([f"{len(bugs)} failed reps are kafka-python's own abandoned join (see bench.e2e.abandoned_join), "

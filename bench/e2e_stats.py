@@ -10,7 +10,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from bench.e2e_log import rebalance_reasons, write_waits
+from bench.e2e_log import ASSIGNMENT, JOINED, REBALANCE, STABLE, rebalance_reasons, write_waits
 from bench.runner import median, ratio
 
 # What one consumer holds: its partitions and the monotonic time its client applied them (the
@@ -81,6 +81,32 @@ def slow_write(timeline: list) -> bool:
 
 def _reps_with(reps: list[Rep], has) -> str:
     return "/".join(str(sum(bool(has(getattr(r, f"{phase}_events"))) for r in reps)) for phase in ("form", "leave"))
+
+
+# Where a formed group's time went, by the server's log (the client's own timings at both ends)
+FORM_STAGES = ("first JoinGroup", "join phase(s)", "leader's assignment", "metadata write", "callbacks after Stable")
+
+
+def form_stages(rep: Rep) -> list[float] | None:
+    """A formed rep's time in FORM_STAGES: subscriptions -> the server's first rebalance -> its last
+    join phase done (the initial delay; extra generations too) -> the leader's SyncGroup -> Stable
+    (the group's metadata written) -> the last client's assignment callback. None if incomplete."""
+    at = {kind: [t for t, k, _, _ in rep.form_events if k == kind] for kind in (REBALANCE, JOINED, ASSIGNMENT, STABLE)}
+    if rep.form is None or not all(at.values()):
+        return None
+    points = [0.0, at[REBALANCE][0], at[JOINED][-1], at[ASSIGNMENT][-1], at[STABLE][-1], rep.form]
+    return [round(b - a, 3) for a, b in zip(points, points[1:], strict=False)]
+
+
+def form_stage_notes(reps: list[Rep]) -> list[str]:
+    """Per client, the median of each form stage: what the client adds, and where."""
+    notes = []
+    for client in dict.fromkeys(r.client for r in reps):
+        stages = [st for r in reps if r.client == client and (st := form_stages(r)) is not None]
+        if stages:
+            notes.append(f"{client} form stages, medians over {len(stages)} reps: " + ", ".join(
+                f"{name} {median(col):.3f} s" for name, col in zip(FORM_STAGES, zip(*stages, strict=True), strict=True)))
+    return notes
 
 
 def extra_rebalance_notes(reps: list[Rep]) -> list[str]:

@@ -6,12 +6,15 @@ import math
 
 import pytest
 
-from bench.e2e_log import ASSIGNMENT, REBALANCE, STABLE
+from bench.e2e_log import ASSIGNMENT, JOINED, REBALANCE, STABLE
 from bench.e2e_stats import (
+    FORM_STAGES,
     SLOW_WRITE_S,
     Rep,
     extra_rebalance_notes,
     extra_rebalances,
+    form_stage_notes,
+    form_stages,
     leave_delays,
     stable_since,
     summarize,
@@ -124,3 +127,15 @@ def test_reps_whose_server_write_stalled_are_counted_per_phase():
         Rep("base", form=0.2, leave=0.2, form_events=_t("join", write=0.09), leave_events=_t("leave", write=0.2)),
     ]
     assert _rows(reps)["base"][f"reps w/ write > {SLOW_WRITE_S}s form/leave"] == "1/1"
+
+
+def test_form_stages_split_a_reps_time_at_the_servers_events_the_last_generation_counting():
+    events = [[0.02, REBALANCE, 0, "join"], [0.22, JOINED, 1, ""], [0.25, REBALANCE, 1, "Leader re-joining"],
+              [0.35, JOINED, 2, ""], [0.36, ASSIGNMENT, 2, ""], [0.365, STABLE, 2, ""]]
+    rep = Rep("other", form=0.38, form_events=events)
+    assert form_stages(rep) == pytest.approx([0.02, 0.33, 0.01, 0.005, 0.015])
+    assert form_stages(Rep("other", form=0.38, form_events=events[:2])) is None  # never assigned: no split
+    assert form_stages(Rep("other", form_events=events)) is None  # never stable on the clients' side
+    note = form_stage_notes([rep, Rep("base", form=0.2)])
+    assert note == ["other form stages, medians over 1 reps: " + ", ".join(
+        f"{name} {v:.3f} s" for name, v in zip(FORM_STAGES, [0.02, 0.33, 0.01, 0.005, 0.015], strict=True))]
