@@ -1,8 +1,8 @@
 """End to end: 10 real consumers form a stable group, then rebalance when one leaves.
 
 Each consumer polls in its own thread (POLL_MS per poll); its client's rebalance callbacks record
-what it holds and when it got it. Stable means the holdings are non-empty, disjoint and cover every partition (see
-bench.e2e_stats). Timed: the ten consumers (already created) subscribe -> stable, and, once the group has been stable a
+what it holds and when it got it. Stable means the holdings are non-empty, disjoint and cover every
+partition (see bench.e2e_stats). Timed: the ten consumers (already created) subscribe -> stable, and, once the group has been stable a
 while, one consumer's close() (LeaveGroup) -> the other nine stable again. kafka-python consumers
 are compared with confluent-kafka (librdkafka) consumers against the same server in the same run,
 reps interleaved ABBA; both use heartbeat.interval.ms=100 and the same session timeout.
@@ -167,8 +167,9 @@ def abandoned_join(consumer) -> int | None:
     kafka-python 3.0.12 drives JoinGroup+SyncGroup as a background task that only a poll() waiting
     in join_group_async() completes (state STABLE, heartbeats on, assignment applied). If poll's
     timeout (POLL_MS) runs out mid-join, the next poll re-enters only while need_rejoin() is true
-    (and then drops the finished task and joins again, see POLL_MS). When the rejoin was asked for by ConsumerCoordinator's metadata check (the leader first
-    assigned before it knew the topic's partitions), the leader's own assignment step copies the
+    (and then drops the finished task and joins again, see POLL_MS). When the rejoin was asked for
+    by ConsumerCoordinator's metadata check (the leader first assigned before it knew the topic's
+    partitions), the leader's own assignment step copies the
     metadata snapshot mid-join, need_rejoin() turns false and the finished task is never collected:
     the member stays REBALANCING, sends nothing (no heartbeat, no fetch), and the coordinator
     removes it after session.timeout.ms, as Kafka's does. Java's client counts a pending join as a
@@ -260,8 +261,9 @@ def one_rep(port: int, client: str, group: str, leave_delay: float, log: LogTail
                 c.thread.join(timeout=PHASE_TIMEOUT_S)
             elif c.thread.ident is None:  # created, never started: nothing polls it, close it here
                 c.consumer.close()
-    # a leave that never came (failed rep): its close() had not begun, so everything counts as forming
-    leave_wall = min(leave_wall, end_wall)
+    # a leave that never came (failed rep, or a poll that never returned): everything counts as forming
+    if not leave_wall <= end_wall:
+        leave_wall = end_wall
     _record_events(rep, group_events(log.read_new(), group), t0_wall, leave_wall, end_wall)
     return rep
 
