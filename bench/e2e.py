@@ -17,6 +17,7 @@ import time
 from bench import loadgen_wire as w
 from bench.e2e_log import LogTail, between, group_events, timeline
 from bench.e2e_stats import (
+    TRIM,
     Rep,
     extra_rebalance_notes,
     form_stage_notes,
@@ -308,7 +309,8 @@ def run(quick: bool = False) -> dict:
         "rows": summarize(done, BASELINE),
         "samples": [vars(r) for r in done],
         "notes": [
-            f"ratios are medians against {BASELINE} consumers on the same server in the same run, reps "
+            f"times are {TRIM:.0%}-trimmed means (the mean of the middle {1 - 2 * TRIM:.0%} of reps, see "
+            f"bench.e2e_stats.TRIM; medians in their own column), ratios against {BASELINE} consumers on the same server in the same run, reps "
             f"interleaved ABBA. Each rep forms a group of {CONSUMERS} (timed from the subscriptions; the clients are created first, outside the timing) "
             "and, after it has been stable a while, one consumer leaves (timed from its close()); stable is "
             "the moment the last client applied its assignment (rebalance callback). Leave phases are spread "

@@ -18,6 +18,7 @@ from bench.e2e_stats import (
     leave_delays,
     stable_since,
     summarize,
+    trimmed_mean,
 )
 
 
@@ -56,21 +57,29 @@ def _rows(reps):
     return {row["client"]: row for row in summarize(reps, baseline="base")}
 
 
-def test_medians_and_ratios_are_over_every_timed_event_against_the_baseline():
+def test_means_and_ratios_are_over_every_timed_event_against_the_baseline():
     rows = _rows([
         Rep("base", form=1.0, leave=0.1, leave_delay=1.1),
         Rep("other", form=3.0, leave=0.4, leave_delay=1.1),
         Rep("base", form=2.0, leave=0.3, leave_delay=1.7),
         Rep("other", form=5.0, leave=0.6, leave_delay=1.7),
-        Rep("base", form=4.0, leave=0.2, leave_delay=1.3),
+        Rep("base", form=3.0, leave=0.2, leave_delay=1.3),
         Rep("other", form=4.0, leave=0.5, leave_delay=1.3),
     ])
-    assert rows["base"]["form stable s"] == 2.0 and rows["base"]["leave -> stable s"] == 0.2
+    assert rows["base"]["form stable s"] == pytest.approx(2.0) and rows["base"]["leave -> stable s"] == pytest.approx(0.2)
     assert rows["other"]["ratio form"] == pytest.approx(2.0) and rows["other"]["ratio leave"] == pytest.approx(2.5)
+    assert rows["other"]["medians form/leave s"] == "4.000/0.500"
     assert rows["other"]["ok reps"] == 3
     # halves alternate in leave-delay order: delays 1.1 and 1.7 (base 1.5 / 0.2, other 4.0 / 0.5),
-    # then 1.3 (base 4.0 / 0.2, other 4.0 / 0.5)
-    assert rows["other"]["ratio halves form/leave"] == "2.67/2.50 1.00/2.50"
+    # then 1.3 (base 3.0 / 0.2, other 4.0 / 0.5)
+    assert rows["other"]["ratio halves form/leave"] == "2.67/2.50 1.33/2.50"
+
+
+def test_trimmed_mean_drops_the_lowest_and_highest_tenth_and_ignores_missing_events():
+    values = [0.2] * 8 + [0.25, 2.0, None]  # 10 timed: one at each end goes
+    assert trimmed_mean(values) == pytest.approx((0.2 * 8 + 0.25 - 0.2) / 8)
+    assert trimmed_mean([0.3, 0.5]) == pytest.approx(0.4)  # too few to trim
+    assert math.isnan(trimmed_mean([None]))
 
 
 def test_a_client_bug_rep_keeps_its_earlier_events_and_is_counted_not_hidden():
@@ -82,7 +91,7 @@ def test_a_client_bug_rep_keeps_its_earlier_events_and_is_counted_not_hidden():
     ])
     other = rows["other"]
     assert (other["ok reps"], other["client-bug reps"], other["failed reps"]) == (1, 2, 0)
-    assert other["form stable s"] == 3.0 and other["leave -> stable s"] == 0.4  # failed events add nothing
+    assert other["form stable s"] == pytest.approx(3.0) and other["leave -> stable s"] == pytest.approx(0.4)  # failed: nothing
 
 
 def test_a_coordinator_failure_is_a_failed_rep_not_a_client_bug():
