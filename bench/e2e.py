@@ -42,8 +42,8 @@ SESSION_MS, HEARTBEAT_MS = 6000, 100
 # Stable"): in one whole run 6 of 28 forming reps and 5 of 28 leaves took 1-2 extra generations, and
 # up to 9 in one probe rep. kafka-python's form times spread 0.24-1.6 s, moving with how long its 20
 # poll and IO threads waited for the GIL, so with the machine's load (form ratio 1.2-2.1 over runs).
-# At 500 ms a join ends inside one poll: 0-2 dropped per rep and no extra generation in 6 runs of 28
-# reps; form 0.22-0.30 s but for server write stalls. Applications poll for 0.1-1 s (confluent-kafka's
+# At 500 ms a join ends inside one poll: 0-2 dropped per rep; in 12 runs of 28 reps 2 leaves took a
+# leader's extra generation (and 1 forming a late member's); form 0.22-0.30 s but for write stalls. Applications poll for 0.1-1 s (confluent-kafka's
 # examples use 1 s). librdkafka runs the protocol in its own thread and serves callbacks in poll as
 # they come: its times were the same at 20 and 500 ms (form 0.21 s; leave the sawtooth below).
 POLL_MS = 500
