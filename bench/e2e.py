@@ -1,8 +1,8 @@
 """End to end: 10 real consumers form a stable group, then rebalance when one leaves.
 
-Each consumer polls in its own thread; its client's rebalance callbacks record what it holds and
-when it got it. Stable means the holdings are non-empty, disjoint and cover every partition (see
-bench.e2e_stats). Timed: the ten consumers (already created) subscribe -> stable, and, once the group has been stable a
+Each consumer polls in its own thread (POLL_MS per poll); its client's rebalance callbacks record
+what it holds and when it got it. Stable means the holdings are non-empty, disjoint and cover every
+partition (see bench.e2e_stats). Timed: the ten consumers (already created) subscribe -> stable, and, once the group has been stable a
 while, one consumer's close() (LeaveGroup) -> the other nine stable again. kafka-python consumers
 are compared with confluent-kafka (librdkafka) consumers against the same server in the same run,
 reps interleaved ABBA; both use heartbeat.interval.ms=100 and the same session timeout.
@@ -15,7 +15,16 @@ import threading
 import time
 
 from bench import loadgen_wire as w
-from bench.e2e_stats import Rep, leave_delays, stable_since, summarize
+from bench.e2e_log import LogTail, between, group_events, timeline
+from bench.e2e_stats import (
+    TRIM,
+    Rep,
+    extra_rebalance_notes,
+    form_stage_notes,
+    leave_delays,
+    stable_since,
+    summarize,
+)
 from bench.loadgen_client import KafkaConn
 from bench.loadgen_server import KcoordServer
 from bench.runner import Deadline, arun, main, settings
@@ -24,13 +33,26 @@ CONSUMERS = 10
 PARTITIONS = 10
 TOPIC = "e2e-topic"
 SESSION_MS, HEARTBEAT_MS = 6000, 100
-POLL_MS = 20
+# The poll timeout both clients' poll loops use. kafka-python 3.0.12 runs JoinGroup+SyncGroup as a
+# background task that only a poll() waiting on it collects; when the task finishes between two polls,
+# the next poll drops it and sends a fresh JoinGroup (join_group_async replaces a done _join_task).
+# At 20 ms a ~0.2 s join spans ~10 polls and that happened several times per rep (counted by hooking
+# _join_task: 5-23 finished joins dropped per rep); when the member was the leader its JoinGroup in
+# Stable starts a new generation, as Kafka's coordinator does ("Leader ... re-joining group during
+# Stable"): in one whole run 6 of 28 forming reps and 5 of 28 leaves took 1-2 extra generations, and
+# up to 9 in one probe rep. kafka-python's form times spread 0.24-1.6 s, moving with how long its 20
+# poll and IO threads waited for the GIL, so with the machine's load (form ratio 1.2-2.1 over runs).
+# At 500 ms a join ends inside one poll: 0-2 dropped per rep; in 12 runs of 28 reps 2 leaves took a
+# leader's extra generation (and 1 forming a late member's); form 0.22-0.30 s but for write stalls. Applications poll for 0.1-1 s (confluent-kafka's
+# examples use 1 s). librdkafka runs the protocol in its own thread and serves callbacks in poll as
+# they come: its times were the same at 20 and 500 ms (form 0.21 s; leave the sawtooth below).
+POLL_MS = 500
 REPS = 28
 # A leave comes SETTLE_S after stable, plus a phase stratified over PHASE_WINDOW_S (bench.e2e_stats.
 # leave_delays). Measured here: how long librdkafka takes to rebalance after a leave is periodic in
-# when the leave comes, period ~1 s (in part of each second it waits ~0.4 s more, elsewhere a ~0.2 s
-# sawtooth); kafka-python's heartbeat timer restarts at every join. One full period, evenly sampled,
-# makes the medians a property of the clients, not of where the leaves happened to fall.
+# when the leave comes (a sawtooth from ~0.5 s down to ~0.03 s, period ~0.5 s, alike at POLL_MS 20
+# and 500); kafka-python's heartbeat timer restarts at every join. Whole periods, evenly sampled,
+# make the medians a property of the clients, not of where the leaves happened to fall.
 SETTLE_S, PHASE_WINDOW_S = 1.0, 1.0
 # KIP-134's delay before an empty group's first rebalance, one heartbeat interval here (Kafka's default
 # is 3 s). At 0 the ten joins race the first generations: librdkafka then often gets SyncGroup
@@ -38,7 +60,9 @@ SETTLE_S, PHASE_WINDOW_S = 1.0, 1.0
 # and kafka-python mostly abandons a join (see abandoned_join), so no two runs agreed.
 INITIAL_REBALANCE_DELAY_MS = 100
 PHASE_TIMEOUT_S = 30  # a group not stable by then is a failed rep, reported as such
-STUCK_S = 1.0  # an abandoned join seen this long (50 polls that did not collect it) is conclusive
+# An abandoned join seen this long is conclusive: a finished join waits only for the poll already
+# waiting on it (or, see POLL_MS, for the next poll to drop it), never seconds.
+STUCK_S = 1.0
 CLIENT_BUG = "kafka-python client bug"  # prefix of a failed rep the client, not the coordinator, caused
 BASELINE = "confluent-kafka"
 
@@ -54,6 +78,10 @@ class Polled:
         self.client = client
         self.held: tuple[frozenset[int], float] = (frozenset(), time.monotonic())
         self.closing_at = float("nan")  # when its close() (LeaveGroup) began
+        self.closing_wall = float("nan")  # the same moment on the wall clock, the server log's
+        # Its poll loop close()s at this monotonic moment: no poll runs past it, so the leave comes
+        # when it is due, not up to POLL_MS later (the leave's phase matters, see leave_delays).
+        self.leave_at = float("inf")
         self.stop = threading.Event()
         self.consumer, self._subscribe = make(self._assigned, self._revoked)
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -73,16 +101,20 @@ class Polled:
         c = self.consumer
         kafka_python = self.client == "kafka-python"
         while not self.stop.is_set():
+            timeout = min(POLL_MS / 1000, self.leave_at - time.monotonic())
+            if timeout <= 0:
+                break
             if kafka_python:
-                c.poll(timeout_ms=POLL_MS)
+                c.poll(timeout_ms=max(1, round(timeout * 1000)))
             else:
-                c.poll(POLL_MS / 1000)
-        self.closing_at = time.monotonic()
+                c.poll(timeout)
+        self.closing_at, self.closing_wall = time.monotonic(), time.time()
         c.close()  # sends LeaveGroup
 
-    def leave(self):
-        self.stop.set()
-        self.thread.join(timeout=PHASE_TIMEOUT_S)
+    def leave(self, at: float):
+        """close() at monotonic `at` (from its own poll loop), and wait until it has."""
+        self.leave_at = at
+        self.thread.join(timeout=max(0.0, at - time.monotonic()) + PHASE_TIMEOUT_S)
 
 
 def _kafka_python(port: int, group: str, assigned, revoked):
@@ -135,9 +167,10 @@ def abandoned_join(consumer) -> int | None:
 
     kafka-python 3.0.12 drives JoinGroup+SyncGroup as a background task that only a poll() waiting
     in join_group_async() completes (state STABLE, heartbeats on, assignment applied). If poll's
-    timeout (20 ms here) runs out mid-join, the next poll re-enters only while need_rejoin() is
-    true. When the rejoin was asked for by ConsumerCoordinator's metadata check (the leader first
-    assigned before it knew the topic's partitions), the leader's own assignment step copies the
+    timeout (POLL_MS) runs out mid-join, the next poll re-enters only while need_rejoin() is true
+    (and then drops the finished task and joins again, see POLL_MS). When the rejoin was asked for
+    by ConsumerCoordinator's metadata check (the leader first assigned before it knew the topic's
+    partitions), the leader's own assignment step copies the
     metadata snapshot mid-join, need_rejoin() turns false and the finished task is never collected:
     the member stays REBALANCING, sends nothing (no heartbeat, no fetch), and the coordinator
     removes it after session.timeout.ms, as Kafka's does. Java's client counts a pending join as a
@@ -149,7 +182,7 @@ def abandoned_join(consumer) -> int | None:
     if task is None or not task.is_done or coord.state != MemberState.REBALANCING:
         return None
     if coord.need_rejoin():
-        return None  # the next poll collects it
+        return None  # the next poll drops it and joins again (see POLL_MS): slower, not stuck
     return coord._generation.generation_id
 
 
@@ -182,36 +215,46 @@ def _wait_stable(consumers: list[Polled], what: str) -> float:
                        f"{[sorted(c.held[0]) for c in consumers]}")
 
 
-def _time_leave(consumers: list[Polled], stable_at: float, delay: float, rep: Rep) -> None:
+def _time_leave(consumers: list[Polled], stable_at: float, delay: float, rep: Rep) -> Polled:
     """The last consumer leaves `delay` after the stable moment; timed from its close() to the
     others' new stable moment."""
-    time.sleep(max(0.0, stable_at + delay - time.monotonic()))
     leaver = consumers.pop()
-    leaver.leave()
+    leaver.leave(stable_at + delay)
     rep.leave = _wait_stable(consumers, f"{rep.client} after one left") - leaver.closing_at
+    return leaver
 
 
-def one_rep(port: int, client: str, group: str, leave_delay: float) -> Rep:
+def _record_events(rep: Rep, found: list, t0_wall: float, leave_wall: float, end_wall: float) -> None:
+    """The server's rebalance events of this rep's group, split into the form and the leave phase,
+    each timed from its phase's start (the subscriptions; the leaver's close())."""
+    rep.form_events = timeline(between(found, t0_wall, leave_wall), t0_wall)
+    rep.leave_events = timeline(between(found, leave_wall, end_wall), leave_wall)
+
+
+def one_rep(port: int, client: str, group: str, leave_delay: float, log: LogTail) -> Rep:
     """Form a group of CONSUMERS, then time one leave; a failure ends the rep."""
     make = _kafka_python if client == "kafka-python" else _confluent
     rep = Rep(client, leave_delay=leave_delay)
     consumers: list[Polled] = []
+    t0_wall = leave_wall = float("inf")
     try:
         consumers = [Polled(lambda a, r: make(port, group, a, r), client) for _ in range(CONSUMERS)]
         # Timed from the subscriptions, the clients already created: creating one is the library's own
         # start-up (bootstrap connection, version probe), pure-Python CPU for kafka-python, whose time
         # moved with the machine's speed between runs, and not group formation.
-        t0 = time.monotonic()
+        t0, t0_wall = time.monotonic(), time.time()
         for c in consumers:
             c.start()
         stable_at = _wait_stable(consumers, f"{client} forming")
         rep.form = stable_at - t0
-        _time_leave(consumers, stable_at, leave_delay, rep)
+        leaver = _time_leave(consumers, stable_at, leave_delay, rep)
+        leave_wall = leaver.closing_wall
     except ClientBug as exc:
         rep.failure, rep.client_bug = str(exc), True
     except TimeoutError as exc:  # a stuck group is a finding, not a crash of the benchmark
         rep.failure = str(exc)
     finally:
+        end_wall = time.time()  # before the teardown's own LeaveGroups
         for c in consumers:
             c.stop.set()
         for c in consumers:
@@ -219,6 +262,10 @@ def one_rep(port: int, client: str, group: str, leave_delay: float) -> Rep:
                 c.thread.join(timeout=PHASE_TIMEOUT_S)
             elif c.thread.ident is None:  # created, never started: nothing polls it, close it here
                 c.consumer.close()
+    # a leave that never came (failed rep, or a poll that never returned): everything counts as forming
+    if not leave_wall <= end_wall:
+        leave_wall = end_wall
+    _record_events(rep, group_events(log.read_new(), group), t0_wall, leave_wall, end_wall)
     return rep
 
 
@@ -235,13 +282,16 @@ def run(quick: bool = False) -> dict:
     clients = ["kafka-python", BASELINE]
     delays = leave_delays(reps, SETTLE_S, PHASE_WINDOW_S, seed=0)
     done: list[Rep] = []
+    # INFO: the coordinator logs each rebalance it starts, with its reason (bench.e2e_log)
     with KcoordServer({"group.min.session.timeout.ms": "1000",
-                       "group.initial.rebalance.delay.ms": str(INITIAL_REBALANCE_DELAY_MS)}) as server:
+                       "group.initial.rebalance.delay.ms": str(INITIAL_REBALANCE_DELAY_MS)},
+                      log_level="INFO") as server:
         arun(server.wait_ready())
         arun(_create_topic(server.port))
+        log = LogTail(server._log.name)  # KcoordServer names no log path publicly; it keeps the file open
         for i, delay in enumerate(delays):
             for client in clients if i % 2 == 0 else clients[::-1]:  # ABBA: linear drift hits both alike
-                done.append(one_rep(server.port, client, f"e2e-{client}-{i}", delay))
+                done.append(one_rep(server.port, client, f"e2e-{client}-{i}", delay, log))
     bugs = [r for r in done if r.client_bug]
     return {
         "name": "e2e",
@@ -259,19 +309,32 @@ def run(quick: bool = False) -> dict:
         "rows": summarize(done, BASELINE),
         "samples": [vars(r) for r in done],
         "notes": [
-            f"ratios are medians against {BASELINE} consumers on the same server in the same run, reps "
+            f"times are {TRIM:.0%}-trimmed means (the mean of the middle {1 - 2 * TRIM:.0%} of reps, see "
+            f"bench.e2e_stats.TRIM; medians in their own column), ratios against {BASELINE} consumers on the same server in the same run, reps "
             f"interleaved ABBA. Each rep forms a group of {CONSUMERS} (timed from the subscriptions; the clients are created first, outside the timing) "
             "and, after it has been stable a while, one consumer leaves (timed from its close()); stable is "
             "the moment the last client applied its assignment (rebalance callback). Leave phases are spread "
             "evenly over a window of several heartbeat intervals, the same for both clients.",
             "a failed rep keeps the event it timed before failing; the failed event has no time and is "
             "counted, as a client bug or as a failed rep, in the table.",
+            f"each client polls with a {POLL_MS} ms timeout, as applications do (0.1-1 s). At 20 ms kafka-python "
+            "3.0.12 drops a JoinGroup/SyncGroup that finished between two polls and joins again; when that is "
+            "the leader, the coordinator starts another generation (as Kafka's does), so its form time depended "
+            "on thread scheduling (0.24-1.6 s within a run, median ratio 1.2-2.1 across runs). See POLL_MS.",
+            "'reps w/ extra rebalances' counts reps whose phase took more than the one rebalance it needs (the "
+            "first join's, the LeaveGroup's), from the server's log; the notes below tally the extra ones' "
+            "reasons. 'reps w/ write > ...' counts reps in which the server took that long from the leader's "
+            "assignment to Stable, i.e. to write (fsync) the group's metadata; ~2 ms normally, stalls of "
+            "0.1-2 s come from other work on the shared disk and hit either client at random. Each sample "
+            "lists its phases' server events ([s into the phase, kind, generation, reason]).",
             "'ratio halves' are the same ratios from two halves of the reps alone (alternate reps in leave-"
             "phase order, so each half spans the whole window): the run's own repeatability check.",
             "kafka-python is pure Python and its ten consumers share one interpreter: when the machine is "
             "short of CPU (load average above the cores) its times grow and its ratios with them (measured: "
             "two busy loops on 2 cores took form 1.6 -> 2.6, leave 0.9 -> 1.9; librdkafka barely moved), so "
             "compare runs at similar load (loadavg_at_start / _at_end).",
+            *form_stage_notes(done),
+            *extra_rebalance_notes(done),
             *(f"failed rep: {r.failure}" for r in done if r.failure),
             *([f"{len(bugs)} failed reps are kafka-python's own abandoned join (see bench.e2e.abandoned_join), "
                "not a coordinator answer: the member stops sending requests."] if bugs else []),
