@@ -288,7 +288,7 @@ def run(quick: bool = False) -> dict:
                       log_level="INFO") as server:
         arun(server.wait_ready())
         arun(_create_topic(server.port))
-        log = LogTail(server._log.name)  # KcoordServer names no log path publicly; it keeps the file open
+        log = LogTail(server.log_path)
         for i, delay in enumerate(delays):
             for client in clients if i % 2 == 0 else clients[::-1]:  # ABBA: linear drift hits both alike
                 done.append(one_rep(server.port, client, f"e2e-{client}-{i}", delay, log))

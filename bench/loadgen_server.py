@@ -50,7 +50,8 @@ class KcoordServer:
             args[1:1] = ["-m", "pyinstrument", "-r", "text", "--no-color", "-o", out]
         for k, v in props.items():
             args += ["--override", f"{k}={v}"]
-        self._log = open(Path(self.data_dir).parent / f"kcoord-bench-{self.port}.log", "w")  # noqa: SIM115
+        self.log_path = Path(self.data_dir).parent / f"kcoord-bench-{self.port}.log"  # the server's stdout+stderr
+        self._log = open(self.log_path, "w")  # noqa: SIM115
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
         self.pid = self.proc.pid
