@@ -150,7 +150,6 @@ def summarise(n: int, floors: list[dict], runs: list[dict]) -> dict:
         "+1 join s": median(r["grow"] for r in runs),
         "floor s": median(floor_times),
         "ratio form/floor": median(ratio(r["form"], f["form"]) for r, f in zip(runs, floors, strict=True)),
-        "ratio of means": ratio(mean(forms), mean(floor_times)),
         "server cpu ms": median(r["server_cpu"] for r in runs) * 1000,
         "cpu ratio to floor": median(
             ratio(r["server_cpu"], f["server_cpu"]) for r, f in zip(runs, floors, strict=True)
@@ -195,7 +194,7 @@ def run(quick: bool = False) -> dict:
             "of the per-rep ratios (each formation over the floor run next to it). With delay 0 a formation "
             "ends in one generation or, now and then, after a cascade of several (generations: reps per final "
             "generation), each costing about the one-generation time again: the median is that time while "
-            "such reps are under half, the mean (form mean s, ratio of means) also carries their share, "
+            "such reps are under half, the mean (form mean s) also carries their share, "
             "which a few reps do not pin down. reps over target: reps slower than the target, whatever "
             "the median.",
             "server cpu ms: median CPU the server spent per formation, from its kernel CPU clock (ns, all "
