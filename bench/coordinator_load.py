@@ -2,15 +2,19 @@
 
 The store is bench.load's (10k groups, N live OffsetCommit records over 50 partitions, batches
 of 1000), so the numbers line up with its process-start-to-serving run. Per size, timed the way
-GroupRuntime loads (storage read, batch decode, replay, groups built), best of `runs`:
+GroupRuntime loads (storage read, batch decode, replay, groups built), `runs` rounds, each timing
+decode, full replay and checkpoint + tail back to back (the order alternating between rounds):
 
 * full replay — every partition's whole log;
 * checkpoint + tail — each partition's checkpoint (written from the full replay), then a tail of
   TAIL commits appended after it, replayed through the same code; the result is checked to equal
   the full replay of the same log.
 
-Baseline, same run: reading the same segment bytes from disk (page cache). Wall and process CPU
-are both reported: the machine is shared, so wall time carries other processes' load.
+Baseline, in the same rounds: decoding the same segments (page cache; every batch cut into keys and
+values by protocol.record_kv, as replay does first) without applying anything, so a ratio says what
+building the groups adds, and host speed moves both sides alike; each ratio is the median of the
+rounds' ratios, each time the best of the rounds. Reading the bytes alone is shown too. Wall and
+process CPU are both reported: the machine is shared, so wall time carries other processes' load.
 With --e2e (or quick=False), also the process start to serving of the real server
 (bench.load.start_time, median of `runs`, interleaved) on the store without checkpoints, with
 them, and empty.
@@ -33,14 +37,18 @@ from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
 from coordinator.testing import ManualClock, RecordingWriter
 from protocol import consumer_offsets as co
+from protocol.record_kv import iter_log_key_values
 from protocol.records import build_batch
 from storage import LogManager
 
 TOPIC = "__consumer_offsets"
 TAIL = 10_000  # commits after the checkpoints: half an interval's worth per partition at most
-RUNS = 3
-# The baseline, reading the segments' bytes (page cache), takes ~10 ms at 1M offsets: its best of 3 moved
-# the x/read ratios by +-16% between runs, so it is taken over more runs (they cost little).
+RUNS = 5  # rounds at 1M offsets
+E2E_RUNS = 3  # process starts per store
+# Rounds per size: the small stores' steps take tens of ms, so more rounds for the same stability.
+ROUNDS = {10_000: 15, 100_000: 9}
+# Reading the segments' bytes (page cache) takes ~10 ms at 1M offsets: shown, the best of more runs (they
+# cost little). It was the baseline: Python replay over a copy done in C moved +-16-17% between runs.
 READ_RUNS = 15
 log = logging.getLogger("bench.coordinator_load")
 
@@ -135,6 +143,37 @@ def _e2e(without_checkpoints: Path, with_checkpoints: Path, runs: int) -> dict:
     return out
 
 
+def _decode(data: Path) -> int:
+    """Every record's key and value cut out of every segment, nothing applied: replay's first step."""
+    return sum(sum(1 for _ in iter_log_key_values(f.read_bytes())) for f in sorted(data.rglob("*.log")))
+
+
+def _reps(steps: dict, runs: int) -> dict[str, list]:
+    """`runs` rounds of every step, in turn and in alternating order (drift in the machine's speed hits
+    all alike); per step the (wall, cpu, result) of each round."""
+    out: dict[str, list] = {name: [] for name in steps}
+    names = list(steps)
+    for i in range(runs):
+        for name in names if i % 2 == 0 else names[::-1]:
+            out[name].append(_timed(steps[name]))
+    return out
+
+
+def _times_and_ratios(times: dict[str, list[tuple[float, float]]]) -> dict:
+    """Best wall and CPU time of each step; ratios are medians of the per-round ratios (the steps of a
+    round ran back to back)."""
+    def per_round(a: str, b: str) -> float:
+        return median(ratio(x[0], y[0]) for x, y in zip(times[a], times[b], strict=True))
+
+    out = {}
+    for name, label in (("decode", "decode"), ("full", "full replay"), ("ckpt", "ckpt+tail")):
+        out[f"{label} s"] = min(wall for wall, _ in times[name])
+        out[f"{label} cpu s"] = min(cpu for _, cpu in times[name])
+    out.update({"full/decode": per_round("full", "decode"), "ckpt+tail/decode": per_round("ckpt", "decode"),
+                "full/ckpt+tail": per_round("full", "ckpt")})
+    return out
+
+
 def measure(n: int, runs: int, e2e: bool) -> dict:
     store = store_bench.generate(n)
     work = Path(tempfile.mkdtemp(prefix="kcoord-bench-coordinator-load-"))
@@ -144,27 +183,29 @@ def measure(n: int, runs: int, e2e: bool) -> dict:
         row: dict = {"live offsets": n, "groups": min(n, store_bench.GROUPS)}
         read_s, read_cpu, size = _best(lambda: _read_bytes(data), max(runs, READ_RUNS))
         open_s, _, mgr = _timed(lambda: LogManager(str(data)))
-        full_s, full_cpu, full = _best(lambda: _load(mgr, store_bench.PARTITIONS, False), runs)
-        assert sum(map(len, _offsets(full).values())) == n
-        del full
         first_s, _, checkpoint_bytes = _timed(lambda: _write_checkpoints(mgr, store_bench.PARTITIONS))
         _append_tail(mgr, n)
-        ckpt_s, ckpt_cpu, resumed = _best(lambda: _load(mgr, store_bench.PARTITIONS, True), runs)
-        expected = _load(mgr, store_bench.PARTITIONS, False)
-        assert _offsets(resumed) == _offsets(expected), "checkpoint + tail differs from a full replay"
-        del resumed, expected
+        reps = _reps({
+            "decode": lambda: _decode(data),
+            "full": lambda: _load(mgr, store_bench.PARTITIONS, False),
+            "ckpt": lambda: _load(mgr, store_bench.PARTITIONS, True),
+        }, ROUNDS.get(n, runs))
+        decoded = reps["decode"][-1][2]
+        assert decoded >= n, (decoded, n)  # the offsets, and the groups' metadata records
+        full, resumed = reps["full"][-1][2], reps["ckpt"][-1][2]
+        assert sum(map(len, _offsets(full).values())) == n
+        assert _offsets(resumed) == _offsets(full), "checkpoint + tail differs from a full replay"
+        times = {name: [(wall, cpu) for wall, cpu, _ in rounds] for name, rounds in reps.items()}
+        del full, resumed, reps  # the coordinators
         asyncio.run(mgr.close())
-        starts = _e2e(store, data, runs) if e2e else {}  # before the refresh: checkpoints + the tail
+        starts = _e2e(store, data, E2E_RUNS) if e2e else {}  # before the refresh: checkpoints + the tail
         mgr = LogManager(str(data))
         refresh_s, refresh_cpu, _ = _timed(lambda: _refresh_checkpoints(mgr, store_bench.PARTITIONS))
         asyncio.run(mgr.close())
         row.update({
             "store MB": round(size / 1e6, 1), "checkpoints MB": round(checkpoint_bytes / 1e6, 1),
-            "read bytes s": read_s, "open+recover s": open_s,
-            "full replay s": full_s, "full replay cpu s": full_cpu,
-            "ckpt+tail s": ckpt_s, "ckpt+tail cpu s": ckpt_cpu,
-            "full/read": ratio(full_s, read_s), "ckpt+tail/read": ratio(ckpt_s, read_s),
-            "full/ckpt+tail": ratio(full_s, ckpt_s), "read cpu s": read_cpu,
+            "records": decoded, "read bytes s": read_s, "open+recover s": open_s, **_times_and_ratios(times),
+            "read cpu s": read_cpu,
             "first checkpoints s": first_s, "refresh checkpoints s": refresh_s,
             "refresh checkpoints cpu s": refresh_cpu, **starts,
         })
@@ -179,7 +220,7 @@ def run(quick: bool = False, e2e: bool | None = None) -> dict:
     rows = [measure(n, RUNS, e2e) for n in sizes]
     return {
         "name": "coordinator_load",
-        "settings": settings(runs=RUNS, read_runs=READ_RUNS, timing="best of runs, wall and process CPU", tail_commits=TAIL,
+        "settings": settings(runs=RUNS, e2e_runs=E2E_RUNS, rounds=",".join(f"{n}:{r}" for n, r in ROUNDS.items()), read_runs=READ_RUNS, timing="rounds of decode, full, ckpt+tail in turn; times best of rounds, ratios median of rounds' ratios", tail_commits=TAIL,
                              offsets_partitions=store_bench.PARTITIONS, records_per_batch=store_bench.BATCH),
         "rows": rows,
         "notes": [
