@@ -17,6 +17,7 @@ import time
 
 from analytics import layout
 from analytics.segment import SegmentDecoder, read_file
+from bench.runner import median
 
 SEGMENT_BYTES = 32 << 20
 LOG_PARTITIONS = 8
@@ -104,12 +105,6 @@ def spark_local2(root):
     return rows, time.perf_counter() - t0, _tree_cpu_s() - c0
 
 
-def _median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
-
 PATHS = (("plain Python, 1 process", plain_python), ("Spark local[2] data source", spark_local2))
 
 
@@ -137,14 +132,14 @@ def run(quick=False):
         base = runs[PATHS[0][0]]
         result_rows = []
         for name, rs in runs.items():
-            secs = _median(s for s, _ in rs)
+            secs = median(s for s, _ in rs)
             result_rows.append({
                 "path": name, "records": written, "seconds": round(secs, 2),
                 "records_per_s": int(written / secs), "MB_per_s": round(size / secs / 1e6, 1),
                 # per CPU second (all processes involved): what the cores would give if nothing else ran
-                "records_per_cpu_s": int(written / _median(c for _, c in rs)),
-                "vs_baseline": round(_median(b / s for (s, _), (b, _) in zip(rs, base, strict=True)), 2),
-                "cpu_vs_baseline": round(_median(bc / c for (_, c), (_, bc) in zip(rs, base, strict=True)), 2),
+                "records_per_cpu_s": int(written / median(c for _, c in rs)),
+                "vs_baseline": round(median(b / s for (s, _), (b, _) in zip(rs, base, strict=True)), 2),
+                "cpu_vs_baseline": round(median(bc / c for (_, c), (_, bc) in zip(rs, base, strict=True)), 2),
                 "max/min s": round(max(s for s, _ in rs) / min(s for s, _ in rs), 2),
             })
     return {"name": "analytics", "settings": {"records": written, "store_bytes": size,

@@ -138,16 +138,17 @@ def measure(parts: int, seconds: float, reps: int) -> dict[str, dict]:
     out = {}
     for what, rs in runs.items():
         m = {key: median(r[key] for r in rs) for key in ("rps", "p50_us", "p99_us")}
+        m["vs storage"] = median(ratio(r["rps"], s["rps"]) for r, s in zip(rs, runs["storage"], strict=True))
         if what != "storage":
             m["server_cpu"] = median(r["server_cpu"] for r in rs)
+            m["server_cpu_us"] = median(r["server_cpu_us"] for r in rs)
             m["errors"] = sum(r["errors"] for r in rs)
             m["spread"] = max(r["rps"] for r in rs) / min(r["rps"] for r in rs)
-        m["vs ceiling"] = median(ratio(r["rps"], c["rps"]) for r, c in zip(rs, runs["ceiling"], strict=True))
-        m["vs storage"] = median(ratio(r["rps"], s["rps"]) for r, s in zip(rs, runs["storage"], strict=True))
-        if what != "storage":  # the ceiling's CPU per commit over this row's, rep by rep
-            m["cpu ratio"] = median(ratio(c["server_cpu_us"], r["server_cpu_us"])
-                                    for r, c in zip(rs, runs["ceiling"], strict=True))
-            m["server_cpu_us"] = median(r["server_cpu_us"] for r in rs)
+            # compare() ran the ceiling first in each rep: its ratios are to the ceiling of the same rep
+            m["vs ceiling"] = median(r["ratio"] for r in rs)
+            m["cpu ratio"] = median(r["cpu_ratio"] for r in rs)  # the ceiling's CPU per commit over this row's
+        else:
+            m["vs ceiling"] = median(ratio(r["rps"], c["rps"]) for r, c in zip(rs, runs["ceiling"], strict=True))
         out[what] = m
     return out
 
