@@ -12,7 +12,7 @@ Versions (v0-v1 were removed in Kafka 4.0, KIP-896):
 Partitions of topics (or partitions) that do not exist answer UNKNOWN_TOPIC_OR_PARTITION and are not
 stored, as Kafka's request handler does before the coordinator sees the commit.
 
-Every consumer commits all the time, so besides the handler it has a frame handler for v8-v9: the same
+Every consumer commits all the time, so besides the handler it has a frame handler: the same
 answer, read from and written to whole frames directly (protocol/offset_commit_frames.py), and handed
 back as a future the server waits on (no task per commit). Both ask the coordinator the same way; the
 server uses the frame handler unless hooks are set or the frame is unusual.
@@ -137,7 +137,8 @@ def serve_frame(broker, frame):
     request = frames.read_request(frame)
     if request is None:
         return None
-    correlation_id, (version, group_id, generation_id, member_id, group_instance_id, topics) = request
+    correlation_id, (version, group_id, generation_id, member_id, group_instance_id, retention_time_ms,
+                     topics) = request
     groups = broker.groups
     error = groups.group_error(group_id)
     if error:
@@ -160,16 +161,16 @@ def serve_frame(broker, frame):
     if not offsets and errors:
         return 0, frames.response_frame(version, correlation_id, topics, errors)
     commit = _Commit(broker.metrics, version, correlation_id, topics, errors)
-    # The coordinator's entry point that `handle` reaches through groups.call, with the same arguments
-    # (v8-v9: group_instance_id as sent, no retention), and a callback that answers the frame.
+    # The coordinator's entry point that `handle` reaches through groups.call, with the same arguments,
+    # and a callback that answers the frame.
     groups.coordinator.handle_commit_offsets(
         group_id=group_id,
         member_id=member_id,
-        group_instance_id=group_instance_id,
+        group_instance_id=group_instance_id if version >= 7 else None,
         generation_id=generation_id,
+        retention_time_ms=retention_time_ms if version <= 4 else NO_RETENTION,
         offsets=offsets,
         request_version=version,
-        retention_time_ms=NO_RETENTION,
         callback=commit,
     )
     return commit.answer()

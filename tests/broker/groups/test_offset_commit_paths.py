@@ -1,4 +1,4 @@
-"""An OffsetCommit v8-v9 is answered from its frame (broker/apis/offset_commit.serve_frame), later, once
+"""An OffsetCommit is answered from its frame (broker/apis/offset_commit.serve_frame), later, once
 durable, through a future the connection waits on, unless something needs the general path (hooks, a
 queued request before it, an unusual frame). Over real TCP, both paths give the same bytes in every
 case, and the frame path keeps the server's order, its pending commits and its shutdown drain."""
@@ -22,16 +22,18 @@ from tests.support.fixtures import TEST_DEFAULTS
 from tests.support.raw_kafka import RawKafka
 
 OFFSET_COMMIT, HEARTBEAT, METADATA = 8, 12, 3
-VERSIONS = (8, 9)
+VERSIONS = range(offset_commit_frames.MIN_VERSION, offset_commit_frames.MAX_VERSION + 1)
 TOPIC = "t"
 Topic = m.OffsetCommitRequest.OffsetCommitRequestTopic
 Partition = Topic.OffsetCommitRequestPartition
 
 
 def commit(group: str, generation: int = -1, member_id: str = "", topics=((TOPIC, (0, 1, 2)),),
-           metadata: str | None = "") -> m.OffsetCommitRequest:
+           metadata: str | None = "", instance: str | None = None, retention: int = -1) -> m.OffsetCommitRequest:
+    """(Fields a version does not have are left out by the encoder.)"""
     return m.OffsetCommitRequest(
-        group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=None,
+        group_id=group, generation_id_or_member_epoch=generation, member_id=member_id, group_instance_id=instance,
+        retention_time_ms=retention,
         topics=[Topic(name=name, partitions=[
             Partition(partition_index=i, committed_offset=100 + i, committed_leader_epoch=i % 2,
                       committed_metadata=metadata) for i in indices]) for name, indices in topics])
@@ -45,7 +47,8 @@ def frame_of(api_key: int, version: int, correlation_id: int, request) -> bytes:
 @pytest.fixture
 async def served(tmp_path, monkeypatch):
     """An in-process broker whose coordinator writes can be made to fail (one per touch of the file),
-    with topic `t` (3 partitions), a stable group and one that is completing its rebalance."""
+    with topic `t` (3 partitions), a stable group, a static member's group and a group that is
+    completing its rebalance."""
     fault = tmp_path / "fail-next-offsets-write"
     monkeypatch.setenv(FAULT_FILE_ENV, str(fault))
     broker = Broker(BrokerConfig.load(overrides={
@@ -56,6 +59,7 @@ async def served(tmp_path, monkeypatch):
     port = broker.listeners[0].port
     stable = await asyncio.to_thread(KafkaWireClient.connect, f"127.0.0.1:{port}", 30, "stable")
     member_id, generation = await asyncio.to_thread(join_and_sync, stable, "stable")
+    await asyncio.to_thread(join_and_sync, stable, "static", "instance-1")
 
     def join_only() -> tuple[str, int]:  # joined, never synced: the group stays in CompletingRebalance
         with KafkaWireClient.connect(f"127.0.0.1:{port}", client_id="completing") as c:
@@ -82,6 +86,8 @@ def cases(stable: tuple[str, int], completing: tuple[str, int]) -> list[tuple[st
         ("member", commit("stable", generation, member_id)),
         ("unknown member", commit("stable", generation, "nobody")),
         ("illegal generation", commit("stable", generation + 5, member_id)),
+        ("fenced instance", commit("static", 1, "another-incarnation", instance="instance-1")),
+        ("with retention", commit("simple", retention=3_600_000)),
         ("no such group", commit("ghost", 3, "m")),
         ("rebalance in progress", commit("completing", completing[1], completing[0])),
         ("empty group id", commit("")),
@@ -98,7 +104,9 @@ EXPECTED = {  # case -> every partition's code, or {(topic, partition): code}, o
     "mixed": {("t", 2): E.NONE, ("t", 9): E.UNKNOWN_TOPIC_OR_PARTITION, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION,
               ("t", 1): E.NONE},
     "member": E.NONE, "unknown member": E.UNKNOWN_MEMBER_ID, "illegal generation": E.ILLEGAL_GENERATION,
-    "no such group": {8: E.ILLEGAL_GENERATION, 9: E.GROUP_ID_NOT_FOUND},
+    "fenced instance": {v: E.FENCED_INSTANCE_ID if v >= 7 else E.UNKNOWN_MEMBER_ID for v in VERSIONS},
+    "with retention": E.NONE,
+    "no such group": {v: E.GROUP_ID_NOT_FOUND if v >= 9 else E.ILLEGAL_GENERATION for v in VERSIONS},
     "rebalance in progress": E.REBALANCE_IN_PROGRESS, "empty group id": E.INVALID_GROUP_ID,
     "metadata with text": E.NONE,
 }
@@ -121,7 +129,8 @@ def answers(port: int, fault, stable, completing) -> dict[tuple[str, int], bytes
 
 
 def codes(version: int, frame: bytes) -> list[tuple[tuple[str, int], int]]:
-    response, _ = m.response_codec(OFFSET_COMMIT, version).decode(frame, 5)  # correlation id, header tags
+    header = 5 if version >= 8 else 4  # correlation id (and the header's tag section)
+    response, _ = m.response_codec(OFFSET_COMMIT, version).decode(frame, header)
     return [((t.name, p.partition_index), p.error_code) for t in response.topics for p in t.partitions]
 
 
@@ -154,8 +163,10 @@ async def test_frame_path_and_general_path_answer_alike(served, monkeypatch):
 
     assert fast == general
     assert asked_fast == asked
-    assert [kwargs["offsets"][:1] for _, kwargs in asked[:2]] == [
-        [(TOPIC, 0, 100, 0, "")], [(TOPIC, 0, 100, 0, "")]]  # "stored" at v8, v9
+    stored = [kwargs["offsets"][1] for _, kwargs in asked[:len(VERSIONS)]]  # "stored", every version
+    assert stored == [(TOPIC, 1, 101, 1 if v >= 6 else -1, "") for v in VERSIONS]
+    retained = [kwargs["retention_time_ms"] for _, kwargs in asked if kwargs["group_id"] == "simple"]
+    assert set(retained) == {-1, 3_600_000}
     for (what, version), frame in fast.items():
         got = codes(version, frame)
         expected = EXPECTED.get(what)
