@@ -39,6 +39,7 @@ class _Entries:
     length: int           # committed_metadata's length's place: null or empty (not text) in the common shape
     tags: int | None      # the tag section's place (flexible versions): 0 (none) in the common shape
     metadata: dict[int, str | None]  # committed_metadata by its length field, for the lengths taken
+    empty: int            # the length field of empty metadata (the usual)
     size: int = 0         # bytes of one partition (derived)
     fields: int = 0       # values of one partition (derived)
 
@@ -51,20 +52,20 @@ _ENTRIES_V2 = _Entries(
     "i"    # partition_index
     "q"    # committed_offset
     "h",   # committed_metadata's length: -1 null, 0 empty
-    None, 2, None, {-1: None, 0: ""})
+    None, 2, None, {-1: None, 0: ""}, 0)
 _ENTRIES_V6 = _Entries(
     "i"    # partition_index
     "q"    # committed_offset
     "i"    # committed_leader_epoch (KIP-320)
     "h",   # committed_metadata's length: -1 null, 0 empty
-    2, 3, None, {-1: None, 0: ""})
+    2, 3, None, {-1: None, 0: ""}, 0)
 _ENTRIES_V8 = _Entries(
     "i"    # partition_index
     "q"    # committed_offset
     "i"    # committed_leader_epoch
     "B"    # committed_metadata's compact length + 1: 0 null, 1 empty
     "B",   # the partition's tag section
-    2, 3, 4, {0: None, 1: ""})
+    2, 3, 4, {0: None, 1: ""}, 1)
 
 # A topic's partitions are read with one unpack into one flat tuple, sliced into columns: no tuple per
 # partition. One Struct per (layout, partition count): a client commits the same count again and
@@ -151,17 +152,16 @@ def _read_entries(frame: bytes, pos: int, partitions: int, name: str, entries: _
         layout = _entry_structs[entries.format, partitions] = struct.Struct(">" + entries.format * partitions)
     flat = layout.unpack_from(frame, pos)
     step = entries.fields
+    # Whole columns compared with tuples of the expected values: far cheaper than min/max/any.
     lengths = flat[entries.length::step]
-    metadata = entries.metadata
-    low, high = min(lengths), max(lengths)
-    if low not in metadata or high not in metadata:  # metadata with text (or a bad length)
+    if lengths == (entries.empty,) * partitions:
+        texts = ("",) * partitions  # the usual commit
+    elif entries.metadata.keys() >= set(lengths):
+        texts = tuple(map(entries.metadata.__getitem__, lengths))
+    else:  # metadata with text (or a bad length)
         return None
-    if entries.tags is not None and any(flat[entries.tags::step]):  # tagged fields
+    if entries.tags is not None and flat[entries.tags::step] != (0,) * partitions:  # tagged fields
         return None
-    if low == high:
-        texts = (metadata[low],) * partitions  # the usual commit: all empty (or all null)
-    else:
-        texts = tuple(map(metadata.__getitem__, lengths))
     epochs = flat[entries.epoch::step] if entries.epoch is not None else (-1,) * partitions
     return name, flat[0::step], flat[1::step], epochs, texts
 
