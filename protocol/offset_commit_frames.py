@@ -7,7 +7,8 @@ and message objects of the general codec (protocol/headers.py + protocol/message
 the reference: tests show both agree on every case this reader takes.
 
 `read_request` only takes the common shape: metadata null or empty on every partition (what
-consumers commit), so that every partition takes the same number of bytes; in the flexible versions
+consumers commit), so that every partition takes the same number of bytes; at most MAX_PARTITIONS
+partitions per topic; in the flexible versions
 (v8+) also strings of up to 126 bytes and no tagged fields anywhere; nothing after the body. For
 anything else it returns None, and the caller hands the frame to the general codec, which decodes it
 or says exactly what is wrong with it.
@@ -69,7 +70,9 @@ _ENTRIES_V8 = _Entries(
 
 # A topic's partitions are read with one unpack into one flat tuple, sliced into columns: no tuple per
 # partition. One Struct per (layout, partition count): a client commits the same count again and
-# again. Bounded: emptied when full.
+# again. Bounded: emptied when full, and no Struct for more partitions than MAX_PARTITIONS (its size
+# grows with the count).
+MAX_PARTITIONS = 2048
 _MAX_ENTRY_STRUCTS = 256
 _entry_structs: dict[tuple[str, int], struct.Struct] = {}
 
@@ -119,7 +122,7 @@ def read_request(frame: bytes) -> tuple[int, Fields] | None:
             name, pos = read(frame, pos)
             partitions, pos = count_at(frame, pos)
             end = pos + partitions * entries.size
-            if name is None or partitions < 0 or end > len(frame):
+            if name is None or not 0 <= partitions <= MAX_PARTITIONS or end > len(frame):
                 return None
             topic = _read_entries(frame, pos, partitions, name, entries)
             if topic is None:

@@ -98,6 +98,9 @@ def test_shapes_the_reader_does_not_take_are_declined(version):
         frame = request_frame(version, 5, "c", request)
         general_read(frame)  # a valid request, only an unusual one
         assert ocf.read_request(frame) is None, what
+    many = commit(topics=[("t", tuple((p, 0, -1, "") for p in range(ocf.MAX_PARTITIONS + 1)))])
+    assert len(general_read(request_frame(version, 5, "c", many))[1][6][0][1]) == ocf.MAX_PARTITIONS + 1
+    assert ocf.read_request(request_frame(version, 5, "c", many)) is None
     frame = request_frame(version, 5, "c", commit())
     assert ocf.read_request(frame[:14] + b"\xff" + frame[15:]) is None  # client_id "c" -> invalid UTF-8
     trailing = frame + b"\x00"
