@@ -140,6 +140,13 @@ class ConnectionState:
     def served_whole(self, size: int) -> None:
         self._splitter.skip(size)
 
+    def serving_whole(self, size: int) -> None:
+        """Like `served_whole`, for a frame whose answer comes later: it counts as pending (for
+        read-ahead and idleness) until `request_done(size)`."""
+        self._splitter.skip(size)
+        self.pending += 1
+        self.pending_bytes += size
+
     def should_pause(self) -> bool:
         if not self.reading_paused and (self.pending >= self.high_water
                                         or self.pending_bytes >= self.max_queued_bytes):

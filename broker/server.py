@@ -1,8 +1,8 @@
 """The transport layer: asyncio listeners and one KafkaConnection per socket.
 
 A connection reads ahead into a bounded queue (pausing the socket at the high-water mark), answers the
-queued requests strictly in order (inline when the handler does not wait, else in a task), and writes
-respect the transport's flow control.
+queued requests strictly in order (inline when the handler does not wait, else in a task; a frame
+handler's deferred answer, when its future is done), and writes respect the transport's flow control.
 Framing and parsing live in broker/connection.py; what a request means lives in broker/apis/.
 """
 from __future__ import annotations
@@ -46,9 +46,12 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = ("?", 0)
         self._writable = asyncio.Event()
         self._writable.set()
-        # True while a task owns the queue (a request whose handler awaits); nothing is served inline
-        # meanwhile, so requests are still answered one at a time and in order.
+        # True while a task owns the queue (a request whose handler awaits) or a frame handler's answer
+        # is deferred; nothing is served inline meanwhile, so requests are still answered one at a time
+        # and in order.
         self._busy = False
+        # The request whose frame handler answers later: (api name, frame size, started)
+        self._deferred: tuple[str, int, float] | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
         self._last_active = time.monotonic()
         self._draining = False
@@ -185,7 +188,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.server.workers.add(worker)
                 worker.add_done_callback(self.server.workers.discard)
                 return
-            self._request_done(frame)
+            self._request_done(len(frame))
         if self._draining and not self._busy:
             self.close()
 
@@ -200,7 +203,7 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("closing connection %s: error while serving a request", self.connection_id)
             self.close()
             return
-        self._request_done(frame)
+        self._request_done(len(frame))
         self._busy = False
         self._pump()
 
@@ -219,14 +222,38 @@ class KafkaConnection(asyncio.Protocol):
             return True
         if answer is None:
             return False
+        if answer.__class__ is not tuple:  # a future: the connection waits for it, like a handler that awaits
+            self.state.serving_whole(size)
+            self._busy = True
+            self._deferred = (served[0], size, started)
+            answer.add_done_callback(self._frame_answered)
+            return True
         self.state.served_whole(size)
         self._metrics.request_done(served[0], answer[0], time.perf_counter() - started)
         transport.write(answer[1])
         return True
 
-    def _request_done(self, frame: memoryview) -> None:
+    def _frame_answered(self, answer: asyncio.Future) -> None:
+        """A deferred frame answer is there: write it (unless the peer went away), then serve on."""
+        name, size, started = self._deferred
+        self._deferred = None
+        try:
+            error_code, frame = answer.result()
+            self._metrics.request_done(name, error_code, time.perf_counter() - started)
+            transport = self.transport
+            if not self._lost and not transport.is_closing():
+                transport.write(frame)
+        except (Exception, asyncio.CancelledError):  # a handler bug (or a cancelled answer): this connection only
+            log.exception("closing connection %s: error while serving a request", self.connection_id)
+            self.close()
+            return  # busy until it is gone, as when a handler that awaits fails
+        self._request_done(size)
+        self._busy = False
+        self._pump()
+
+    def _request_done(self, size: int) -> None:
         self._last_active = time.monotonic()
-        self.state.request_done(len(frame))
+        self.state.request_done(size)
         if self.state.should_resume() and not self._draining and self.transport is not None:
             self.transport.resume_reading()
 

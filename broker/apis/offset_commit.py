@@ -11,17 +11,24 @@ Versions (v0-v1 were removed in Kafka 4.0, KIP-896):
   v9: an unknown group answers GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION (KIP-848)
 Partitions of topics (or partitions) that do not exist answer UNKNOWN_TOPIC_OR_PARTITION and are not
 stored, as Kafka's request handler does before the coordinator sees the commit.
+
+Every consumer commits all the time, so besides the handler it has a frame handler: the same
+answer, read from and written to whole frames directly (protocol/offset_commit_frames.py), and handed
+back as a future the server waits on (no task per commit). Both ask the coordinator the same way; the
+server uses the frame handler unless hooks are set or the frame is unusual.
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from itertools import repeat
 from operator import attrgetter
 
-from broker.registry import api
+from broker.registry import api, frame_handler
 from coordinator.results import OffsetCommitRequestPartition
 from protocol import messages as m
+from protocol import offset_commit_frames as frames
 from protocol.errors import ErrorCode
 
 NO_RETENTION = -1
@@ -121,3 +128,95 @@ async def handle(ctx, request):
             return _response(request, stored)  # every partition was stored or refused by the coordinator
         errors.update(stored)
     return _response(request, errors)
+
+
+@frame_handler(key=8)
+def serve_frame(broker, frame):
+    """`handle`, from and to whole frames: (0, response frame) at once, a future of it when the commit
+    waits for its write, or None for a frame the reader does not take."""
+    request = frames.read_request(frame)
+    if request is None:
+        return None
+    correlation_id, (version, group_id, generation_id, member_id, group_instance_id, retention_time_ms,
+                     topics) = request
+    groups = broker.groups
+    error = groups.group_error(group_id)
+    if error:
+        return 0, frames.response_frame(version, correlation_id, topics, error)
+    known = broker.topics.get
+    offsets: list[OffsetCommitRequestPartition] = []
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for topic in topics:
+        name, indices, committed, epochs, metadata = topic
+        exists = known(name)
+        count = exists.partitions if exists is not None else 0
+        if not indices or (min(indices) >= 0 and max(indices) < count):
+            offsets += map(_request_partition, zip(repeat(name), indices, committed, epochs, metadata))
+            continue
+        for index, offset, epoch, text in zip(indices, committed, epochs, metadata, strict=True):
+            if 0 <= index < count:
+                offsets.append(_new_tuple(OffsetCommitRequestPartition, (name, index, offset, epoch, text)))
+            else:
+                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if not offsets and errors:
+        return 0, frames.response_frame(version, correlation_id, topics, errors)
+    commit = _Commit(broker.metrics, version, correlation_id, topics, errors)
+    # The coordinator's entry point that `handle` reaches through groups.call, with the same arguments,
+    # and a callback that answers the frame.
+    groups.coordinator.handle_commit_offsets(
+        group_id=group_id,
+        member_id=member_id,
+        group_instance_id=group_instance_id if version >= 7 else None,
+        generation_id=generation_id,
+        retention_time_ms=retention_time_ms if version <= 4 else NO_RETENTION,
+        offsets=offsets,
+        request_version=version,
+        callback=commit,
+    )
+    return commit.answer()
+
+
+class _Commit:
+    """The callback a commit hands the coordinator: it makes the response frame, at once when the
+    coordinator answers before returning (a refused commit), else into a future once it is durable."""
+
+    __slots__ = ("_metrics", "_version", "_correlation_id", "_topics", "_errors", "_started", "_stored",
+                 "_future")
+
+    def __init__(self, metrics, version: int, correlation_id: int, topics, errors) -> None:
+        self._metrics = metrics
+        self._version = version
+        self._correlation_id = correlation_id
+        self._topics = topics
+        self._errors = errors
+        self._started = time.monotonic()
+        self._stored = None
+        self._future: asyncio.Future | None = None
+
+    def __call__(self, stored) -> None:
+        if self._stored is not None:  # the first answer counts
+            return
+        self._stored = stored
+        future = self._future
+        if future is not None and not future.done():
+            try:
+                future.set_result(self._frame())
+            except Exception as exc:  # a bug here must not reach the coordinator's writer: the connection fails
+                future.set_exception(exc)
+
+    def answer(self) -> tuple[int, bytes] | asyncio.Future:
+        if self._stored is not None:
+            return self._frame()
+        self._future = asyncio.get_running_loop().create_future()
+        return self._future
+
+    def _frame(self) -> tuple[int, bytes]:
+        self._metrics.commit_latency(time.monotonic() - self._started)  # request to durable answer
+        errors = self._errors
+        if errors:
+            errors.update(self._stored)
+        else:
+            errors = self._stored
+        # error code 0: the general path's metric reads the response's top-level error_code, which
+        # OffsetCommitResponse has not
+        return 0, frames.response_frame(self._version, self._correlation_id, self._topics, errors)
