@@ -39,7 +39,6 @@ from storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIMEINDEX_SUFFIX,
-    DeferredWrite,
     LogSegment,
     SegmentFiles,
 )
@@ -81,16 +80,8 @@ class _FlushSnapshot:
     fds: list[int]
     fs: FS
     directory: str | None  # fsync the directory too (a segment file was created)
-    writes: list[tuple[LogSegment, list[DeferredWrite]]] = dataclasses.field(default_factory=list)
-    written: threading.Event | None = None  # set once `writes` are done (or failed)
 
     def run(self) -> None:
-        if self.writes:
-            try:
-                for segment, writes in self.writes:
-                    segment.write_out(writes)
-            finally:
-                self.written.set()
         for fd in self.fds:
             self.fs.fsync(fd)
         if self.directory is not None:
@@ -120,8 +111,6 @@ class PartitionLog:
         self.first_dirty_offset = 0   # compaction: offsets below were cleaned (cleaner checkpoint)
         self.closed = False
         self._commit = GroupCommit(self, self.name, fsync_executor)
-        self._deferred = False  # segments hold deferred appends (see append)
-        self._writing: threading.Event | None = None  # a round's deferred writes: set once done
         self.fs.makedirs(directory)
         self._load()
 
@@ -197,17 +186,12 @@ class PartitionLog:
 
     # -- append ---------------------------------------------------------------------------------
 
-    def append(self, records, trusted: bool = False, deferred: bool = False) -> AppendInfo:
+    def append(self, records, trusted: bool = False) -> AppendInfo:
         """Assign offsets to whole batches and write them to the OS (not yet durable; see sync).
 
         `trusted`: the batches were built by this process (the coordinator's), so their CRCs are not
-        recomputed; their framing is still checked. Bytes from the network are never trusted.
-        `deferred`: for a caller that only ever needs them durable (it waits for sync before
-        anything reads them): the next fsync round writes them, in its worker thread, just before
-        its fsync. Reads do not see them until then."""
+        recomputed; their framing is still checked. Bytes from the network are never trusted."""
         self._check_open()
-        if not deferred and self._writing_behind():
-            self._write_deferred_now()
         buf = bytearray(records)
         headers = self._validate(buf, verify=not trusted)
         append_time = self.clock() if self.config.message_timestamp_type == "LogAppendTime" else -1
@@ -228,8 +212,7 @@ class PartitionLog:
             position += header.size
         self._maybe_roll(len(buf), patched)
         try:
-            self.active_segment.append(buf, patched, deferred)
-            self._deferred |= deferred
+            self.active_segment.append(buf, patched)
         except OSError as exc:
             raise StorageError(f"{self.name}: write failed: {exc}") from exc
         return AppendInfo(first, offset - 1, append_time, self.generation)
@@ -319,51 +302,18 @@ class PartitionLog:
         directory = self.directory if self._dir_dirty else None
         self._dir_dirty = False
         self._pin()
-        snapshot = _FlushSnapshot(self.log_end_offset, self.generation, fds, self.fs, directory)
-        writes = [(s, s.take_unwritten()) for s in self._segments if s.unwritten] if self._deferred else None
-        self._deferred = False
-        if writes:
-            snapshot.writes = writes
-            snapshot.written = self._writing = threading.Event()
-        return snapshot
+        return _FlushSnapshot(self.log_end_offset, self.generation, fds, self.fs, directory)
 
     def end_flush(self) -> None:
         self._unpin()
 
-    # -- deferred writes ------------------------------------------------------------------------
-    # Written by one fsync round at a time, in append order, so what the OS holds is always a prefix
-    # of the log. The few operations that need every appended byte on disk (an append that is not
-    # deferred, truncation, a blocking flush) wait for the round's writes and write the rest here.
-
-    def _writing_behind(self) -> bool:
-        return self._writing is not None or self._deferred
-
-    def _write_deferred_now(self) -> None:
-        """Block until every deferred append is on the OS (rare: see above). A failed write cuts the
-        log back to its durable offset, as a failed fsync round does, and raises StorageError."""
-        if self._writing is not None:
-            self._writing.wait()  # the worker's pwrites: short
-            self._writing = None
-        self._deferred = False
-        try:
-            for segment in self._segments:
-                if segment.unwritten:
-                    segment.write_out(segment.take_unwritten())
-        except OSError as exc:
-            self._truncate(self.recovery_point, reason=f"write failed: {exc}", cause=exc)
-            raise StorageError(f"{self.name}: write failed: {exc}") from exc
-
     def flush_succeeded(self, snapshot: _FlushSnapshot) -> None:
-        if snapshot.written is not None and snapshot.written is self._writing:
-            self._writing = None
         if snapshot.generation == self.generation:
             self.recovery_point = max(self.recovery_point, snapshot.target)
 
     def flush_failed(self, snapshot: _FlushSnapshot, exc: BaseException) -> None:
         """Cut the log back to its last durable offset: unflushed bytes may be gone from the page
         cache already (a failed fsync can drop them), so they must not be served or acknowledged."""
-        if snapshot.written is not None and snapshot.written is self._writing:
-            self._writing = None
         if snapshot.directory is not None:
             self._dir_dirty = True
         if snapshot.generation != self.generation:
@@ -375,8 +325,6 @@ class PartitionLog:
     def flush(self) -> None:
         """Blocking fsync of everything appended so far (shutdown, tests)."""
         self._check_open()
-        if self._writing is not None:
-            self._writing.wait()  # a round's writes come before this one's
         snapshot = self.begin_flush()
         try:
             snapshot.run()
@@ -469,14 +417,6 @@ class PartitionLog:
     def _truncate(self, offset: int, reason: str, cause: BaseException | None = None) -> None:
         if offset >= self.log_end_offset:
             return
-        if self._writing is not None:
-            self._writing.wait()
-            self._writing = None
-        if offset > self.recovery_point and self._deferred:
-            try:  # keep what is below `offset` (truncate_to): it has to be on disk first
-                self._write_deferred_now()
-            except StorageError:
-                return  # cut back to the durable offset already
         try:
             while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
                 self._retire(self._segments.pop(), delete=True)

@@ -10,7 +10,6 @@ import logging
 import os
 import struct
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 
 from protocol.errors import DecodeError
 from protocol.records import (
@@ -100,17 +99,6 @@ class SegmentState:
         return entry, self.time_index.maybe_add(self.max_timestamp, self.offset_of_max_timestamp)
 
 
-class DeferredWrite(NamedTuple):
-    """An append's bytes and index entries, waiting for `LogSegment.write_out`."""
-
-    position: int
-    data: bytes | bytearray
-    index_entries: bytes
-    index_first: int  # slot of the first entry
-    time_entries: bytes
-    time_first: int
-
-
 class LogSegment:
     def __init__(self, fs: FS, directory: str, base_offset: int, index_interval_bytes: int) -> None:
         self.fs = fs
@@ -125,10 +113,6 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.state = SegmentState(base_offset, index_interval_bytes)
         self.closed = False
-        # Deferred appends (see append): queued writes, in order, and the bytes the OS holds, a prefix
-        # of the segment (None: all of it). The fsync worker writes the queue out and moves on_disk.
-        self.unwritten: list[DeferredWrite] = []
-        self._on_disk: int | None = None
 
     # What the log reads about the segment lives in its state.
     size = property(lambda self: self.state.size)
@@ -144,60 +128,14 @@ class LogSegment:
 
     # -- appending ------------------------------------------------------------------------------
 
-    @property
-    def on_disk(self) -> int:
-        """Bytes written to the OS: reads see this prefix only."""
-        return self.state.size if self._on_disk is None else self._on_disk
-
-    def append(self, data, headers: list[BatchHeader], deferred: bool = False) -> None:
-        """Write whole batches at the end; on failure cut back to the old end and re-raise.
-
-        `deferred`: only account for them and queue the write (bytes and index entries) for
-        `write_out`, which the log's fsync round runs in its worker thread just before the fsync:
-        the write's system call leaves the event loop's thread. Until then reads do not see them."""
+    def append(self, data, headers: list[BatchHeader]) -> None:
+        """Write whole batches at the end; on failure cut back to the old end and re-raise."""
         start = self.size
-        if deferred:
-            if self._on_disk is None:
-                self._on_disk = start
-            index_entries, time_entries = self._track(headers, start)
-            self.unwritten.append(DeferredWrite(
-                start, data, b"".join(index_entries), len(self.index) - len(index_entries),
-                b"".join(time_entries), len(self.time_index) - len(time_entries)))
-            return
-        if self.unwritten:
-            raise RuntimeError(f"{self.log_path}: a direct append behind deferred writes (the log writes them first)")
         try:
             self.fs.write_all(self.fd, data, start)
         except BaseException:
             self._cut_back(start)
             raise
-        self._on_disk = None
-        index_entries, time_entries = self._track(headers, start)
-        if index_entries:
-            self._write_entries(self.index_fd, self.index_path, index_entries,
-                                len(self.index) - len(index_entries), self.index.entry_size)
-        if time_entries:
-            self._write_entries(self.timeindex_fd, self.timeindex_path, time_entries,
-                                len(self.time_index) - len(time_entries), self.time_index.entry_size)
-
-    def take_unwritten(self) -> list[DeferredWrite]:
-        writes, self.unwritten = self.unwritten, []
-        return writes
-
-    def write_out(self, writes: list[DeferredWrite]) -> None:
-        """Write deferred appends, in order (any thread; one writer at a time). An OSError leaves
-        on_disk at the last whole write: the log then cuts itself back to what is durable."""
-        for w in writes:
-            self.fs.write_all(self.fd, w.data, w.position)
-            self._on_disk = w.position + len(w.data)
-            if w.index_entries:
-                self._write_entries(self.index_fd, self.index_path, [w.index_entries], w.index_first,
-                                    self.index.entry_size)
-            if w.time_entries:
-                self._write_entries(self.timeindex_fd, self.timeindex_path, [w.time_entries], w.time_first,
-                                    self.time_index.entry_size)
-
-    def _track(self, headers: list[BatchHeader], start: int) -> tuple[list[bytes], list[bytes]]:
         index_entries, time_entries = [], []
         position = start
         for header in headers:
@@ -207,7 +145,12 @@ class LogSegment:
             if time_entry is not None:
                 time_entries.append(time_entry)
             position += header.size
-        return index_entries, time_entries
+        if index_entries:
+            self._write_entries(self.index_fd, self.index_path, index_entries,
+                                len(self.index) - len(index_entries), self.index.entry_size)
+        if time_entries:
+            self._write_entries(self.timeindex_fd, self.timeindex_path, time_entries,
+                                len(self.time_index) - len(time_entries), self.time_index.entry_size)
 
     def _cut_back(self, size: int) -> None:
         try:
@@ -230,10 +173,8 @@ class LogSegment:
              chunk_size: int = SCAN_CHUNK) -> Iterator[tuple[int, BatchHeader, memoryview]]:
         """Whole batches in [start, end) of this segment; see scan_batches."""
         fd, pread = self.fd, self.fs.pread
-        end = self.size if end is None else end
-        if self._on_disk is not None:
-            end = min(end, self._on_disk)
-        return scan_batches(lambda size, position: pread(fd, size, position), start, end, chunk_size)
+        return scan_batches(lambda size, position: pread(fd, size, position), start,
+                            self.size if end is None else end, chunk_size)
 
     def find_position(self, offset: int) -> tuple[int, BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= offset, if any."""
@@ -250,9 +191,8 @@ class LogSegment:
         Only the batch headers near the cut are parsed (found through the offset index), so a
         fetch of many small batches costs one read, not one parse per batch.
         """
-        end = self.on_disk
+        end = self.size
         if max_offset is not None and max_offset < self.next_offset:
-            # Not found: the batch holding max_offset is not on disk yet, nor anything after it.
             found = self.find_position(max_offset)
             if found is not None:
                 at, header = found
@@ -292,13 +232,9 @@ class LogSegment:
     def truncate_to(self, offset: int) -> int:
         """Remove every batch holding offsets >= offset; returns the bytes removed."""
         found = self.find_position(offset)
-        if found is not None:
-            position = found[0]
-        elif self.on_disk < self.size:
-            position = self.on_disk  # what never reached the disk (a failed deferred write) goes too
-        else:
+        if found is None:
             return 0
-        self.unwritten = []
+        position = found[0]
         removed = self.size - position
         self.fs.truncate(self.fd, position)
         self._reset_tracking(position)
@@ -314,7 +250,6 @@ class LogSegment:
 
     def _clear_tracking(self) -> None:
         self.state = SegmentState(self.base_offset, self.index_interval_bytes)
-        self._on_disk = None
 
     def recover(self, min_offset: int) -> int:
         """CRC-check every batch; cut a torn or corrupt tail; rebuild indexes that disagree.

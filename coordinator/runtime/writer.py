@@ -106,10 +106,8 @@ class OffsetsTopicWriter:
 
     def _write(self, partition: int, partition_log, records: bytes, callbacks: list[Callback]) -> None:
         try:
-            # trusted: the batches were built here (coordinator.record_batch), not read from a socket;
-            # deferred: nothing reads them before they are durable, so the fsync round's worker writes
-            # them (the system call off the event loop's thread)
-            durable = partition_log.sync_future(partition_log.append(records, trusted=True, deferred=True))
+            # trusted: the batches were built here (coordinator.record_batch), not read from a socket
+            durable = partition_log.sync_future(partition_log.append(records, trusted=True))
         except Exception as exc:  # the segment cut the write back: nothing of it is acknowledged
             self._answer(callbacks, _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}"))
             return

@@ -237,7 +237,7 @@ class FailureMachine(RuleBasedStateMachine):
             self.fs.short_next_write(10, then_fail=fault == "torn")
 
         async def run():
-            return await asyncio.gather(*(self._append_durable(batch(value=p)) for p in payloads),
+            return await asyncio.gather(*(self.log.append_durable(batch(value=p)) for p in payloads),
                                         return_exceptions=True)
 
         results = asyncio.run(run())
@@ -251,9 +251,6 @@ class FailureMachine(RuleBasedStateMachine):
             assert not any(isinstance(r, BaseException) for r in results)
         else:
             assert any(isinstance(r, StorageError) for r in results)
-
-    async def _append_durable(self, data):
-        return await self.log.append_durable(data)
 
     @rule()
     def reopen(self):
@@ -280,20 +277,7 @@ class PooledFailureMachine(FailureMachine):
         self.pool.shutdown(wait=True)
 
 
-class DeferredFailureMachine(PooledFailureMachine):
-    """The same with deferred appends (the coordinator's: written by the fsync round's worker), every
-    third one direct instead, which has to write the deferred ones before it."""
-
-    async def _append_durable(self, data):
-        self.counter += 1
-        info = self.log.append(data, deferred=self.counter % 3 != 0)
-        await self.log.sync(info)
-        return info
-
-
 TestFailureMachine = FailureMachine.TestCase
 TestFailureMachine.settings = settings(max_examples=20, stateful_step_count=15, deadline=None)
 TestPooledFailureMachine = PooledFailureMachine.TestCase
 TestPooledFailureMachine.settings = settings(max_examples=20, stateful_step_count=15, deadline=None)
-TestDeferredFailureMachine = DeferredFailureMachine.TestCase
-TestDeferredFailureMachine.settings = settings(max_examples=20, stateful_step_count=15, deadline=None)
