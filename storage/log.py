@@ -259,6 +259,7 @@ class PartitionLog:
             segment = self._new_segment(self.log_end_offset)
         except OSError as exc:
             raise StorageError(f"{self.name}: cannot create segment: {exc}") from exc
+        active.write_index_tail()
         self._segments.append(segment)
         log.debug("%s: rolled new segment at %d", self.name, segment.base_offset)
         return segment
@@ -323,8 +324,9 @@ class PartitionLog:
         self._truncate(self.recovery_point, reason=f"fsync failed: {exc}", cause=exc)
 
     def flush(self) -> None:
-        """Blocking fsync of everything appended so far (shutdown, tests)."""
+        """Blocking fsync of everything appended so far (shutdown, tests), index files brought up to date."""
         self._check_open()
+        self.active_segment.write_index_tail()
         snapshot = self.begin_flush()
         try:
             snapshot.run()

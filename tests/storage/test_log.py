@@ -82,6 +82,7 @@ def test_sparse_index_entries_every_interval(tmp_path):
     log = open_log(tmp_path, index_interval_bytes=4096)
     for _ in range(200):
         log.append(batch(1, value=b"z" * 200))
+    log.flush()  # index files are brought up to date on flush, roll and close
     segment = log.active_segment
     entries = OffsetIndex.parse(open(segment.index_path, "rb").read())
     assert len(entries) >= 8
@@ -314,11 +315,31 @@ def test_batches_iterates_across_segments_from_any_offset(tmp_path):
     assert list(log.batches(start_offset=60)) == []
 
 
+def test_index_files_are_written_in_batches_and_rebuilt_after_a_crash(tmp_path):
+    log = open_log(tmp_path, index_interval_bytes=1)  # an entry of each index per append
+    for i in range(100):
+        log.append(batch(1, ts=1_000 + i))
+    segment = log.active_segment
+    on_disk = OffsetIndex.parse(open(segment.index_path, "rb").read())
+    assert 0 < len(on_disk) < len(segment.index) >= 90  # written a batch at a time
+    assert on_disk == OffsetIndex.parse(segment.index.to_bytes())[:len(on_disk)]
+    # A crash (no flush, no close): the next open rebuilds the index files from the log.
+    again = open_log(tmp_path)
+    segment = again.active_segment
+    assert open(segment.index_path, "rb").read() == segment.index.to_bytes()
+    assert open(segment.timeindex_path, "rb").read() == segment.time_index.to_bytes()
+    assert len(segment.time_index) == len(segment.index)
+    assert [offsets_in(again.read(o, 1)) for o in range(100)] == [[o] for o in range(100)]
+    again.close()
+    log.close()
+
+
 def test_time_index_file_records_growing_max_timestamps(tmp_path):
     log = open_log(tmp_path, index_interval_bytes=200)
     timestamps = [1000 + (i * 37) % 500 + i * 3 for i in range(120)]  # rising, with dips
     for ts in timestamps:
         log.append(batch(1, ts=ts))
+    log.flush()  # index files are brought up to date on flush, roll and close
     segment = log.active_segment
     entries = TimeIndex.parse(open(segment.timeindex_path, "rb").read())
     assert len(entries) > 5
