@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import struct
 
+from protocol.frame_fields import Unusual, compact_string, group_member, skip_request_header, string
+
 API_KEY = 12
 MAX_VERSION = 4
 FIRST_FLEXIBLE_VERSION = 4  # header v2 and compact strings; read_request knows no later version
@@ -22,7 +24,6 @@ FIRST_FLEXIBLE_VERSION = 4  # header v2 and compact strings; read_request knows 
 # client_id, whose length is an int16 in request header v1 and v2 alike
 _REQUEST_HEAD_FIXED = struct.Struct(">ihhi")
 _INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
 
 # Response frames: size int32 (of what follows), correlation_id int32, then
 _RESPONSE_V0 = struct.Struct(">iih")     # error_code int16
@@ -63,50 +64,21 @@ def _parse(frame: bytes, version: int) -> Fields | None:
     if not 0 <= version <= MAX_VERSION:
         return None
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    read = _compact_string if flexible else _string
+    read = compact_string if flexible else string
     try:
         (n,) = _INT16.unpack_from(frame, 12)
-        pos = 14
-        if n > 0:
-            frame[pos:pos + n].decode()  # client_id: unused here, but it must be UTF-8 (else: general path)
-            pos += n
-        if flexible:
-            if frame[pos]:  # the header's tagged fields
-                return None
-            pos += 1
-        group_id, pos = read(frame, pos)
-        (generation_id,) = _INT32.unpack_from(frame, pos)
-        member_id, pos = read(frame, pos + 4)
+        pos = skip_request_header(frame, n, flexible)
+        group_id, generation_id, member_id, pos = group_member(frame, pos, read)
         group_instance_id = None
         if version >= 3:
             group_instance_id, pos = read(frame, pos)
         if flexible and frame[pos]:  # the body's tagged fields (or a string that ran past the end)
             return None
-    except (_Unusual, struct.error, UnicodeDecodeError, IndexError):
+    except (Unusual, struct.error, UnicodeDecodeError, IndexError):
         return None
     if group_id is None or member_id is None or pos > len(frame):  # null, or past the end: general path
         return None
     return version, group_id, generation_id, member_id, group_instance_id
-
-
-class _Unusual(Exception):
-    """A shape read_request leaves to the general codec."""
-
-
-def _string(frame: bytes, pos: int) -> tuple[str | None, int]:
-    (n,) = _INT16.unpack_from(frame, pos)
-    if n < 0:
-        return None, pos + 2
-    return frame[pos + 2:pos + 2 + n].decode(), pos + 2 + n
-
-
-def _compact_string(frame: bytes, pos: int) -> tuple[str | None, int]:
-    n = frame[pos] - 1  # length + 1 (0: null); a single byte holds lengths up to 126
-    if n < 0:
-        return None, pos + 1
-    if n >= 127:
-        raise _Unusual
-    return frame[pos + 1:pos + 1 + n].decode(), pos + 1 + n
 
 
 def response_frame(version: int, correlation_id: int, error_code: int) -> bytes:

@@ -19,6 +19,9 @@ import struct
 from dataclasses import dataclass
 from itertools import repeat
 
+from protocol.frame_fields import Unusual, compact_string, group_member, skip_request_header, string
+from protocol.primitives import uvarint_bytes
+
 API_KEY = 8
 MIN_VERSION = 2  # v0-v1 were removed in Kafka 4.0 (KIP-896)
 MAX_VERSION = 9  # v10 names topics by id: not read here
@@ -93,20 +96,11 @@ def read_request(frame: bytes) -> tuple[int, Fields] | None:
     if key != API_KEY or size != len(frame) - 4 or not MIN_VERSION <= version <= MAX_VERSION or n < -1:
         return None
     flexible = version >= FIRST_FLEXIBLE_VERSION
-    read, count_at = (_compact_string, _compact_count) if flexible else (_string, _count)
+    read, count_at = (compact_string, _compact_count) if flexible else (string, _count)
     entries = _ENTRIES_V8 if flexible else _ENTRIES_V6 if version >= 6 else _ENTRIES_V2
     try:
-        pos = 14
-        if n > 0:
-            frame[pos:pos + n].decode()  # client_id: unused here, but it must be UTF-8 (else: general path)
-            pos += n
-        if flexible:
-            if frame[pos]:  # the header's tagged fields
-                return None
-            pos += 1
-        group_id, pos = read(frame, pos)
-        (generation_id,) = _INT32.unpack_from(frame, pos)
-        member_id, pos = read(frame, pos + 4)
+        pos = skip_request_header(frame, n, flexible)
+        group_id, generation_id, member_id, pos = group_member(frame, pos, read)
         group_instance_id = None
         if version >= 7:
             group_instance_id, pos = read(frame, pos)
@@ -139,7 +133,7 @@ def read_request(frame: bytes) -> tuple[int, Fields] | None:
             pos += 1
         if pos != len(frame):  # bytes after the body
             return None
-    except (_Unusual, struct.error, UnicodeDecodeError, IndexError):
+    except (Unusual, struct.error, UnicodeDecodeError, IndexError):
         return None
     return correlation_id, (version, group_id, generation_id, member_id, group_instance_id, retention_time_ms,
                             topics)
@@ -169,33 +163,9 @@ def _read_entries(frame: bytes, pos: int, partitions: int, name: str, entries: _
     return name, flat[0::step], flat[1::step], epochs, texts
 
 
-class _Unusual(Exception):
-    """A shape read_request leaves to the general codec."""
-
-
-def _string(frame: bytes, pos: int) -> tuple[str | None, int]:
-    (n,) = _INT16.unpack_from(frame, pos)
-    if n < 0:
-        if n != -1:
-            raise _Unusual
-        return None, pos + 2
-    if pos + 2 + n > len(frame):
-        raise _Unusual
-    return frame[pos + 2:pos + 2 + n].decode(), pos + 2 + n
-
-
 def _count(frame: bytes, pos: int) -> tuple[int, int]:
     """An array's length (-1: null)."""
     return _INT32.unpack_from(frame, pos)[0], pos + 4
-
-
-def _compact_string(frame: bytes, pos: int) -> tuple[str | None, int]:
-    n = frame[pos] - 1  # compact: length + 1 (0: null); a single byte holds lengths up to 126
-    if n < 0:
-        return None, pos + 1
-    if n >= 127 or pos + 1 + n > len(frame):
-        raise _Unusual
-    return frame[pos + 1:pos + 1 + n].decode(), pos + 1 + n
 
 
 def _compact_count(frame: bytes, pos: int) -> tuple[int, int]:
@@ -205,7 +175,7 @@ def _compact_count(frame: bytes, pos: int) -> tuple[int, int]:
         return first - 1, pos + 1
     second = frame[pos + 1]
     if second >= 0x80:
-        raise _Unusual
+        raise Unusual
     return ((first & 0x7F) | (second << 7)) - 1, pos + 2
 
 
@@ -256,12 +226,12 @@ def response_frame(version: int, correlation_id: int, topics: list[Topic],
 def _body(layout: int, topics: list[Topic], errors: int | dict[tuple[str, int], int]) -> bytes:
     flexible = layout == 2
     out = [_NO_TAGS + _NO_THROTTLE] if flexible else [_NO_THROTTLE] if layout == 1 else []
-    out.append(_uvarint(len(topics) + 1) if flexible else _INT32.pack(len(topics)))
+    out.append(uvarint_bytes(len(topics) + 1) if flexible else _INT32.pack(len(topics)))
     for topic in topics:
         name, indices = topic[0], topic[1]
         encoded = name.encode()
         if flexible:
-            out += (_uvarint(len(encoded) + 1), encoded, _uvarint(len(indices) + 1))
+            out += (uvarint_bytes(len(encoded) + 1), encoded, uvarint_bytes(len(indices) + 1))
         else:
             out += (_INT16.pack(len(encoded)), encoded, _INT32.pack(len(indices)))
         if isinstance(errors, dict):
@@ -276,12 +246,3 @@ def _body(layout: int, topics: list[Topic], errors: int | dict[tuple[str, int], 
     if flexible:
         out.append(_NO_TAGS)
     return b"".join(out)
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
