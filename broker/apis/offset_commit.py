@@ -75,6 +75,27 @@ def _response(request, errors: dict[tuple[str, int], ErrorCode] | ErrorCode) -> 
     return m.OffsetCommitResponse(topics=out)
 
 
+def _existing(known_topics, topics) -> tuple[list[OffsetCommitRequestPartition], dict[tuple[str, int], ErrorCode]]:
+    """The partitions to store, from `topics` as columns (name, indices, offsets, epochs, metadata), and
+    UNKNOWN_TOPIC_OR_PARTITION for those that do not exist. Existence is checked per topic, not per
+    partition: a commit names few topics, many partitions."""
+    offsets: list[OffsetCommitRequestPartition] = []
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for name, indices, committed, epochs, metadata in topics:
+        known = known_topics.get(name)
+        count = known.partitions if known is not None else 0
+        if not indices or (min(indices) >= 0 and max(indices) < count):
+            # Every partition exists (the usual commit): its entries are made in C, no step per partition.
+            offsets += map(_request_partition, zip(repeat(name), indices, committed, epochs, metadata, strict=False))
+            continue
+        for index, offset, epoch, text in zip(indices, committed, epochs, metadata, strict=False):
+            if 0 <= index < count:
+                offsets.append(_new_tuple(OffsetCommitRequestPartition, (name, index, offset, epoch, text)))
+            else:
+                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return offsets, errors
+
+
 @api(key=8, name="OffsetCommit", min_version=2, max_version=9)
 async def handle(ctx, request):
     version = ctx.api_version
@@ -82,31 +103,11 @@ async def handle(ctx, request):
     error = groups.group_error(request.group_id)
     if error:
         return _response(request, error)
-    # Existence is checked per topic, not per partition: a commit names few topics, many partitions.
     epochs = version >= 6
-    topics = ctx.broker.topics
-    offsets: list[OffsetCommitRequestPartition] = []
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    for t in request.topics:
-        name = t.name
-        known = topics.get(name)
-        count = known.partitions if known is not None else 0
-        parts = t.partitions
-        indices = list(map(_index, parts))
-        if not indices or (min(indices) >= 0 and max(indices) < count):
-            # Every partition exists (the usual commit): its entries are made in C, no step per partition.
-            offsets += map(_request_partition, zip(
-                repeat(name), indices, map(_offset, parts),
-                map(_epoch, parts) if epochs else repeat(-1), map(_metadata, parts), strict=False))
-            continue
-        for p in parts:
-            index = p.partition_index
-            if 0 <= index < count:
-                offsets.append(_new_tuple(OffsetCommitRequestPartition, (
-                    name, index, p.committed_offset, p.committed_leader_epoch if epochs else -1,
-                    p.committed_metadata)))
-            else:
-                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    offsets, errors = _existing(ctx.broker.topics, (
+        (t.name, list(map(_index, t.partitions)), map(_offset, t.partitions),
+         map(_epoch, t.partitions) if epochs else repeat(-1), map(_metadata, t.partitions))
+        for t in request.topics))
     if offsets or not errors:
         started = time.monotonic()
         reply = groups.call(
@@ -143,21 +144,7 @@ def serve_frame(broker, frame):
     error = groups.group_error(group_id)
     if error:
         return 0, frames.response_frame(version, correlation_id, topics, error)
-    known = broker.topics.get
-    offsets: list[OffsetCommitRequestPartition] = []
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    for topic in topics:
-        name, indices, committed, epochs, metadata = topic
-        exists = known(name)
-        count = exists.partitions if exists is not None else 0
-        if not indices or (min(indices) >= 0 and max(indices) < count):
-            offsets += map(_request_partition, zip(repeat(name), indices, committed, epochs, metadata))
-            continue
-        for index, offset, epoch, text in zip(indices, committed, epochs, metadata, strict=True):
-            if 0 <= index < count:
-                offsets.append(_new_tuple(OffsetCommitRequestPartition, (name, index, offset, epoch, text)))
-            else:
-                errors[(name, index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    offsets, errors = _existing(broker.topics, topics)
     if not offsets and errors:
         return 0, frames.response_frame(version, correlation_id, topics, errors)
     commit = _Commit(broker.metrics, version, correlation_id, topics, errors)
