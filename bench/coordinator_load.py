@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench import load as store_bench
 from bench.runner import main, median, ratio, settings
-from coordinator import GroupConfig, GroupCoordinator, checkpoint_store
+from coordinator import GroupConfig, GroupCoordinatorService, checkpoint_store
 from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
 from coordinator.testing import ManualClock, RecordingWriter
@@ -65,11 +65,11 @@ def _read_bytes(data: Path) -> int:
     return sum(len(f.read_bytes()) for f in data.rglob("*.log"))
 
 
-def _load(mgr: LogManager, partitions: int, use_checkpoints: bool) -> GroupCoordinator:
+def _load(mgr: LogManager, partitions: int, use_checkpoints: bool) -> GroupCoordinatorService:
     """What GroupRuntime does per partition, minus the event loop."""
     clock = ManualClock()
-    gc = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=partitions), clock=clock,
-                          timer=clock.timers, writer=RecordingWriter(), log=log)
+    gc = GroupCoordinatorService(GroupConfig(offsets_topic_num_partitions=partitions), clock=clock,
+                                 timer=clock.timers, writer=RecordingWriter(), log=log)
     now = int(time.time() * 1000)
     with gc_paused(freeze=True):  # as GroupRuntime._load_all
         for p in range(partitions):
@@ -117,8 +117,8 @@ def _append_tail(mgr: LogManager, n: int) -> None:
         plog.flush()
 
 
-def _offsets(gc: GroupCoordinator) -> dict:
-    return {gid: g.offsets for gid, g in gc.groups.items()}
+def _offsets(gc: GroupCoordinatorService) -> dict:
+    return {gid: offsets for shard in gc.shards.values() for gid, offsets in shard.offsets.offsets.items()}
 
 
 def _best(fn, runs: int):
@@ -224,7 +224,7 @@ def run(quick: bool = False, e2e: bool | None = None) -> dict:
                              offsets_partitions=store_bench.PARTITIONS, records_per_batch=store_bench.BATCH),
         "rows": rows,
         "notes": [
-            "full replay / ckpt+tail: segments on disk (page cache) -> groups served by a GroupCoordinator, "
+            "full replay / ckpt+tail: segments on disk (page cache) -> groups served by a GroupCoordinatorService, "
             "as GroupRuntime loads them; open+recover (storage's CRC check at start) is separate.",
             "first checkpoints: full replay + write of all 50 (a first start without them); refresh "
             "checkpoints: all 50 rewritten after the tail (which touches every group: a worst case).",

@@ -48,6 +48,7 @@ class Append:
     records: list[Record]
     callback: Callable[[ErrorCode], None]
     done: bool = False
+    error: ErrorCode | None = None  # how it was completed
 
 
 @dataclass
@@ -82,9 +83,14 @@ class RecordingWriter:
     def clear(self) -> None:
         self.appends.clear()
 
+    def durable(self) -> list[Append]:
+        """The appends that completed without error, in order: what the log holds."""
+        return [a for a in self.appends if a.done and a.error == ErrorCode.NONE]
+
     @staticmethod
     def _finish(entry: Append, error: ErrorCode) -> None:
         entry.done = True
+        entry.error = error
         entry.callback(error)
 
 
