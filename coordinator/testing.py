@@ -16,7 +16,6 @@ from coordinator.results import (
     OffsetCommit,
     OffsetCommitRequestPartition,
     RequestContext,
-    SyncGroupResult,
 )
 from coordinator.service import GroupCoordinatorService
 from coordinator.shard import GroupCoordinatorShard
@@ -233,14 +232,6 @@ class CoordinatorContext:
         assert error == ErrorCode.NONE, error
         return groups
 
-    def commit(self, group_id: str, member_id: str, generation_id: int,
-               offsets: list[OffsetCommitRequestPartition], *, instance_id: str | None = None,
-               retention_time_ms: int = -1, version: int = 9) -> Capture:
-        cap = Capture()
-        self.gc.commit_offsets(OffsetCommit(group_id, member_id, instance_id, generation_id, list(offsets),
-                                            retention_time_ms, version), cap)
-        return cap
-
     def stable_group(self, group_id: str, n: int = 1, **kw) -> list[str]:
         """Drive a group of `n` dynamic members to Stable; returns member ids, leader first."""
         caps = [self.join_new_member(group_id, client_id=f"c{i}", **kw) for i in range(n)]
@@ -259,6 +250,3 @@ class CoordinatorContext:
                 self.sync(group_id, mid, gen)
         assert lsync.result.error == ErrorCode.NONE
         return [leader] + [mid for mid in ids if mid != leader]
-
-    def sync_result(self, cap: Capture) -> SyncGroupResult:
-        return cap.result

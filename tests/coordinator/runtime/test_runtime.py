@@ -45,10 +45,10 @@ async def test_commits_are_replayed_on_the_next_start(tmp_path):
     runtime = runtime_over(manager)
     await runtime.start()
     # Loading runs in the background: until it has replayed the partition, the group is not served.
-    assert runtime.group_error("g") == E.COORDINATOR_LOAD_IN_PROGRESS
-    assert runtime.all_loaded_error() == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert runtime.fetch_offsets("g", None, False).error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert runtime.list_groups(None)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
     await asyncio.wait_for(runtime.loaded_event.wait(), 10)
-    assert runtime.group_error("g") == E.NONE
+    assert runtime.list_groups(None)[0] == E.NONE
     assert fetched(runtime, "g") == 42
     await runtime.close()
     await manager.close()
