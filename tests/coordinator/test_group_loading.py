@@ -134,3 +134,34 @@ def test_shutdown_answers_parked_requests_and_refuses_new_ones(ctx):
     assert ctx.groups == {}
     assert ctx.join("g").result.error == E.COORDINATOR_NOT_AVAILABLE
     assert ctx.heartbeat("g", follower, 1) == E.COORDINATOR_NOT_AVAILABLE
+
+
+def test_a_shard_moves_to_another_coordinator_and_back():
+    """A shard is the unit that moves (Kafka's CoordinatorRuntime.scheduleUnloadOperation /
+    scheduleLoadOperation on a leadership change): unloaded here, its log loaded there, the group and
+    its offsets are served by the new owner and answered NOT_COORDINATOR by the old one."""
+    a = CoordinatorContext(group_initial_rebalance_delay_ms=0)
+    leader, = a.stable_group("g", 1)
+    a.commit_offsets("g", leader, None, 1, [P("t", 0, 7)], Capture())
+    p = a.gc.partition_for("g")
+    a.gc.unload_partition(p)
+    assert a.heartbeat("g", leader, 1) == E.NOT_COORDINATOR
+    assert a.fetch_offsets("g", None).error == E.NOT_COORDINATOR
+
+    b = CoordinatorContext(group_initial_rebalance_delay_ms=0)
+    b.gc.owned_partitions = set()  # a node that owns nothing yet
+    assert b.heartbeat("g", leader, 1) == E.NOT_COORDINATOR
+    shard = b.gc.begin_load(p)
+    assert b.heartbeat("g", leader, 1) == E.NONE  # loading: answered blindly
+    for append in a.writer.durable():
+        for key, value, _ in append.records:
+            shard.replay(key, value)
+    b.gc.complete_load(p)
+    assert b.heartbeat("g", leader, 1) == E.NONE and b.group("g").is_(S.STABLE)
+    assert {tp: v.offset for tp, v in b.offsets("g").items()} == {("t", 0): 7}
+    b.commit_offsets("g", leader, None, 1, [P("t", 0, 8)], Capture())
+
+    b.gc.unload_partition(p)  # and back: a's log plus b's writes
+    a.gc.owned_partitions.add(p)
+    a.gc.load_partition(p, [r for log in (a.writer, b.writer) for app in log.durable() for r in app.records])
+    assert {tp: v.offset for tp, v in a.offsets("g").items()} == {("t", 0): 8}
