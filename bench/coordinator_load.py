@@ -41,7 +41,7 @@ from protocol.record_kv import iter_log_key_values
 from protocol.records import build_batch
 from storage import LogManager
 
-TOPIC = "__consumer_offsets"
+TOPIC = co.OFFSETS_TOPIC
 TAIL = 10_000  # commits after the checkpoints: half an interval's worth per partition at most
 RUNS = 5  # rounds at 1M offsets
 E2E_RUNS = 3  # process starts per store

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from coordinator.records import Record
+from protocol.consumer_offsets import OFFSETS_TOPIC as OFFSETS_TOPIC  # re-exported: the coordinator's topic
 from protocol.errors import ErrorCode
 
-OFFSETS_TOPIC = "__consumer_offsets"  # the one name of the topic (storage, broker and runtime import it)
 LOGGER_NAME = "kcoord.coordinator"
 
 _WRITE_ERRORS = {
