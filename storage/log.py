@@ -83,9 +83,10 @@ class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig | None = None,
                  fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms,
                  fsync_executor: FsyncPool | Executor | None = None, *, had_clean_shutdown: bool = False,
-                 recovery_point_checkpoint: int = 0) -> None:
+                 recovery_point_checkpoint: int = 0, defer_open_sync: bool = False) -> None:
         """Opening recovers the segments that may be torn (see storage.log_loader): every one by
-        default; after a clean shutdown none; else those from `recovery_point_checkpoint` on."""
+        default; after a clean shutdown none; else those from `recovery_point_checkpoint` on.
+        `defer_open_sync`: the caller runs finish_open() (the fsyncs of what was recovered) before use."""
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -108,33 +109,47 @@ class PartitionLog:
         self.on_truncated: Callable[[PartitionLog], None] | None = None  # the manager re-checkpoints
         self._commit = GroupCommit(self, self.name, fsync_executor)
         self.fs.makedirs(directory)
-        self._load(had_clean_shutdown, recovery_point_checkpoint)
+        self._load(had_clean_shutdown, recovery_point_checkpoint, defer_open_sync)
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset})"
 
     # -- opening and recovery -------------------------------------------------------------------
 
-    def _load(self, had_clean_shutdown: bool, recovery_point_checkpoint: int) -> None:
+    def _load(self, had_clean_shutdown: bool, recovery_point_checkpoint: int, defer_open_sync: bool) -> None:
         loader = LogLoader(self.fs, self.directory, self.name, self.config.index_interval_bytes,
                            had_clean_shutdown, recovery_point_checkpoint)
         self._segments = loader.load()
-        self.loaded_trusted, self.loaded_recovered = loader.trusted, loader.recovered
+        self.loaded_trusted, self.loaded_recovered = loader.trusted, len(loader.recovered)
         if not self._segments:
             self._segments.append(self._new_segment(0))
         self.log_start_offset = self._segments[0].base_offset
         self.first_dirty_offset = self.log_start_offset
-        if loader.recovered or self._dir_dirty:
-            # What recovery kept may sit only in the page cache (a killed process): make it durable
-            # before treating it as such. (Trusted segments were fsynced before the clean-shutdown
-            # marker or the recovery-point checkpoint that vouched for them was written.)
-            try:
-                self._segments[-1].flush()
-                self.fs.fsync_dir(self.directory)
-            except OSError as exc:
-                raise StorageError(f"{self.name}: fsync on open failed: {exc}") from exc
-            self._dir_dirty = False
+        # What recovery kept may sit only in the page cache (a killed process): it is made durable
+        # before it counts as such. (Trusted segments were fsynced before the clean-shutdown marker or
+        # the recovery-point checkpoint that vouched for them was written.)
+        self._unsynced_on_open = [s for s in loader.recovered if s in self._segments]
         self.recovery_point = self.log_end_offset
+        if not defer_open_sync:
+            self.finish_open()
+
+    @property
+    def open_sync_pending(self) -> bool:
+        return bool(self._unsynced_on_open) or self._dir_dirty
+
+    def finish_open(self) -> None:
+        """fsync what opening recovered, and the directory (blocking; a LogManager runs those of all its
+        logs in parallel threads: see defer_open_sync)."""
+        if not self.open_sync_pending:
+            return
+        try:
+            for segment in self._unsynced_on_open:
+                segment.flush()
+            self.fs.fsync_dir(self.directory)
+        except OSError as exc:
+            raise StorageError(f"{self.name}: fsync on open failed: {exc}") from exc
+        self._unsynced_on_open = []
+        self._dir_dirty = False
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         segment = LogSegment(self.fs, self.directory, base_offset, self.config.index_interval_bytes)

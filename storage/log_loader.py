@@ -51,7 +51,7 @@ class LogLoader:
         self.index_interval_bytes = index_interval_bytes
         self.had_clean_shutdown = had_clean_shutdown
         self.recovery_point_checkpoint = recovery_point_checkpoint
-        self.recovered = 0  # segments scanned (recovered) rather than trusted
+        self.recovered: list[LogSegment] = []  # scanned rather than trusted
         self.trusted = 0
 
     def load(self) -> list[LogSegment]:
@@ -69,7 +69,7 @@ class LogLoader:
                     expected = segment.next_offset
                     continue
                 log.warning("%s: segment %d failed its sanity check; recovering it", self.name, base)
-            self.recovered += 1
+            self.recovered.append(segment)
             dropped = segment.recover(expected)
             expected = segment.next_offset
             if dropped and i < len(bases) - 1:

@@ -99,7 +99,13 @@ class LogManager:
                 continue
             self._logs[parsed] = self._watch(PartitionLog(
                 path, parsed[0], parsed[1], self.config_for(parsed[0]), self.fs, self.clock, self.fsync_executor,
-                had_clean_shutdown=self.had_clean_shutdown, recovery_point_checkpoint=recovery_points.get(parsed, 0)))
+                had_clean_shutdown=self.had_clean_shutdown, recovery_point_checkpoint=recovery_points.get(parsed, 0),
+                defer_open_sync=True))
+        pending = [lg for lg in self._logs.values() if lg.open_sync_pending]
+        if pending:
+            # fsyncs of what recovery kept, several at once (a crash leaves one per log to do)
+            with ThreadPoolExecutor(max_workers=4, thread_name_prefix="kcoord-open") as pool:
+                list(pool.map(PartitionLog.finish_open, pending))
         trusted = sum(lg.loaded_trusted for lg in self._logs.values())
         recovered = sum(lg.loaded_recovered for lg in self._logs.values())
         log.info("loaded %d logs from %s (%s): %d segments opened from their indexes, %d recovered",

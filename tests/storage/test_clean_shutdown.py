@@ -322,3 +322,28 @@ async def test_a_close_that_fails_leaves_no_marker(tmp_path):
     again = LogManager(str(tmp_path), CONFIG)
     assert not again.had_clean_shutdown and again.get("t", 0).loaded_recovered == 1
     await again.close()
+
+
+class RecordingFS(FS):
+    def __init__(self) -> None:
+        self.synced: set[str] = set()
+
+    def fsync(self, fd: int) -> None:
+        self.synced.add(os.readlink(f"/proc/self/fd/{fd}"))
+        super().fsync(fd)
+
+
+async def test_every_segment_a_recovery_keeps_is_fsynced_before_it_counts_as_durable(tmp_path):
+    path = str(tmp_path / "d")
+    mgr = LogManager(path, CONFIG)
+    log = mgr.get_or_create("t", 0)
+    for i in range(30):  # several segments, none fsynced: a kill leaves them in the page cache only
+        put(log, i)
+    crash(mgr)
+    fs = RecordingFS()
+    again = LogManager(path, CONFIG, fs=fs)
+    log = again.get("t", 0)
+    assert log.loaded_recovered == len(log.segments) > 3
+    assert log.recovery_point == log.log_end_offset == 30
+    assert {s.log_path for s in log.segments} <= fs.synced
+    await again.close()
