@@ -347,3 +347,38 @@ async def test_every_segment_a_recovery_keeps_is_fsynced_before_it_counts_as_dur
     assert log.recovery_point == log.log_end_offset == 30
     assert {s.log_path for s in log.segments} <= fs.synced
     await again.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(durable=st.integers(min_value=0, max_value=12), unflushed=st.integers(min_value=1, max_value=12),
+       data=st.data())
+def test_a_crash_after_a_clean_start_cuts_a_tail_torn_anywhere(tmp_path_factory, durable, unflushed, data):
+    """Property: clean close, clean start (marker deleted), fsynced appends, then appends cut off by a
+    crash at any byte of what was not fsynced: the next open is unclean, keeps every fsynced record,
+    cuts the torn bytes back to a batch boundary, serves only whole CRC-valid batches and appends on."""
+    path = str(tmp_path_factory.mktemp("torn"))
+    asyncio.run(write_and_close(path, 15))
+    mgr = LogManager(path, CONFIG)
+    log = mgr.get("t", 0)
+    for i in range(15, 15 + durable):
+        put(log, i)
+    asyncio.run(log.sync())
+    synced_end = log.log_end_offset
+    for i in range(synced_end, synced_end + unflushed):
+        put(log, i)
+    active, synced_size = log.active_segment, 0
+    if active.base_offset < synced_end:
+        found = active.find_position(synced_end)
+        synced_size = active.size if found is None else found[0]
+    crash(mgr)
+    # The crash cut the last segment's unflushed bytes short anywhere.
+    os.truncate(active.log_path, data.draw(st.integers(min_value=synced_size,
+                                                       max_value=os.path.getsize(active.log_path))))
+    again = LogManager(path, CONFIG)
+    log = again.get("t", 0)
+    assert not again.had_clean_shutdown
+    assert synced_end <= log.log_end_offset <= synced_end + unflushed
+    assert [o for o, *_ in everything(log)] == list(range(log.log_end_offset))  # CRC-verified, no gap
+    assert os.path.getsize(log.active_segment.log_path) == log.active_segment.size
+    assert put(log, 99) == log.log_end_offset - 1
+    asyncio.run(again.close())
