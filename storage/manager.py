@@ -227,13 +227,20 @@ class LogManager:
         """Persist each log's recovery point (Kafka's recovery-point-offset-checkpoint), after making
         durable what a recovery would trust below it (see PartitionLog.checkpoint_recovery_point)."""
         offsets = {}
+        path = os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT)
         try:
             for key, partition_log in self._logs.items():
                 offsets[key] = partition_log.checkpoint_recovery_point()
-            write_checkpoint(self.fs, os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT), offsets)
+            write_checkpoint(self.fs, path, offsets)
         except (OSError, StorageError) as exc:
-            # The previous checkpoint stays, and its points only ever lag: a later write catches up.
-            log.warning("could not write %s: %s", RECOVERY_POINT_CHECKPOINT, exc)
+            # The previous points may be above a truncation since: without any, a crash recovers all.
+            log.warning("could not write %s (removing it): %s", RECOVERY_POINT_CHECKPOINT, exc)
+            self._checkpointed = {}
+            try:
+                self.fs.remove(path)
+                self.fs.fsync_dir(self.log_dir)
+            except OSError:
+                log.exception("could not remove %s", path)
             return
         self._checkpointed = offsets
 

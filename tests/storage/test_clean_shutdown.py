@@ -303,11 +303,17 @@ async def test_truncation_and_topic_deletion_rewrite_the_checkpoint(tmp_path):
 class FailingFsyncOf(FS):
     def __init__(self) -> None:
         self.failing: set[int] = set()
+        self.failing_dirs = False
 
     def fsync(self, fd: int) -> None:
         if fd in self.failing:
             raise OSError(errno.EIO, "injected: fsync failed")
         super().fsync(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        if self.failing_dirs:
+            raise OSError(errno.EIO, "injected: directory fsync failed")
+        super().fsync_dir(path)
 
 
 async def test_a_close_that_fails_leaves_no_marker(tmp_path):
@@ -382,3 +388,23 @@ def test_a_crash_after_a_clean_start_cuts_a_tail_torn_anywhere(tmp_path_factory,
     assert os.path.getsize(log.active_segment.log_path) == log.active_segment.size
     assert put(log, 99) == log.log_end_offset - 1
     asyncio.run(again.close())
+
+
+async def test_a_checkpoint_that_cannot_be_written_is_removed(tmp_path):
+    """Its points could be above a truncation made since: with none, a crash recovers every segment."""
+    fs = FailingFsyncOf()
+    mgr = LogManager(str(tmp_path), KEEP, fs=fs)
+    log = mgr.get_or_create("t", 0)
+    for i in range(30):
+        put(log, i)
+    await log.sync()
+    await mgr.maintain_once()
+    path = os.path.join(str(tmp_path), RECOVERY_POINT_CHECKPOINT)
+    assert read_checkpoint(fs, path) == {("t", 0): 30}
+    fs.failing_dirs = True
+    log.truncate_to(10)
+    assert not os.path.exists(path)
+    crash(mgr)
+    again = LogManager(str(tmp_path), KEEP)
+    assert again.get("t", 0).loaded_trusted == 0
+    await again.close()
