@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from storage.checkpoint import read_checkpoint, write_checkpoint
 from storage.config import LogConfig
 from storage.errors import StorageError
-from storage.fs import FS
+from storage.fs import FS, replace_file
 from storage.fsync_pool import FsyncPool
 from storage.log import PartitionLog, wall_clock_ms
 
@@ -245,16 +245,8 @@ class LogManager:
         self._checkpointed = offsets
 
     def _write_clean_shutdown_marker(self) -> None:
-        path = os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE)
         try:
-            fd = self.fs.open(path)
-            try:
-                self.fs.truncate(fd, 0)
-                self.fs.write_all(fd, CLEAN_SHUTDOWN_CONTENT, 0)
-                self.fs.fsync(fd)
-            finally:
-                self.fs.close(fd)
-            self.fs.fsync_dir(self.log_dir)
+            replace_file(self.fs, os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE), CLEAN_SHUTDOWN_CONTENT)
         except OSError as exc:
             log.warning("could not write %s (the next start recovers): %s", CLEAN_SHUTDOWN_FILE, exc)
 
