@@ -408,3 +408,42 @@ async def test_a_checkpoint_that_cannot_be_written_is_removed(tmp_path):
     again = LogManager(str(tmp_path), KEEP)
     assert again.get("t", 0).loaded_trusted == 0
     await again.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.sampled_from(["append", "append", "append", "big", "roll", "sync", "maintain", "checkpoint",
+                                     "compact"]), max_size=80),
+       compact=st.booleans())
+def test_after_a_crash_the_segments_below_the_recovery_point_are_opened_as_a_recovery_finds_them(
+        tmp_path_factory, ops, compact):
+    """Property: whatever ran (appends, rolls, fsyncs, checkpoints, compaction) before a kill, the
+    segments opened from their indexes because they lie below the checkpointed recovery point hold
+    the state a full recovery rebuilds, and the log serves the same records."""
+    root = str(tmp_path_factory.mktemp("rp"))
+    config = KEEP.replace(cleanup_policy="compact" if compact else "delete", min_cleanable_dirty_ratio=0.01)
+    mgr = LogManager(root, config)
+    log = mgr.get_or_create("t", 0)
+    n = 0
+    for op in ops:
+        if op in ("append", "big"):
+            put(log, n) if op == "append" else log.append(build_batch([(b"k%d" % (n % 3), b"z" * 300, (), 2_000 + n)]))
+            n += 1
+        elif op == "roll":
+            log.roll()
+        elif op == "sync":
+            log.flush()
+        elif op in ("maintain", "checkpoint"):
+            if op == "checkpoint":
+                log.flush()
+            asyncio.run(mgr.maintain_once(now_ms=10**6))
+        elif compact and log.cleanable_segments():
+            log.compact(now_ms=10**6)
+    crash(mgr)
+    reference = fully_recovered(root, config)
+    again = LogManager(root, config)
+    opened = again.get("t", 0)
+    assert opened.loaded_trusted + opened.loaded_recovered == len(opened.segments)
+    assert facts(opened) == facts(reference)
+    assert everything(opened) == everything(reference)
+    reference.close()
+    asyncio.run(again.close())
