@@ -44,7 +44,6 @@ EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 
 
-
 def _raise_as_storage_error(name: str, exc: BaseException):
     """Re-raise a failed clean: OS and decode errors as StorageError, anything else unchanged."""
     if isinstance(exc, (OSError, DecodeError)):
