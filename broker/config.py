@@ -75,6 +75,18 @@ def _one_of(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def _admin_listener(raw: str | None) -> tuple[str, int] | None:
+    """`http://HOST:PORT` -> (host, port); empty = off."""
+    text = _optional_str(raw)
+    if text is None:
+        return None
+    scheme, sep, rest = text.partition("://")
+    host, _, port_text = rest.rpartition(":")
+    if not sep or scheme.lower() != "http" or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"expected http://HOST:PORT (port 0 = any free port), got {raw!r}")
+    return host.strip("[]"), int(port_text)
+
+
 def _str_list(raw: str) -> list[str]:
     return [part.strip() for part in str(raw).split(",") if part.strip()]
 
@@ -178,6 +190,9 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("metrics.statsd.address", None, _optional_str, "kcoord: HOST:PORT to push StatsD metrics to over UDP."),
     _p("metrics.statsd.interval.ms", 10000, _int(100), "kcoord: StatsD push interval."),
     _p("metrics.statsd.prefix", "kcoord", _str, "kcoord: StatsD metric name prefix."),
+    _p("kcoord.admin.listener", None, _admin_listener,
+       "kcoord: http://HOST:PORT of the admin endpoint (fault injection, timers); unset = off. For tests only: "
+       "it has no authentication."),
 ]}
 
 ALIASES = {"broker.id": "node.id", "log.dir": "log.dirs"}

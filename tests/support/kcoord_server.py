@@ -22,6 +22,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 READY = re.compile(r"kcoord ready: listening on (\S+?):(\d+)")
 METRICS = re.compile(r"metrics on port (\d+)")
+ADMIN = re.compile(r"admin on port (\d+)")
 
 
 class ServerFailed(RuntimeError):
@@ -39,6 +40,7 @@ class KcoordServer:
         self.host = "127.0.0.1"
         self.port = 0
         self.metrics_port: int | None = None
+        self.admin_port: int | None = None
         self.proc: subprocess.Popen | None = None
         self._pump: threading.Thread | None = None
         self._ready = threading.Event()
@@ -80,6 +82,8 @@ class KcoordServer:
                     self.port = int(match.group(2))
                     metrics = METRICS.search(text)
                     self.metrics_port = int(metrics.group(1)) if metrics else None
+                    admin = ADMIN.search(text)
+                    self.admin_port = int(admin.group(1)) if admin else None
                     self._ready.set()
 
     def stop(self, timeout: float = 30.0) -> int | None:
