@@ -287,6 +287,67 @@ class GroupRuntime:
         getattr(self.coordinator, method)(*args, callback=reply, **kwargs)
         return reply
 
+    # ------------------------------------------------------------------ timer control (tests, admin endpoint)
+    # What the admin endpoint, `kcoord groups expire-member / fire-timers / run-retention` and the pytest
+    # fixture call (docs/CONTRACTS.md): make time-dependent group behaviour happen now.
+
+    def expire_member(self, group_id: str, member_id: str) -> bool:
+        """Expire `member_id`'s session now, as if it had stopped heartbeating: it leaves the group and
+        the rebalance that follows has cause session_timeout. False if there is no such member."""
+        from coordinator.rebalance import heartbeat_key
+
+        gc = self.coordinator
+        group = gc.get_group(group_id) if self.group_error(group_id) == ErrorCode.NONE else None
+        if group is None:
+            return False
+        self._timer.cancel(heartbeat_key(group_id, member_id))
+        member = group.members.get(member_id)
+        if member is None:
+            if not group.is_pending_member(member_id):
+                return False
+            gc.remove_pending_member_and_update_group(group, member_id)
+            return True
+        self._logger.info("Member %s in group %s has failed, removing it from the group (session expired on "
+                          "request)", member_id, group_id,
+                          extra={"group_id": group_id, "event": "member_failed", "member_id": member_id,
+                                 "cause": "session_timeout"})
+        gc.remove_member_and_update_group(group, member, f"removing member {member_id} on heartbeat expiration",
+                                          "session_timeout")
+        return True
+
+    def fire_group_timers(self, group_id: str) -> int:
+        """Fire `group_id`'s pending join-phase timer (initial rebalance delay or rebalance timeout, again
+        while an InitialDelayedJoin re-arms itself) and its pending-sync timer, if pending when called.
+        Member sessions are left alone (expire_member). Returns how many timers fired."""
+        from coordinator.purgatory import join_timer_key
+        from coordinator.rebalance import sync_key
+
+        pending = self._timer._pending
+        sync_entry = pending.get(sync_key(group_id))
+        fired = 0
+        for _ in range(64):  # an InitialDelayedJoin re-arms at most a few times; bounded all the same
+            if not self._fire_now(join_timer_key(group_id)):
+                break
+            fired += 1
+        if sync_entry is not None and pending.get(sync_key(group_id)) is sync_entry:
+            fired += self._fire_now(sync_key(group_id))
+        return fired
+
+    def _fire_now(self, key) -> bool:
+        entry = self._timer._pending.pop(key, None)
+        if entry is None:
+            return False
+        entry.handle.cancel()
+        entry.callback()
+        return True
+
+    def run_offset_retention(self) -> int:
+        """Run offset retention (KIP-211) now, as its periodic check does; returns records written
+        (offset tombstones, and group tombstones for Empty groups left without offsets)."""
+        if self.all_loaded_error() != ErrorCode.NONE:
+            return 0
+        return self.coordinator.cleanup_group_metadata()
+
 
 class Reply:
     """The callback handed to the coordinator, and an awaitable of what it is called with (the first
