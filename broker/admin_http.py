@@ -9,6 +9,7 @@ HTTP + JSON, for test suites in any language. No authentication: bind it to loop
     POST   /groups/expire-member       {"group_id", "member_id"}: the member's session expires now
     POST   /groups/fire-timers         {"group_id"}: the group's pending join / sync timers fire now
     POST   /offsets/run-retention      {}: offset retention runs now -> {"records": N written}
+    GET    /health                     {"ok": true, "groups_loaded": bool} (__consumer_offsets replayed)
 
 Answers are JSON; bad input is a 4xx with {"error": "..."} and changes nothing. `AdminApi.handle`
 is the routing, without sockets; `AdminEndpoint` is the HTTP/1.1 transport (one request per
@@ -96,7 +97,8 @@ class AdminApi:
                 raise AdminError(503, "the group coordinator is not running")
             return timers(_json_body(body))
         if path == "/health" and method == "GET":
-            return 200, {"ok": True}
+            groups = self.broker.groups
+            return 200, {"ok": True, "groups_loaded": groups is not None and groups.loaded_event.is_set()}
         raise AdminError(404, f"no such endpoint: {method} {path}")
 
     def _expire_member(self, body: Any) -> tuple[int, dict]:
