@@ -3,8 +3,10 @@ RSS, against starting the plain `kcoord serve` process (Kafka's defaults) in the
 
   serve      `python -m broker serve` (listeners on port 0, a fresh data dir, else defaults) started as a
              child; clock stops when ApiVersions is answered (connect retried every 2 ms)
-  fixture    broker.broker_process.BrokerProcess(...).start() (what `kafka_broker` does: test settings,
-             admin endpoint, waits for __consumer_offsets to be loaded), then ApiVersions answered
+  fixture    BrokerProcess(..., launcher=L).start(), what `kafka_broker` does: a fork of the session's
+             launcher (started once, before the reps; its own start-up is reported too), test settings,
+             admin endpoint, waits for __consumer_offsets to be loaded; then ApiVersions answered
+  fixture, fresh interpreter   the same without the launcher (python -m broker serve per start)
   in-process the alternative the plugin did not take: a Broker on its own event loop in a thread of a
              fresh interpreter, from `import broker.app` to ApiVersions answered; RSS is that whole
              interpreter's (the test process would grow by about that much less a bare Python's)
@@ -22,6 +24,7 @@ import time
 from bench.runner import ROOT, interleaved, main, median, ratio, rss_bytes, settings
 from broker.broker_process import BrokerProcess
 from broker.client import KafkaWireClient
+from broker.launcher import Launcher
 
 SETTLE_S = 1.0
 IN_PROCESS = r"""
@@ -92,10 +95,10 @@ def plain_serve() -> tuple[float, int]:
             proc.wait(30)
 
 
-def fixture() -> tuple[float, int]:
+def fixture(launcher: Launcher | None) -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.monotonic()
-        broker = BrokerProcess(tmp).start()
+        broker = BrokerProcess(tmp, launcher=launcher).start()
         try:
             answered(broker.port, t0 + 30)
             elapsed = time.monotonic() - t0
@@ -114,20 +117,31 @@ def in_process() -> tuple[float, int]:
 
 def run(quick: bool = False) -> dict:
     reps = 3 if quick else 9
-    got = interleaved({"serve": plain_serve, "fixture": fixture, "in-process": in_process}, reps)
+    t0 = time.monotonic()
+    launcher = Launcher()
+    try:
+        fixture(launcher)  # the first fork waits for the launcher's imports
+        launcher_s = time.monotonic() - t0
+        got = interleaved({"serve": plain_serve, "fixture": lambda: fixture(launcher),
+                           "fixture, fresh interpreter": lambda: fixture(None), "in-process": in_process}, reps)
+    finally:
+        launcher.close()
     base_s = median(t for t, _ in got["serve"])
     base_mb = median(r for _, r in got["serve"]) / 1e6
     rows = []
-    for name, target in (("serve", ""), ("fixture", "<= 0.3 s, <= 40 MB"), ("in-process", "")):
+    for name, target in (("serve", ""), ("fixture", "<= 0.3 s, <= 40 MB"), ("fixture, fresh interpreter", ""),
+                         ("in-process", "")):
         secs = median(t for t, _ in got[name])
         mb = median(r for _, r in got[name]) / 1e6
         per_rep = [ratio(t, b) for (t, _), (b, _) in zip(got[name], got["serve"], strict=True)]
         rows.append({"start": name, "to first answer s": secs, "ratio to serve": median(per_rep),
                      "idle RSS MB": mb, "RSS ratio to serve": ratio(mb, base_mb), "target": target,
                      "min-max s": f"{min(t for t, _ in got[name]):.3f}-{max(t for t, _ in got[name]):.3f}"})
-    return {"name": "fixture", "settings": settings(reps=reps, settle_s=SETTLE_S, baseline_s=round(base_s, 3)),
+    return {"name": "fixture", "settings": settings(reps=reps, settle_s=SETTLE_S, baseline_s=round(base_s, 3),
+                                                    launcher_first_broker_s=round(launcher_s, 3)),
             "rows": rows,
-            "notes": ["in-process RSS is a whole interpreter's that imported the broker; the fixture's is the "
+            "notes": [f"the launcher and its first broker, once per test session: {launcher_s:.2f} s",
+                      "in-process RSS is a whole interpreter's that imported the broker; the fixture's is the "
                       "child server's alone"]}
 
 

@@ -22,19 +22,18 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 from broker.admin_client import AdminClient, AdminRequestError
+from broker.launcher import Launcher, child_env
 
-READY = re.compile(r"kcoord ready: listening on (\S+?):(\d+)(?:.*?admin on port (\d+))?")
+READY = re.compile(r"kcoord ready: listening on (\S+?):(\d+)(?:.*?metrics on port (\d+))?(?:.*?admin on port (\d+))?")
 # Kafka defaults that make tests wait, lowered; every one can be overridden.
 TEST_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",        # no 3 s wait before a new group's first generation
     "group.min.session.timeout.ms": "100",          # let tests use short sessions
     "offsets.topic.num.partitions": "1",            # one __consumer_offsets partition: loads at once
 }
-PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1]  # where this `broker` package is imported from
 
 
 class BrokerFailed(RuntimeError):
@@ -43,48 +42,77 @@ class BrokerFailed(RuntimeError):
 
 class BrokerProcess:
     def __init__(self, workdir: str | os.PathLike, overrides: dict[str, object] | None = None,
-                 name: str = "kcoord", log_level: str = "INFO", test_settings: bool = True) -> None:
+                 name: str = "kcoord", log_level: str = "INFO", test_settings: bool = True,
+                 launcher: Launcher | None = None, env: dict[str, str] | None = None, admin: bool = True) -> None:
         self.workdir = pathlib.Path(workdir)
         self.data_dir = self.workdir / f"{name}-data"
         self.log_path = self.workdir / f"{name}.log"
         self.overrides = {**(TEST_SETTINGS if test_settings else {}),
                           **{k: str(v) for k, v in (overrides or {}).items()}}
         self.log_level = log_level
+        self.launcher = launcher  # None: a fresh interpreter per start (python -m broker serve)
+        self.env = dict(env or {})
+        self.admin_listener = admin  # the admin endpoint (faults, timers) on a free port
         self.host = "127.0.0.1"
         self.port = 0
         self.admin_port: int | None = None
-        self.proc: subprocess.Popen | None = None
-        self._pump: threading.Thread | None = None
-        self._ready = threading.Event()
+        self.metrics_port: int | None = None
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self._popen: subprocess.Popen | None = None
+        self._log_offset = 0
 
     # -- lifecycle --------------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         if self.running:
             raise BrokerFailed("already running")
-        props = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir),
-                 "kcoord.admin.listener": f"http://{self.host}:{self.admin_port or 0}", **self.overrides}
-        cmd = [sys.executable, "-m", "broker", "serve", "--log-level", self.log_level]
+        props = {"listeners": f"PLAINTEXT://{self.host}:{self.port}", "log.dirs": str(self.data_dir)}
+        if self.admin_listener:
+            props["kcoord.admin.listener"] = f"http://{self.host}:{self.admin_port or 0}"
+        props.update(self.overrides)
+        argv = ["serve", "--log-level", self.log_level]
         for key, value in props.items():
-            cmd += ["--override", f"{key}={value}"]
-        # The server runs the same `broker` package as this process (a checkout or an install).
-        path = os.pathsep.join(p for p in (str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")) if p)
-        env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+            argv += ["--override", f"{key}={value}"]
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self._ready.clear()
-        self.proc = subprocess.Popen(cmd, cwd=str(self.workdir), env=env, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        self._pump = threading.Thread(target=self._pump_output, args=(self.proc,), daemon=True)
-        self._pump.start()
+        with open(self.log_path, "ab") as log:
+            self._log_offset = log.tell()  # the ready line of this start is after what is there
+        self.returncode = None
+        if self.launcher is not None:
+            self._popen = None
+            self.pid = self.launcher.spawn(argv, str(self.workdir), str(self.log_path), self.env)
+        else:
+            env = child_env(self.env)
+            with open(self.log_path, "ab") as log:
+                self._popen = subprocess.Popen([sys.executable, "-m", "broker", *argv], cwd=str(self.workdir),
+                                               env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            self.pid = self._popen.pid
         deadline = time.monotonic() + timeout
-        while not self._ready.wait(0.01):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                code = self.proc.poll()
-                self.kill(restart=False)
-                raise BrokerFailed(f"kcoord did not become ready (exit code {code}); log:\n{self.log_text()}")
-        self._wait_loaded(deadline)
+        try:
+            self._wait_ready(deadline)
+            self._wait_loaded(deadline)
+        except BrokerFailed:
+            self.kill(restart=False)
+            raise
         return self
 
+    def _wait_ready(self, deadline: float) -> None:
+        while True:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_offset)
+                match = READY.search(log.read().decode("utf-8", "replace"))
+            if match:
+                self.port = int(match.group(2))
+                self.admin_port = int(match.group(4)) if match.group(4) else None
+                self.metrics_port = int(match.group(3)) if match.group(3) else None
+                return
+            if not self.running or time.monotonic() > deadline:
+                raise BrokerFailed(f"kcoord did not become ready (exit code {self.returncode}); log:\n"
+                                   f"{self.log_text()}")
+            time.sleep(0.002)
+
     def _wait_loaded(self, deadline: float) -> None:
+        if self.admin_port is None:
+            return  # no admin endpoint to ask (a caller's overrides turned it off)
         while True:
             try:
                 if self.admin.request("GET", "/health").get("groups_loaded", True):
@@ -93,39 +121,24 @@ class BrokerProcess:
                 pass
             if time.monotonic() > deadline or not self.running:
                 raise BrokerFailed(f"kcoord did not load its groups in time; log:\n{self.log_text()}")
-            time.sleep(0.005)
-
-    def _pump_output(self, proc: subprocess.Popen) -> None:
-        with open(self.log_path, "ab", buffering=0) as out:
-            for line in proc.stdout:
-                out.write(line)
-                match = READY.search(line.decode("utf-8", "replace"))
-                if match:
-                    self.port = int(match.group(2))
-                    self.admin_port = int(match.group(3)) if match.group(3) else None
-                    self._ready.set()
+            time.sleep(0.002)
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM and wait for the graceful exit (SIGKILL after `timeout`); returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._join_pump()
-        return self.proc.returncode
+        """SIGTERM and wait for the graceful exit (SIGKILL after `timeout`); returns the exit code
+        (None for a broker of a launcher, whose exit status its launcher reaps)."""
+        if self.running:
+            os.kill(self.pid, signal.SIGTERM)
+            if not self._wait_exit(timeout):
+                os.kill(self.pid, signal.SIGKILL)
+                self._wait_exit(10)
+        return self.returncode
 
     def kill(self, restart: bool = True, timeout: float = 30.0) -> BrokerProcess:
         """SIGKILL, as in a crash (no shutdown at all); then, unless restart=False, start again on the
         same data directory and port, as a supervisor would."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self._join_pump()
+        if self.running:
+            os.kill(self.pid, signal.SIGKILL)
+            self._wait_exit(10)
         return self.start(timeout) if restart else self
 
     def restart(self, timeout: float = 30.0) -> BrokerProcess:
@@ -133,18 +146,26 @@ class BrokerProcess:
         self.stop()
         return self.start(timeout)
 
-    def _join_pump(self) -> None:
-        if self._pump is not None:
-            self._pump.join(10)
-            self._pump = None
+    def _wait_exit(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.running:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
+        if self.pid is None:
+            return False
+        if self._popen is not None:
+            self.returncode = self._popen.poll()
+            return self.returncode is None
+        try:  # a launcher's child: the kernel reaps it, so a dead one is gone
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return _state(self.pid) != "Z"
 
     # -- what tests use ---------------------------------------------------------------------------
     @property
@@ -187,6 +208,10 @@ class BrokerProcess:
                 raise AssertionError(f"no log line matching {pattern!r} within {timeout}s")
             time.sleep(0.02)
 
+    @property
+    def bootstrap(self) -> str:  # tests.support's name for it
+        return self.bootstrap_servers
+
     def __enter__(self) -> BrokerProcess:
         return self.start()
 
@@ -195,3 +220,11 @@ class BrokerProcess:
 
     def __repr__(self) -> str:
         return f"<kcoord {self.bootstrap_servers} data={self.data_dir} {'running' if self.running else 'stopped'}>"
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return "?"

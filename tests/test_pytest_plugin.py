@@ -52,6 +52,12 @@ def test_kill_keeps_acknowledged_data_and_the_port(kafka_broker):
     consumer.close()
 
 
+def test_restart_is_graceful_and_keeps_the_port(kafka_broker):
+    before = kafka_broker.bootstrap_servers
+    kafka_broker.restart()
+    assert kafka_broker.bootstrap_servers == before and "kcoord stopped" in kafka_broker.log_text()
+
+
 SEEN = []
 
 
@@ -73,7 +79,7 @@ def test_plugin_fixtures_in_a_user_suite(tmp_path):
                            "-p", "no:cacheprovider", "-q", "-rf", "-W", "ignore::DeprecationWarning", "test_user.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     out = done.stdout
-    assert "1 failed, 6 passed" in out, out + done.stderr
+    assert "1 failed, 7 passed" in out, out + done.stderr
     assert "FAILED test_user.py::test_a_failure_shows_the_server_log" in out
     # the failing test's report carries its server's log
     assert "kcoord log 127.0.0.1:" in out and "kcoord ready: listening on 127.0.0.1:" in out
