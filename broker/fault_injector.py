@@ -69,8 +69,9 @@ class FaultInjector:
                 self._uninstall(fault)  # listed until cleared, but no longer in the request path
             spec = fault.spec
             what = spec.error.name if spec.action == "error" else spec.action
-            log.info("fault %d fired (%s%s, %d of %s): %s correlation %d from %s:%d",
-                     fault.id, what, f" after {spec.delay_ms} ms" if spec.delay_ms else "", fault.fired,
+            if spec.delay_ms:
+                what += f" {spec.delay_ms} ms" if spec.action == "delay" else f" after {spec.delay_ms} ms"
+            log.info("fault %d fired (%s, %d of %s): %s correlation %d from %s:%d", fault.id, what, fault.fired,
                      spec.count if spec.count is not None else "unlimited", facts.describe(),
                      ctx.correlation_id, ctx.client_host, ctx.client_port)
             self._metrics.inc("kcoord_faults_fired_total", api=m.api_name(ctx.api_key), action=spec.action,
