@@ -27,6 +27,15 @@ function admin (method, path, body) {
 // kafkajs wraps a protocol error it gives up on (KafkaJSNonRetriableError, the Kafka error as its cause)
 const errorOf = (err) => ({ name: err.name, type: (err.originalError || err.cause || err).type || null })
 
+async function tryCommit (consumer, offset) {
+  try {
+    await consumer.commitOffsets([{ topic, partition: 0, offset: String(offset) }])
+    return 'ok'
+  } catch (err) {
+    return errorOf(err)
+  }
+}
+
 const fault = async (id) => (await admin('GET', '/faults')).faults.find((f) => f.id === id)
 
 async function until (check, ms = 30000) {
@@ -79,25 +88,13 @@ async function main () {
   const retried = (await admin('POST', '/faults', { api: 'OffsetCommit', error: 'NOT_COORDINATOR',
     group_id: 'js-commit', count: 1 })).faults[0]
   const second = await consume(kafka, 'js-commit', false, 10)
-  let outcome = 'ok'
-  try {
-    await second.consumer.commitOffsets([{ topic, partition: 0, offset: '10' }])
-  } catch (err) {
-    outcome = errorOf(err)
-  }
-  emit({ ev: 'commit_retriable', outcome, fired: (await fault(retried.id)).fired,
+  emit({ ev: 'commit_retriable', outcome: await tryCommit(second.consumer, 10), fired: (await fault(retried.id)).fired,
     committed: await committed(kafka, 'js-commit') })
 
   // 3. OffsetCommit failing with a non-retriable error: commitOffsets rejects with it, nothing is stored.
   const refused = (await admin('POST', '/faults', { api: 'OffsetCommit', error: 'GROUP_AUTHORIZATION_FAILED',
     group_id: 'js-commit', count: 1 })).faults[0]
-  outcome = 'ok'
-  try {
-    await second.consumer.commitOffsets([{ topic, partition: 0, offset: '5' }])
-  } catch (err) {
-    outcome = errorOf(err)
-  }
-  emit({ ev: 'commit_refused', outcome, fired: (await fault(refused.id)).fired,
+  emit({ ev: 'commit_refused', outcome: await tryCommit(second.consumer, 5), fired: (await fault(refused.id)).fired,
     committed: await committed(kafka, 'js-commit') })
   await second.consumer.disconnect()
 }
