@@ -7,6 +7,7 @@ kafka-consumer-groups tool, built on the server's own admin APIs over the wire:
   delete <group>          DeleteGroups
   reset-offsets <group>   DescribeGroups (the group must be Empty or Dead) + Metadata + ListOffsets,
                           then OffsetCommit with generation -1 (an admin commit); dry run unless --execute
+  expire-member, fire-timers, run-retention   timer control through the admin endpoint (broker/admin_cli.py)
 """
 from __future__ import annotations
 
