@@ -154,14 +154,16 @@ class Broker:
             await self._statsd.start()
 
     async def _start_admin(self) -> None:
-        address = self.config.get("kcoord.admin.listener")
-        if address is not None:
+        url = self.config.get("kcoord.admin.listener")
+        if url is not None:
             from broker.admin_http import AdminEndpoint
+            from broker.config import admin_address
 
+            host, port = admin_address(url)
             self._admin = AdminEndpoint(self)
-            await self._admin.start(*address)
+            await self._admin.start(host, port)
             log.warning("admin endpoint (fault injection, timers; no authentication) at http://%s:%d",
-                        address[0], self._admin.port)
+                        host, self._admin.port)
 
     @property
     def admin_port(self) -> int | None:

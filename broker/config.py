@@ -75,16 +75,21 @@ def _one_of(*choices: str) -> Callable[[str], str]:
     return parse
 
 
-def _admin_listener(raw: str | None) -> tuple[str, int] | None:
-    """`http://HOST:PORT` -> (host, port); empty = off."""
-    text = _optional_str(raw)
-    if text is None:
-        return None
-    scheme, sep, rest = text.partition("://")
+def admin_address(url: str) -> tuple[str, int]:
+    """`http://HOST:PORT` -> (host, port), or ValueError."""
+    scheme, sep, rest = url.partition("://")
     host, _, port_text = rest.rpartition(":")
     if not sep or scheme.lower() != "http" or not host or not port_text.isdigit() or int(port_text) > 65535:
-        raise ValueError(f"expected http://HOST:PORT (port 0 = any free port), got {raw!r}")
+        raise ValueError(f"expected http://HOST:PORT (port 0 = any free port), got {url!r}")
     return host.strip("[]"), int(port_text)
+
+
+def _admin_listener(raw: str | None) -> str | None:
+    """kcoord.admin.listener: checked here, split where it is bound (admin_address); empty = off."""
+    text = _optional_str(raw)
+    if text is not None:
+        admin_address(text)
+    return text
 
 
 def _str_list(raw: str) -> list[str]:

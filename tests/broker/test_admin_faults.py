@@ -188,5 +188,5 @@ def test_a_bad_admin_listener_names_the_key(value):
     with pytest.raises(ConfigError, match="kcoord.admin.listener"):
         BrokerConfig.load(overrides={"kcoord.admin.listener": value})
     assert BrokerConfig.load(overrides={"kcoord.admin.listener": "http://127.0.0.1:0"}).get(
-        "kcoord.admin.listener") == ("127.0.0.1", 0)
+        "kcoord.admin.listener") == "http://127.0.0.1:0"
     assert BrokerConfig.load().get("kcoord.admin.listener") is None
