@@ -103,6 +103,24 @@ def test_expire_one_of_two_members_the_other_rejoins(server, admin):
         assert [mm.member_id for mm in second.members] == [second.member_id]
 
 
+def test_fire_timers_ends_the_join_phase_at_the_rebalance_timeout(server, admin):
+    """DelayedJoin's expiry (Kafka: GroupCoordinator.onCompleteJoin after the rebalance timeout): members
+    that did not rejoin are dropped and the join completes with those that did."""
+    with KafkaWireClient.connect(server.bootstrap) as a, KafkaWireClient.connect(server.bootstrap) as b:
+        first = stable_group_of_one(a, "slowpoke")  # then never rejoins
+        b.send(join(b, "slowpoke"), JOIN_V)
+        hb = m.HeartbeatRequest(group_id="slowpoke", member_id=first.member_id, generation_id=1)
+        deadline = time.monotonic() + 10
+        while a.request(hb, 4).error_code != ErrorCode.REBALANCE_IN_PROGRESS:  # b's join is in
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert admin.timers.fire("slowpoke") == 1  # not the 60 s rebalance timeout
+        second = b.receive()
+        assert second.error_code == 0 and second.generation_id == 2
+        assert [mm.member_id for mm in second.members] == [second.member_id]
+        assert a.request(hb, 4).error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
 def test_fire_timers_completes_the_initial_rebalance_delay(kcoord_server_factory):
     server = loaded(kcoord_server_factory({**ADMIN, "group.initial.rebalance.delay.ms": "60000"}))
     admin = AdminClient(f"http://127.0.0.1:{server.admin_port}")
