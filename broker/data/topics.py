@@ -57,7 +57,7 @@ def consumer_offsets_configs(config: Any) -> dict[str, str]:
 
 
 class TopicError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -301,6 +301,47 @@ class TopicManager:
         self.logs.delete_topic(name)
         self.broker.producers.forget_topic(name)
         log.info("deleted topic %s (id %s)", name, topic.topic_id)
+
+    def check_add_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> Topic:
+        """Validate a CreatePartitions entry (ReplicationControlManager.createPartitions' checks);
+        returns the topic, or raises TopicError."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        if count < topic.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {topic.partitions} "
+                                                           f"partition(s); {count} would not be an increase.")
+        if count == topic.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
+        if count > MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Cannot have more than {MAX_PARTITIONS} partitions.")
+        added = count - topic.partitions
+        if assignments is not None:
+            if len(assignments) != added:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 f"Attempted to add {added} additional partition(s), but only "
+                                 f"{len(assignments)} assignment(s) were specified.")
+            for broker_ids in assignments:
+                if len(broker_ids) != 1:
+                    raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                     f"The manual partition assignment includes a partition with {len(broker_ids)} "
+                                     "replica(s), but this is not consistent with previous partitions, which have "
+                                     "1 replica(s).")
+                if broker_ids[0] != self.broker.node_id:
+                    raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                     f"The manual partition assignment includes broker {broker_ids[0]}, but no such "
+                                     "broker is registered.")
+        return topic
+
+    def add_partitions(self, name: str, count: int) -> Topic:
+        """Grow `name` to `count` partitions: the metadata is durable before the new logs exist (a crash
+        in between leaves partitions that _load opens again)."""
+        topic = self._topics[name]
+        before, topic.partitions = topic.partitions, count
+        self._save()
+        self._open_partitions(topic)
+        log.info("topic %s: %d -> %d partitions", name, before, count)
+        return topic
 
     def maybe_auto_create(self, name: str) -> Topic | None:
         """Kafka's auto.create.topics.enable: create an unknown, valid, non-internal name."""

@@ -256,11 +256,23 @@ def describe_cluster(c, v, env):
     return resp
 
 
+def create_partitions(c, v, env):
+    name = f"grown-v{v}"
+    assert create_topic(c, name).topics[0].error_code == ErrorCode.NONE
+    T = m.CreatePartitionsRequest.CreatePartitionsTopic
+    resp = call(c, 37, v, m.CreatePartitionsRequest(topics=[T(name=name, count=3, assignments=None)],
+                                                    timeout_ms=5000, validate_only=False))
+    md = call(c, 3, 12, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=name)],
+                                          allow_auto_topic_creation=False))
+    assert len(md.topics[0].partitions) == 3
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
     18: api_versions, 19: create_topics, 20: delete_topics, 22: init_producer_id, 32: describe_configs,
-    42: delete_groups, 47: offset_delete, 60: describe_cluster,
+    37: create_partitions, 42: delete_groups, 47: offset_delete, 60: describe_cluster,
 }
 
 
