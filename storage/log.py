@@ -432,14 +432,29 @@ class PartitionLog:
         error.__cause__ = cause
         self._commit.fail_all(error)
 
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords: move the log start offset up to `offset` (never down, never past the log end);
+        reads below it fail with OffsetOutOfRangeError at once, and the segments wholly below it go on
+        the next retention pass (Kafka's UnifiedLog.maybeIncrementLogStartOffset). The caller makes it
+        durable (LogManager.write_log_start_checkpoint). True when it moved."""
+        self._check_open()
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(f"{self.name}: cannot move the log start offset to {offset}, "
+                                        f"beyond the log end {self.log_end_offset}")
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.first_dirty_offset = max(self.first_dirty_offset, offset)
+        log.info("%s: log start offset moved to %d", self.name, offset)
+        return True
+
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Retention for delete-policy logs: drop whole old segments by time and size.
+        """Retention: drop whole old segments wholly below the log start offset (any policy) and, for
+        delete-policy logs, by time and size (Kafka's UnifiedLog.deleteOldSegments).
 
         Never the active segment, never one not yet durable. Advances log_start_offset.
         """
         self._check_open()
-        if not self.config.delete:
-            return 0
         now = self.clock() if now_ms is None else now_ms
         total = self.size_bytes
         deleted = 0
@@ -447,9 +462,8 @@ class PartitionLog:
             oldest = self._segments[0]
             if oldest.next_offset > self.recovery_point:
                 break
-            expired = self.config.retention_ms >= 0 and 0 <= oldest.max_timestamp < now - self.config.retention_ms
-            oversize = self.config.retention_bytes >= 0 and total - oldest.size >= self.config.retention_bytes
-            if not (expired or oversize or (oldest.size == 0 and oldest.max_timestamp < 0)):
+            breached = self._segments[1].base_offset <= self.log_start_offset
+            if not breached and not (self.config.delete and self._past_retention(oldest, total, now)):
                 break
             self._segments.pop(0)
             total -= oldest.size
@@ -460,6 +474,11 @@ class PartitionLog:
             log.info("%s: retention deleted %d segments; log start offset now %d",
                      self.name, deleted, self.log_start_offset)
         return deleted
+
+    def _past_retention(self, oldest: LogSegment, total: int, now: int) -> bool:
+        expired = self.config.retention_ms >= 0 and 0 <= oldest.max_timestamp < now - self.config.retention_ms
+        oversize = self.config.retention_bytes >= 0 and total - oldest.size >= self.config.retention_bytes
+        return expired or oversize or (oldest.size == 0 and oldest.max_timestamp < 0)
 
     # -- compaction (owner side; the work itself is in storage.cleaner) -------------------------
 

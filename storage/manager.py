@@ -28,6 +28,7 @@ log = logging.getLogger("kcoord.storage")
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _DELETE_SUFFIX = "-delete"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -84,6 +85,11 @@ class LogManager:
             if partition_log is not None:
                 partition_log.first_dirty_offset = min(max(offset, partition_log.log_start_offset),
                                                        partition_log.log_end_offset)
+        # Log start offsets that DeleteRecords moved inside a segment (Kafka's log-start-offset-checkpoint).
+        for key, offset in read_checkpoint(self.fs, os.path.join(self.log_dir, LOG_START_CHECKPOINT)).items():
+            partition_log = self._logs.get(key)
+            if partition_log is not None:
+                partition_log.maybe_increment_log_start_offset(min(offset, partition_log.log_end_offset))
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -148,6 +154,8 @@ class LogManager:
             shutil.rmtree(doomed, ignore_errors=True)
         if keys:
             self.fs.fsync_dir(self.log_dir)
+            if self.fs.exists(os.path.join(self.log_dir, LOG_START_CHECKPOINT)):
+                self.write_log_start_checkpoint()  # a topic made again under this name starts at 0
         return len(keys)
 
     # -- background maintenance: retention and compaction --------------------------------------
@@ -162,8 +170,7 @@ class LogManager:
             try:
                 if not partition_log.config.flush_on_append and partition_log.recovery_point < partition_log.log_end_offset:
                     await partition_log.sync()  # the periodic flush of logs that do not fsync per append
-                if partition_log.config.delete:
-                    partition_log.delete_old_segments(now_ms)
+                partition_log.delete_old_segments(now_ms)
                 if partition_log.needs_compaction():
                     await partition_log.compact_async(now_ms, executor=self.cleaner_executor)
                     cleaned = True
@@ -180,6 +187,16 @@ class LogManager:
             write_checkpoint(self.fs, os.path.join(self.log_dir, CLEANER_CHECKPOINT), offsets)
         except OSError as exc:
             log.warning("could not write %s: %s", CLEANER_CHECKPOINT, exc)
+
+    def write_log_start_checkpoint(self) -> None:
+        """Persist the log start offsets that lie above their log's first segment (moved by DeleteRecords),
+        as Kafka's log-start-offset-checkpoint; fsynced before it returns. Raises StorageError."""
+        offsets = {key: lg.log_start_offset for key, lg in self._logs.items()
+                   if not lg.closed and lg.segments and lg.log_start_offset > lg.segments[0].base_offset}
+        try:
+            write_checkpoint(self.fs, os.path.join(self.log_dir, LOG_START_CHECKPOINT), offsets)
+        except OSError as exc:
+            raise StorageError(f"could not write {LOG_START_CHECKPOINT}: {exc}") from exc
 
     def start_maintenance(self, interval_s: float = 15.0) -> asyncio.Task:
         """Run maintain_once every interval (log.cleaner.backoff.ms is 15 s in Kafka)."""
@@ -205,6 +222,8 @@ class LogManager:
         errors = []
         if self._logs:
             self.write_cleaner_checkpoint()
+            with contextlib.suppress(StorageError):
+                self.write_log_start_checkpoint()
         for partition_log in self.logs():
             await partition_log.wait_idle()
             try:

@@ -268,10 +268,24 @@ def create_partitions(c, v, env):
     return resp
 
 
+def delete_records(c, v, env):
+    name = f"trimmed-v{v}"
+    assert create_topic(c, name).topics[0].error_code == ErrorCode.NONE
+    R = m.ProduceRequest
+    call(c, 0, 9, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
+        name=name, partition_data=[R.TopicProduceData.PartitionProduceData(
+            index=0, records=build_batch([(b"k", b"a"), (b"k", b"b")]))])]))
+    D = m.DeleteRecordsRequest
+    resp = call(c, 21, v, D(topics=[D.DeleteRecordsTopic(name=name, partitions=[
+        D.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=1)])], timeout_ms=5000))
+    assert resp.topics[0].partitions[0].low_watermark == 1
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
-    18: api_versions, 19: create_topics, 20: delete_topics, 22: init_producer_id, 32: describe_configs,
+    18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id, 32: describe_configs,
     37: create_partitions, 42: delete_groups, 47: offset_delete, 60: describe_cluster,
 }
 
