@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.data.json_file import write_json_atomically
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.topics")
@@ -193,16 +194,9 @@ class TopicManager:
             self._open_partitions(topic)
 
     def _save(self) -> None:
-        data = {"version": 1, "topics": [
+        write_json_atomically(self._path, {"version": 1, "topics": [
             {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
-            for t in self._topics.values()]}
-        tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._path)
-        _fsync_dir(os.path.dirname(self._path))
+            for t in self._topics.values()]})
 
     def _add(self, topic: Topic) -> None:
         self._topics[topic.name] = topic
@@ -343,6 +337,21 @@ class TopicManager:
         log.info("topic %s: %d -> %d partitions", name, before, count)
         return topic
 
+    def set_configs(self, name: str, configs: dict[str, str]) -> Topic:
+        """Replace the topic's overrides (validated by the caller with validate_topic_configs), durably;
+        its logs take the new LogConfig at once (retention and compaction on their next pass)."""
+        topic = self._topics[name]
+        topic.configs = dict(configs)
+        self._save()
+        self._open_partitions(topic)
+        log.info("topic %s configs now %s", name, topic.configs)
+        return topic
+
+    def refresh_log_configs(self) -> None:
+        """After a broker-level default changed (dynamic broker configs): every log gets its LogConfig again."""
+        for topic in self._topics.values():
+            self._open_partitions(topic)
+
     def maybe_auto_create(self, name: str) -> Topic | None:
         """Kafka's auto.create.topics.enable: create an unknown, valid, non-internal name."""
         if not self.config.get("auto.create.topics.enable") or name == CONSUMER_OFFSETS:
@@ -359,11 +368,3 @@ class TopicManager:
             topic = self.create(CONSUMER_OFFSETS, self.config.get("offsets.topic.num.partitions"),
                                 consumer_offsets_configs(self.config))
         return topic
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

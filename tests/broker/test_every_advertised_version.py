@@ -229,10 +229,14 @@ def init_producer_id(c, v, env):
 
 def describe_configs(c, v, env):
     R = m.DescribeConfigsRequest
-    resp = call(c, 32, v, R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name=TOPIC,
-                                                                   configuration_keys=None)],
-                            include_synonyms=True, include_documentation=True))
+    resp = call(c, 32, v, R(resources=[
+        R.DescribeConfigsResource(resource_type=2, resource_name=TOPIC, configuration_keys=None),
+        R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=["log.retention.ms"]),
+        R.DescribeConfigsResource(resource_type=32, resource_name=env["stable"], configuration_keys=None)],
+        include_synonyms=True, include_documentation=True))
     assert any(e.name == "cleanup.policy" for e in resp.results[0].configs)
+    assert [e.name for e in resp.results[1].configs] == ["log.retention.ms"]
+    assert any(e.name == "consumer.session.timeout.ms" for e in resp.results[2].configs)
     return resp
 
 
@@ -282,11 +286,36 @@ def delete_records(c, v, env):
     return resp
 
 
+def alter_configs(c, v, env):
+    R = m.AlterConfigsRequest
+    A = R.AlterConfigsResource
+    resp = call(c, 33, v, R(resources=[
+        A(resource_type=2, resource_name=TOPIC, configs=[A.AlterableConfig(name="retention.ms", value=f"{v + 1}00000")]),
+        A(resource_type=32, resource_name=f"group-v{v}", configs=[
+            A.AlterableConfig(name="consumer.session.timeout.ms", value="50000")])], validate_only=False))
+    assert [r.resource_type for r in resp.responses] == [2, 32]
+    return resp
+
+
+def incremental_alter_configs(c, v, env):
+    R = m.IncrementalAlterConfigsRequest
+    A = R.AlterConfigsResource
+    resp = call(c, 44, v, R(resources=[
+        A(resource_type=2, resource_name=TOPIC, configs=[
+            A.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact")]),
+        A(resource_type=4, resource_name="", configs=[
+            A.AlterableConfig(name="log.retention.bytes", config_operation=0, value=str(10**12 + v))])],
+        validate_only=True))
+    assert len(resp.responses) == 2
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
-    18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id, 32: describe_configs,
-    37: create_partitions, 42: delete_groups, 47: offset_delete, 60: describe_cluster,
+    18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id,
+    32: describe_configs, 33: alter_configs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
+    47: offset_delete, 60: describe_cluster,
 }
 
 
