@@ -310,11 +310,20 @@ def incremental_alter_configs(c, v, env):
     return resp
 
 
+def describe_log_dirs(c, v, env):
+    resp = call(c, 35, v, m.DescribeLogDirsRequest(topics=[
+        m.DescribeLogDirsRequest.DescribableLogDirTopic(topic=TOPIC, partitions=[0])]))
+    (result,) = resp.results
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [(TOPIC, [0])]
+    assert result.topics[0].partitions[0].partition_size > 0
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
     18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id,
-    32: describe_configs, 33: alter_configs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
+    32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
     47: offset_delete, 60: describe_cluster,
 }
 
