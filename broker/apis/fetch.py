@@ -6,7 +6,7 @@ Versions (we serve 4-16; magic-2 batches need v4+):
   v6: same as v5
   v7: fetch sessions (KIP-227): session_id/epoch, forgotten topics, top-level error code
   v8: same as v7
-  v9: current_leader_epoch per partition
+  v9: current_leader_epoch per partition (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when it is not ours)
   v10: same as v9
   v11: rack_id, preferred_read_replica
   v12: flexible; last_fetched_epoch, diverging epoch
@@ -44,7 +44,8 @@ async def handle(ctx, request):
             return m.FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
     broker = ctx.broker
     topics = [(_topic_name(broker, t, v), t) for t in request.topics]
-    wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes)
+    wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                             p.current_leader_epoch if v >= 9 else -1)
               for name, t in topics for p in t.partitions]
     reads = iter(await read_when_ready(broker, wanted, request.max_bytes, request.min_bytes, request.max_wait_ms))
     FT, PD = m.FetchResponse.FetchableTopicResponse, m.FetchResponse.PartitionData

@@ -319,10 +319,20 @@ def describe_log_dirs(c, v, env):
     return resp
 
 
+def offset_for_leader_epoch(c, v, env):
+    R = m.OffsetForLeaderEpochRequest
+    T = R.OffsetForLeaderTopic
+    resp = call(c, 23, v, R(replica_id=-1, topics=[T(topic=TOPIC, partitions=[
+        T.OffsetForLeaderPartition(partition=0, current_leader_epoch=0, leader_epoch=0)])]))
+    (p,) = resp.topics[0].partitions
+    assert (p.leader_epoch, p.end_offset >= 1) == (0, True)
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
-    18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id,
+    18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch,
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
     47: offset_delete, 60: describe_cluster,
 }

@@ -164,7 +164,7 @@ def test_leftover_cleaned_and_orphan_index_files_removed(tmp_path):
     (d / "00000000000000000077.timeindex").write_bytes(b"")
     again = open_log(tmp_path)
     assert sorted(os.listdir(d)) == ["00000000000000000000.index", "00000000000000000000.log",
-                                     "00000000000000000000.timeindex"]
+                                     "00000000000000000000.timeindex", "leader-epoch-checkpoint"]
     assert again.log_end_offset == 1
 
 
