@@ -1,6 +1,6 @@
 """Fetch (key 1): read record batches, long-polling until min_bytes arrive or max_wait_ms passes.
 
-Versions (we serve 4-16; magic-2 batches need v4+):
+Versions (we serve 4-18; magic-2 batches need v4+):
   v4: isolation_level, last_stable_offset, aborted_transactions
   v5: log_start_offset
   v6: same as v5
@@ -14,6 +14,8 @@ Versions (we serve 4-16; magic-2 batches need v4+):
   v14: same as v13
   v15: replica_state replaces replica_id
   v16: node endpoints (tagged, for leader changes; never needed on one node)
+  v17: replica directory id (KIP-853; followers only)
+  v18: the follower's high watermark (KIP-1166; followers only)
 
 Fetch sessions: we refuse to create them, exactly as a Kafka broker whose session cache is full
 (max.incremental.fetch.session.cache.slots=0): a request for a new session (id 0, epoch 0) gets a full
@@ -35,7 +37,7 @@ FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 
 
-@api(key=1, name="Fetch", min_version=4, max_version=16)
+@api(key=1, name="Fetch", min_version=4, max_version=18)
 async def handle(ctx, request):
     v = ctx.api_version
     if v >= 7:

@@ -100,9 +100,12 @@ def stable_group(c: RawKafka, group: str):
 # -- one scenario per API: (connection, version, environment) -> response ---------------------------
 def produce(c, v, env):
     R = m.ProduceRequest
-    return call(c, 0, v, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
-        name=TOPIC, partition_data=[R.TopicProduceData.PartitionProduceData(
-            index=0, records=build_batch([(b"k", b"v%d" % v)]))])]))
+    topic = R.TopicProduceData(name=TOPIC, topic_id=env.get("topic_id"), partition_data=[
+        R.TopicProduceData.PartitionProduceData(index=0, records=build_batch([(b"k", b"v%d" % v)]))])
+    resp = call(c, 0, v, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[topic]))
+    if v >= 13:  # topics by id (KIP-516)
+        assert resp.responses[0].topic_id == env["topic_id"]
+    return resp
 
 
 def fetch(c, v, env):
