@@ -43,7 +43,8 @@ class LeaderEpochCache:
             if epoch >= 0 and (not self.entries or epoch > self.entries[-1][0]):
                 self.entries.append((epoch, base_offset))
         self.loaded = True
-        self._save()
+        if self.entries:
+            self._save()
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """The first batch of `epoch` starts at `start_offset` (ignored unless the epoch is new)."""

@@ -181,7 +181,9 @@ class PartitionLog:
         """The epoch cache, read from leader-epoch-checkpoint on first use (rebuilt from the batch headers,
         once, for a log written before the file was kept)."""
         if self._epochs is None:
-            cache = LeaderEpochCache(self.fs, self.directory)
+            # Its own file-system layer: the checkpoint is metadata beside the segments, and the faults
+            # and counters a test sets on the log's FS (FaultyFS) are about the segments' I/O.
+            cache = LeaderEpochCache(FS(), self.directory)
             if not cache.loaded:
                 try:
                     cache.rebuild((h.partition_leader_epoch, h.base_offset) for h, _ in self.batches())
