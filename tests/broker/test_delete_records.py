@@ -71,8 +71,12 @@ def fetch_at(port: int, offset: int):
     return resp.responses[0].partitions[0]
 
 
-def first_consumed(bootstrap: str, group: str) -> int:
-    consumer = KafkaConsumer("trim", bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest")
+def first_consumed(bootstrap: str) -> int:
+    """The first offset a consumer without a position reads with auto.offset.reset=earliest (assigned, not
+    in a group: kafka-python 3.0.12's group assignment occasionally stays empty after a metadata race,
+    which is not what this test is about)."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    consumer.assign([TP])
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -92,7 +96,7 @@ def test_delete_records_moves_the_log_start_for_every_reader(server):
     assert earliest(server.bootstrap) == 5
     below = fetch_at(server.port, 2)
     assert (below.error_code, below.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, 5)
-    assert first_consumed(server.bootstrap, "after-trim") == 5
+    assert first_consumed(server.bootstrap) == 5
 
     # Below the current start: nothing moves, the answer is the current start.
     assert admin.delete_records({TP: 3})[TP]["low_watermark"] == 5
@@ -113,7 +117,7 @@ def test_delete_records_moves_the_log_start_for_every_reader(server):
     server.restart()
     assert earliest(server.bootstrap) == 7
     assert (server.data_dir / "log-start-offset-checkpoint").read_text().splitlines() == ["0", "1", "trim 0 7"]
-    assert first_consumed(server.bootstrap, "after-restart") == 7
+    assert first_consumed(server.bootstrap) == 7
 
 
 def test_delete_to_the_high_watermark_and_errors(server):
