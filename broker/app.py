@@ -18,7 +18,9 @@ import uuid
 from typing import Any
 
 from broker import registry
+from broker.data.dynamic_broker_configs import DynamicBrokerConfigs
 from broker.data.fetch_wait import FetchWaiters
+from broker.data.group_configs import GroupConfigStore
 from broker.data.producers import ProducerStateManager
 from broker.data.topics import CONSUMER_OFFSETS, TopicManager, consumer_offsets_configs
 from broker.data.visibility import Visibility
@@ -58,6 +60,8 @@ class Broker:
         self.cluster_id = ""
         self.logs: Any = None          # storage.LogManager
         self.topics: TopicManager | None = None
+        self.dynamic_configs: DynamicBrokerConfigs | None = None  # BROKER config resource (KIP-226)
+        self.group_configs: GroupConfigStore | None = None        # GROUP config resource; group_config(id)
         self.producers: ProducerStateManager | None = None
         self.fetch_waiters = FetchWaiters()
         self.visibility = Visibility(self.fetch_waiters, self.metrics)  # high watermark moves, long polls wake
@@ -77,6 +81,9 @@ class Broker:
         is_flexible(0, 0)  # loads the header-version table now rather than during a client's first request
         os.makedirs(self.log_dir, exist_ok=True)
         self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
+        # Dynamic configs first: the logs open with the effective broker defaults.
+        self.dynamic_configs = DynamicBrokerConfigs(self.log_dir, self.config, self.node_id)
+        self.group_configs = GroupConfigStore(self.log_dir, self.config)
         # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
         # under the delete policy (retention would drop coordinator state).
         self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs, topic_configs={

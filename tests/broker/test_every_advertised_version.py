@@ -100,9 +100,12 @@ def stable_group(c: RawKafka, group: str):
 # -- one scenario per API: (connection, version, environment) -> response ---------------------------
 def produce(c, v, env):
     R = m.ProduceRequest
-    return call(c, 0, v, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
-        name=TOPIC, partition_data=[R.TopicProduceData.PartitionProduceData(
-            index=0, records=build_batch([(b"k", b"v%d" % v)]))])]))
+    topic = R.TopicProduceData(name=TOPIC, topic_id=env.get("topic_id"), partition_data=[
+        R.TopicProduceData.PartitionProduceData(index=0, records=build_batch([(b"k", b"v%d" % v)]))])
+    resp = call(c, 0, v, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[topic]))
+    if v >= 13:  # topics by id (KIP-516)
+        assert resp.responses[0].topic_id == env["topic_id"]
+    return resp
 
 
 def fetch(c, v, env):
@@ -229,10 +232,14 @@ def init_producer_id(c, v, env):
 
 def describe_configs(c, v, env):
     R = m.DescribeConfigsRequest
-    resp = call(c, 32, v, R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name=TOPIC,
-                                                                   configuration_keys=None)],
-                            include_synonyms=True, include_documentation=True))
+    resp = call(c, 32, v, R(resources=[
+        R.DescribeConfigsResource(resource_type=2, resource_name=TOPIC, configuration_keys=None),
+        R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=["log.retention.ms"]),
+        R.DescribeConfigsResource(resource_type=32, resource_name=env["stable"], configuration_keys=None)],
+        include_synonyms=True, include_documentation=True))
     assert any(e.name == "cleanup.policy" for e in resp.results[0].configs)
+    assert [e.name for e in resp.results[1].configs] == ["log.retention.ms"]
+    assert any(e.name == "consumer.session.timeout.ms" for e in resp.results[2].configs)
     return resp
 
 
@@ -256,11 +263,81 @@ def describe_cluster(c, v, env):
     return resp
 
 
+def create_partitions(c, v, env):
+    name = f"grown-v{v}"
+    assert create_topic(c, name).topics[0].error_code == ErrorCode.NONE
+    T = m.CreatePartitionsRequest.CreatePartitionsTopic
+    resp = call(c, 37, v, m.CreatePartitionsRequest(topics=[T(name=name, count=3, assignments=None)],
+                                                    timeout_ms=5000, validate_only=False))
+    md = call(c, 3, 12, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=name)],
+                                          allow_auto_topic_creation=False))
+    assert len(md.topics[0].partitions) == 3
+    return resp
+
+
+def delete_records(c, v, env):
+    name = f"trimmed-v{v}"
+    assert create_topic(c, name).topics[0].error_code == ErrorCode.NONE
+    R = m.ProduceRequest
+    call(c, 0, 9, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
+        name=name, partition_data=[R.TopicProduceData.PartitionProduceData(
+            index=0, records=build_batch([(b"k", b"a"), (b"k", b"b")]))])]))
+    D = m.DeleteRecordsRequest
+    resp = call(c, 21, v, D(topics=[D.DeleteRecordsTopic(name=name, partitions=[
+        D.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=1)])], timeout_ms=5000))
+    assert resp.topics[0].partitions[0].low_watermark == 1
+    return resp
+
+
+def alter_configs(c, v, env):
+    R = m.AlterConfigsRequest
+    A = R.AlterConfigsResource
+    resp = call(c, 33, v, R(resources=[
+        A(resource_type=2, resource_name=TOPIC, configs=[A.AlterableConfig(name="retention.ms", value=f"{v + 1}00000")]),
+        A(resource_type=32, resource_name=f"group-v{v}", configs=[
+            A.AlterableConfig(name="consumer.session.timeout.ms", value="50000")])], validate_only=False))
+    assert [r.resource_type for r in resp.responses] == [2, 32]
+    return resp
+
+
+def incremental_alter_configs(c, v, env):
+    R = m.IncrementalAlterConfigsRequest
+    A = R.AlterConfigsResource
+    resp = call(c, 44, v, R(resources=[
+        A(resource_type=2, resource_name=TOPIC, configs=[
+            A.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact")]),
+        A(resource_type=4, resource_name="", configs=[
+            A.AlterableConfig(name="log.retention.bytes", config_operation=0, value=str(10**12 + v))])],
+        validate_only=True))
+    assert len(resp.responses) == 2
+    return resp
+
+
+def describe_log_dirs(c, v, env):
+    resp = call(c, 35, v, m.DescribeLogDirsRequest(topics=[
+        m.DescribeLogDirsRequest.DescribableLogDirTopic(topic=TOPIC, partitions=[0])]))
+    (result,) = resp.results
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [(TOPIC, [0])]
+    assert result.topics[0].partitions[0].partition_size > 0
+    return resp
+
+
+def offset_for_leader_epoch(c, v, env):
+    R = m.OffsetForLeaderEpochRequest
+    T = R.OffsetForLeaderTopic
+    resp = call(c, 23, v, R(replica_id=-1, topics=[T(topic=TOPIC, partitions=[
+        T.OffsetForLeaderPartition(partition=0, current_leader_epoch=0, leader_epoch=0)])]))
+    (p,) = resp.topics[0].partitions
+    assert (p.leader_epoch, p.end_offset >= 1) == (0, True)
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
-    18: api_versions, 19: create_topics, 20: delete_topics, 22: init_producer_id, 32: describe_configs,
-    42: delete_groups, 47: offset_delete, 60: describe_cluster,
+    18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch,
+    32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
+    47: offset_delete, 60: describe_cluster,
 }
 
 
