@@ -25,7 +25,8 @@ SERVED_APIS = (
     "Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch", "FindCoordinator",
     "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups", "ApiVersions",
     "CreateTopics", "DeleteTopics", "InitProducerId", "DescribeConfigs", "DeleteGroups", "OffsetDelete",
-    "DescribeCluster",
+    "DescribeCluster", "SaslHandshake", "SaslAuthenticate", "CreateAcls", "DescribeAcls", "DeleteAcls",
+    "DescribeUserScramCredentials", "AlterUserScramCredentials",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")

@@ -1,0 +1,78 @@
+"""Acceptance: every client library runs a consumer group over SASL_SSL with SCRAM-SHA-512, and over SSL
+with a client certificate (ssl.client.auth=required): two members of one group split a 4-partition
+topic, and every message produced is consumed exactly once. Certificates are made by the test."""
+from __future__ import annotations
+
+import collections
+import itertools
+
+import pytest
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from tests.broker.groups import procs
+from tests.broker.groups.procs import disjoint_cover, stop_all, wait_until
+from tests.security.conftest import start_secure, tls_settings
+
+PARTITIONS = 4
+MESSAGES = 100
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, pki):
+    srv = start_secure(tmp_path_factory.mktemp("secure-clients"), {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0",
+        **tls_settings(pki), "listener.name.ssl.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512", "group.initial.rebalance.delay.ms": "200"})
+    yield srv
+    srv.stop()
+
+
+def _security(kind: str, pki, srv) -> tuple[str, dict]:
+    if kind == "scram":
+        return srv.address("SASL_SSL"), {"protocol": "SASL_SSL", "ca": str(pki.ca), "mechanism": "SCRAM-SHA-512",
+                                          "username": "bob", "password": "bob-secret"}
+    alice = pki.client("CN=alice,OU=eng,O=kcoord")
+    return srv.address("SSL"), {"protocol": "SSL", "ca": str(pki.ca), "cert": str(alice.cert), "key": str(alice.key)}
+
+
+def _start(client: str, bootstrap: str, group: str, topic: str, name: str, sec: dict):
+    if client == "kafkajs":
+        if procs.NODE is None or not procs.KAFKAJS_PRESENT:
+            pytest.skip("kafkajs is not installed: run `bash scripts/ensure-test-tools.sh`")
+        return procs.kafkajs_consumer(bootstrap, group, topic, name, security=sec)
+    if client == "kcat":
+        if procs.KCAT is None:
+            pytest.skip("kcat is not installed: run `bash scripts/ensure-test-tools.sh`")
+        return procs.kcat_consumer(bootstrap, group, topic, name, security=sec)
+    return procs.python_consumer(client, bootstrap, group, topic, name, security=sec)
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "confluent", "kafkajs", "kcat"])
+@pytest.mark.parametrize("kind", ["scram", "client-cert"])
+def test_consumer_group_over_tls(server, pki, client, kind):
+    n = next(_ids)
+    topic, group = f"secure-{n}", f"secure-group-{n}"
+    admin = KafkaAdminClient(bootstrap_servers=server.address("PLAINTEXT"))
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    admin.close()
+    bootstrap, sec = _security(kind, pki, server)
+    consumers = [_start(client, bootstrap, group, topic, f"{client}-{i}", sec) for i in range(2)]
+    try:
+        wait_until(lambda: all(c.alive for c in consumers) and disjoint_cover(
+            [c.assignment for c in consumers], PARTITIONS), 90,
+            "a stable group over TLS\n" + "\n".join(c.describe() for c in consumers))
+        producer = KafkaProducer(bootstrap_servers=server.address("PLAINTEXT"), acks="all")
+        keys = [f"k-{i}" for i in range(MESSAGES)]
+        for key in keys:
+            producer.send(topic, key=key.encode(), value=b"v")
+        producer.flush(30)
+        producer.close()
+        wait_until(lambda: sum(len(c.records()) for c in consumers) >= MESSAGES, 60,
+                   "every message consumed\n" + "\n".join(c.describe() for c in consumers))
+        records = [r for c in consumers for r in c.records()]
+        assert max(collections.Counter((p, o) for p, o, _k in records).values()) == 1
+        assert sorted(k for _p, _o, k in records) == sorted(keys)
+    finally:
+        stop_all(consumers)
