@@ -1,0 +1,193 @@
+"""ACLs over TCP: kafka-python's admin client creates, describes and deletes them as a super user; a
+principal allowed to read topic T but not group G gets GROUP_AUTHORIZATION_FAILED on JoinGroup,
+Heartbeat (the frame fast path must not bypass it) and OffsetCommit for G; DescribeGroups / ListGroups /
+Metadata show it only what it may see; prefixed ACLs and deny-over-allow behave as Kafka's. The answers
+follow KafkaApis (handleJoinGroupRequest, handleOffsetCommitRequest, handleDescribeGroupsRequest,
+handleListGroupsRequest, handleTopicMetadataRequest)."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    KafkaAdminClient,
+    NewTopic,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
+
+from broker.security.acl import AclOperation as Op
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from tests.security.conftest import PLAIN_JAAS, SecureServer, add_scram_users
+from tests.security.raw import plain_login, raw
+
+GAF, TAF = ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_n = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = SecureServer(tmp_path_factory.mktemp("acl"), {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.jaas.config": PLAIN_JAAS, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin", "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"},
+        name="acl")
+    add_scram_users(srv.data_dir)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def admin(server) -> KafkaAdminClient:
+    return KafkaAdminClient(bootstrap_servers=server.address("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                            sasl_mechanism="PLAIN", sasl_plain_username="admin", sasl_plain_password="admin-secret")
+
+
+def allow(principal, op, rtype, name, pattern=ACLResourcePatternType.LITERAL, perm=ACLPermissionType.ALLOW):
+    return ACL(principal=principal, host="*", operation=op, permission_type=perm,
+               resource_pattern=ResourcePattern(rtype, name, pattern))
+
+
+@pytest.fixture(scope="module")
+def world(server):
+    """Topics t-read (alice may READ), t-other (no ACL); groups: app-* prefixed READ for alice,
+    app-secret denied; g-closed has no ACL."""
+    a = admin(server)
+    a.create_topics([NewTopic("t-read", 2, 1), NewTopic("t-other", 1, 1)])
+    result = a.create_acls([
+        allow("User:alice", ACLOperation.READ, ResourceType.TOPIC, "t-read"),
+        allow("User:alice", ACLOperation.READ, ResourceType.GROUP, "app-", ACLResourcePatternType.PREFIXED),
+        allow("User:alice", ACLOperation.READ, ResourceType.GROUP, "app-secret", perm=ACLPermissionType.DENY),
+    ])
+    assert not result["failed"], result
+    a.close()
+    return server
+
+
+def alice(server):
+    c = raw(server.address("SASL_PLAINTEXT"))
+    assert plain_login(c, "alice", "alice-secret").error_code == ErrorCode.NONE
+    return c
+
+
+def join(c, group: str):
+    R = m.JoinGroupRequest
+    req = R(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+            group_instance_id=None, protocol_type="consumer",
+            protocols=[R.JoinGroupRequestProtocol(name="range", metadata=b"")], reason=None)
+    resp = c.request(11, 5, req)
+    if resp.error_code == ErrorCode.MEMBER_ID_REQUIRED:
+        req.member_id = resp.member_id
+        resp = c.request(11, 5, req)
+    return resp
+
+
+def commit(c, group: str, topic: str, version: int = 8):
+    R = m.OffsetCommitRequest
+    resp = c.request(8, version, R(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                   group_instance_id=None, retention_time_ms=-1, topics=[R.OffsetCommitRequestTopic(
+                                       name=topic, partitions=[R.OffsetCommitRequestPartition(
+                                           partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                           committed_metadata="")])]))
+    return {t.name: t.partitions[0].error_code for t in resp.topics}
+
+
+def test_acl_admin_round_trip_with_kafka_python(world):
+    a = admin(world)
+    acls, error = a.describe_acls(ACLFilter(principal="User:alice", host=None, operation=ACLOperation.ANY,
+                                            permission_type=ACLPermissionType.ANY,
+                                            resource_pattern=ResourcePatternFilter(ResourceType.GROUP, None,
+                                                                                   ACLResourcePatternType.ANY)))
+    assert {(x.resource_pattern.resource_name, x.permission_type) for x in acls} == {
+        ("app-", ACLPermissionType.ALLOW), ("app-secret", ACLPermissionType.DENY)}
+    extra = allow("User:carol", ACLOperation.DESCRIBE, ResourceType.GROUP, "carol-group")
+    assert not a.create_acls([extra])["failed"]
+    deleted = a.delete_acls([ACLFilter(principal="User:carol", host="*", operation=ACLOperation.ANY,
+                                       permission_type=ACLPermissionType.ANY,
+                                       resource_pattern=ResourcePatternFilter(ResourceType.ANY, None,
+                                                                              ACLResourcePatternType.ANY))])
+    assert len(deleted[0][1]) == 1
+    a.close()
+
+
+def test_acl_apis_need_the_cluster_permission(world):
+    with alice(world) as c:
+        R = m.CreateAclsRequest
+        resp = c.request(30, 3, R(creations=[R.AclCreation(resource_type=3, resource_name="g", resource_pattern_type=3,
+                                                           principal="User:alice", host="*", operation=2,
+                                                           permission_type=3)]))
+        assert [r.error_code for r in resp.results] == [ErrorCode.CLUSTER_AUTHORIZATION_FAILED]
+
+
+def test_group_denied_while_topic_allowed(world):
+    with alice(world) as c:
+        assert join(c, "g-closed").error_code == GAF
+        assert commit(c, "g-closed", "t-read") == {"t-read": GAF}
+        hb = c.request(12, 4, m.HeartbeatRequest(group_id="g-closed", generation_id=1, member_id="x",
+                                                 group_instance_id=None))
+        assert hb.error_code == GAF
+        fc = c.request(10, 3, m.FindCoordinatorRequest(key="g-closed", key_type=0))
+        assert fc.error_code == GAF
+
+
+def test_prefixed_group_allowed_and_topics_checked_per_topic(world):
+    with alice(world) as c:
+        joined = join(c, f"app-{next(_n)}")
+        assert joined.error_code == ErrorCode.NONE
+        hb = c.request(12, 4, m.HeartbeatRequest(group_id="app-x", generation_id=1, member_id="nobody",
+                                                 group_instance_id=None))
+        assert hb.error_code == ErrorCode.UNKNOWN_MEMBER_ID  # authorized: the coordinator answers
+        assert commit(c, "app-commits", "t-read") == {"t-read": ErrorCode.NONE}
+        assert commit(c, "app-commits", "t-other") == {"t-other": TAF}
+        R = m.OffsetFetchRequest
+        fetched = c.request(9, 7, R(group_id="app-commits", topics=None, require_stable=False))
+        assert [t.name for t in fetched.topics] == ["t-read"]
+
+
+def test_deny_overrides_the_prefixed_allow(world):
+    with alice(world) as c:
+        assert join(c, "app-secret").error_code == GAF
+
+
+def test_describe_and_list_groups_show_only_what_may_be_seen(world):
+    a = admin(world)
+    with raw(world.address("SASL_PLAINTEXT")) as root:  # groups alice may not see, made by the super user
+        assert plain_login(root, "admin", "admin-secret").error_code == ErrorCode.NONE
+        assert commit(root, "g-hidden", "t-read") == {"t-read": ErrorCode.NONE}
+        assert commit(root, "app-visible", "t-read") == {"t-read": ErrorCode.NONE}
+        listed_by_admin = {g.group_id for g in root.request(16, 4, m.ListGroupsRequest(states_filter=[])).groups}
+    a.close()
+    assert {"g-hidden", "app-visible"} <= listed_by_admin
+    with alice(world) as c:
+        listed = {g.group_id for g in c.request(16, 4, m.ListGroupsRequest(states_filter=[])).groups}
+        assert "app-visible" in listed and "g-hidden" not in listed
+        described = c.request(15, 5, m.DescribeGroupsRequest(groups=["g-hidden", "app-visible"],
+                                                             include_authorized_operations=True)).groups
+        assert [(g.group_id, g.error_code) for g in described] == [("g-hidden", GAF), ("app-visible", ErrorCode.NONE)]
+        assert described[1].authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
+
+
+def test_metadata_lists_only_describable_topics(world):
+    with alice(world) as c:
+        md = c.request(3, 10, m.MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                                include_topic_authorized_operations=True))
+        assert [(t.name, t.topic_authorized_operations) for t in md.topics] == [
+            ("t-read", (1 << Op.READ) | (1 << Op.DESCRIBE))]
+        named = c.request(3, 10, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name="t-other")],
+                                                   allow_auto_topic_creation=True,
+                                                   include_topic_authorized_operations=False))
+        assert [(t.name, t.error_code) for t in named.topics] == [("t-other", TAF)]
+
+
+def test_acls_are_durable(world):
+    world.restart()
+    with alice(world) as c:
+        assert join(c, "g-closed").error_code == GAF
+        assert join(c, f"app-{next(_n)}").error_code == ErrorCode.NONE
