@@ -16,6 +16,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.headers import decode_response_header
 from protocol.records import build_batch, iter_batches
+from tests.security import every_version_scenarios
 from tests.support.raw_kafka import RawKafka
 
 TOPIC = "every-version"
@@ -261,11 +262,19 @@ SCENARIOS: dict[int, Callable] = {
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
     18: api_versions, 19: create_topics, 20: delete_topics, 22: init_producer_id, 32: describe_configs,
     42: delete_groups, 47: offset_delete, 60: describe_cluster,
+    **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
 }
 
 
 @pytest.fixture(scope="module")
-def env(kcoord_shared_server):
+def secure_server(tmp_path_factory):
+    srv = every_version_scenarios.start(tmp_path_factory.mktemp("every-version-secure"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def env(kcoord_shared_server, secure_server):
     """A topic with a record in it, a group with a committed offset, and a stable one-member group."""
     with RawKafka(kcoord_shared_server.port) as c:
         assert error_codes(create_topic(c, TOPIC)) == [ErrorCode.NONE]
@@ -274,7 +283,8 @@ def env(kcoord_shared_server):
         stable_group(c, "every-version-stable")
         md = call(c, 3, 12, m.MetadataRequest(topics=None, allow_auto_topic_creation=False))
         topic_id = next(t.topic_id for t in md.topics if t.name == TOPIC)
-    return {"topic_id": topic_id, "stable": "every-version-stable", "port": kcoord_shared_server.port}
+    return {"topic_id": topic_id, "stable": "every-version-stable", "port": kcoord_shared_server.port,
+            "secure": secure_server}
 
 
 @pytest.mark.parametrize(("spec", "version"), ADVERTISED, ids=[f"{s.name}-v{v}" for s, v in ADVERTISED])
