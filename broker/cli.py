@@ -21,6 +21,7 @@ examples:
   kcoord config --override num.partitions=6      print the effective configuration
   kcoord groups list                             list consumer groups of a running server
   kcoord groups describe my-group                members, offsets and lag of a group
+  kcoord users add alice --password s3cret       a SCRAM-SHA-512 credential (users list / delete)
   kcoord analyze all --log-dirs ./data           tables + HTML report from the store (PySpark)
   kcoord demo ping --bootstrap-server 127.0.0.1:9092   is a server answering ApiVersions?
 """
@@ -55,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
         "groups", help="list / describe / delete consumer groups, reset offsets (talks to a running server)",
         description="Consumer-group tool built on the server's own admin APIs; see `kcoord groups --help`.",
         add_help=False)
+
+    sub.add_parser(
+        "users", help="list / add / delete SCRAM credentials (a running server, or --log-dirs offline)",
+        description="See `kcoord users --help`.", add_help=False)
 
     sub.add_parser(
         "demo", help="the compose scenario's clients: ping | produce | consume (kafka-python)",
@@ -107,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
         from broker.groups_cli import main as groups_main
 
         return groups_main(argv[1:])
+    if argv and argv[0] == "users":
+        from broker.users_cli import main as users_main
+
+        return users_main(argv[1:])
     if argv and argv[0] == "demo":
         from broker.demo import main as demo_main
 
