@@ -95,6 +95,8 @@ class KafkaConnection(asyncio.Protocol):
     def tls_failed(self, exc: BaseException) -> None:
         """The TLS handshake failed (a plaintext client, an untrusted certificate, a timeout...): the
         loop's SSL protocol closed the socket; this connection was never served."""
+        if self._lost:
+            return  # aborted at shutdown, already reported
         log.warning("closing connection %s (client %s): TLS handshake failed: %s", self.connection_id,
                     self.peer[0], str(exc) or type(exc).__name__)
         self._lost = True

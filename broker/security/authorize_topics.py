@@ -137,5 +137,32 @@ def init_producer_id(ctx, req, handler):
                                     producer_id=-1, producer_epoch=-1)
 
 
+_CONFIG_RESOURCES = {2: (ResourceType.TOPIC, TAF), 4: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                     8: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                     32: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)}
+
+
+def describe_configs(ctx, req, handler):
+    """DESCRIBE_CONFIGS on the topic / the cluster (a broker) / the group (ConfigAdminManager)."""
+    R = m.DescribeConfigsResponse
+    order = [(r.resource_type, r.resource_name) for r in req.resources]
+    refused = {}
+    for rtype, name in order:
+        kind, error = _CONFIG_RESOURCES.get(rtype, (None, None))
+        target = "kafka-cluster" if kind == ResourceType.CLUSTER else name
+        if kind is not None and not allowed(ctx, Op.DESCRIBE_CONFIGS, kind, target):
+            refused[(rtype, name)] = error
+    req.resources = [r for r in req.resources if (r.resource_type, r.resource_name) not in refused]
+
+    def amend(resp):
+        done = {(r.resource_type, r.resource_name): r for r in resp.results}
+        resp.results = [done.get(key) or R.DescribeConfigsResult(error_code=refused[key], error_message=None,
+                                                                  resource_type=key[0], resource_name=key[1],
+                                                                  configs=[]) for key in order]
+        return resp
+
+    return then(handler(ctx, req), amend) if req.resources else amend(R(throttle_time_ms=0, results=[]))
+
+
 GUARDS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 19: create_topics, 20: delete_topics,
-          22: init_producer_id}
+          22: init_producer_id, 32: describe_configs}

@@ -59,11 +59,12 @@ class ConnectionSession:
         self.supports_reauth = False
         self.expires_at: float | None = None
         self.close_reason: str | None = None  # set: close once the answer is written
+        self._watch()
 
-    @property
-    def watching(self) -> bool:
-        """Must every request pass `admit` (and skip the frame fast paths)?"""
-        return self.state is not None and (self.state != "complete" or self.expires_at is not None)
+    def _watch(self) -> None:
+        # Must every request pass `admit` (and skip the frame fast paths)? A plain attribute: the server
+        # reads it on every read from the socket.
+        self.watching = self.state is not None and (self.state != "complete" or self.expires_at is not None)
 
     def tls_established(self, ssl_object: Any) -> None:
         if self.security.protocol == "SSL":  # over SASL_SSL the SASL exchange names the principal
@@ -103,6 +104,7 @@ class ConnectionSession:
                         else ScramServer(mechanism, lambda name: self.security.scram_lookup(name, mechanism)))
         self.state = "authenticate"
         self.raw_tokens = version == 0
+        self._watch()
         return ErrorCode.NONE
 
     # -- SaslAuthenticate (or a bare token after SaslHandshake v0) ---------------------------------
@@ -139,6 +141,7 @@ class ConnectionSession:
         self.raw_tokens = False
         lifetime = self.security.reauth_ms
         self.expires_at = self._clock() + lifetime / 1000.0 if lifetime > 0 and self.supports_reauth else None
+        self._watch()
         return lifetime
 
     def raw_token(self, payload: bytes) -> bytes:

@@ -186,6 +186,21 @@ def test_metadata_lists_only_describable_topics(world):
         assert [(t.name, t.error_code) for t in named.topics] == [("t-other", TAF)]
 
 
+def test_describe_configs_needs_describe_configs(world):
+    """READ on a topic does not imply DESCRIBE_CONFIGS (ConfigAdminManager / AuthHelper)."""
+    R = m.DescribeConfigsRequest
+    req = R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name="t-read", configuration_keys=None)],
+            include_synonyms=False, include_documentation=False)
+    with alice(world) as c:
+        assert [r.error_code for r in c.request(32, 4, req).results] == [TAF]
+    a = admin(world)
+    a.create_acls([allow("User:alice", ACLOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, "t-read")])
+    a.close()
+    with alice(world) as c:
+        (result,) = c.request(32, 4, req).results
+        assert result.error_code == ErrorCode.NONE and result.configs
+
+
 def test_acls_are_durable(world):
     world.restart()
     with alice(world) as c:
