@@ -76,3 +76,28 @@ def test_consumer_group_over_tls(server, pki, client, kind):
         assert sorted(k for _p, _o, k in records) == sorted(keys)
     finally:
         stop_all(consumers)
+
+
+def test_librdkafka_reauthenticates_before_its_session_ends(tmp_path, pki):
+    """KIP-368 with a real client: librdkafka re-authenticates on its connections when the broker's
+    SaslAuthenticate v1+ gives it a session lifetime, so nothing is closed as expired while the group runs."""
+    srv = start_secure(tmp_path, {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0", **tls_settings(pki),
+                                  "sasl.enabled.mechanisms": "SCRAM-SHA-512", "connections.max.reauth.ms": "3000"})
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=srv.address("PLAINTEXT"))
+        admin.create_topics([NewTopic("reauth", 2, 1)])
+        admin.close()
+        bootstrap, sec = _security("scram", pki, srv)
+        consumer = _start("confluent", bootstrap, "reauth-group", "reauth", "reauth-0", sec)
+        try:
+            wait_until(lambda: consumer.assignment == [0, 1], 60, "the member owns both partitions\n"
+                       + consumer.describe())
+            import time
+
+            time.sleep(10)  # three session lifetimes
+            assert consumer.alive and consumer.assignment_count == 1, consumer.describe()
+            assert "SASL session expired" not in srv.log_text()
+        finally:
+            stop_all([consumer])
+    finally:
+        srv.stop()
