@@ -206,3 +206,39 @@ def test_acls_are_durable(world):
     with alice(world) as c:
         assert join(c, "g-closed").error_code == GAF
         assert join(c, f"app-{next(_n)}").error_code == ErrorCode.NONE
+
+
+def test_data_plane_per_topic(world):
+    """Produce needs WRITE, Fetch READ, ListOffsets DESCRIBE, per topic; the rest of the request is served."""
+    from protocol.records import build_batch
+
+    P = m.ProduceRequest
+    with alice(world) as c:
+        produced = c.request(0, 9, P(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+            P.TopicProduceData(name=name, partition_data=[P.PartitionProduceData(
+                index=0, records=build_batch([(b"k", b"v")]))]) for name in ("t-read", "t-other")]))
+        assert {t.name: t.partition_responses[0].error_code for t in produced.responses} == {
+            "t-read": TAF, "t-other": TAF}  # READ is not WRITE
+        F = m.FetchRequest
+        fetched = c.request(1, 11, F(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                                     session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic=name, partitions=[
+                                         F.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=0,
+                                                          log_start_offset=-1, partition_max_bytes=1 << 20)])
+                                         for name in ("t-read", "t-other")], forgotten_topics_data=[], rack_id=""))
+        assert {t.topic: t.partitions[0].error_code for t in fetched.responses} == {
+            "t-read": ErrorCode.NONE, "t-other": TAF}
+        L = m.ListOffsetsRequest
+        listed = c.request(2, 5, L(replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(name=name, partitions=[
+            L.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])
+            for name in ("t-read", "t-other")]))
+        assert {t.name: t.partitions[0].error_code for t in listed.topics} == {"t-read": ErrorCode.NONE, "t-other": TAF}
+
+
+def test_offset_fetch_v8_per_group(world):
+    R = m.OffsetFetchRequest
+    with alice(world) as c:
+        assert commit(c, "app-fetch", "t-read") == {"t-read": ErrorCode.NONE}
+        resp = c.request(9, 8, R(groups=[R.OffsetFetchRequestGroup(group_id=g, topics=None)
+                                         for g in ("g-closed", "app-fetch")], require_stable=False))
+        assert [(g.group_id, g.error_code) for g in resp.groups] == [("g-closed", GAF), ("app-fetch", ErrorCode.NONE)]
+        assert [t.name for t in resp.groups[1].topics] == ["t-read"]

@@ -12,7 +12,6 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 from tests.security.conftest import PLAIN_JAAS, tls_settings
 from tests.security.raw import plain_login, raw, scram_login
-from tests.support.certs import name_of
 
 FOUR = ("PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0")
 
@@ -82,18 +81,23 @@ def test_client_auth_requested_serves_both(secure_server_factory, pki):
             assert _metadata_broker(c)[1] == int(srv.address("SSL").split(":")[1])
 
 
-@pytest.mark.parametrize("subject", ["CN=alice,OU=eng,O=kcoord,C=DE", "CN=a\\,b,O=x", "CN=bob"])
-def test_certificate_subject_as_rfc2253(subject):
-    """Kafka's default principal is User:<X500Principal.getName()>, RFC 2253 (as cryptography's RFC 4514
-    text, the same order: last RDN first)."""
-    name = name_of(subject.replace("\\,", "\0")) if "\\," not in subject else x509.Name(
-        [x509.NameAttribute(x509.NameOID.ORGANIZATION_NAME, "x"), x509.NameAttribute(x509.NameOID.COMMON_NAME, "a,b")])
+_N = x509.NameOID
+_PY = {_N.COMMON_NAME: "commonName", _N.ORGANIZATIONAL_UNIT_NAME: "organizationalUnitName",
+       _N.ORGANIZATION_NAME: "organizationName", _N.COUNTRY_NAME: "countryName"}
+
+
+@pytest.mark.parametrize("attributes", [
+    [(_N.COUNTRY_NAME, "DE"), (_N.ORGANIZATION_NAME, "kcoord"), (_N.ORGANIZATIONAL_UNIT_NAME, "eng"),
+     (_N.COMMON_NAME, "alice")],
+    [(_N.ORGANIZATION_NAME, "x"), (_N.COMMON_NAME, "a,b+c")],
+    [(_N.COMMON_NAME, " bob ")],
+])
+def test_certificate_subject_as_rfc2253(attributes):
+    """Kafka's default principal is User:<X500Principal.getName()>, RFC 2253: last RDN first, special
+    characters escaped -- what cryptography's RFC 4514 text gives for these names."""
+    name = x509.Name([x509.NameAttribute(oid, value) for oid, value in attributes])
     as_python = tuple(((_PY[a.oid], a.value),) for a in name)  # what SSLSocket.getpeercert() gives
     assert rfc2253(as_python) == name.rfc4514_string()
-
-
-_PY = {x509.NameOID.COMMON_NAME: "commonName", x509.NameOID.ORGANIZATIONAL_UNIT_NAME: "organizationalUnitName",
-       x509.NameOID.ORGANIZATION_NAME: "organizationName", x509.NameOID.COUNTRY_NAME: "countryName"}
 
 
 @pytest.mark.parametrize("raw_props, key", [
@@ -126,3 +130,28 @@ def test_unreadable_keystore_stops_the_server_naming_the_key(tmp_path):
     with pytest.raises(ServerFailed):
         srv.start(timeout=20)
     assert "ssl.keystore.location" in srv.log_text()
+
+
+def test_client_certificate_is_the_principal(secure_server_factory, pki):
+    """SslPrincipalMapper DEFAULT: an ACL for User:CN=alice,OU=eng,O=kcoord lets exactly that certificate in."""
+    from tests.security.test_acls_over_tcp import join
+
+    srv = secure_server_factory({"listeners": "SSL://127.0.0.1:0", **tls_settings(pki, "required"),
+                                 "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                                 "super.users": "User:CN=admin,O=kcoord"})
+    admin, alice, mallory = (pki.client(s) for s in ("CN=admin,O=kcoord", "CN=alice,OU=eng,O=kcoord",
+                                                     "CN=mallory,OU=eng,O=kcoord"))
+
+    def connect(cert):
+        return raw(srv.address("SSL"), ca=str(pki.ca), cert=str(cert.cert), key=str(cert.key))
+
+    with connect(admin) as c:
+        R = m.CreateAclsRequest
+        resp = c.request(30, 3, R(creations=[R.AclCreation(
+            resource_type=3, resource_name="cert-group", resource_pattern_type=3, principal="User:CN=alice,OU=eng,O=kcoord",
+            host="*", operation=3, permission_type=3)]))
+        assert [r.error_code for r in resp.results] == [ErrorCode.NONE]
+    with connect(alice) as c:
+        assert join(c, "cert-group").error_code == ErrorCode.NONE
+    with connect(mallory) as c:
+        assert join(c, "cert-group").error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
