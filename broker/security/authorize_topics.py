@@ -164,5 +164,17 @@ def describe_configs(ctx, req, handler):
     return then(handler(ctx, req), amend) if req.resources else amend(R(throttle_time_ms=0, results=[]))
 
 
+def describe_cluster(ctx, req, handler):
+    """Everyone may ask; cluster_authorized_operations is this principal's, when asked for."""
+    if not req.include_cluster_authorized_operations:
+        return handler(ctx, req)
+
+    def amend(resp):
+        resp.cluster_authorized_operations = authorized_operations(ctx, ResourceType.CLUSTER, "kafka-cluster")
+        return resp
+
+    return then(handler(ctx, req), amend)
+
+
 GUARDS = {0: produce, 1: fetch, 2: list_offsets, 3: metadata, 19: create_topics, 20: delete_topics,
-          22: init_producer_id, 32: describe_configs}
+          22: init_producer_id, 32: describe_configs, 60: describe_cluster}

@@ -242,3 +242,51 @@ def test_offset_fetch_v8_per_group(world):
                                          for g in ("g-closed", "app-fetch")], require_stable=False))
         assert [(g.group_id, g.error_code) for g in resp.groups] == [("g-closed", GAF), ("app-fetch", ErrorCode.NONE)]
         assert [t.name for t in resp.groups[1].topics] == ["t-read"]
+
+
+def test_idempotent_producer_needs_a_write_permission(world):
+    """KIP-679: InitProducerId without a transactional id needs IDEMPOTENT_WRITE on the cluster or WRITE
+    on some topic, else CLUSTER_AUTHORIZATION_FAILED."""
+    req = m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+    with alice(world) as c:
+        assert c.request(22, 4, req).error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        ops = c.request(60, 0, m.DescribeClusterRequest(include_cluster_authorized_operations=True))
+        assert ops.cluster_authorized_operations == 0
+    a = admin(world)
+    a.create_acls([allow("User:alice", ACLOperation.WRITE, ResourceType.TOPIC, "t-other")])
+    a.close()
+    with alice(world) as c:
+        resp = c.request(22, 4, req)
+        assert resp.error_code == ErrorCode.NONE and resp.producer_id >= 0
+
+
+def test_real_consumers_through_acls(world):
+    """kafka-python and confluent-kafka consume as alice: READ on the topic and the (prefixed) group is
+    all a consumer group needs, as with Kafka; the group named without an ACL fails."""
+    from kafka import KafkaProducer
+
+    from tests.broker.groups import procs
+    from tests.broker.groups.procs import stop_all, wait_until
+
+    producer = KafkaProducer(bootstrap_servers=world.address("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="PLAIN", sasl_plain_username="admin", sasl_plain_password="admin-secret")
+    for i in range(20):
+        producer.send("t-read", key=f"k{i}".encode(), value=b"v", partition=i % 2)
+    producer.flush(30)
+    producer.close()
+    sec = {"protocol": "SASL_PLAINTEXT", "mechanism": "PLAIN", "username": "alice", "password": "alice-secret"}
+    consumers = [procs.python_consumer(client, world.address("SASL_PLAINTEXT"), f"app-real-{client}", "t-read",
+                                       client, security=sec) for client in ("kafka-python", "confluent")]
+    try:
+        for c in consumers:
+            wait_until(lambda c=c: len({k for _p, _o, k in c.records()}) >= 20, 60, c.describe())
+    finally:
+        stop_all(consumers)
+    denied = procs.python_consumer("confluent", world.address("SASL_PLAINTEXT"), "g-closed", "t-read", "denied",
+                                   security=sec)
+    try:
+        wait_until(lambda: any("GROUP_AUTHORIZATION_FAILED" in line or "Group authorization failed" in line
+                               for line in denied.stderr_lines + denied.errors()), 60, denied.describe())
+        assert not denied.records()
+    finally:
+        stop_all([denied])
