@@ -7,7 +7,8 @@ import os
 import re
 from dataclasses import dataclass
 
-OFFSETS_TOPIC = "__consumer_offsets"
+from protocol.consumer_offsets import OFFSETS_TOPIC as OFFSETS_TOPIC  # re-exported
+
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SEGMENT = re.compile(r"^(?P<base>\d{20})\.log$")
 

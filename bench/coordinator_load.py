@@ -32,7 +32,7 @@ from pathlib import Path
 
 from bench import load as store_bench
 from bench.runner import main, median, ratio, settings
-from coordinator import GroupConfig, GroupCoordinator, checkpoint_store
+from coordinator import GroupConfig, GroupCoordinatorService, checkpoint_store
 from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
 from coordinator.testing import ManualClock, RecordingWriter
@@ -41,7 +41,7 @@ from protocol.record_kv import iter_log_key_values
 from protocol.records import build_batch
 from storage import LogManager
 
-TOPIC = "__consumer_offsets"
+TOPIC = co.OFFSETS_TOPIC
 TAIL = 10_000  # commits after the checkpoints: half an interval's worth per partition at most
 RUNS = 5  # rounds at 1M offsets
 E2E_RUNS = 3  # process starts per store
@@ -65,11 +65,11 @@ def _read_bytes(data: Path) -> int:
     return sum(len(f.read_bytes()) for f in data.rglob("*.log"))
 
 
-def _load(mgr: LogManager, partitions: int, use_checkpoints: bool) -> GroupCoordinator:
+def _load(mgr: LogManager, partitions: int, use_checkpoints: bool) -> GroupCoordinatorService:
     """What GroupRuntime does per partition, minus the event loop."""
     clock = ManualClock()
-    gc = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=partitions), clock=clock,
-                          timer=clock.timers, writer=RecordingWriter(), log=log)
+    gc = GroupCoordinatorService(GroupConfig(offsets_topic_num_partitions=partitions), clock=clock,
+                                 timer=clock.timers, writer=RecordingWriter(), log=log)
     now = int(time.time() * 1000)
     with gc_paused(freeze=True):  # as GroupRuntime._load_all
         for p in range(partitions):
@@ -117,8 +117,8 @@ def _append_tail(mgr: LogManager, n: int) -> None:
         plog.flush()
 
 
-def _offsets(gc: GroupCoordinator) -> dict:
-    return {gid: g.offsets for gid, g in gc.groups.items()}
+def _offsets(gc: GroupCoordinatorService) -> dict:
+    return {gid: offsets for shard in gc.shards.values() for gid, offsets in shard.offsets.offsets.items()}
 
 
 def _best(fn, runs: int):
@@ -132,12 +132,15 @@ def _e2e(without_checkpoints: Path, with_checkpoints: Path, runs: int) -> dict:
     """Process start to serving, median of `runs`, interleaved so that drifts in machine load hit
     the three alike (each start works on its own copy of the store)."""
     probes = store_bench.probe_groups()
-    times: dict[str, list[float]] = {"e2e empty s": [], "e2e full replay s": [], "e2e ckpt+tail s": []}
+    times: dict[str, list[float]] = {"e2e empty s": [], "e2e full replay s": [], "e2e ckpt+tail s": [],
+                                     "e2e port open, full replay s": [], "e2e port open, ckpt+tail s": []}
     for _ in range(runs):
-        # start_time -> (wall seconds, CPU seconds); the wall time from spawn to serving is reported
-        times["e2e empty s"].append(store_bench.start_time(None, probes)[0])
-        times["e2e full replay s"].append(store_bench.start_time(without_checkpoints, probes)[0])
-        times["e2e ckpt+tail s"].append(store_bench.start_time(with_checkpoints, probes)[0])
+        # the wall time from spawn to serving every probe group, and to the port taking a connection
+        times["e2e empty s"].append(store_bench.start_times(None, probes)["seconds"])
+        for name, store in (("full replay", without_checkpoints), ("ckpt+tail", with_checkpoints)):
+            ready = store_bench.start_times(store, probes)
+            times[f"e2e {name} s"].append(ready["seconds"])
+            times[f"e2e port open, {name} s"].append(ready["port_open"])
     out = {name: median(values) for name, values in times.items()}
     out["e2e ckpt+tail - empty s"] = out["e2e ckpt+tail s"] - out["e2e empty s"]
     return out
@@ -224,7 +227,7 @@ def run(quick: bool = False, e2e: bool | None = None) -> dict:
                              offsets_partitions=store_bench.PARTITIONS, records_per_batch=store_bench.BATCH),
         "rows": rows,
         "notes": [
-            "full replay / ckpt+tail: segments on disk (page cache) -> groups served by a GroupCoordinator, "
+            "full replay / ckpt+tail: segments on disk (page cache) -> groups served by a GroupCoordinatorService, "
             "as GroupRuntime loads them; open+recover (storage's CRC check at start) is separate.",
             "first checkpoints: full replay + write of all 50 (a first start without them); refresh "
             "checkpoints: all 50 rewritten after the tail (which touches every group: a worst case).",

@@ -24,10 +24,11 @@ from bench import loadgen_wire as w
 from bench.loadgen_client import KafkaConn
 from bench.loadgen_server import KcoordServer
 from bench.runner import Deadline, arun, main, median, ratio, settings
+from protocol.consumer_offsets import OFFSETS_TOPIC
 
 COMMITTERS = 100
 TOPIC = "bench-commits"
-OFFSETS_TOPIC, OFFSETS_PARTITIONS = "__consumer_offsets", 50
+OFFSETS_PARTITIONS = 50
 TARGET = 100_000  # partition offsets/s
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from coordinator.results import RequestContext as CoordinatorContext
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -21,3 +23,7 @@ class RequestContext:
     @property
     def node_id(self) -> int:
         return self.broker.node_id
+
+    def for_coordinator(self) -> CoordinatorContext:
+        """What the group coordinator takes of this request: client id and host, api version."""
+        return CoordinatorContext(self.client_id or "", self.client_host, self.api_version)

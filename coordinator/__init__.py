@@ -1,10 +1,13 @@
-"""coordinator: the classic consumer-group GroupCoordinator, after the seeds, with an injected clock.
+"""coordinator: the group coordinator, in Kafka 4's shape: a front door (service.GroupCoordinatorService),
+a shard per `__consumer_offsets` partition (shard.GroupCoordinatorShard) holding a group manager and an
+offset manager, handlers that produce records, and state changed by replaying them. The classic
+protocol's steps keep the seeds' names. Deterministic: an injected clock and timer, one writer.
 
-No sockets, no asyncio outside its small runtime module. May import: protocol, storage.
+No sockets, no asyncio outside its runtime package. May import: protocol, storage.
 """
 from coordinator.config import GroupConfig
-from coordinator.core import RecordWriter
-from coordinator.group_coordinator import GroupCoordinator
+from coordinator.core import OFFSETS_TOPIC, RecordWriter
+from coordinator.events import CoordinatorEvents
 from coordinator.group_state import GroupState
 from coordinator.results import (
     DescribedGroup,
@@ -14,15 +17,20 @@ from coordinator.results import (
     LeaveGroupResult,
     LeaveMemberResult,
     ListedGroup,
+    OffsetCommit,
     OffsetCommitRequestPartition,
     OffsetFetchPartition,
     OffsetFetchResult,
+    RequestContext,
     SyncGroupResult,
 )
+from coordinator.service import GroupCoordinatorService
+from coordinator.shard import GroupCoordinatorShard
 from coordinator.timers import TimerQueue
 
 __all__ = [
-    "DescribedGroup", "DescribedMember", "GroupConfig", "GroupCoordinator", "GroupState", "JoinGroupMember",
-    "JoinGroupResult", "LeaveGroupResult", "LeaveMemberResult", "ListedGroup", "OffsetCommitRequestPartition",
-    "OffsetFetchPartition", "OffsetFetchResult", "RecordWriter", "SyncGroupResult", "TimerQueue",
+    "OFFSETS_TOPIC", "CoordinatorEvents", "DescribedGroup", "DescribedMember", "GroupConfig",
+    "GroupCoordinatorService", "GroupCoordinatorShard", "GroupState", "JoinGroupMember", "JoinGroupResult",
+    "LeaveGroupResult", "LeaveMemberResult", "ListedGroup", "OffsetCommit", "OffsetCommitRequestPartition",
+    "OffsetFetchPartition", "OffsetFetchResult", "RecordWriter", "RequestContext", "SyncGroupResult", "TimerQueue",
 ]

@@ -25,6 +25,7 @@ from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
 from protocol.record_kv import batch_key_values, fold_key_values
 from protocol.records import iter_batches
+from storage.fs import read_file, replace_file
 
 CHECKPOINT_FILE = "kcoord-group-state.checkpoint"
 # Compaction may drop a tombstone delete.retention.ms after it was written. Tombstones written after
@@ -32,7 +33,6 @@ CHECKPOINT_FILE = "kcoord-group-state.checkpoint"
 # only while younger than a fraction of that: a record past its offset was appended at most moments
 # before the read (it was not durable yet), far less than the margin this leaves.
 MAX_AGE_FRACTION = 0.5
-_TEMP_SUFFIX = ".tmp"
 READ_CHUNK = 4 << 20
 
 log = logging.getLogger("kcoord.coordinator.checkpoint")
@@ -48,12 +48,11 @@ def start_state(partition_log, partition: int, now_ms: int,
     state, log start offset, None). `lazy`: see checkpoint.decode."""
     path = checkpoint_path(partition_log)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return PartitionState(), partition_log.log_start_offset, None
+        data = read_file(partition_log.fs, path)
     except OSError as exc:
         return _reject(partition_log, path, f"unreadable: {exc}")
+    if data is None:
+        return PartitionState(), partition_log.log_start_offset, None
     try:
         offset, written_ms, state = checkpoint.decode(data, partition, lazy)
     except checkpoint.CheckpointError as exc:
@@ -113,10 +112,7 @@ def _reject(partition_log, path: str, reason: str) -> tuple[PartitionState, int,
 
 
 def remove(partition_log) -> None:
-    try:
-        os.unlink(checkpoint_path(partition_log))
-    except FileNotFoundError:
-        pass
+    partition_log.fs.remove(checkpoint_path(partition_log))
 
 
 def read_tail(partition_log, from_offset: int, up_to: int | None = None) -> tuple[list, int]:
@@ -164,20 +160,5 @@ def write(partition_log, partition: int, state: PartitionState, offset: int, wri
     """Replace the partition's checkpoint with `state` as of `offset`, the log having been read at
     `written_ms`; returns its size."""
     data = checkpoint.encode(state, partition, offset, written_ms)
-    path = checkpoint_path(partition_log)
-    temp = path + _TEMP_SUFFIX
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
-    dir_fd = os.open(partition_log.directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_file(partition_log.fs, checkpoint_path(partition_log), data)
     return len(data)

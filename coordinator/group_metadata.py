@@ -1,16 +1,19 @@
-"""GroupMetadata: a classic group's members, generation, protocol, leader, state and offsets."""
+"""GroupMetadata: a classic group's members, generation, protocol, leader and state.
+
+Its committed offsets are the offset manager's (coordinator.offset_manager); its parked requests the
+group manager's table (coordinator.parked). `stored` is the value of the group's last durable
+GroupMetadata record, set only by replaying that record: what a load of the log would rebuild.
+"""
 from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from coordinator.group_state import GroupState
 from coordinator.member_metadata import MemberMetadata
-from coordinator.results import JoinGroupMember, JoinGroupResult, SyncGroupResult
-from protocol.consumer_offsets import OffsetCommitValue
-from protocol.errors import ErrorCode
+from coordinator.results import JoinGroupMember
+from protocol.consumer_offsets import GroupMetadataValue
 
 
 class IllegalStateTransition(RuntimeError):
@@ -45,9 +48,7 @@ class GroupMetadata:
         self.supported_protocols: Counter[str] = Counter()     # protocol -> how many members support it
         self.new_member_added = False
         self.rebalance: RebalanceInfo | None = None
-        # Offsets: committed (durable) and pending (appended, not yet durable), per (topic, partition).
-        self.offsets: dict[tuple[str, int], OffsetCommitValue] = {}
-        self.pending_offset_commits: dict[tuple[str, int], int] = {}  # -> number of writes in flight
+        self.stored: GroupMetadataValue | None = None  # the last durable GroupMetadata record's value
 
     # ------------------------------------------------------------ state
 
@@ -90,16 +91,14 @@ class GroupMetadata:
     def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
         return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
 
-    def add(self, member: MemberMetadata, callback: Callable | None = None) -> None:
+    def add(self, member: MemberMetadata) -> None:
+        """Add a member that does not wait in JoinGroup (the group manager parks it if it does)."""
         if not self.members:
             self.protocol_type = member.protocol_type
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
         self.supported_protocols.update(member.protocols())
-        member.awaiting_join_callback = callback
-        if member.is_awaiting_join:
-            self.num_members_awaiting_join += 1
 
     def remove(self, member_id: str) -> None:
         member = self.members.pop(member_id, None)
@@ -117,18 +116,13 @@ class GroupMetadata:
         self.pending_sync_members.discard(member_id)
 
     def update_member(self, member: MemberMetadata, protocols: list[tuple[str, bytes]],
-                      rebalance_timeout_ms: int, session_timeout_ms: int, callback: Callable | None) -> None:
+                      rebalance_timeout_ms: int, session_timeout_ms: int) -> None:
         self.supported_protocols.subtract(member.protocols())
         member.supported_protocols = list(protocols)
         self.supported_protocols.update(member.protocols())
         self.supported_protocols += Counter()
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        if callback is not None and not member.is_awaiting_join:
-            self.num_members_awaiting_join += 1
-        elif callback is None and member.is_awaiting_join:
-            self.num_members_awaiting_join -= 1
-        member.awaiting_join_callback = callback
 
     def add_pending_member(self, member_id: str) -> None:
         self.pending_members.add(member_id)
@@ -161,10 +155,8 @@ class GroupMetadata:
 
     def replace_static_member(self, group_instance_id: str, old_member_id: str,
                               new_member_id: str) -> MemberMetadata:
+        """The member of `old_member_id` under `new_member_id` (its parked requests are answered first)."""
         member = self.members.pop(old_member_id)
-        # Fence the old incarnation right away if it has a request parked.
-        self.maybe_invoke_join_callback(member, JoinGroupResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id))
-        self.maybe_invoke_sync_callback(member, SyncGroupResult(ErrorCode.FENCED_INSTANCE_ID))
         member.member_id = new_member_id
         self.members[new_member_id] = member
         if self.is_leader(old_member_id):
@@ -198,21 +190,6 @@ class GroupMetadata:
                 self.leader_id = member_id
                 return True
         return False
-
-    def maybe_invoke_join_callback(self, member: MemberMetadata, result: JoinGroupResult) -> bool:
-        if not member.is_awaiting_join:
-            return False
-        callback, member.awaiting_join_callback = member.awaiting_join_callback, None
-        self.num_members_awaiting_join -= 1
-        callback(result)
-        return True
-
-    def maybe_invoke_sync_callback(self, member: MemberMetadata, result: SyncGroupResult) -> bool:
-        if not member.is_awaiting_sync:
-            return False
-        callback, member.awaiting_sync_callback = member.awaiting_sync_callback, None
-        callback(result)
-        return True
 
     def has_received_sync_from_all_members(self) -> bool:
         return not self.pending_sync_members

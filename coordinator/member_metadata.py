@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 class MemberMetadata:
     __slots__ = ("member_id", "group_id", "group_instance_id", "client_id", "client_host",
                  "rebalance_timeout_ms", "session_timeout_ms", "protocol_type", "supported_protocols",
-                 "assignment", "awaiting_join_callback", "awaiting_sync_callback", "is_new",
+                 "assignment", "awaiting_join", "awaiting_sync", "is_new",
                  "heartbeat_satisfied", "heartbeat_expiry")
 
     def __init__(self, member_id: str, group_id: str, group_instance_id: str | None, client_id: str,
@@ -23,8 +23,10 @@ class MemberMetadata:
         self.protocol_type = protocol_type
         self.supported_protocols = list(supported_protocols)
         self.assignment = b""
-        self.awaiting_join_callback: Callable | None = None
-        self.awaiting_sync_callback: Callable | None = None
+        # Whether a JoinGroup / SyncGroup of this member is parked; the continuation that answers it is
+        # in the group manager's table (coordinator.parked), which alone sets these.
+        self.awaiting_join = False
+        self.awaiting_sync = False
         # A new member sits in a parked JoinGroup and cannot heartbeat; it is expired by the
         # new-member join timeout instead of being considered alive while awaiting join.
         self.is_new = False
@@ -39,11 +41,11 @@ class MemberMetadata:
 
     @property
     def is_awaiting_join(self) -> bool:
-        return self.awaiting_join_callback is not None
+        return self.awaiting_join
 
     @property
     def is_awaiting_sync(self) -> bool:
-        return self.awaiting_sync_callback is not None
+        return self.awaiting_sync
 
     @property
     def has_satisfied_heartbeat(self) -> bool:

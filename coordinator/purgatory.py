@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from coordinator.timers import Timer
 
 if TYPE_CHECKING:
-    from coordinator.group_coordinator import GroupCoordinator
     from coordinator.group_metadata import GroupMetadata
+    from coordinator.rebalance import Rebalancer
 
 
 def join_timer_key(group_id: str) -> tuple[str, str]:
@@ -25,34 +25,34 @@ class DelayedJoin:
     """Completes when every known member has rejoined, or when `delay_ms` (the group's rebalance
     timeout) runs out; at completion dynamic members that did not rejoin are dropped."""
 
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, delay_ms: int) -> None:
-        self.coordinator = coordinator
+    def __init__(self, rebalancer: Rebalancer, group: GroupMetadata, delay_ms: int) -> None:
+        self.rebalancer = rebalancer
         self.group = group
         self.delay_ms = delay_ms
         self.completed = False
 
     def _current(self) -> bool:
-        return self.coordinator.groups.get(self.group.group_id) is self.group
+        return self.rebalancer.manager.groups.get(self.group.group_id) is self.group
 
     def try_complete(self) -> bool:
         if not self._current():
             return False
-        return self.coordinator.try_complete_join(self.group, self.force_complete)
+        return self.rebalancer.try_complete_join(self.group, self.force_complete)
 
     def force_complete(self) -> bool:
         if self.completed:
             return False
         self.completed = True
-        self.coordinator.join_purgatory.unwatch(self.group.group_id, self)
+        self.rebalancer.join_purgatory.unwatch(self.group.group_id, self)
         if self._current():
             self.on_complete()
         return True
 
     def on_expiration(self) -> None:
-        self.coordinator.on_expire_join(self.group)
+        self.rebalancer.on_expire_join(self.group)
 
     def on_complete(self) -> None:
-        self.coordinator.on_complete_join(self.group)
+        self.rebalancer.on_complete_join(self.group)
 
 
 class InitialDelayedJoin(DelayedJoin):
@@ -60,9 +60,9 @@ class InitialDelayedJoin(DelayedJoin):
     members starting together land in one generation. While new members keep arriving the wait is
     extended by up to the configured delay each time, never beyond the rebalance timeout."""
 
-    def __init__(self, coordinator: GroupCoordinator, group: GroupMetadata, configured_rebalance_delay_ms: int,
+    def __init__(self, rebalancer: Rebalancer, group: GroupMetadata, configured_rebalance_delay_ms: int,
                  delay_ms: int, remaining_ms: int) -> None:
-        super().__init__(coordinator, group, delay_ms)
+        super().__init__(rebalancer, group, delay_ms)
         self.configured_rebalance_delay_ms = configured_rebalance_delay_ms
         self.remaining_ms = remaining_ms
 
@@ -75,10 +75,10 @@ class InitialDelayedJoin(DelayedJoin):
             group.new_member_added = False
             delay = min(self.configured_rebalance_delay_ms, self.remaining_ms)
             remaining = max(self.remaining_ms - self.delay_ms, 0)
-            self.coordinator.join_purgatory.try_complete_else_watch(InitialDelayedJoin(
-                self.coordinator, group, self.configured_rebalance_delay_ms, delay, remaining), group.group_id)
+            self.rebalancer.join_purgatory.try_complete_else_watch(InitialDelayedJoin(
+                self.rebalancer, group, self.configured_rebalance_delay_ms, delay, remaining), group.group_id)
         else:
-            self.coordinator.on_complete_join(group)
+            self.rebalancer.on_complete_join(group)
 
 
 class JoinPurgatory:

@@ -1,10 +1,12 @@
-"""Starting and completing a rebalance: maybe_prepare_rebalance / prepare_rebalance, the join
-phase's completion (on_complete_join), pending-sync expiry, member removal, and store_group."""
+"""Starting and completing a classic group's rebalance, after the seeds: maybe_prepare_rebalance /
+prepare_rebalance, the join phase's completion (on_complete_join), pending-sync expiry, session expiry
+and member removal, store_group and the assignment's propagation."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from coordinator.core import CoordinatorCore, map_write_error
+from coordinator.core import map_write_error
 from coordinator.group_metadata import GroupMetadata, RebalanceInfo
 from coordinator.group_state import GroupState
 from coordinator.member_metadata import MemberMetadata
@@ -12,6 +14,9 @@ from coordinator.purgatory import DelayedJoin, InitialDelayedJoin
 from coordinator.records import REBALANCE_CAUSES, group_metadata_record, rebalance_headers
 from coordinator.results import JoinGroupResult, SyncGroupResult
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from coordinator.group_manager import GroupMetadataManager
 
 S = GroupState
 
@@ -24,7 +29,16 @@ def sync_key(group_id: str) -> tuple[str, str]:
     return ("sync", group_id)
 
 
-class RebalanceMixin(CoordinatorCore):
+class Rebalancer:
+    """The rebalance steps of one shard's classic groups; state lives in the group manager."""
+
+    def __init__(self, manager: GroupMetadataManager) -> None:
+        self.manager = manager
+        self.config = manager.config
+        self.log = manager.log
+        self.timer = manager.timer
+        self.parked = manager.parked
+        self.join_purgatory = manager.join_purgatory
 
     # ------------------------------------------------------------ starting a rebalance
 
@@ -42,6 +56,7 @@ class RebalanceMixin(CoordinatorCore):
             self.reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
         self.remove_sync_expiration(group)
         delay = self.config.group_initial_rebalance_delay_ms
+        now = self.manager.now_ms()
         if group.is_(S.EMPTY):
             if cause == "member_joined":
                 cause = "initial_join"
@@ -50,16 +65,18 @@ class RebalanceMixin(CoordinatorCore):
                                                  max(group.rebalance_timeout_ms() - delay, 0))
         else:
             op = DelayedJoin(self, group, group.rebalance_timeout_ms())
-        group.transition_to(S.PREPARING_REBALANCE, self.now_ms())
-        group.rebalance = RebalanceInfo(cause, reason, member_id, self.now_ms())
+        group.transition_to(S.PREPARING_REBALANCE, now)
+        group.rebalance = RebalanceInfo(cause, reason, member_id, now)
         self.log.info("Preparing to rebalance group %s in state %s with old generation %d (%s) (reason: %s)",
-                      group.group_id, group.state, group.generation_id,
-                      self.topic_partition_name(group.group_id), reason,
-                      extra={"group_id": group.group_id, "event": "prepare_rebalance", "cause": cause,
-                             "member_id": member_id, "generation_id": group.generation_id})
+                      group.group_id, group.state, group.generation_id, self.manager.topic_partition_name,
+                      reason)
+        self.manager.events.rebalance(group.group_id, cause)
         self.join_purgatory.try_complete_else_watch(op, group.group_id)
 
     # ------------------------------------------------------------ completing the join phase
+
+    def is_current(self, group: GroupMetadata) -> bool:
+        return self.manager.group_if_current(group)
 
     def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
         if group.has_all_members_joined():
@@ -74,8 +91,7 @@ class RebalanceMixin(CoordinatorCore):
         not_rejoined = [m for m in group.not_yet_rejoined_members() if not m.is_static_member]
         if not_rejoined:
             self.log.info("Group %s removed dynamic members who haven't joined: %s", group.group_id,
-                          [m.member_id for m in not_rejoined],
-                          extra={"group_id": group.group_id, "event": "join_timeout_removal"})
+                          [m.member_id for m in not_rejoined])
             for member in not_rejoined:
                 self.remove_heartbeat_for_leaving_member(group, member.member_id)
                 group.remove(member.member_id)
@@ -88,28 +104,26 @@ class RebalanceMixin(CoordinatorCore):
             self.join_purgatory.try_complete_else_watch(
                 DelayedJoin(self, group, group.rebalance_timeout_ms()), group.group_id)
             return
+        now = self.manager.now_ms()
         if group.rebalance is not None:
-            group.rebalance.join_done_ms = self.now_ms()
-        group.init_next_generation(self.now_ms())
+            group.rebalance.join_done_ms = now
+        group.init_next_generation(now)
         if group.is_(S.EMPTY):
             self.log.info("Group %s with generation %d is now empty (%s)", group.group_id, group.generation_id,
-                          self.topic_partition_name(group.group_id),
-                          extra={"group_id": group.group_id, "event": "group_empty",
-                                 "generation_id": group.generation_id})
-            headers = rebalance_headers(group, self.now_ms(), sync_done=False)
+                          self.manager.topic_partition_name)
+            self.manager.events.group_members(group.group_id, 0)
+            headers = rebalance_headers(group, now, sync_done=False)
             self.store_group(group, {}, lambda error: self._log_store_error(group, error), headers)
             return
         self.log.info("Stabilized group %s generation %d (%s) with %d members", group.group_id,
-                      group.generation_id, self.topic_partition_name(group.group_id), group.size,
-                      extra={"group_id": group.group_id, "event": "join_complete",
-                             "generation_id": group.generation_id, "members": group.size,
-                             "protocol": group.protocol_name, "leader_id": group.leader_id})
+                      group.generation_id, self.manager.topic_partition_name, group.size)
+        self.manager.events.group_members(group.group_id, group.size)
         for member in group.all_member_metadata():
             result = JoinGroupResult(
                 ErrorCode.NONE, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
                 group.leader_id or "", False,
                 group.current_member_metadata() if group.is_leader(member.member_id) else [])
-            group.maybe_invoke_join_callback(member, result)
+            self.parked.complete_join(group, member, result)
             self.complete_and_schedule_next_heartbeat_expiration(group, member)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
@@ -123,8 +137,8 @@ class RebalanceMixin(CoordinatorCore):
 
     def schedule_pending_sync(self, group: GroupMetadata) -> None:
         generation = group.generation_id
-        self.schedule(sync_key(group.group_id), group.rebalance_timeout_ms(),
-                      lambda: self.on_expire_pending_sync(group, generation))
+        self.timer.schedule(sync_key(group.group_id), group.rebalance_timeout_ms(),
+                            lambda: self.on_expire_pending_sync(group, generation))
 
     def remove_sync_expiration(self, group: GroupMetadata) -> None:
         self.timer.cancel(sync_key(group.group_id))
@@ -135,7 +149,7 @@ class RebalanceMixin(CoordinatorCore):
             self.remove_sync_expiration(group)
 
     def on_expire_pending_sync(self, group: GroupMetadata, generation_id: int) -> None:
-        if not self.group_if_current(group) or generation_id != group.generation_id:
+        if not self.is_current(group) or generation_id != group.generation_id:
             return
         if group.state not in (S.COMPLETING_REBALANCE, S.STABLE) or group.has_received_sync_from_all_members():
             return
@@ -143,14 +157,15 @@ class RebalanceMixin(CoordinatorCore):
         for member_id in pending:
             group.remove(member_id)
             self.remove_heartbeat_for_leaving_member(group, member_id)
-        self.log.info("Group %s removed members who haven't sent their sync requests: %s", group.group_id, pending,
-                      extra={"group_id": group.group_id, "event": "pending_sync_expired"})
+        self.log.info("Group %s removed members who haven't sent their sync requests: %s", group.group_id, pending)
         self.prepare_rebalance(group, f"Removing {pending} on pending sync request expiration", "sync_timeout",
                                pending[0] if len(pending) == 1 else "")
 
     # ------------------------------------------------------------ assignment propagation
 
     def set_and_propagate_assignment(self, group: GroupMetadata, assignment: dict[str, bytes]) -> None:
+        """The stored assignment reaches every member (the replay of its record set it on the members
+        the record names; members it does not name get an empty one)."""
         assert group.is_(S.COMPLETING_REBALANCE)
         for member in group.all_member_metadata():
             member.assignment = assignment.get(member.member_id, b"")
@@ -170,7 +185,7 @@ class RebalanceMixin(CoordinatorCore):
                                  member.member_id, group.group_id, group.generation_id)
             result = SyncGroupResult(error, group.protocol_type if ok else None,
                                      group.protocol_name if ok else None, member.assignment)
-            if group.maybe_invoke_sync_callback(member, result):
+            if self.parked.complete_sync(group, member, result):
                 # A session may have "expired" while the member was parked; start it afresh.
                 self.complete_and_schedule_next_heartbeat_expiration(group, member)
 
@@ -191,37 +206,33 @@ class RebalanceMixin(CoordinatorCore):
                 lambda: self.on_expire_heartbeat(group, member_id, is_pending=False))
 
     def add_pending_member_expiration(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
-        self.schedule(heartbeat_key(group.group_id, member_id), timeout_ms,
-                      lambda: self.on_expire_heartbeat(group, member_id, is_pending=True))
+        self.timer.schedule(heartbeat_key(group.group_id, member_id), timeout_ms,
+                            lambda: self.on_expire_heartbeat(group, member_id, is_pending=True))
 
     def remove_heartbeat_for_leaving_member(self, group: GroupMetadata, member_id: str) -> None:
         self.timer.cancel(heartbeat_key(group.group_id, member_id))
 
     def on_expire_heartbeat(self, group: GroupMetadata, member_id: str, is_pending: bool) -> None:
-        if not self.group_if_current(group):
+        if not self.is_current(group):
             return
         if is_pending:
             if group.is_pending_member(member_id):
                 self.log.info("Pending member %s in group %s has been removed after session timeout expiration",
-                              member_id, group.group_id,
-                              extra={"group_id": group.group_id, "event": "pending_member_expired",
-                                     "member_id": member_id})
+                              member_id, group.group_id)
                 self.remove_pending_member_and_update_group(group, member_id)
             return
         member = group.members.get(member_id)
         if member is None or member.has_satisfied_heartbeat:
             return
         cause = "join_timeout" if member.is_new else "session_timeout"
-        self.log.info("Member %s in group %s has failed, removing it from the group", member_id, group.group_id,
-                      extra={"group_id": group.group_id, "event": "member_failed", "member_id": member_id,
-                             "cause": cause})
+        self.log.info("Member %s in group %s has failed, removing it from the group", member_id, group.group_id)
         self.remove_member_and_update_group(
             group, member, f"removing member {member_id} on heartbeat expiration", cause)
 
     def remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str,
                                        cause: str) -> None:
         # A new member may be parked in JoinGroup; answer it so that the client retries if still alive.
-        group.maybe_invoke_join_callback(member, JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, ""))
+        self.parked.complete_join(group, member, JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, ""))
         group.remove(member.member_id)
         self.remove_heartbeat_for_leaving_member(group, member.member_id)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
@@ -239,6 +250,7 @@ class RebalanceMixin(CoordinatorCore):
 
     def store_group(self, group: GroupMetadata, assignment: dict[str, bytes],
                     callback: Callable[[ErrorCode], None], headers: list | None = None) -> None:
-        """Write the GroupMetadata record; `callback` gets the client-facing error once it is durable."""
-        record = group_metadata_record(group, assignment, headers)
-        self.append_records(group.group_id, [record], lambda error: callback(map_write_error(error)))
+        """Write the GroupMetadata record; `callback` gets the client-facing error once it is durable and
+        replayed (the replay records it as the group's stored value)."""
+        self.manager.write([group_metadata_record(group, assignment, headers)],
+                           lambda error: callback(map_write_error(error)))

@@ -1,11 +1,9 @@
-"""Replay: how `__consumer_offsets` records change the coordinator's state.
+"""What a record's value does to state, shared by the live path and the loader.
 
-The live path and the loader use the same functions: the OffsetCommit records of a commit are
-applied with `replay_offset_commits` once their write is durable (tombstones of a delete or an
-expiry likewise), and a load applies a partition's records with the same function, group by group.
-A GroupMetadata record rebuilds its group with `group_from_metadata_value`; live, the group object
-is already what the record describes. On load only the last record of each key is applied, which is
-exactly what sequential replay would leave.
+`apply_offset_records` folds OffsetCommit records into a group's table of committed offsets: the offset
+manager's replay uses it for a commit that just became durable and for a whole loaded partition, and a
+partition's materialised state (coordinator.partition_state, the checkpoints' form) uses it for a log
+tail. `group_from_metadata_value` builds a group from its GroupMetadata record, as a load does.
 """
 from __future__ import annotations
 
@@ -15,16 +13,10 @@ from coordinator.member_metadata import MemberMetadata
 from protocol.consumer_offsets import GroupMetadataValue, OffsetCommitValue
 
 
-def replay_offset_commits(group: GroupMetadata, records: dict[tuple[str, int], OffsetCommitValue | None]) -> None:
-    """Apply OffsetCommit records ((topic, partition) -> value, None = tombstone) to the group's
-    committed offsets. The live path passes the records it just wrote; the loader whole partitions."""
-    group.offsets = apply_offset_records(group.offsets, records)
-
-
 def apply_offset_records(offsets: dict[tuple[str, int], OffsetCommitValue],
                          records: dict[tuple[str, int], OffsetCommitValue | None]) -> dict:
-    """`offsets` with `records` applied (updated in place, or a new table when it was empty).
-    Also how a partition's materialised state (coordinator.partition_state) takes a log tail."""
+    """`offsets` with `records` applied ((topic, partition) -> value, None = tombstone): updated in place,
+    or a new table when it was empty."""
     has_tombstones = not all(records.values())  # a value is a non-empty tuple, a tombstone None
     if not offsets and not has_tombstones:
         return records.copy()  # a fresh group on load: cloning the table beats re-inserting
@@ -34,10 +26,6 @@ def apply_offset_records(offsets: dict[tuple[str, int], OffsetCommitValue],
             if value is None:
                 del offsets[tp]
     return offsets
-
-
-def replay_offset_commit(group: GroupMetadata, topic: str, partition: int, value: OffsetCommitValue | None) -> None:
-    replay_offset_commits(group, {(topic, partition): value})
 
 
 def group_from_metadata_value(group_id: str, value: GroupMetadataValue, now_ms: int) -> GroupMetadata:
@@ -57,4 +45,5 @@ def group_from_metadata_value(group_id: str, value: GroupMetadataValue, now_ms: 
         if m.group_instance_id is not None:
             group.add_static_member(m.group_instance_id, m.member_id)
     group.leader_id = value.leader if value.leader in group.members else group.leader_id
+    group.stored = value
     return group

@@ -99,3 +99,22 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+
+
+class RequestContext(NamedTuple):
+    """What the coordinator needs of a request besides its body (Kafka's RequestContext)."""
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 0
+
+
+class OffsetCommit(NamedTuple):
+    """An OffsetCommit as the coordinator takes it: the broker has dropped partitions that do not exist
+    (UNKNOWN_TOPIC_OR_PARTITION) and applied the version's rules (retention only v2-v4, the instance id v7+)."""
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    generation_id: int
+    offsets: list[OffsetCommitRequestPartition]
+    retention_time_ms: int = -1
+    api_version: int = 8

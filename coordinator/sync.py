@@ -7,37 +7,39 @@ set_and_propagate_assignment (then Stable) / reset_and_propagate_assignment_erro
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from coordinator.group_metadata import GroupMetadata
 from coordinator.group_state import GroupState
-from coordinator.rebalance import RebalanceMixin
 from coordinator.records import rebalance_headers
 from coordinator.results import SyncGroupResult
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from coordinator.group_manager import GroupMetadataManager
 
 S = GroupState
 SyncCallback = Callable[[SyncGroupResult], None]
 
 
-class SyncGroupMixin(RebalanceMixin):
+class ClassicSync:
+    def __init__(self, manager: GroupMetadataManager) -> None:
+        self.manager = manager
+        self.rebalance = manager.rebalance
+        self.parked = manager.parked
+        self.log = manager.log
 
-    def handle_sync_group(self, group_id: str, generation_id: int, member_id: str, protocol_type: str | None,
-                          protocol_name: str | None, group_instance_id: str | None,
-                          assignments: dict[str, bytes], callback: SyncCallback) -> None:
-        error = self.validate_group_status(group_id)
-        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            # The rebalance's state is lost with the reload: the member must rejoin, not rediscover.
-            callback(SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
-            return
-        if error is not None:
-            callback(SyncGroupResult(error))
-            return
-        group = self.get_group(group_id)
+    def handle_sync_group(self, request, version: int, callback: SyncCallback) -> None:
+        """`request`: a SyncGroupRequest of `version` (its group id already checked by the front door)."""
+        group = self.manager.get_group(request.group_id)
         if group is None:
             callback(SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
             return
-        self.do_sync_group(group, generation_id, member_id, protocol_type, protocol_name, group_instance_id,
-                           assignments, callback)
+        self.do_sync_group(group, request.generation_id, request.member_id,
+                           request.protocol_type if version >= 5 else None,
+                           request.protocol_name if version >= 5 else None,
+                           request.group_instance_id if version >= 3 else None,
+                           {a.member_id: a.assignment for a in request.assignments}, callback)
 
     def do_sync_group(self, group: GroupMetadata, generation_id: int, member_id: str, protocol_type: str | None,
                       protocol_name: str | None, group_instance_id: str | None, assignments: dict[str, bytes],
@@ -64,17 +66,17 @@ class SyncGroupMixin(RebalanceMixin):
                     self._sync_completing_rebalance(group, generation_id, member_id, assignments, callback)
                 case S.STABLE:
                     # A late follower: the assignment is already stored.
-                    self.remove_pending_sync_member(group, member_id)
+                    self.rebalance.remove_pending_sync_member(group, member_id)
                     member = group.get(member_id)
                     callback(SyncGroupResult(ErrorCode.NONE, group.protocol_type, group.protocol_name,
                                              member.assignment))
-                    self.complete_and_schedule_next_heartbeat_expiration(group, member)
+                    self.rebalance.complete_and_schedule_next_heartbeat_expiration(group, member)
 
     def _sync_completing_rebalance(self, group: GroupMetadata, generation_id: int, member_id: str,
                                    assignments: dict[str, bytes], callback: SyncCallback) -> None:
         # Everyone waits here until the leader's assignment is durable.
-        group.get(member_id).awaiting_sync_callback = callback
-        self.remove_pending_sync_member(group, member_id)
+        self.parked.park_sync(group, group.get(member_id), callback)
+        self.rebalance.remove_pending_sync_member(group, member_id)
         if not group.is_leader(member_id):
             return
         static = sum(1 for m in group.all_member_metadata() if m.is_static_member)
@@ -86,23 +88,21 @@ class SyncGroupMixin(RebalanceMixin):
         if missing:
             self.log.warning("Setting empty assignments for members %s of %s for generation %d", missing,
                              group.group_id, group.generation_id)
-        headers = rebalance_headers(group, self.now_ms(), sync_done=True)
+        headers = rebalance_headers(group, self.manager.now_ms(), sync_done=True)
 
         def on_stored(error: ErrorCode) -> None:
-            if not (self.group_if_current(group) and group.is_(S.COMPLETING_REBALANCE)
+            if not (self.rebalance.is_current(group) and group.is_(S.COMPLETING_REBALANCE)
                     and generation_id == group.generation_id):
                 return  # a newer rebalance has taken over; its members get its own answers
             if error != ErrorCode.NONE:
-                self.reset_and_propagate_assignment_error(group, error)
-                self.maybe_prepare_rebalance(
+                self.rebalance.reset_and_propagate_assignment_error(group, error)
+                self.rebalance.maybe_prepare_rebalance(
                     group, f"Error {error.name} when storing group assignment during SyncGroup (member: {member_id})",
                     "store_failure", member_id)
             else:
-                self.set_and_propagate_assignment(group, assignment)
-                group.transition_to(S.STABLE, self.now_ms())
+                self.rebalance.set_and_propagate_assignment(group, assignment)
+                group.transition_to(S.STABLE, self.manager.now_ms())
                 self.log.info("Group %s transitioned to Stable with generation %d and %d members", group.group_id,
-                              group.generation_id, group.size,
-                              extra={"group_id": group.group_id, "event": "stable",
-                                     "generation_id": group.generation_id})
+                              group.generation_id, group.size)
 
-        self.store_group(group, assignment, on_stored, headers)
+        self.rebalance.store_group(group, assignment, on_stored, headers)

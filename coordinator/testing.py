@@ -1,15 +1,26 @@
-"""A deterministic test context: a manual clock whose `sleep(ms)` fires due timers, and a writer
-that records appended records and completes (or fails) them on demand. No threads, no sockets."""
+"""A deterministic test context (Kafka's GroupMetadataManagerTestContext): a manual clock whose
+`sleep(ms)` fires due timers, a writer that records appended records and completes (or fails) them on
+demand, and helpers that send requests as a client would. No threads, no sockets."""
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from coordinator.config import GroupConfig
-from coordinator.group_coordinator import GroupCoordinator
+from coordinator.events import CoordinatorEvents
+from coordinator.group_manager import GroupMetadataManager
 from coordinator.records import Record
-from coordinator.results import JoinGroupResult, LeaveGroupResult, SyncGroupResult
+from coordinator.results import (
+    JoinGroupResult,
+    LeaveGroupResult,
+    OffsetCommit,
+    OffsetCommitRequestPartition,
+    RequestContext,
+)
+from coordinator.service import GroupCoordinatorService
+from coordinator.shard import GroupCoordinatorShard
 from coordinator.timers import TimerQueue
+from protocol import messages as m
 from protocol.errors import ErrorCode
 
 
@@ -36,6 +47,7 @@ class Append:
     records: list[Record]
     callback: Callable[[ErrorCode], None]
     done: bool = False
+    error: ErrorCode | None = None  # how it was completed
 
 
 @dataclass
@@ -70,9 +82,14 @@ class RecordingWriter:
     def clear(self) -> None:
         self.appends.clear()
 
+    def durable(self) -> list[Append]:
+        """The appends that completed without error, in order: what the log holds."""
+        return [a for a in self.appends if a.done and a.error == ErrorCode.NONE]
+
     @staticmethod
     def _finish(entry: Append, error: ErrorCode) -> None:
         entry.done = True
+        entry.error = error
         entry.callback(error)
 
 
@@ -95,6 +112,18 @@ class Capture:
         return self.calls[0]
 
 
+class RecordingEvents(CoordinatorEvents):
+    def __init__(self) -> None:
+        self.rebalances: list[tuple[str, str]] = []
+        self.sizes: list[tuple[str, int]] = []
+
+    def rebalance(self, group_id: str, cause: str) -> None:
+        self.rebalances.append((group_id, cause))
+
+    def group_members(self, group_id: str, members: int) -> None:
+        self.sizes.append((group_id, members))
+
+
 class CoordinatorContext:
     def __init__(self, config: GroupConfig | None = None, **config_overrides) -> None:
         if config is None:
@@ -102,20 +131,54 @@ class CoordinatorContext:
         self.config = config
         self.clock = ManualClock()
         self.writer = RecordingWriter()
-        self.gc = GroupCoordinator(config, clock=self.clock, timer=self.clock.timers, writer=self.writer)
+        self.events = RecordingEvents()
+        self.gc = GroupCoordinatorService(config, clock=self.clock, timer=self.clock.timers, writer=self.writer,
+                                          events=self.events)
 
     def sleep(self, ms: int) -> None:
         self.clock.sleep(ms)
+
+    # ------------------------------------------------------------ where a group's state is
+
+    def shard(self, group_id: str) -> GroupCoordinatorShard:
+        shard = self.gc.shard_for(group_id)
+        assert isinstance(shard, GroupCoordinatorShard), shard
+        return shard
+
+    def manager(self, group_id: str) -> GroupMetadataManager:
+        return self.shard(group_id).groups
+
+    @property
+    def groups(self) -> dict:
+        """Every group of every live shard, by id (a fresh dict: read it, do not change it)."""
+        return {gid: g for shard in self.gc.shards.values() for gid, g in shard.groups.groups.items()}
+
+    def group(self, group_id: str):
+        """The group object, or None."""
+        return self.manager(group_id).groups.get(group_id)
+
+    def offsets(self, group_id: str) -> dict:
+        return self.shard(group_id).offsets.committed(group_id)
+
+    def pending(self, group_id: str) -> dict:
+        """(topic, partition) -> commits of the group in flight."""
+        return self.shard(group_id).offsets.pending.get(group_id, {})
+
+    # ------------------------------------------------------------ requests, as a client sends them
 
     def join(self, group_id: str, member_id: str = "", *, instance_id: str | None = None, version: int = 9,
              protocols: list[tuple[str, bytes]] | None = None, protocol_type: str = "consumer",
              session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 60_000, client_id: str = "client",
              reason: str | None = None) -> Capture:
         cap = Capture()
-        self.gc.handle_join_group(group_id, member_id, instance_id, version >= 4 and instance_id is None, client_id,
-                                  "/127.0.0.1", rebalance_timeout_ms if version >= 1 else session_timeout_ms,
-                                  session_timeout_ms, protocol_type,
-                                  protocols if protocols is not None else [("range", b"r")], reason, version, cap)
+        protocol = m.JoinGroupRequest.JoinGroupRequestProtocol
+        request = m.JoinGroupRequest(
+            group_id=group_id, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+            member_id=member_id, group_instance_id=instance_id, protocol_type=protocol_type,
+            protocols=[protocol(name=n, metadata=d) for n, d in (protocols if protocols is not None
+                                                                   else [("range", b"r")])],
+            reason=reason)
+        self.gc.join_group(RequestContext(client_id, "/127.0.0.1", version), request, cap)
         return cap
 
     def join_new_member(self, group_id: str, **kw) -> Capture:
@@ -128,20 +191,46 @@ class CoordinatorContext:
              instance_id: str | None = None, protocol_type: str | None = None,
              protocol_name: str | None = None) -> Capture:
         cap = Capture()
-        self.gc.handle_sync_group(group_id, generation_id, member_id, protocol_type, protocol_name, instance_id,
-                                  assignments or {}, cap)
+        assignment = m.SyncGroupRequest.SyncGroupRequestAssignment
+        request = m.SyncGroupRequest(
+            group_id=group_id, generation_id=generation_id, member_id=member_id, group_instance_id=instance_id,
+            protocol_type=protocol_type, protocol_name=protocol_name,
+            assignments=[assignment(member_id=k, assignment=v) for k, v in (assignments or {}).items()])
+        self.gc.sync_group(RequestContext("client", "/127.0.0.1", 5), request, cap)
         return cap
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int,
                   instance_id: str | None = None) -> ErrorCode:
-        cap = Capture()
-        self.gc.handle_heartbeat(group_id, member_id, instance_id, generation_id, cap)
-        return cap.result
+        return self.gc.heartbeat(group_id, member_id, instance_id, generation_id)
 
     def leave(self, group_id: str, *members: tuple[str, str | None, str | None]) -> LeaveGroupResult:
-        cap = Capture()
-        self.gc.handle_leave_group(group_id, list(members), cap)
-        return cap.result
+        member = m.LeaveGroupRequest.MemberIdentity
+        request = m.LeaveGroupRequest(group_id=group_id, members=[
+            member(member_id=mid, group_instance_id=iid, reason=why) for mid, iid, why in members])
+        return self.gc.leave_group(RequestContext("client", "/127.0.0.1", 5), request)
+
+    def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                       offsets: list[OffsetCommitRequestPartition], callback, retention_time_ms: int = -1,
+                       request_version: int = 9) -> None:
+        self.gc.commit_offsets(OffsetCommit(group_id, member_id, instance_id, generation_id, list(offsets),
+                                            retention_time_ms, request_version), callback)
+
+    def fetch_offsets(self, group_id: str, partitions=None, require_stable: bool = False):
+        return self.gc.fetch_offsets(group_id, partitions, require_stable)
+
+    def delete_offsets(self, group_id: str, partitions, callback) -> None:
+        self.gc.delete_offsets(group_id, partitions, callback)
+
+    def delete_groups(self, group_ids, callback) -> None:
+        self.gc.delete_groups(group_ids, callback)
+
+    def describe_groups(self, group_ids, request_version: int = 5):
+        return self.gc.describe_groups(group_ids, request_version)
+
+    def list_groups(self, states_filter=None):
+        error, groups = self.gc.list_groups(states_filter)
+        assert error == ErrorCode.NONE, error
+        return groups
 
     def stable_group(self, group_id: str, n: int = 1, **kw) -> list[str]:
         """Drive a group of `n` dynamic members to Stable; returns member ids, leader first."""
@@ -155,12 +244,9 @@ class CoordinatorContext:
         leader = results[0].leader_id
         gen = results[0].generation_id
         ids = [r.member_id for r in results]
-        lsync = self.sync(group_id, leader, gen, {m: m.encode() for m in ids})
-        for m in ids:
-            if m != leader:
-                self.sync(group_id, m, gen)
+        lsync = self.sync(group_id, leader, gen, {mid: mid.encode() for mid in ids})
+        for mid in ids:
+            if mid != leader:
+                self.sync(group_id, mid, gen)
         assert lsync.result.error == ErrorCode.NONE
-        return [leader] + [m for m in ids if m != leader]
-
-    def sync_result(self, cap: Capture) -> SyncGroupResult:
-        return cap.result
+        return [leader] + [mid for mid in ids if mid != leader]

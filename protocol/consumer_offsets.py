@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from protocol.errors import DecodeError
 
+OFFSETS_TOPIC = "__consumer_offsets"  # the one name of the topic (coordinator, broker, analytics, bench)
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3

@@ -5,9 +5,8 @@ and renamed over the old one, so a crash leaves either the old or the new checkp
 from __future__ import annotations
 
 import logging
-import os
 
-from storage.fs import FS
+from storage.fs import FS, read_file, replace_file
 
 log = logging.getLogger("kcoord.storage")
 
@@ -17,28 +16,15 @@ VERSION = 0
 def write_checkpoint(fs: FS, path: str, offsets: dict[tuple[str, int], int]) -> None:
     lines = [str(VERSION), str(len(offsets))]
     lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())]
-    data = ("\n".join(lines) + "\n").encode()
-    tmp = path + ".tmp"
-    fd = fs.open(tmp)
-    try:
-        fs.truncate(fd, 0)
-        fs.write_all(fd, data, 0)
-        fs.fsync(fd)
-    finally:
-        fs.close(fd)
-    fs.rename(tmp, path)
-    fs.fsync_dir(os.path.dirname(path) or ".")
+    replace_file(fs, path, ("\n".join(lines) + "\n").encode())
 
 
 def read_checkpoint(fs: FS, path: str) -> dict[tuple[str, int], int]:
     """The checkpointed offsets; {} (with a warning) for a missing or malformed file."""
-    if not fs.exists(path):
+    data = read_file(fs, path)
+    if data is None:
         return {}
-    fd = fs.open(path)
-    try:
-        text = fs.pread(fd, fs.size(fd), 0).decode("utf-8", "replace")
-    finally:
-        fs.close(fd)
+    text = data.decode("utf-8", "replace")
     try:
         lines = text.splitlines()
         if int(lines[0]) != VERSION:

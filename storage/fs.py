@@ -132,3 +132,29 @@ class FaultyFS(FS):
         if fault is not None:
             raise fault
         super().fsync(fd)
+
+
+def replace_file(fs: FS, path: str, data) -> None:
+    """Make `data` the content of `path` atomically: a temporary file written and fsynced, renamed over
+    `path`, and the directory fsynced, so a crash leaves the old file or the new one, never a torn one."""
+    tmp = path + ".tmp"
+    fd = fs.open(tmp)
+    try:
+        fs.truncate(fd, 0)
+        fs.write_all(fd, data, 0)
+        fs.fsync(fd)
+    finally:
+        fs.close(fd)
+    fs.rename(tmp, path)
+    fs.fsync_dir(os.path.dirname(path) or ".")
+
+
+def read_file(fs: FS, path: str) -> bytes | None:
+    """The whole content of `path`, or None if there is no such file."""
+    if not fs.exists(path):
+        return None
+    fd = fs.open(path)
+    try:
+        return fs.pread(fd, fs.size(fd), 0)
+    finally:
+        fs.close(fd)

@@ -14,17 +14,7 @@ from protocol import messages as m
 
 @api(key=42, name="DeleteGroups", min_version=0, max_version=2)
 async def handle(ctx, request):
-    groups = ctx.broker.groups
-    errors = {}
-    ready = []
-    for group_id in request.groups_names:
-        error = groups.group_error(group_id)
-        if error:
-            errors[group_id] = error
-        else:
-            ready.append(group_id)
-    if ready:
-        errors.update(await groups.call("handle_delete_groups", ready))
+    errors = await ctx.broker.groups.delete_groups(list(dict.fromkeys(request.groups_names)))
     result_type = m.DeleteGroupsResponse.DeletableGroupResult
     return m.DeleteGroupsResponse(results=[
         result_type(group_id=g, error_code=errors[g]) for g in dict.fromkeys(request.groups_names)])

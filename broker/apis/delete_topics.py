@@ -45,4 +45,6 @@ def _delete(broker, name, topic_id):
                  error_message=f"Deletion of internal topic {topic.name} is not allowed.")
     topics.delete(topic.name)
     broker.fetch_waiters.notify_topic(topic.name, topic.partitions)
+    if broker.groups is not None:  # its committed offsets go too (Kafka's GroupCoordinator.onPartitionsDeleted)
+        broker.groups.handle_topics_deleted([topic.name])
     return R(name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.NONE, error_message=None)

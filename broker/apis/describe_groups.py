@@ -32,21 +32,14 @@ def _group(group_id: str, error: ErrorCode, state: str = UNKNOWN_STATE, protocol
 
 
 @api(key=15, name="DescribeGroups", min_version=0, max_version=6)
-async def handle(ctx, request):
+def handle(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
     wants_operations = version >= 3 and request.include_authorized_operations
     operations = GROUP_OPERATIONS if wants_operations else AUTHORIZED_OPERATIONS_OMITTED
     out = []
-    ready = []
-    for group_id in request.groups:
-        error = groups.group_error(group_id)
-        if error:
-            out.append(_group(group_id, error))
-        else:
-            ready.append(group_id)
     member_type = m.DescribeGroupsResponse.DescribedGroupMember
-    for described in groups.coordinator.handle_describe_groups(ready, request_version=version):
+    for described in groups.describe_groups(request.groups, version):
         message = None
         if described.error == ErrorCode.GROUP_ID_NOT_FOUND:
             message = f"Group {described.group_id} not found."
@@ -57,6 +50,4 @@ async def handle(ctx, request):
         out.append(_group(described.group_id, described.error, described.state, described.protocol_type,
                           described.protocol_data, members, message,
                           operations if described.error == ErrorCode.NONE else AUTHORIZED_OPERATIONS_OMITTED))
-    order = {g: i for i, g in enumerate(request.groups)}
-    out.sort(key=lambda g: order.get(g.group_id, 0))
     return m.DescribeGroupsResponse(groups=out)

@@ -27,7 +27,7 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
     if key_type == GROUP_KEY:
         # A partition still loading is led here all the same: its group requests answer
         # COORDINATOR_LOAD_IN_PROGRESS, which clients retry against the same node.
-        if ctx.broker.groups.group_error(key) == ErrorCode.COORDINATOR_NOT_AVAILABLE:
+        if not ctx.broker.groups.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return ErrorCode.NONE, None
     if key_type == TRANSACTION_KEY or (key_type == SHARE_KEY and ctx.api_version >= 6):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from broker.registry import api
 from protocol import messages as m
-from protocol.errors import ErrorCode
 
 
 def _protocol_name(version: int, name: str | None) -> str | None:
@@ -27,35 +26,10 @@ def _protocol_name(version: int, name: str | None) -> str | None:
     return name
 
 
-def error_response(version: int, error: ErrorCode, member_id: str = "") -> m.JoinGroupResponse:
-    return m.JoinGroupResponse(error_code=error, generation_id=-1, protocol_type=None,
-                               protocol_name=_protocol_name(version, None), leader="",
-                               member_id=member_id, members=[])
-
-
 @api(key=11, name="JoinGroup", min_version=0, max_version=9)
 async def handle(ctx, request):
     version = ctx.api_version
-    groups = ctx.broker.groups
-    error = groups.group_error(request.group_id)
-    if error:
-        return error_response(version, error)
-    instance_id = request.group_instance_id if version >= 5 else None
-    result = await groups.call(
-        "handle_join_group",
-        group_id=request.group_id,
-        member_id=request.member_id,
-        group_instance_id=instance_id,
-        require_known_member_id=version >= 4 and instance_id is None,
-        client_id=ctx.client_id or "",
-        client_host=ctx.client_host,
-        rebalance_timeout_ms=request.session_timeout_ms if version == 0 else request.rebalance_timeout_ms,
-        session_timeout_ms=request.session_timeout_ms,
-        protocol_type=request.protocol_type,
-        protocols=[(p.name, p.metadata) for p in request.protocols],
-        reason=request.reason if version >= 8 else None,
-        request_version=version,
-    )
+    result = await ctx.broker.groups.join_group(ctx.for_coordinator(), request)
     member_type = m.JoinGroupResponse.JoinGroupResponseMember
     return m.JoinGroupResponse(
         error_code=result.error,

@@ -18,18 +18,9 @@ from protocol.errors import ErrorCode
 
 
 @api(key=13, name="LeaveGroup", min_version=0, max_version=5)
-async def handle(ctx, request):
+def handle(ctx, request):
     version = ctx.api_version
-    groups = ctx.broker.groups
-    error = groups.group_error(request.group_id)
-    if error:
-        return m.LeaveGroupResponse(error_code=error, members=[])
-    if version < 3:
-        members = [(request.member_id, None, None)]
-    else:
-        members = [(mm.member_id, mm.group_instance_id, mm.reason if version >= 5 else None)
-                   for mm in request.members]
-    result = await groups.call("handle_leave_group", group_id=request.group_id, members=members)
+    result = ctx.broker.groups.leave_group(ctx.for_coordinator(), request)
     if version < 3:
         top = result.error or next((mm.error for mm in result.members if mm.error), ErrorCode.NONE)
         return m.LeaveGroupResponse(error_code=top)

@@ -17,15 +17,15 @@ CLASSIC = "classic"
 
 
 @api(key=16, name="ListGroups", min_version=0, max_version=5)
-async def handle(ctx, request):
+def handle(ctx, request):
     version = ctx.api_version
-    groups = ctx.broker.groups
-    error = groups.all_loaded_error()
-    if error:
-        return m.ListGroupsResponse(error_code=error, groups=[])
     states = list(request.states_filter) if version >= 4 else []
     types = {t.lower() for t in request.types_filter} if version >= 5 else set()
-    listed = [] if types and CLASSIC not in types else groups.coordinator.handle_list_groups(states)
+    error, listed = ctx.broker.groups.list_groups(states)
+    if error:
+        return m.ListGroupsResponse(error_code=error, groups=[])
+    if types and CLASSIC not in types:
+        listed = []
     group_type = m.ListGroupsResponse.ListedGroup
     return m.ListGroupsResponse(error_code=0, groups=[
         group_type(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=CLASSIC)

@@ -26,7 +26,7 @@ from itertools import repeat
 from operator import attrgetter
 
 from broker.registry import api, frame_handler
-from coordinator.results import OffsetCommitRequestPartition
+from coordinator.results import OffsetCommit, OffsetCommitRequestPartition
 from protocol import messages as m
 from protocol import offset_commit_frames as frames
 from protocol.errors import ErrorCode
@@ -99,10 +99,6 @@ def _existing(known_topics, topics) -> tuple[list[OffsetCommitRequestPartition],
 @api(key=8, name="OffsetCommit", min_version=2, max_version=9)
 async def handle(ctx, request):
     version = ctx.api_version
-    groups = ctx.broker.groups
-    error = groups.group_error(request.group_id)
-    if error:
-        return _response(request, error)
     epochs = version >= 6
     offsets, errors = _existing(ctx.broker.topics, (
         (t.name, list(map(_index, t.partitions)), map(_offset, t.partitions),
@@ -110,16 +106,10 @@ async def handle(ctx, request):
         for t in request.topics))
     if offsets or not errors:
         started = time.monotonic()
-        reply = groups.call(
-            "handle_commit_offsets",
-            group_id=request.group_id,
-            member_id=request.member_id,
-            group_instance_id=request.group_instance_id if version >= 7 else None,
-            generation_id=request.generation_id_or_member_epoch,
-            retention_time_ms=request.retention_time_ms if version <= 4 else NO_RETENTION,
-            offsets=offsets,
-            request_version=version,
-        )
+        reply = ctx.broker.groups.commit_offsets(OffsetCommit(
+            request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
+            request.generation_id_or_member_epoch, offsets,
+            request.retention_time_ms if version <= 4 else NO_RETENTION, version))
         # Handed over, not held while the write waits for its fsync (young GC collections walk what
         # requests in flight hold).
         del offsets
@@ -140,26 +130,14 @@ def serve_frame(broker, frame):
         return None
     correlation_id, (version, group_id, generation_id, member_id, group_instance_id, retention_time_ms,
                      topics) = request
-    groups = broker.groups
-    error = groups.group_error(group_id)
-    if error:
-        return 0, frames.response_frame(version, correlation_id, topics, error)
     offsets, errors = _existing(broker.topics, topics)
     if not offsets and errors:
         return 0, frames.response_frame(version, correlation_id, topics, errors)
     commit = _Commit(broker.metrics, version, correlation_id, topics, errors)
-    # The coordinator's entry point that `handle` reaches through groups.call, with the same arguments,
-    # and a callback that answers the frame.
-    groups.coordinator.handle_commit_offsets(
-        group_id=group_id,
-        member_id=member_id,
-        group_instance_id=group_instance_id if version >= 7 else None,
-        generation_id=generation_id,
-        retention_time_ms=retention_time_ms if version <= 4 else NO_RETENTION,
-        offsets=offsets,
-        request_version=version,
-        callback=commit,
-    )
+    # The front door `handle` reaches too, with the same request, and a callback that answers the frame.
+    broker.groups.commit_offsets(OffsetCommit(
+        group_id, member_id, group_instance_id if version >= 7 else None, generation_id, offsets,
+        retention_time_ms if version <= 4 else NO_RETENTION, version), commit)
     return commit.answer()
 
 

@@ -23,10 +23,6 @@ def _response(request, top_error, error_of) -> m.OffsetDeleteResponse:
 
 @api(key=47, name="OffsetDelete", min_version=0, max_version=0)
 async def handle(ctx, request):
-    groups = ctx.broker.groups
-    error = groups.group_error(request.group_id)
-    if error:
-        return _response(request, error, None)
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    top_error, errors = await groups.call("handle_delete_offsets", request.group_id, partitions)
+    top_error, errors = await ctx.broker.groups.delete_offsets(request.group_id, partitions)
     return _response(request, top_error, lambda t, p: errors.get((t, p), 0))

@@ -21,11 +21,8 @@ from protocol import messages as m
 
 def _fetch(groups, group_id: str, topics, require_stable: bool) -> OffsetFetchResult:
     """OffsetFetchResult for one group; `topics` None means all."""
-    error = groups.group_error(group_id)
-    if error:
-        return OffsetFetchResult(group_id=group_id, error=error)
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    return groups.coordinator.handle_fetch_offsets(group_id, partitions, require_stable)
+    return groups.fetch_offsets(group_id, partitions, require_stable)
 
 
 def _topics(topic_type, partition_type, partitions) -> list:
@@ -40,7 +37,7 @@ def _topics(topic_type, partition_type, partitions) -> list:
 
 
 @api(key=9, name="OffsetFetch", min_version=1, max_version=9)
-async def handle(ctx, request):
+def handle(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
     require_stable = request.require_stable if version >= 7 else False

@@ -23,21 +23,9 @@ def error_response(error: ErrorCode) -> m.SyncGroupResponse:
 @api(key=14, name="SyncGroup", min_version=0, max_version=5)
 async def handle(ctx, request):
     version = ctx.api_version
-    groups = ctx.broker.groups
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
+        # KafkaApis.handleSyncGroupRequest refuses this before the coordinator sees it.
         return error_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-    error = groups.group_error(request.group_id)
-    if error:
-        return error_response(error)
-    result = await groups.call(
-        "handle_sync_group",
-        group_id=request.group_id,
-        generation_id=request.generation_id,
-        member_id=request.member_id,
-        protocol_type=request.protocol_type if version >= 5 else None,
-        protocol_name=request.protocol_name if version >= 5 else None,
-        group_instance_id=request.group_instance_id if version >= 3 else None,
-        assignments={a.member_id: a.assignment for a in request.assignments},
-    )
+    result = await ctx.broker.groups.sync_group(ctx.for_coordinator(), request)
     return m.SyncGroupResponse(error_code=result.error, protocol_type=result.protocol_type,
                                protocol_name=result.protocol_name, assignment=result.assignment or b"")

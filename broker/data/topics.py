@@ -15,11 +15,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.core import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.topics")
 
-CONSUMER_OFFSETS = "__consumer_offsets"
+CONSUMER_OFFSETS = OFFSETS_TOPIC  # coordinator.core owns the name
 METADATA_FILE = "kcoord-topics.json"
 MAX_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")

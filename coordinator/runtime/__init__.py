@@ -1,4 +1,4 @@
-"""The coordinator runtime: binds the pure GroupCoordinator to asyncio and storage.
+"""The coordinator runtime: binds the pure GroupCoordinatorService to asyncio and storage.
 
 Everything else in coordinator/ is deterministic and I/O-free; this module supplies what it is
 injected with:
@@ -9,13 +9,13 @@ injected with:
 * `OffsetsTopicWriter` (coordinator.runtime.writer) — appends the coordinator's records as one v2
   batch per write to `__consumer_offsets-N` (a partition's writes of one loop tick in one append) and
   calls back only once they are fsynced: a callback with NONE means the records are durable.
-* `CoordinatorEvents` — the coordinator's structured log events (rebalances and their causes, group
-  sizes) as broker metrics.
-* `GroupRuntime` — owns them, loads every `__consumer_offsets` partition by replay before serving it
-  (requests answer COORDINATOR_LOAD_IN_PROGRESS meanwhile): from the partition's checkpoint and the log
-  after it when the checkpoint is valid, else the whole log (coordinator.runtime.checkpoints decides when
-  checkpoints are written). It turns the coordinator's callbacks into awaitables for the handlers, and
-  shuts down cleanly.
+* `MetricsEvents` — the coordinator's event sink (rebalances and their causes, group sizes) as broker
+  metrics.
+* `GroupRuntime` — owns them, loads every `__consumer_offsets` shard by replay once the server listens, a
+  partition at a time (its groups answer as loading meanwhile, the loaded ones are served): from the
+  partition's checkpoint and the log after it when the checkpoint is valid, else the whole log
+  (coordinator.runtime.checkpoints decides when checkpoints are written). It turns the service's
+  callbacks into awaitables for the handlers, and shuts down cleanly.
 """
 from __future__ import annotations
 
@@ -26,11 +26,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from coordinator import GroupConfig, GroupCoordinator
+from coordinator.config import GroupConfig
+from coordinator.core import OFFSETS_TOPIC
+from coordinator.events import NO_EVENTS, CoordinatorEvents
 from coordinator.gc_pause import gc_paused
+from coordinator.partition_state import PartitionState
+from coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFetchResult, RequestContext
 from coordinator.runtime.checkpoints import Checkpointer
 from coordinator.runtime.writer import FAULT_FILE_ENV as FAULT_FILE_ENV  # tests and the broker set it
-from coordinator.runtime.writer import OFFSETS_TOPIC, OffsetsTopicWriter
+from coordinator.runtime.writer import OffsetsTopicWriter
+from coordinator.service import GroupCoordinatorService
 from protocol.errors import DecodeError, ErrorCode
 from storage import StorageError
 
@@ -39,6 +44,7 @@ from storage import StorageError
 # partition's checkpoint is rewritten (a rewrite decodes only the groups its tail touches).
 CHECKPOINT_RECORDS = 10_000
 CHECKPOINT_RECORDS_ENV = "KCOORD_OFFSETS_CHECKPOINT_RECORDS"  # tests and benches: another interval
+HOLD_LOAD_FILE_ENV = "KCOORD_TEST_HOLD_LOAD_FILE"  # tests: partitions listed in this file wait to load
 
 log = logging.getLogger("kcoord.coordinator.runtime")
 
@@ -118,7 +124,7 @@ async def create(broker) -> GroupRuntime:
     """Build and start the runtime for a broker (the composition root calls this at start)."""
     props = broker.config.props
     runtime = GroupRuntime(broker.consumer_offsets_log, GroupConfig.from_properties(props),
-                           logger=coordinator_logger(broker.metrics),
+                           events=MetricsEvents(broker.metrics),
                            compression=int(props.get("offsets.topic.compression.codec", 0)),
                            # a durable write moves that partition's high watermark: wake its long polls
                            on_durable=lambda p: broker.fetch_waiters.notify((OFFSETS_TOPIC, p)))
@@ -126,54 +132,38 @@ async def create(broker) -> GroupRuntime:
     return runtime
 
 
-class CoordinatorEvents(logging.Handler):
-    """The coordinator's log records carry structured events (extra={"event": ..., "group_id": ...});
-    this turns them into broker metrics and hands every record on to the "kcoord.coordinator"
-    logger, so metrics do not depend on the log level and the log output is unchanged."""
+class MetricsEvents(CoordinatorEvents):
+    """The coordinator's events as broker metrics."""
 
-    def __init__(self, metrics, target: logging.Logger) -> None:
-        super().__init__(logging.DEBUG)
+    def __init__(self, metrics) -> None:
         self.metrics = metrics
-        self.target = target
 
-    def emit(self, record: logging.LogRecord) -> None:
-        event = getattr(record, "event", None)
-        group = getattr(record, "group_id", "")
-        if self.metrics is not None and event is not None:
-            if event == "prepare_rebalance":
-                self.metrics.rebalance(group, getattr(record, "cause", None) or "other")
-            elif event == "join_complete":
-                self.metrics.group_members(group, getattr(record, "members", 0))
-            elif event in ("group_empty", "group_deleted", "group_expired"):
-                self.metrics.group_members(group, 0)
-        if self.target.isEnabledFor(record.levelno):
-            self.target.handle(record)
+    def rebalance(self, group_id: str, cause: str) -> None:
+        if self.metrics is not None:
+            self.metrics.rebalance(group_id, cause)
 
-
-def coordinator_logger(metrics) -> logging.Logger:
-    """A private logger for the coordinator that sees every event record (see CoordinatorEvents):
-    INFO, where the events are, or lower if the real logger is more verbose."""
-    target = logging.getLogger("kcoord.coordinator")
-    # Not registered with logging: no parent, and a level of its own.
-    logger = logging.Logger(target.name, min(target.getEffectiveLevel(), logging.INFO))
-    logger.propagate = False
-    logger.addHandler(CoordinatorEvents(metrics, target))
-    return logger
+    def group_members(self, group_id: str, members: int) -> None:
+        if self.metrics is not None:
+            self.metrics.group_members(group_id, members)
 
 
 class GroupRuntime:
-    """The asyncio face of the GroupCoordinator (`broker.groups`)."""
+    """The asyncio face of the GroupCoordinatorService (`broker.groups`): it owns the clock, the timers
+    and the writer, loads the shards after the server listens, and turns the service's callbacks into
+    awaitables for the handlers."""
 
     def __init__(self, log_for: Callable[[int], Any], config: GroupConfig,
                  logger: logging.Logger | None = None, compression: int = 0,
-                 on_durable: Callable[[int], None] | None = None) -> None:
+                 on_durable: Callable[[int], None] | None = None,
+                 events: CoordinatorEvents = NO_EVENTS) -> None:
         self._log_for = log_for
         self._on_durable = on_durable
         self.config = config
         self.num_partitions = config.offsets_topic_num_partitions
         self._compression = compression
         self._logger = logger or logging.getLogger("kcoord.coordinator")
-        self.coordinator: GroupCoordinator | None = None
+        self._events = events
+        self.service: GroupCoordinatorService | None = None
         self.clock = WallClock()
         self._timer: LoopTimer | None = None
         self._writer: OffsetsTopicWriter | None = None
@@ -184,18 +174,21 @@ class GroupRuntime:
         self.loaded_event = asyncio.Event()
         interval = int(os.environ.get(CHECKPOINT_RECORDS_ENV) or CHECKPOINT_RECORDS)
         self.checkpoints = Checkpointer(log_for, self.clock, interval, self._logger)
+        self._hold_file = os.environ.get(HOLD_LOAD_FILE_ENV) or None
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Create the coordinator and start loading every partition in the background."""
+        """Create the service; every shard starts loading (its groups answer as loading meanwhile) in
+        the background, a partition at a time, while the server serves the loaded ones."""
         loop = asyncio.get_running_loop()
         self._timer = LoopTimer(loop, self.clock)
         self._writer = OffsetsTopicWriter(self._log_for, loop, self._compression,
                                           on_durable=self._after_durable_write)
-        self.coordinator = GroupCoordinator(self.config, clock=self.clock, timer=self._timer,
-                                            writer=self._writer, log=self._logger)
+        self.service = GroupCoordinatorService(self.config, clock=self.clock, timer=self._timer,
+                                               writer=self._writer, log=self._logger, events=self._events,
+                                               owned_partitions=set())
         for partition in range(self.num_partitions):
-            self.coordinator.begin_load(partition)  # its groups answer LOAD_IN_PROGRESS until replayed
+            self.service.begin_load(partition)
         self._active = True
         self._load_task = loop.create_task(self._load_all())
 
@@ -207,24 +200,45 @@ class GroupRuntime:
     async def _load_all(self) -> None:
         started = time.monotonic()
         count = from_checkpoint = 0
+        await asyncio.sleep(0)  # the server opens its port first
         with gc_paused(freeze=True):  # for the whole load: between partitions, collections would scan it all
             for partition in range(self.num_partitions):
+                await self._maybe_hold(partition)
                 try:
-                    replayed, used = self.checkpoints.load(partition, self.coordinator.load_partition)
+                    replayed, used = self.checkpoints.load(partition, self._load_shard)
                 except (StorageError, DecodeError):
                     # Kafka gives such a partition up; its groups answer NOT_COORDINATOR, never silence.
                     log.exception("cannot load %s-%d; not serving its groups", OFFSETS_TOPIC, partition)
-                    self.coordinator.unload_partition(partition)
+                    self.service.unload_partition(partition)
                 else:
+                    self.service.complete_load(partition)
                     count += replayed
                     from_checkpoint += used
                     self._loaded.add(partition)
-                await asyncio.sleep(0)  # let requests in meanwhile; they answer LOAD_IN_PROGRESS
+                await asyncio.sleep(0)  # serve requests between partitions
         self.loaded_event.set()
         self.checkpoints.start()
         log.info("loaded %d %s partitions (%d from checkpoints; %d records replayed) in %.1f ms",
                  self.num_partitions, OFFSETS_TOPIC, from_checkpoint, count, (time.monotonic() - started) * 1000)
         self._sweep_task = asyncio.get_running_loop().create_task(self._sweep(), name="offsets checkpoint sweep")
+
+    def _load_shard(self, partition: int, records: list, state: PartitionState, keep_state: bool) -> None:
+        """The checkpoint's state (or an empty one) and the log after it, into the loading shard."""
+        state.replay(records, self._logger)
+        self.service.loading[partition].load(state, keep_state)
+
+    async def _maybe_hold(self, partition: int) -> None:
+        """Test switch: while the file named by KCOORD_TEST_HOLD_LOAD_FILE lists `partition`, its load waits
+        (so a test sees a partition loading while others serve)."""
+        while self._hold_file is not None and self._active:
+            try:
+                with open(self._hold_file, encoding="utf-8") as f:
+                    held = {int(word) for word in f.read().split()}
+            except (FileNotFoundError, ValueError):
+                return
+            if partition not in held:
+                return
+            await asyncio.sleep(0.01)
 
     async def _sweep(self) -> None:
         while True:
@@ -246,46 +260,64 @@ class GroupRuntime:
             await self._writer.drain()
         # Every durable record is covered, so the next start replays (almost) nothing.
         await self.checkpoints.close(sorted(self._loaded))
-        for partition in range(self.num_partitions):
-            self.coordinator.unload_partition(partition)
+        self.service.shutdown()
         if self._timer is not None:
             self._timer.cancel_all()
 
-    # ------------------------------------------------------------------ serving
+    # ------------------------------------------------------------------ serving (the handlers' calls)
+    @property
+    def active(self) -> bool:
+        """Whether this node coordinates groups now (FindCoordinator's question)."""
+        return self._active and self.service is not None and self.service.active
+
     def partition_for(self, group_id: str) -> int:
-        return self.coordinator.partition_for(group_id)
+        return self.service.partition_for(group_id)
 
-    def group_error(self, group_id: str) -> ErrorCode:
-        """NONE when this node serves `group_id` right now, else the error Kafka answers."""
-        if not self._active or self.coordinator is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.coordinator.is_group_loading(group_id):
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE
+    def join_group(self, context: RequestContext, request) -> Reply:
+        reply = Reply()
+        self.service.join_group(context, request, reply)
+        return reply
 
-    def all_loaded_error(self) -> ErrorCode:
-        """For requests about every group (ListGroups)."""
-        if not self._active or self.coordinator is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.coordinator.loading_partitions:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE
+    def sync_group(self, context: RequestContext, request) -> Reply:
+        reply = Reply()
+        self.service.sync_group(context, request, reply)
+        return reply
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> ErrorCode:
         """A Heartbeat's answer, at once (no Reply: heartbeats never wait, and they are most requests)."""
-        error = self.group_error(group_id)
-        if error:
-            return error
-        return self.coordinator.heartbeat(group_id, member_id, group_instance_id, generation_id)
+        return self.service.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
-    def call(self, method: str, *args, **kwargs) -> Reply:
-        """Invoke a callback-style coordinator entry point; the Reply is awaitable for its callback's
-        argument. Many entry points (Heartbeat, most of the time) call back before returning, so the
-        reply is already `done()` and a handler can take `result()` without awaiting."""
-        reply = Reply()
-        getattr(self.coordinator, method)(*args, callback=reply, **kwargs)
+    def leave_group(self, context: RequestContext, request) -> LeaveGroupResult:
+        return self.service.leave_group(context, request)
+
+    def commit_offsets(self, request: OffsetCommit, callback: Callable | None = None) -> Reply:
+        """The commit's per-partition errors once durable: to `callback` if given, else the Reply."""
+        reply = Reply() if callback is None else callback
+        self.service.commit_offsets(request, reply)
         return reply
+
+    def fetch_offsets(self, group_id: str, partitions, require_stable: bool) -> OffsetFetchResult:
+        return self.service.fetch_offsets(group_id, partitions, require_stable)
+
+    def describe_groups(self, group_ids, request_version: int) -> list:
+        return self.service.describe_groups(group_ids, request_version)
+
+    def list_groups(self, states_filter) -> tuple[ErrorCode, list]:
+        return self.service.list_groups(states_filter)
+
+    def delete_groups(self, group_ids) -> Reply:
+        reply = Reply()
+        self.service.delete_groups(group_ids, reply)
+        return reply
+
+    def delete_offsets(self, group_id: str, partitions) -> Reply:
+        reply = Reply()
+        self.service.delete_offsets(group_id, partitions, reply)
+        return reply
+
+    def handle_topics_deleted(self, topics) -> int:
+        return self.service.handle_topics_deleted(topics)
 
 
 class Reply:

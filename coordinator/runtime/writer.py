@@ -15,11 +15,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from coordinator.core import OFFSETS_TOPIC
 from coordinator.record_batch import build_coordinator_batch
 from protocol.errors import ErrorCode
 from storage import StorageError
 
-OFFSETS_TOPIC = "__consumer_offsets"
 # Test switch: while this file exists, coordinator writes fail (one failure per file; the writer
 # removes it), so a test in another process can fail exactly one OffsetCommit's write.
 FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from coordinator import GroupConfig, checkpoint, checkpoint_store
 from coordinator.partition_state import PartitionState
+from coordinator.results import OffsetCommit
 from coordinator.results import OffsetCommitRequestPartition as P
 from coordinator.runtime import GroupRuntime
 from protocol import consumer_offsets as co
@@ -140,13 +141,13 @@ def _runtime(mgr, **overrides) -> GroupRuntime:
 
 
 async def _commit(runtime, group: str, offsets: dict[int, int]) -> None:
-    result = await runtime.call("handle_commit_offsets", group, "", None, -1,
-                                [P("t", p, o) for p, o in offsets.items()])
+    result = await runtime.commit_offsets(OffsetCommit(group, "", None, -1,
+                                                       [P("t", p, o) for p, o in offsets.items()]))
     assert set(result.values()) == {0}
 
 
 def _committed(runtime, group: str) -> dict[int, int]:
-    fetched = runtime.coordinator.handle_fetch_offsets(group, None)
+    fetched = runtime.fetch_offsets(group, None, False)
     return {p.partition: p.offset for p in fetched.partitions}
 
 

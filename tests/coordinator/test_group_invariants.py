@@ -16,10 +16,13 @@ ops = st.lists(st.tuples(st.sampled_from(["join", "rejoin", "sync", "heartbeat",
                          st.sampled_from(CLIENTS), st.integers(0, 3)), max_size=40)
 
 
-def check_invariants(gc):
-    for g in gc.groups.values():
+def check_invariants(ctx):
+    for g in ctx.groups.values():
         members = g.members
         assert g.num_members_awaiting_join == sum(m.is_awaiting_join for m in members.values())
+        # a member waits exactly when the group manager's table holds its parked request
+        waiting = {mid for mid, m in members.items() if m.is_awaiting_join or m.is_awaiting_sync}
+        assert waiting == set(ctx.manager(g.group_id).parked.members_waiting(g.group_id))
         assert (g.leader_id in members) if members else g.leader_id is None
         assert all(mid in members for mid in g.static_members.values())
         assert all(m.group_instance_id in g.static_members for m in members.values() if m.is_static_member)
@@ -64,9 +67,9 @@ def test_bookkeeping_is_consistent_under_random_traffic(steps):
             elif op == "leave":
                 ctx.leave("g", (mid, instance, "random"))
             elif op == "commit":
-                ctx.gc.handle_commit_offsets("g", mid, instance, gen, [P("t", arg, 1)], lambda _r: None)
+                ctx.commit_offsets("g", mid, instance, gen, [P("t", arg, 1)], lambda _r: None)
         for c, cap in joins.items():
             if cap.called and cap.calls[-1].error == E.NONE:
                 known[c] = cap.calls[-1].member_id
                 generation[c] = cap.calls[-1].generation_id
-        check_invariants(ctx.gc)
+        check_invariants(ctx)

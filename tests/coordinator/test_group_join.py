@@ -20,18 +20,18 @@ def test_session_timeout_bounds(ctx):
 
 def test_known_member_id_for_unknown_group_is_unknown_member(ctx):
     assert ctx.join("nope", "m-1").result.error == E.UNKNOWN_MEMBER_ID
-    assert "nope" not in ctx.gc.groups
+    assert "nope" not in ctx.groups
 
 
 def test_member_id_required_from_v4_and_id_is_client_id_dash_uuid(ctx):
     r = ctx.join("g", client_id="app").result
     assert r.error == E.MEMBER_ID_REQUIRED
     assert r.member_id.startswith("app-") and len(r.member_id) == len("app-") + 36
-    assert ctx.gc.groups["g"].pending_members == {r.member_id}
+    assert ctx.groups["g"].pending_members == {r.member_id}
     # before v4 the member is added at once
     r3 = ctx.join("g3", version=3)
     assert not r3.called
-    assert len(ctx.gc.groups["g3"].members) == 1
+    assert len(ctx.groups["g3"].members) == 1
 
 
 def test_static_member_never_gets_member_id_required(ctx):
@@ -44,15 +44,15 @@ def test_static_member_never_gets_member_id_required(ctx):
 def test_pending_member_expires_after_session_timeout(ctx):
     r = ctx.join("g", session_timeout_ms=10_000).result
     ctx.sleep(9_999)
-    assert ctx.gc.groups["g"].is_pending_member(r.member_id)
+    assert ctx.groups["g"].is_pending_member(r.member_id)
     ctx.sleep(1)
-    assert not ctx.gc.groups["g"].is_pending_member(r.member_id)
+    assert not ctx.groups["g"].is_pending_member(r.member_id)
     assert ctx.join("g", r.member_id).result.error == E.UNKNOWN_MEMBER_ID
 
 
 def test_pending_member_expiry_lets_a_waiting_rebalance_complete(ctx):
     leader, follower = ctx.stable_group("g", 2)
-    g = ctx.gc.groups["g"]
+    g = ctx.groups["g"]
     pending = ctx.join("g").result.member_id  # MEMBER_ID_REQUIRED, never comes back
     lj = ctx.join("g", leader)                 # leader rejoin -> rebalance
     fj = ctx.join("g", follower)
@@ -110,14 +110,14 @@ def test_group_max_size_per_state():
     assert ctx.join("g", follower).result.error == E.NONE
     # PreparingRebalance: counted by members awaiting join
     lj = ctx.join("g", leader)
-    assert ctx.gc.groups["g"].is_(S.PREPARING_REBALANCE)
+    assert ctx.groups["g"].is_(S.PREPARING_REBALANCE)
     assert ctx.join("g").result.error == E.MEMBER_ID_REQUIRED  # 1 awaiting < 2
     fj = ctx.join("g", follower)
     assert ctx.join("g").result.error == E.GROUP_MAX_SIZE_REACHED  # 2 awaiting
     ctx.sleep(10_000)
     assert lj.result.error == E.NONE and fj.result.error == E.NONE
     # CompletingRebalance: counted by members
-    assert ctx.gc.groups["g"].is_(S.COMPLETING_REBALANCE)
+    assert ctx.groups["g"].is_(S.COMPLETING_REBALANCE)
     assert ctx.join("g").result.error == E.GROUP_MAX_SIZE_REACHED
     # Empty: always accepted
     ctx2 = CoordinatorContext(group_max_size=1)
@@ -143,7 +143,7 @@ def test_dynamic_members_dropped_at_rebalance_timeout_static_kept():
     for m in res:
         if m != leader:
             ctx.sync("g", m, 1)
-    g = ctx.gc.groups["g"]
+    g = ctx.groups["g"]
     assert g.is_(S.STABLE)
     # only the leader rejoins; the dynamic follower b and the static c do not
     rejoin = ctx.join("g", a.result.member_id, instance_id="s1", rebalance_timeout_ms=20_000)
@@ -186,7 +186,7 @@ def test_leader_reelected_when_leader_does_not_rejoin(ctx):
     while not c1.called:
         assert ctx.heartbeat("g", leader, 1) == E.REBALANCE_IN_PROGRESS
         ctx.sleep(5000)
-    g = ctx.gc.groups["g"]
+    g = ctx.groups["g"]
     assert ctx.clock.now_ms() - 1_700_000_006_000 == 60_000
     assert leader not in g.members and g.generation_id == 2
     assert g.leader_id in (f1, f2)
@@ -199,7 +199,7 @@ def test_stable_follower_rejoin_unchanged_returns_current_generation(ctx):
     leader, follower = ctx.stable_group("g", 2)
     r = ctx.join("g", follower).result
     assert r.error == E.NONE and r.generation_id == 1 and r.members == [] and r.leader_id == leader
-    assert ctx.gc.groups["g"].is_(S.STABLE)
+    assert ctx.groups["g"].is_(S.STABLE)
 
 
 def test_completing_rebalance_rejoin_same_metadata_gets_generation_leader_gets_members(ctx):

@@ -13,7 +13,7 @@ PARKED = "parked"
 def _group_in(ctx, state):
     """A two-member group moved to `state`; returns (a known member id, the group's generation)."""
     leader, follower = ctx.stable_group("g", 2)
-    g = ctx.gc.groups["g"]
+    g = ctx.groups["g"]
     if state is S.PREPARING_REBALANCE:
         ctx.join("g", leader)
     elif state is S.COMPLETING_REBALANCE:
@@ -43,7 +43,7 @@ def test_known_member_answers_per_state(ctx, state):
     sync = ctx.sync("g", member, gen)
     assert (sync.result.error if sync.called else PARKED) == want_sync
     commit = Capture()
-    ctx.gc.handle_commit_offsets("g", member, None, gen, [P("t", 0, 1)], commit)
+    ctx.commit_offsets("g", member, None, gen, [P("t", 0, 1)], commit)
     assert commit.result[("t", 0)] == want_commit
     left = ctx.leave("g", (member, None, None))
     assert (left.error if left.error != E.NONE else left.members[0].error) == want_leave
@@ -57,5 +57,5 @@ def test_wrong_generation_and_unknown_member_per_state(ctx, state):
     assert ctx.heartbeat("g", "stranger", gen) == E.UNKNOWN_MEMBER_ID
     assert ctx.sync("g", "stranger", gen).result.error == E.UNKNOWN_MEMBER_ID
     commit = Capture()
-    ctx.gc.handle_commit_offsets("g", member, None, gen + 5, [P("t", 0, 1)], commit)
+    ctx.commit_offsets("g", member, None, gen + 5, [P("t", 0, 1)], commit)
     assert commit.result[("t", 0)] == E.ILLEGAL_GENERATION

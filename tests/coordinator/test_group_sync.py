@@ -37,7 +37,7 @@ def test_followers_wait_for_the_leader_and_each_gets_only_its_own_assignment(ctx
     lead = ctx.sync("g", leader, 1, {leader: b"L", follower: b"F"})
     assert lead.result.assignment == b"L" and f.result.assignment == b"F"
     assert f.result.protocol_type == "consumer" and f.result.protocol_name == "range"
-    assert ctx.gc.groups["g"].is_(S.STABLE)
+    assert ctx.groups["g"].is_(S.STABLE)
 
 
 def test_members_missing_from_leader_assignment_get_empty_bytes_and_stranger_ids_are_ignored(ctx):
@@ -57,11 +57,11 @@ def test_response_only_after_write_is_durable_and_store_failure_rebalances(ctx):
     f = ctx.sync("g", follower, 1)
     lead = ctx.sync("g", leader, 1, {leader: b"L", follower: b"F"})
     assert not lead.called and not f.called
-    assert ctx.gc.groups["g"].is_(S.COMPLETING_REBALANCE)
+    assert ctx.groups["g"].is_(S.COMPLETING_REBALANCE)
     ctx.writer.fail_all(E.NOT_LEADER_OR_FOLLOWER)
     assert lead.result.error == E.NOT_COORDINATOR and f.result.error == E.NOT_COORDINATOR
     assert lead.result.assignment == b""
-    g = ctx.gc.groups["g"]
+    g = ctx.groups["g"]
     assert g.is_(S.PREPARING_REBALANCE) and g.rebalance.cause == "store_failure"
 
 
@@ -72,7 +72,7 @@ def test_completed_write_after_a_new_rebalance_does_not_propagate(ctx):
     ctx.join("g", follower, protocols=[("range", b"changed")])  # -> PreparingRebalance
     assert lead.result.error == E.REBALANCE_IN_PROGRESS
     ctx.writer.complete_all()
-    assert ctx.gc.groups["g"].is_(S.PREPARING_REBALANCE)
+    assert ctx.groups["g"].is_(S.PREPARING_REBALANCE)
 
 
 def test_preparing_rebalance_and_empty_answers(ctx):
@@ -89,19 +89,19 @@ def test_pending_sync_expiry_removes_members_that_never_synced(ctx):
         assert ctx.heartbeat("g", follower, 1) == E.NONE
         assert ctx.heartbeat("g", leader, 1) == E.NONE
         ctx.sleep(5000)
-    assert ctx.gc.groups["g"].is_(S.STABLE)
+    assert ctx.groups["g"].is_(S.STABLE)
     assert ctx.heartbeat("g", leader, 1) == E.NONE
     ctx.sleep(4999)
-    assert ctx.gc.groups["g"].is_(S.STABLE)
+    assert ctx.groups["g"].is_(S.STABLE)
     ctx.sleep(1)  # 60 s (the rebalance timeout) after the join completed
-    g = ctx.gc.groups["g"]
+    g = ctx.groups["g"]
     assert follower not in g.members and leader in g.members
     assert g.is_(S.PREPARING_REBALANCE) and g.rebalance.cause == "sync_timeout"
 
 
 def test_dead_group_answers_coordinator_not_available(ctx):
     leader, = ctx.stable_group("g", 1)
-    g = ctx.gc.groups["g"]
+    g = ctx.groups["g"]
     g.transition_to(S.DEAD, 0)
     assert ctx.sync("g", leader, 1).result.error == E.COORDINATOR_NOT_AVAILABLE
     assert ctx.heartbeat("g", leader, 1) == E.COORDINATOR_NOT_AVAILABLE
@@ -129,7 +129,7 @@ def test_group_becoming_empty_writes_empty_record_with_headers(ctx):
     ctx.writer.clear()
     ctx.leave("g", (leader, None, "shutting down"))
     ctx.sleep(0)
-    g = ctx.gc.groups["g"]
+    g = ctx.groups["g"]
     assert g.is_(S.EMPTY) and g.generation_id == 2
     (key, value, headers), = ctx.writer.records
     gm = decode_group_metadata_value(value)
@@ -145,5 +145,5 @@ def test_group_store_that_never_completes_times_out_into_a_rebalance(ctx):
     lead = ctx.sync("g", leader, 1, {leader: b"L", follower: b"F"})
     ctx.sleep(5000)  # offsets.commit.timeout.ms
     assert lead.result.error == f.result.error == E.COORDINATOR_NOT_AVAILABLE
-    g = ctx.gc.groups["g"]
+    g = ctx.groups["g"]
     assert g.is_(S.PREPARING_REBALANCE) and g.rebalance.cause == "store_failure"

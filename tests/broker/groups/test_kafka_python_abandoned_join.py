@@ -40,7 +40,7 @@ async def _wait_for(predicate, timeout: float, what: str):
 
 async def test_kafka_python_leader_abandons_a_join_whose_sync_outlasts_its_poll(kcoord_broker: Broker):
     port = kcoord_broker.listeners[0].port
-    coordinator = kcoord_broker.groups.coordinator
+    coordinator = kcoord_broker.groups.service
 
     topic_created = False
 
@@ -67,7 +67,7 @@ async def test_kafka_python_leader_abandons_a_join_whose_sync_outlasts_its_poll(
     poller.start()
     try:
         # kafka-python may rejoin once or twice on its own first; any Stable generation will do.
-        group = await _wait_for(lambda: (g := coordinator.get_group(GROUP)) and g.is_(GroupState.STABLE) and g,
+        group = await _wait_for(lambda: (g := coordinator.shard_for(GROUP).groups.get_group(GROUP)) and g.is_(GroupState.STABLE) and g,
                                 10, "a Stable group (the topic does not exist yet: empty assignment)")
         member_id = group.all_members()[0]
 

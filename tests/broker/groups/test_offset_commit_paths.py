@@ -107,7 +107,9 @@ EXPECTED = {  # case -> every partition's code, or {(topic, partition): code}, o
     "fenced instance": {v: E.FENCED_INSTANCE_ID if v >= 7 else E.UNKNOWN_MEMBER_ID for v in VERSIONS},
     "with retention": E.NONE,
     "no such group": {v: E.GROUP_ID_NOT_FOUND if v >= 9 else E.ILLEGAL_GENERATION for v in VERSIONS},
-    "rebalance in progress": E.REBALANCE_IN_PROGRESS, "empty group id": E.INVALID_GROUP_ID,
+    # Kafka 4 stores commits for the empty group id ("for backwards compatibility": only a null one is
+    # INVALID_GROUP_ID; GroupCoordinatorService.commitOffsets).
+    "rebalance in progress": E.REBALANCE_IN_PROGRESS, "empty group id": E.NONE,
     "metadata with text": E.NONE,
 }
 
@@ -141,14 +143,14 @@ async def test_frame_path_and_general_path_answer_alike(served, monkeypatch):
     monkeypatch.setattr(offset_commit_frames, "read_request",
                         lambda frame: taken.append(real_read(frame) is not None) or real_read(frame))
 
-    asked = []  # what the coordinator was asked, but the callback
-    real_commit = broker.groups.coordinator.handle_commit_offsets
+    asked = []  # what the coordinator's front door was asked, but the callback
+    real_commit = broker.groups.service.commit_offsets
 
-    def recording(*args, callback, **kwargs):
-        asked.append((args, kwargs))
-        real_commit(*args, callback=callback, **kwargs)
+    def recording(request, callback):
+        asked.append(request)
+        real_commit(request, callback)
 
-    monkeypatch.setattr(broker.groups.coordinator, "handle_commit_offsets", recording)
+    monkeypatch.setattr(broker.groups.service, "commit_offsets", recording)
 
     fast = await asyncio.to_thread(answers, port, fault, stable, completing)
     asked_fast = list(asked)
@@ -163,9 +165,9 @@ async def test_frame_path_and_general_path_answer_alike(served, monkeypatch):
 
     assert fast == general
     assert asked_fast == asked
-    stored = [kwargs["offsets"][1] for _, kwargs in asked[:len(VERSIONS)]]  # "stored", every version
+    stored = [request.offsets[1] for request in asked[:len(VERSIONS)]]  # "stored", every version
     assert stored == [(TOPIC, 1, 101, 1 if v >= 6 else -1, "") for v in VERSIONS]
-    retained = [kwargs["retention_time_ms"] for _, kwargs in asked if kwargs["group_id"] == "simple"]
+    retained = [request.retention_time_ms for request in asked if request.group_id == "simple"]
     assert set(retained) == {-1, 3_600_000}
     for (what, version), frame in fast.items():
         got = codes(version, frame)
@@ -188,14 +190,14 @@ class HeldCommits:
     def __init__(self, broker: Broker, monkeypatch) -> None:
         self.held: list = []
         self.holding = True
-        real = broker.groups.coordinator.handle_commit_offsets
+        real = broker.groups.service.commit_offsets
 
-        def holding(*args, callback, **kwargs):
+        def holding(request, callback):
             if self.holding:
                 callback = lambda result, answer=callback: self.held.append((answer, result))  # noqa: E731
-            real(*args, callback=callback, **kwargs)
+            real(request, callback)
 
-        monkeypatch.setattr(broker.groups.coordinator, "handle_commit_offsets", holding)
+        monkeypatch.setattr(broker.groups.service, "commit_offsets", holding)
 
     async def wait(self) -> None:
         for _ in range(500):
@@ -266,7 +268,7 @@ async def test_a_commit_pending_when_its_connection_closes_is_still_stored(serve
             return again.request(OFFSET_COMMIT, 8, commit("after")).topics[0].partitions[0].error_code
 
     assert await asyncio.to_thread(commit_again) == E.NONE
-    fetched = broker.groups.coordinator.handle_fetch_offsets("orphan", None)
+    fetched = broker.groups.fetch_offsets("orphan", None, False)
     assert sorted((t.topic, t.partition, t.offset) for t in fetched.partitions) == [
         (TOPIC, 0, 100), (TOPIC, 1, 101), (TOPIC, 2, 102)]
 

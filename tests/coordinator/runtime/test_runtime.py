@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from coordinator import GroupConfig, OffsetCommitRequestPartition
+from coordinator import GroupConfig, OffsetCommit, OffsetCommitRequestPartition, RequestContext
 from coordinator.runtime import FAULT_FILE_ENV, OFFSETS_TOPIC, GroupRuntime, LoopTimer, WallClock
+from protocol import messages as m
 from protocol.errors import ErrorCode as E
 from storage import FS, FaultyFS, LogManager
 
@@ -18,14 +19,13 @@ def runtime_over(manager: LogManager) -> GroupRuntime:
 
 
 async def commit(runtime: GroupRuntime, group: str, offset: int) -> E:
-    errors = await runtime.call(
-        "handle_commit_offsets", group_id=group, member_id="", group_instance_id=None, generation_id=-1,
-        offsets=[OffsetCommitRequestPartition("t", 0, offset)], retention_time_ms=-1, request_version=8)
+    errors = await runtime.commit_offsets(OffsetCommit(group, "", None, -1,
+                                                       [OffsetCommitRequestPartition("t", 0, offset)]))
     return errors[("t", 0)]
 
 
 def fetched(runtime: GroupRuntime, group: str) -> int:
-    result = runtime.coordinator.handle_fetch_offsets(group, [("t", 0)], False)
+    result = runtime.fetch_offsets(group, [("t", 0)], False)
     return result.partitions[0].offset
 
 
@@ -45,10 +45,10 @@ async def test_commits_are_replayed_on_the_next_start(tmp_path):
     runtime = runtime_over(manager)
     await runtime.start()
     # Loading runs in the background: until it has replayed the partition, the group is not served.
-    assert runtime.group_error("g") == E.COORDINATOR_LOAD_IN_PROGRESS
-    assert runtime.all_loaded_error() == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert runtime.fetch_offsets("g", None, False).error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert runtime.list_groups(None)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
     await asyncio.wait_for(runtime.loaded_event.wait(), 10)
-    assert runtime.group_error("g") == E.NONE
+    assert runtime.list_groups(None)[0] == E.NONE
     assert fetched(runtime, "g") == 42
     await runtime.close()
     await manager.close()
@@ -100,41 +100,40 @@ async def test_loop_timer_keys_replace_and_cancel():
     assert fired == ["second"]
 
 
+def join_request(group_id: str) -> m.JoinGroupRequest:
+    protocol = m.JoinGroupRequest.JoinGroupRequestProtocol
+    return m.JoinGroupRequest(group_id=group_id, session_timeout_ms=10_000, rebalance_timeout_ms=60_000,
+                              member_id="", protocol_type="consumer", protocols=[protocol(name="range", metadata=b"")])
+
+
 async def test_close_answers_parked_joins_not_coordinator(tmp_path):
     manager = LogManager(str(tmp_path))
     runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p),
                            GroupConfig(offsets_topic_num_partitions=3, group_initial_rebalance_delay_ms=60_000))
     await runtime.start()
     await asyncio.wait_for(runtime.loaded_event.wait(), 10)
-    join = asyncio.ensure_future(runtime.call(
-        "handle_join_group", group_id="g", member_id="", group_instance_id=None, require_known_member_id=False,
-        client_id="c", client_host="127.0.0.1", rebalance_timeout_ms=60_000, session_timeout_ms=10_000,
-        protocol_type="consumer", protocols=[("range", b"")], reason=None, request_version=3))
+    join = asyncio.ensure_future(runtime.join_group(RequestContext("c", "127.0.0.1", 3), join_request("g")))
     await asyncio.sleep(0)
     assert not join.done()  # parked behind the initial rebalance delay
     await runtime.close()
     result = await asyncio.wait_for(join, 5)
     assert result.error == E.NOT_COORDINATOR
-    assert runtime.group_error("g") == E.COORDINATOR_NOT_AVAILABLE
+    assert not runtime.active and runtime.heartbeat("g", "m", None, 1) == E.COORDINATOR_NOT_AVAILABLE
     await manager.close()
 
 
 async def test_rebalances_and_group_sizes_reach_the_broker_metrics(tmp_path, caplog):
     from broker.metrics import Metrics
-    from coordinator.runtime import coordinator_logger
+    from coordinator.runtime import MetricsEvents
 
     metrics = Metrics()
     manager = LogManager(str(tmp_path))
     runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p), CONFIG,
-                           logger=coordinator_logger(metrics))
+                           events=MetricsEvents(metrics))
     await runtime.start()
     await asyncio.wait_for(runtime.loaded_event.wait(), 10)
     caplog.set_level("WARNING", logger="kcoord.coordinator")  # metrics must not depend on the log level
-    result = await runtime.call(
-        "handle_join_group", group_id="metered", member_id="", group_instance_id=None,
-        require_known_member_id=False, client_id="c", client_host="127.0.0.1", rebalance_timeout_ms=10_000,
-        session_timeout_ms=10_000, protocol_type="consumer", protocols=[("range", b"")], reason=None,
-        request_version=3)
+    result = await runtime.join_group(RequestContext("c", "127.0.0.1", 3), join_request("metered"))
     assert result.error == E.NONE
     text = metrics.render_prometheus()
     assert 'kcoord_group_rebalances_total{cause="initial_join",group="metered"} 1' in text

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from coordinator import GroupConfig, OffsetCommitRequestPartition
+from coordinator import GroupConfig, OffsetCommit, OffsetCommitRequestPartition
 from coordinator.runtime import OFFSETS_TOPIC, GroupRuntime
 from protocol.errors import ErrorCode as E
 from storage import FaultyFS, LogConfig, LogManager
@@ -22,13 +22,12 @@ async def started(manager: LogManager) -> GroupRuntime:
 
 
 def commit(runtime: GroupRuntime, group: str, partition: int, offset: int):
-    return runtime.call("handle_commit_offsets", group_id=group, member_id="", group_instance_id=None,
-                        generation_id=-1, offsets=[OffsetCommitRequestPartition("t", partition, offset)],
-                        retention_time_ms=-1, request_version=8)
+    return runtime.commit_offsets(OffsetCommit(group, "", None, -1,
+                                               [OffsetCommitRequestPartition("t", partition, offset)]))
 
 
 def committed(runtime: GroupRuntime, group: str, partition: int) -> int:
-    return runtime.coordinator.handle_fetch_offsets(group, [("t", partition)]).partitions[0].offset
+    return runtime.fetch_offsets(group, [("t", partition)], False).partitions[0].offset
 
 
 async def test_writes_of_one_tick_share_one_append_and_each_is_answered(tmp_path):
