@@ -98,9 +98,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    from broker.security.listener_config import SENSITIVE
+
     cfg = load_config(args)
     for name, value, doc in cfg.describe():
         shown = ",".join(str(v) for v in value) if isinstance(value, list) else value
+        if name in SENSITIVE and value is not None:
+            shown = "[hidden]"
         print(f"{name}={'' if shown is None else shown}    # {doc}")
     return 0
 

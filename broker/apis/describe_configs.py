@@ -8,12 +8,14 @@ Versions (we serve 1-4):
 Resources: TOPIC (2) -> its overrides and the broker defaults it inherits; BROKER (4) named by this
 node id (or "" for the cluster default) -> every broker property, STATIC_BROKER_CONFIG when
 server.properties or --override sets it (whatever the value), DEFAULT_CONFIG otherwise, as Kafka
-reports them; BROKER_LOGGER (8) -> none.
+reports them; BROKER_LOGGER (8) -> none. Kafka's PASSWORD-type settings (sasl.jaas.config, ssl.*password,
+PEM key material) are answered with a null value and is_sensitive, as Kafka does.
 """
 from __future__ import annotations
 
 from broker.data.topics import TOPIC_CONFIG_DEFAULTS
 from broker.registry import api
+from broker.security.listener_config import SENSITIVE
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -47,9 +49,9 @@ def _result(res, code, message, configs):
         resource_name=res.resource_name, configs=configs)
 
 
-def _entry(name, value, read_only, source, synonyms, config_type, doc):
+def _entry(name, value, read_only, source, synonyms, config_type, doc, sensitive=False):
     R = m.DescribeConfigsResponse.DescribeConfigsResourceResult
-    return R(name=name, value=value, read_only=read_only, config_source=source, is_sensitive=False,
+    return R(name=name, value=value, read_only=read_only, config_source=source, is_sensitive=sensitive,
              synonyms=synonyms, config_type=config_type, documentation=doc)
 
 
@@ -89,10 +91,11 @@ def _broker(ctx, res, keys, request):
         if keys is not None and name not in keys:
             continue
         source = SOURCE_DEFAULT if broker.config.is_default(name) else SOURCE_STATIC_BROKER
-        text = _text(value)
+        sensitive = name in SENSITIVE  # Kafka's PASSWORD-type settings: never sent, marked sensitive
+        text = None if sensitive else _text(value)
         synonyms = [_synonym(name, text, source)] if request.include_synonyms else []
         entries.append(_entry(name, text, True, source, synonyms, _type_of(name, value),
-                              doc if request.include_documentation else None))
+                              doc if request.include_documentation else None, sensitive))
     return _result(res, ErrorCode.NONE, None, entries)
 
 

@@ -15,6 +15,9 @@ from broker.security import jaas
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+# Kafka's PASSWORD-type settings: DescribeConfigs answers them as sensitive, `kcoord config` hides them.
+SENSITIVE = frozenset({"ssl.keystore.password", "ssl.key.password", "ssl.truststore.password", "ssl.keystore.key",
+                       "ssl.keystore.certificate.chain", "ssl.truststore.certificates", "sasl.jaas.config"})
 # Settings that may be given per listener (listener.name.<listener>.<key>).
 PER_LISTENER = frozenset({
     "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",

@@ -209,3 +209,23 @@ def test_final_nonce_with_the_client_nonce_repeated_is_accepted(sasl_server):
         tampered = first.auth_bytes.replace(b",s=", b"x,s=", 1)
         assert authenticate(c, client.final(tampered)).error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert c.closed_by_peer()
+
+
+def test_secrets_are_never_described(sasl_server):
+    """DescribeConfigs answers PASSWORD-type settings (sasl.jaas.config...) with a null value and
+    is_sensitive, as Kafka's ConfigHelper does; `kcoord config` hides them."""
+    R = m.DescribeConfigsRequest
+    with raw(_address(sasl_server)) as c:
+        assert plain_login(c, "alice", "alice-secret").error_code == ErrorCode.NONE
+        resp = c.request(32, 4, R(resources=[R.DescribeConfigsResource(resource_type=4, resource_name="",
+                                                                         configuration_keys=["sasl.jaas.config"])],
+                                  include_synonyms=True, include_documentation=False))
+    (entry,) = resp.results[0].configs
+    assert (entry.value, entry.is_sensitive) == (None, True)
+    assert all(s.value is None for s in entry.synonyms)
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "broker", "config", "--override", f"sasl.jaas.config={PLAIN_JAAS}"],
+                         capture_output=True, text=True, timeout=30).stdout
+    assert "sasl.jaas.config=[hidden]" in out and "alice-secret" not in out
