@@ -343,12 +343,10 @@ class KafkaConnection(asyncio.Protocol):
 
     def _respond(self, request: Request, response: Any, started: float) -> None:
         self._metrics.request_done(request.spec.name, _error_code_of(response), time.perf_counter() - started)
-        if response is None:  # e.g. Produce acks=0
-            return
         transport = self.transport
-        if transport is None or transport.is_closing():
-            return  # the peer went away; nothing to answer
-        transport.write(encode_response(request, response))
+        # response None: no answer (Produce acks=0; a refused re-authentication); or the peer went away
+        if response is not None and transport is not None and not transport.is_closing():
+            transport.write(encode_response(request, response))
         if self.session.close_reason is not None:  # a failed authentication: Kafka's answer, then close
             self.queue.clear()
             self.close(self.session.close_reason)

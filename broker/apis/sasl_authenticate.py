@@ -23,6 +23,9 @@ def handle(ctx, request):
         return m.SaslAuthenticateResponse(
             error_code=ErrorCode.ILLEGAL_SASL_STATE, auth_bytes=b"", session_lifetime_ms=0,
             error_message="SaslAuthenticate request received after successful authentication")
-    error, message, token, lifetime = session.authenticate(ctx.api_version, request.auth_bytes)
+    result = session.authenticate(ctx.api_version, request.auth_bytes)
+    if result is None:  # a re-authentication that changed mechanism: Kafka closes without an answer
+        return None
+    error, message, token, lifetime = result
     return m.SaslAuthenticateResponse(error_code=error, error_message=message, auth_bytes=token,
                                       session_lifetime_ms=lifetime)

@@ -108,14 +108,14 @@ class ConnectionSession:
         return ErrorCode.NONE
 
     # -- SaslAuthenticate (or a bare token after SaslHandshake v0) ---------------------------------
-    def authenticate(self, version: int, token: bytes) -> tuple[ErrorCode, str | None, bytes, int]:
-        """(error, error message, token to send back, session lifetime ms)."""
+    def authenticate(self, version: int, token: bytes) -> tuple[ErrorCode, str | None, bytes, int] | None:
+        """(error, error message, token to send back, session lifetime ms); None: close, answer nothing."""
         if self.state == "complete":
             return (ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate request received after successful "
                     "authentication", b"", 0)
-        if self._bad_reauth is not None:
+        if self._bad_reauth is not None:  # Kafka closes without answering (REAUTH_BAD_MECHANISM)
             self.close_reason = self._bad_reauth
-            return ErrorCode.SASL_AUTHENTICATION_FAILED, self._bad_reauth, b"", 0
+            return None
         self.supports_reauth = self.supports_reauth or version > 0
         try:
             answer = self._server.evaluate(bytes(token))
@@ -147,9 +147,10 @@ class ConnectionSession:
     def raw_token(self, payload: bytes) -> bytes:
         """A bare token after SaslHandshake v0 -> the size-prefixed bare answer (b"" on failure, when
         Kafka closes without answering)."""
-        error, _message, answer, _lifetime = self.authenticate(0, payload)
-        if error != ErrorCode.NONE:
+        result = self.authenticate(0, payload)
+        if result is None or result[0] != ErrorCode.NONE:
             return b""
+        answer = result[2]
         return _SIZE.pack(len(answer)) + answer
 
 

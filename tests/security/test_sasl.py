@@ -229,3 +229,14 @@ def test_secrets_are_never_described(sasl_server):
     out = subprocess.run([sys.executable, "-m", "broker", "config", "--override", f"sasl.jaas.config={PLAIN_JAAS}"],
                          capture_output=True, text=True, timeout=30).stdout
     assert "sasl.jaas.config=[hidden]" in out and "alice-secret" not in out
+
+
+def test_reauthentication_cannot_change_mechanism(reauth_server):
+    """SaslServerAuthenticator.ReauthInfo.saslMechanismUnchanged: the handshake is answered, the first token
+    then closes the connection without an answer (REAUTH_BAD_MECHANISM)."""
+    with raw(_address(reauth_server)) as c:
+        assert scram_login(c, "SCRAM-SHA-512", "bob", "bob-secret").error_code == ErrorCode.NONE
+        assert handshake(c, "PLAIN").error_code == ErrorCode.NONE
+        c.send_request(36, 2, m.SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"))
+        assert c.sock.recv(100) == b""  # closed, nothing answered
+    reauth_server.wait_for_log("not supported for re-authentication of mechanism 'SCRAM-SHA-512'")
