@@ -71,9 +71,10 @@ def test_tls_client_on_plaintext_port(server, good, pki):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(junk=st.binary(min_size=1, max_size=400))
-def test_random_bytes_at_the_tls_record_layer(server, good, junk):
+def test_random_bytes_at_the_tls_record_layer(server, good, pki, junk):
     _send(server.address("SSL"), junk)
     _send(server.address("SASL_SSL"), b"\x16\x03\x01" + junk)
+    _send(server.address("SSL"), junk, wrap=ssl.create_default_context(cafile=str(pki.ca)))  # inside TLS
     assert served(good)
 
 
