@@ -155,3 +155,21 @@ def test_client_certificate_is_the_principal(secure_server_factory, pki):
         assert join(c, "cert-group").error_code == ErrorCode.NONE
     with connect(mallory) as c:
         assert join(c, "cert-group").error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+def test_encrypted_pem_key_with_ssl_key_password(tmp_path, pki):
+    """Kafka's PEM keystore may hold an encrypted PKCS#8 key, opened with ssl.key.password; a wrong
+    password stops the server naming the key."""
+    from cryptography.hazmat.primitives import serialization
+
+    from broker.security.tls import server_context
+
+    key = serialization.load_pem_private_key(pki.server_key.read_bytes(), password=None)
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.BestAvailableEncryption(b"key-pw"))
+    store = tmp_path / "encrypted.pem"
+    store.write_bytes(encrypted + pki.server_cert.read_bytes())
+    props = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM", "ssl.keystore.location": str(store)}
+    assert server_context(BrokerConfig({**props, "ssl.key.password": "key-pw"}), "SSL").verify_mode == 0
+    with pytest.raises(ConfigError, match=r"ssl\.keystore\.location"):
+        server_context(BrokerConfig({**props, "ssl.key.password": "wrong"}), "SSL")
