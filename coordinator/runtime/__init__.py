@@ -30,7 +30,6 @@ from coordinator.config import GroupConfig
 from coordinator.core import OFFSETS_TOPIC
 from coordinator.events import NO_EVENTS, CoordinatorEvents
 from coordinator.gc_pause import gc_paused
-from coordinator.partition_state import PartitionState
 from coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFetchResult, RequestContext
 from coordinator.runtime.checkpoints import Checkpointer
 from coordinator.runtime.writer import FAULT_FILE_ENV as FAULT_FILE_ENV  # tests and the broker set it
@@ -45,6 +44,7 @@ from storage import StorageError
 CHECKPOINT_RECORDS = 10_000
 CHECKPOINT_RECORDS_ENV = "KCOORD_OFFSETS_CHECKPOINT_RECORDS"  # tests and benches: another interval
 HOLD_LOAD_FILE_ENV = "KCOORD_TEST_HOLD_LOAD_FILE"  # tests: partitions listed in this file wait to load
+LOAD_SLICE = 1000  # groups built between two turns of the loop while a partition loads
 
 log = logging.getLogger("kcoord.coordinator.runtime")
 
@@ -205,7 +205,7 @@ class GroupRuntime:
             for partition in range(self.num_partitions):
                 await self._maybe_hold(partition)
                 try:
-                    replayed, used = self.checkpoints.load(partition, self._load_shard)
+                    replayed, used = await self._load_partition(partition)
                 except (StorageError, DecodeError):
                     # Kafka gives such a partition up; its groups answer NOT_COORDINATOR, never silence.
                     log.exception("cannot load %s-%d; not serving its groups", OFFSETS_TOPIC, partition)
@@ -222,10 +222,25 @@ class GroupRuntime:
                  self.num_partitions, OFFSETS_TOPIC, from_checkpoint, count, (time.monotonic() - started) * 1000)
         self._sweep_task = asyncio.get_running_loop().create_task(self._sweep(), name="offsets checkpoint sweep")
 
-    def _load_shard(self, partition: int, records: list, state: PartitionState, keep_state: bool) -> None:
-        """The checkpoint's state (or an empty one) and the log after it, into the loading shard."""
-        state.replay(records, self._logger)
-        self.service.loading[partition].load(state, keep_state)
+    async def _load_partition(self, partition: int) -> tuple[int, bool]:
+        """Replay one partition into its loading shard without holding the loop for long: the log is read
+        and folded a chunk at a time, the groups are built LOAD_SLICE at a time, requests served between."""
+        loaded: list = []
+        steps = self.checkpoints.load_steps(partition, lambda _p, _records, state, keep: loaded.append((state, keep)))
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                result = done.value
+                break
+            await asyncio.sleep(0)
+        (state, keep), = loaded
+        shard = self.service.loading[partition]
+        group_ids = sorted(state.groups())
+        for start in range(0, len(group_ids), LOAD_SLICE):
+            shard.load(state, keep, group_ids[start:start + LOAD_SLICE])
+            await asyncio.sleep(0)
+        return result
 
     async def _maybe_hold(self, partition: int) -> None:
         """Test switch: while the file named by KCOORD_TEST_HOLD_LOAD_FILE lists `partition`, its load waits
