@@ -202,9 +202,14 @@ def test_describe_configs_needs_describe_configs(world):
 
 
 def test_acls_are_durable(world):
+    from tests.broker.groups.procs import wait_until
+
     world.restart()
     with alice(world) as c:
-        assert join(c, "g-closed").error_code == GAF
+        assert join(c, "g-closed").error_code == GAF  # authorization comes before the coordinator
+        # the coordinator's partitions load after the port opens: wait as clients retry
+        wait_until(lambda: c.request(16, 4, m.ListGroupsRequest(states_filter=[])).error_code
+                   != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, 30, "__consumer_offsets loaded")
         assert join(c, f"app-{next(_n)}").error_code == ErrorCode.NONE
 
 
