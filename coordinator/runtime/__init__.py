@@ -31,7 +31,9 @@ from coordinator.core import OFFSETS_TOPIC
 from coordinator.events import NO_EVENTS, CoordinatorEvents
 from coordinator.gc_pause import gc_paused
 from coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFetchResult, RequestContext
+from coordinator.runtime import timer_control
 from coordinator.runtime.checkpoints import Checkpointer
+from coordinator.runtime.loop_timer import LoopTimer, WallClock
 from coordinator.runtime.writer import FAULT_FILE_ENV as FAULT_FILE_ENV  # tests and the broker set it
 from coordinator.runtime.writer import OffsetsTopicWriter
 from coordinator.service import GroupCoordinatorService
@@ -47,77 +49,6 @@ HOLD_LOAD_FILE_ENV = "KCOORD_TEST_HOLD_LOAD_FILE"  # tests: partitions listed in
 LOAD_SLICE = 1000  # groups built between two turns of the loop while a partition loads
 
 log = logging.getLogger("kcoord.coordinator.runtime")
-
-
-class WallClock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-
-class _Pending:
-    __slots__ = ("when", "callback", "handle", "armed_at")
-
-    def __init__(self, when: float, callback: Callable[[], None]) -> None:
-        self.when = when            # loop time the timer is due
-        self.callback = callback
-        self.handle: asyncio.TimerHandle | None = None
-        self.armed_at = when        # loop time `handle` fires (<= when)
-
-
-class LoopTimer:
-    """Keyed, replaceable timers. Scheduling a key again replaces its previous timer.
-
-    Replacing a timer with a later one (every heartbeat pushes its member's expiry forward) only
-    records the new deadline and callback: the armed loop timer, when it fires early, re-arms itself
-    for the deadline. So a heartbeat costs no cancel + call_at, and what fires, and when, is exactly
-    what the last `schedule` asked for. An earlier deadline re-arms at once.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock) -> None:
-        self._loop = loop
-        self._clock = clock  # kept for the interface; delays are relative, so loop time alone places them
-        self._pending: dict[Any, _Pending] = {}
-
-    def schedule(self, key, delay_ms: int, callback: Callable[[], None]) -> None:
-        when = self._loop.time() + (delay_ms / 1000.0 if delay_ms > 0 else 0.0)
-        entry = self._pending.get(key)
-        if entry is not None:
-            if entry.armed_at <= when:
-                entry.when = when
-                entry.callback = callback
-                return
-            entry.handle.cancel()
-        entry = _Pending(when, callback)
-        entry.handle = self._loop.call_at(when, self._fire, key, entry)
-        self._pending[key] = entry
-
-    def cancel(self, key) -> bool:
-        entry = self._pending.pop(key, None)
-        if entry is None:
-            return False
-        entry.handle.cancel()
-        return True
-
-    def is_scheduled(self, key) -> bool:
-        return key in self._pending
-
-    def cancel_all(self) -> None:
-        for entry in self._pending.values():
-            entry.handle.cancel()
-        self._pending.clear()
-
-    def _fire(self, key, entry: _Pending) -> None:
-        if self._pending.get(key) is not entry:
-            return  # replaced or cancelled meanwhile (its handle was cancelled too; belt and braces)
-        if entry.when > entry.armed_at:  # pushed back since it was armed
-            entry.armed_at = entry.when
-            entry.handle = self._loop.call_at(entry.when, self._fire, key, entry)
-            return
-        del self._pending[key]
-        try:
-            entry.callback()
-        except Exception:  # a timer must never take the loop down
-            log.exception("coordinator timer %r failed", key)
 
 
 async def create(broker) -> GroupRuntime:
@@ -281,6 +212,10 @@ class GroupRuntime:
 
     # ------------------------------------------------------------------ serving (the handlers' calls)
     @property
+    def timer(self) -> LoopTimer | None:
+        return self._timer
+
+    @property
     def active(self) -> bool:
         """Whether this node coordinates groups now (FindCoordinator's question)."""
         return self._active and self.service is not None and self.service.active
@@ -333,6 +268,16 @@ class GroupRuntime:
 
     def handle_topics_deleted(self, topics) -> int:
         return self.service.handle_topics_deleted(topics)
+
+    # ------------------------------------------------------------------ timer control (coordinator.runtime.timer_control)
+    def expire_member(self, group_id: str, member_id: str) -> bool:
+        return timer_control.expire_member(self, group_id, member_id)
+
+    def fire_group_timers(self, group_id: str) -> int:
+        return timer_control.fire_group_timers(self, group_id)
+
+    def run_offset_retention(self) -> int:
+        return timer_control.run_offset_retention(self)
 
 
 class Reply:
