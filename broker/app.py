@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 from broker import registry
+from broker.config import ConfigError
 from broker.data.dynamic_broker_configs import DynamicBrokerConfigs
 from broker.data.fetch_wait import FetchWaiters
 from broker.data.group_configs import GroupConfigStore
@@ -67,6 +68,7 @@ class Broker:
         self.visibility = Visibility(self.fetch_waiters, self.metrics)  # high watermark moves, long polls wake
         self.groups: Any = None        # the coordinator runtime, when coordinator.runtime provides one
         self.server: KafkaServer | None = None
+        self.security: Any = None      # broker.security.manager.Security: listeners' TLS/SASL, SCRAM, ACLs
         self.listeners: list[BoundListener] = []
         self._prometheus: PrometheusEndpoint | None = None
         self._statsd: StatsdPusher | None = None
@@ -94,6 +96,9 @@ class Broker:
         self.logs.start_maintenance(min(self.config.get("log.retention.check.interval.ms"),
                                         self.config.get("log.cleaner.backoff.ms")) / 1000.0)
         await self._start_groups()
+        from broker.security.manager import Security
+
+        self.security = Security(self.config, self.log_dir)  # ConfigError when a store cannot be read
         self.server = KafkaServer(
             self, max_request_bytes=self.config.get("socket.request.max.bytes"),
             idle_ms=self.config.get("connections.max.idle.ms"),
@@ -247,7 +252,7 @@ async def _serve_async(config: Any) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except OSError as exc:
+    except (OSError, ConfigError) as exc:
         log.error("cannot start: %s", exc)
         await broker.stop(timeout=1.0)
         return 1

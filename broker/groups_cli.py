@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 
 from broker.client import KafkaWireClient, WireError
+from broker.security.client_login import LoginFailed, add_command_config, use_command_config
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -245,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Accept the option after the subcommand too, as kafka-consumer-groups users type it.
     for p in (listing, describe, delete, reset):
         p.add_argument("--bootstrap-server", default=argparse.SUPPRESS)
+    add_command_config(parser, listing, describe, delete, reset)
     from broker.admin_cli import add_timer_commands
 
     add_timer_commands(sub)  # expire-member, fire-timers, run-retention: through the admin endpoint
@@ -284,11 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in TIMER_COMMANDS:
         return timers_main(args)
     try:
+        use_command_config(args)
         run(args, sys.stdout)
     except GroupsError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
-    except (OSError, WireError) as exc:
+    except (OSError, WireError, LoginFailed) as exc:
         print(f"Error: cannot talk to {args.bootstrap_server}: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -26,7 +26,8 @@ SERVED_APIS = (
     "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups", "ApiVersions",
     "CreateTopics", "DeleteTopics", "InitProducerId", "DescribeConfigs", "DeleteGroups", "OffsetDelete",
     "DescribeCluster", "CreatePartitions", "DeleteRecords", "OffsetForLeaderEpoch", "AlterConfigs",
-    "IncrementalAlterConfigs", "DescribeLogDirs",
+    "IncrementalAlterConfigs", "DescribeLogDirs", "SaslHandshake", "SaslAuthenticate", "CreateAcls", "DescribeAcls",
+    "DeleteAcls", "DescribeUserScramCredentials", "AlterUserScramCredentials",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")

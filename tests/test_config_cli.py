@@ -52,7 +52,7 @@ def test_file_then_overrides(tmp_path):
     ({"group.max.size": "0"}, "group.max.size"),
     ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
     ({"listeners": "localhost:9092"}, "listeners"),
-    ({"listeners": "SSL://:9093"}, "listeners"),
+    ({"listeners": "SSL://:9093"}, "ssl.keystore.location"),
     ({"log.message.timestamp.type": "Wallclock"}, "log.message.timestamp.type"),
 ])
 def test_bad_properties_name_the_key(raw, key):

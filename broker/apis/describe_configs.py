@@ -12,6 +12,8 @@ and then every broker synonym with a value, by precedence. BROKER (4) named by t
 property (read-only unless it may change at run time); named "" -> the cluster-default dynamic configs.
 GROUP (32) -> every group config: DYNAMIC_GROUP_CONFIG for an override, else DEFAULT_CONFIG.
 BROKER_LOGGER (8) -> none.
+Kafka's PASSWORD-type settings (sasl.jaas.config, ssl.*password, PEM key material) are answered with a null
+value and is_sensitive, as Kafka does.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from broker.data.dynamic_broker_configs import CLUSTER_DEFAULT, DEFAULT, DYNAMIC
 from broker.data.group_configs import GROUP_CONFIG_DEFS
 from broker.data.topics import TOPIC_CONFIG_DEFAULTS, broker_default
 from broker.registry import api
+from broker.security.listener_config import SENSITIVE
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -56,12 +59,12 @@ def _result(res, code, message, configs):
         resource_name=res.resource_name, configs=configs)
 
 
-def _entry(request, name, value, read_only, synonyms, config_type, doc):
+def _entry(request, name, value, read_only, synonyms, config_type, doc, sensitive=False):
     """One config; its source is its first synonym's (DEFAULT_CONFIG when it has none)."""
     source = synonyms[0][1] if synonyms else DEFAULT
     R = m.DescribeConfigsResponse.DescribeConfigsResourceResult
     S = m.DescribeConfigsResponse.DescribeConfigsSynonym
-    return R(name=name, value=value, read_only=read_only, config_source=source, is_sensitive=False,
+    return R(name=name, value=value, read_only=read_only, config_source=source, is_sensitive=sensitive,
              synonyms=[S(name=n, value=v, source=s) for n, s, v in synonyms] if request.include_synonyms else [],
              config_type=config_type, documentation=doc if request.include_documentation else None)
 
@@ -100,13 +103,15 @@ def _broker(ctx, res, keys, request):
     for name, value, doc in broker.config.describe():
         if keys is not None and name not in keys:
             continue
+        sensitive = name in SENSITIVE  # Kafka's PASSWORD-type settings: never sent, marked sensitive
+        text = None if sensitive else config_text(value)
         if dynamic.is_dynamic(name):
             synonyms = dynamic.synonyms(name)
         else:
             source = DEFAULT if broker.config.is_default(name) else 4  # STATIC_BROKER_CONFIG
-            synonyms = [(name, source, config_text(value))]
-        entries.append(_entry(request, name, config_text(value), not dynamic.is_dynamic(name), synonyms,
-                              _type_of(name, value), doc))
+            synonyms = [(name, source, text)]
+        entries.append(_entry(request, name, text, not dynamic.is_dynamic(name), synonyms,
+                              _type_of(name, value), doc, sensitive))
     return _result(res, ErrorCode.NONE, None, entries)
 
 

@@ -16,6 +16,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.headers import decode_response_header
 from protocol.records import build_batch, iter_batches
+from tests.security import every_version_scenarios
 from tests.support.raw_kafka import RawKafka
 
 TOPIC = "every-version"
@@ -338,11 +339,19 @@ SCENARIOS: dict[int, Callable] = {
     18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch,
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
     47: offset_delete, 60: describe_cluster,
+    **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
 }
 
 
 @pytest.fixture(scope="module")
-def env(kcoord_shared_server):
+def secure_server(tmp_path_factory):
+    srv = every_version_scenarios.start(tmp_path_factory.mktemp("every-version-secure"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def env(kcoord_shared_server, secure_server):
     """A topic with a record in it, a group with a committed offset, and a stable one-member group."""
     with RawKafka(kcoord_shared_server.port) as c:
         assert error_codes(create_topic(c, TOPIC)) == [ErrorCode.NONE]
@@ -351,7 +360,8 @@ def env(kcoord_shared_server):
         stable_group(c, "every-version-stable")
         md = call(c, 3, 12, m.MetadataRequest(topics=None, allow_auto_topic_creation=False))
         topic_id = next(t.topic_id for t in md.topics if t.name == TOPIC)
-    return {"topic_id": topic_id, "stable": "every-version-stable", "port": kcoord_shared_server.port}
+    return {"topic_id": topic_id, "stable": "every-version-stable", "port": kcoord_shared_server.port,
+            "secure": secure_server}
 
 
 @pytest.mark.parametrize(("spec", "version"), ADVERTISED, ids=[f"{s.name}-v{v}" for s, v in ADVERTISED])

@@ -121,7 +121,8 @@ def test_idle_connection_is_closed_after_connections_max_idle_ms(kcoord_server_f
 def test_each_listener_advertises_itself(kcoord_server_factory, tmp_path):
     srv = kcoord_server_factory({
         "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-        "advertised.listeners": "PLAINTEXT://localhost:0,INTERNAL://127.0.0.1:0"})
+        "advertised.listeners": "PLAINTEXT://localhost:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"})  # Kafka requires it
     ready = srv.wait_for_log(r"kcoord ready: listening on 127.0.0.1:(\d+), 127.0.0.1:(\d+)")
     plaintext, internal = int(ready.group(1)), int(ready.group(2))
     seen = {}

@@ -16,6 +16,8 @@ import signal
 import sys
 import time
 
+from tests.security import client_settings
+
 STOP = False
 
 
@@ -64,7 +66,8 @@ def run_kafka_python(args) -> None:
         enable_auto_commit=False, auto_offset_reset="earliest",
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.session_timeout_ms // 4,
         partition_assignment_strategy=[assignor], reconnect_backoff_max_ms=500,
-        retry_backoff_ms=100, request_timeout_ms=args.session_timeout_ms + 10000, **extra)
+        retry_backoff_ms=100, request_timeout_ms=args.session_timeout_ms + 10000, **extra,
+        **client_settings.kafka_python(args.security))
     consumer.subscribe([args.topic], listener=reporting_listener(ConsumerRebalanceListener))
     deadline = time.monotonic() + args.max_seconds
     while not STOP and time.monotonic() < deadline:
@@ -93,7 +96,8 @@ def run_aiokafka(args) -> None:
             bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.client_id,
             enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.session_timeout_ms // 4,
-            partition_assignment_strategy=(assignor,), retry_backoff_ms=100)
+            partition_assignment_strategy=(assignor,), retry_backoff_ms=100,
+            **client_settings.aiokafka(args.security))
         consumer.subscribe([args.topic], listener=reporting_listener(ConsumerRebalanceListener))
         await consumer.start()
         deadline = time.monotonic() + args.max_seconds
@@ -125,7 +129,7 @@ def run_confluent(args) -> None:
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
         "session.timeout.ms": args.session_timeout_ms, "heartbeat.interval.ms": args.session_timeout_ms // 4,
         "partition.assignment.strategy": args.assignor, "topic.metadata.refresh.interval.ms": 1000,
-        "reconnect.backoff.max.ms": 500,
+        "reconnect.backoff.max.ms": 500, **client_settings.confluent(args.security),
     }
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
@@ -165,6 +169,8 @@ def main() -> None:
     parser.add_argument("--instance-id", default=None)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--max-seconds", type=float, default=150.0)
+    parser.add_argument("--security", type=json.loads, default=None,
+                        help="TLS/SASL settings as JSON (tests/security/client_settings.py)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _stop)
     RUNNERS[args.client](args)
