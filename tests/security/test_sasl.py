@@ -212,12 +212,13 @@ def test_final_nonce_with_the_client_nonce_repeated_is_accepted(sasl_server):
 
 
 def test_secrets_are_never_described(sasl_server):
-    """DescribeConfigs answers PASSWORD-type settings (sasl.jaas.config...) with a null value and
+    """DescribeConfigs of this broker (node 1; "" would be the cluster-default dynamic configs) answers
+    PASSWORD-type settings (sasl.jaas.config...) with a null value and
     is_sensitive, as Kafka's ConfigHelper does; `kcoord config` hides them."""
     R = m.DescribeConfigsRequest
     with raw(_address(sasl_server)) as c:
         assert plain_login(c, "alice", "alice-secret").error_code == ErrorCode.NONE
-        resp = c.request(32, 4, R(resources=[R.DescribeConfigsResource(resource_type=4, resource_name="",
+        resp = c.request(32, 4, R(resources=[R.DescribeConfigsResource(resource_type=4, resource_name="1",
                                                                          configuration_keys=["sasl.jaas.config"])],
                                   include_synonyms=True, include_documentation=False))
     (entry,) = resp.results[0].configs
