@@ -18,6 +18,9 @@ PROPERTY_NAMES = {
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
     "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
+    "group.consumer.session.timeout.ms": "consumer_group_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "consumer_group_heartbeat_interval_ms",
+    "group.consumer.max.size": "consumer_group_max_size",
 }
 
 
@@ -33,6 +36,9 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     offsets_commit_timeout_ms: int = 5000
+    consumer_group_session_timeout_ms: int = 45_000     # KIP-848 consumer groups
+    consumer_group_heartbeat_interval_ms: int = 5000
+    consumer_group_max_size: int = 2_147_483_647
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -17,6 +17,7 @@ the request to the shard. The checks and what each API answers when one fails, a
 | ListGroups     | top level           | -                   | top level, no groups (any shard) | shard skipped   |
 | DeleteGroups   | per group           | null → INVALID_GROUP_ID | per group                   | per group        |
 | OffsetDelete   | top level           | "" → INVALID_GROUP_ID | top level                     | top level        |
+| ConsumerGroupHeartbeat | top level   | "" → INVALID_REQUEST (in the shard) | top level        | top level        |
 
 (`""` checks are Kafka's isGroupIdNotEmpty; "null" ones accept "" for backwards compatibility.) A shard
 that failed to load is not owned. Where the answer is an error, the API's handler in broker/apis puts
@@ -28,6 +29,8 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
+from coordinator.consumer.heartbeat import HeartbeatResult
+from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import LOGGER_NAME, RecordWriter
 from coordinator.events import NO_EVENTS, CoordinatorEvents
 from coordinator.join import JoinRequest
@@ -55,8 +58,10 @@ TopicPartition = tuple[str, int]
 class GroupCoordinatorService:
     def __init__(self, config: GroupConfig | None = None, *, clock: Clock, timer: Timer | None = None,
                  writer: RecordWriter, log: logging.Logger | None = None,
-                 events: CoordinatorEvents = NO_EVENTS, owned_partitions: set[int] | None = None) -> None:
+                 events: CoordinatorEvents = NO_EVENTS, owned_partitions: set[int] | None = None,
+                 topics: TopicsImage = NO_TOPICS) -> None:
         self.config = config or GroupConfig()
+        self.topics = topics  # the cluster's topics, as consumer groups (KIP-848) subscribe by name
         self.clock = clock
         self.timer = timer if timer is not None else TimerQueue(clock)
         self.writer = writer
@@ -107,7 +112,7 @@ class GroupCoordinatorService:
 
     def _new_shard(self, partition: int) -> GroupCoordinatorShard:
         return GroupCoordinatorShard(partition, self.config, self.clock, self.timer, self.writer, self.log,
-                                     self.events)
+                                     self.events, self.topics)
 
     # ------------------------------------------------------------ JoinGroup, SyncGroup, Heartbeat, LeaveGroup
 
@@ -122,7 +127,19 @@ class GroupCoordinatorService:
         shard = self.shard_for(request.group_id)
         if isinstance(shard, ErrorCode):
             return callback(JoinGroupResult(shard))
+        if request.group_id in shard.consumer.groups:  # no classic members in consumer groups (no migration yet)
+            return callback(JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
         shard.groups.joins.handle_join_group(JoinRequest.of(context, request), callback)
+
+    def consumer_group_heartbeat(self, context: RequestContext, request,
+                                 callback: Callable[[HeartbeatResult], None]) -> None:
+        """KIP-848's heartbeat (coordinator.consumer.heartbeat); the group id is validated by the shard."""
+        if not self.active:
+            return callback(HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE))
+        shard = self.shard_for(request.group_id or "")
+        if isinstance(shard, ErrorCode):
+            return callback(HeartbeatResult(shard))
+        shard.consumer.heartbeats.handle(context, request, callback)
 
     def sync_group(self, context: RequestContext, request, callback: Callable[[SyncGroupResult], None]) -> None:
         shard = self._shard_or_error(request.group_id)

@@ -6,8 +6,9 @@ applies them -- the same replay a load goes through -- and only then does the ha
 answer the client. A failed append replays nothing, so it changes nothing.
 
 `replay(key, value)` routes a record by its key's type (Kafka's GroupCoordinatorShard.replay):
-OffsetCommitKey to the offset manager, GroupMetadataKey to the group manager; other types (KIP-848,
-share groups) are not ours yet and are skipped. A shard is the unit that loads (`load`, then
+OffsetCommitKey to the offset manager, GroupMetadataKey to the group manager, KIP-848's consumer group
+records (key types 3-8) to the consumer group manager (coordinator.consumer); other types (share
+groups) are not ours yet and are skipped. A shard is the unit that loads (`load`, then
 `on_loaded`) and unloads (`on_unloaded`), and later moves between nodes.
 """
 from __future__ import annotations
@@ -17,6 +18,9 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
+from coordinator.consumer import records as consumer_records
+from coordinator.consumer.manager import ConsumerGroupManager
+from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import OFFSETS_TOPIC, map_write_error
 from coordinator.events import CoordinatorEvents
 from coordinator.group_manager import GroupMetadataManager
@@ -40,7 +44,7 @@ TopicPartition = tuple[str, int]
 
 class GroupCoordinatorShard:
     def __init__(self, partition: int, config: GroupConfig, clock: Clock, timer: Timer, writer,
-                 log: logging.Logger, events: CoordinatorEvents) -> None:
+                 log: logging.Logger, events: CoordinatorEvents, topics: TopicsImage = NO_TOPICS) -> None:
         self.partition = partition
         self.config = config
         self.clock = clock
@@ -50,6 +54,12 @@ class GroupCoordinatorShard:
         self.groups = GroupMetadataManager(f"{OFFSETS_TOPIC}-{partition}", config, clock, timer, log, events,
                                            self.write)
         self.offsets = OffsetMetadataManager(self.groups)
+        self.consumer = ConsumerGroupManager(f"{OFFSETS_TOPIC}-{partition}", config, clock, timer, log, events,
+                                             self.write, topics)
+        # one namespace of group ids: a classic group and a consumer group never share one
+        self.consumer.classic_group_is_empty = self._classic_group_is_empty
+        self.groups.is_consumer_group = self.consumer.groups.__contains__
+        self.offsets.consumer_groups = self.consumer.groups
         self._append_seq = itertools.count()
 
     # ------------------------------------------------------------ records out ...
@@ -97,6 +107,14 @@ class GroupCoordinatorShard:
                                                   else decode_offset_commit_value(value)})
         elif isinstance(k, GroupMetadataKey):
             self.groups.replay_group_metadata(k.group, None if value is None else decode_group_metadata_value(value))
+        elif consumer_records.record_type(key) is not None:
+            self.consumer.replay(key, value)
+
+    def _classic_group_is_empty(self, group_id: str) -> bool | None:
+        group = self.groups.get_group(group_id)
+        if group is None or group.is_(S.DEAD):
+            return None
+        return group.is_(S.EMPTY) and not group.members
 
     # ------------------------------------------------------------ loading and unloading
 
@@ -106,6 +124,7 @@ class GroupCoordinatorShard:
         over unless `keep_state` (the caller still needs them): then they are copied. Returns the number
         of groups loaded."""
         state.decode_all()
+        self.consumer.load(state.consumer_records)  # first: offsets of a consumer group make no classic group
         for group_id in state.groups():
             value = state.metadata.get(group_id)
             if value is not None:
@@ -121,9 +140,10 @@ class GroupCoordinatorShard:
 
     def on_loaded(self) -> None:
         self.groups.on_loaded()
+        self.consumer.on_loaded()
 
     def on_unloaded(self) -> int:
-        return self.groups.on_unloaded()
+        return self.groups.on_unloaded() + self.consumer.on_unloaded()
 
     # ------------------------------------------------------------ operations over both managers
 

@@ -256,11 +256,23 @@ def describe_cluster(c, v, env):
     return resp
 
 
+def consumer_group_heartbeat(c, v, env):
+    """Joins a consumer group (KIP-848): the one member gets every partition of the topic
+    (GroupMetadataManager.consumerGroupHeartbeat)."""
+    R = m.ConsumerGroupHeartbeatRequest
+    resp = call(c, 68, v, R(group_id=f"cgh-v{v}", member_id="", member_epoch=0, instance_id=None, rack_id=None,
+                            rebalance_timeout_ms=30000, subscribed_topic_names=[TOPIC], subscribed_topic_regex=None,
+                            server_assignor=None, topic_partitions=[]))
+    assert resp.member_id and resp.member_epoch == 1
+    assert [(tp.topic_id, tp.partitions) for tp in resp.assignment.topic_partitions] == [(env["topic_id"], [0])]
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
     18: api_versions, 19: create_topics, 20: delete_topics, 22: init_producer_id, 32: describe_configs,
-    42: delete_groups, 47: offset_delete, 60: describe_cluster,
+    42: delete_groups, 47: offset_delete, 60: describe_cluster, 68: consumer_group_heartbeat,
 }
 
 

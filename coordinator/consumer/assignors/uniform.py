@@ -1,0 +1,69 @@
+"""The uniform assignor (Kafka's UniformAssignor): balanced and sticky.
+
+Each member keeps the partitions of its current target that it still subscribes to; the others go,
+one at a time, to the subscribed member holding the fewest; then partitions move from a member to a
+less loaded one that also subscribes to them while that narrows a gap of two or more. With identical
+subscriptions every member ends with floor or ceil of partitions/members (Kafka's
+OptimizedUniformAssignmentBuilder); with different subscriptions it balances within what each member
+may take (UniformHeterogeneousAssignmentBuilder's aim), by a simpler greedy method than Kafka's.
+"""
+from __future__ import annotations
+
+import uuid
+
+
+class UniformAssignor:
+    name = "uniform"
+
+    def assign(self, members: dict, topics: dict[uuid.UUID, int], current: dict) -> dict:
+        order = sorted(members)
+        owned: dict[str, set[tuple[uuid.UUID, int]]] = {m: set() for m in order}
+        taken: set[tuple[uuid.UUID, int]] = set()
+        total = sum(n for tid, n in topics.items() if any(tid in members[m].subscribed_topic_ids for m in order))
+        cap = -(-total // len(order)) if order else 0  # ceil: nobody keeps more than this
+        for m in order:  # stickiness
+            subs = members[m].subscribed_topic_ids
+            for tid, partitions in sorted(current.get(m, {}).items()):
+                if tid not in subs or tid not in topics:
+                    continue
+                for p in sorted(partitions):
+                    if p < topics[tid] and (tid, p) not in taken and len(owned[m]) < cap:
+                        owned[m].add((tid, p))
+                        taken.add((tid, p))
+        for tid in sorted(topics):
+            eligible = [m for m in order if tid in members[m].subscribed_topic_ids]
+            if not eligible:
+                continue
+            for p in range(topics[tid]):
+                if (tid, p) not in taken:
+                    best = min(eligible, key=lambda m: len(owned[m]))
+                    owned[best].add((tid, p))
+                    taken.add((tid, p))
+        self._balance(order, members, owned)
+        out = {}
+        for m in order:
+            a: dict[uuid.UUID, set[int]] = {}
+            for tid, p in owned[m]:
+                a.setdefault(tid, set()).add(p)
+            out[m] = {tid: frozenset(ps) for tid, ps in a.items()}
+        return out
+
+    @staticmethod
+    def _balance(order: list[str], members: dict, owned: dict[str, set]) -> None:
+        moved = True
+        while moved:
+            moved = False
+            for src in sorted(order, key=lambda m: -len(owned[m])):
+                for dst in sorted(order, key=lambda m: len(owned[m])):
+                    if len(owned[src]) - len(owned[dst]) < 2:
+                        break
+                    subs = members[dst].subscribed_topic_ids
+                    movable = sorted(tp for tp in owned[src] if tp[0] in subs)
+                    if movable:
+                        tp = movable[-1]
+                        owned[src].discard(tp)
+                        owned[dst].add(tp)
+                        moved = True
+                        break
+                if moved:
+                    break
