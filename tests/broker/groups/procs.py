@@ -137,10 +137,13 @@ class ConsumerProcess:
 
 def python_consumer(client: str, bootstrap: str, group: str, topic: str, name: str,
                     assignor: str = "roundrobin", session_timeout_ms: int = 6000,
-                    instance_id: str | None = None) -> ConsumerProcess:
+                    instance_id: str | None = None, group_protocol: str = "classic",
+                    remote_assignor: str | None = None) -> ConsumerProcess:
     argv = [sys.executable, str(WORKER), "--client", client, "--bootstrap", bootstrap, "--group", group,
             "--topic", topic, "--client-id", name, "--assignor", assignor,
-            "--session-timeout-ms", str(session_timeout_ms)]
+            "--session-timeout-ms", str(session_timeout_ms), "--group-protocol", group_protocol]
+    if remote_assignor:
+        argv += ["--remote-assignor", remote_assignor]
     if instance_id:
         argv += ["--instance-id", instance_id]
     return ConsumerProcess(argv, name)

@@ -1,0 +1,137 @@
+"""KIP-848 end to end: confluent-kafka (librdkafka) consumers with `group.protocol=consumer` against the
+real server. The coordinator assigns (GroupMetadataManager.consumerGroupHeartbeat, Kafka 4), members
+come and go while a producer runs, and every record is delivered; none is delivered again once its
+offset was committed; committed offsets survive a server SIGKILL."""
+from __future__ import annotations
+
+import collections
+import signal
+import threading
+import time
+
+import pytest
+from kafka import KafkaProducer
+
+from tests.broker.groups import procs
+from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
+from tests.broker.groups.procs import disjoint_cover, wait_until
+
+PARTITIONS = 6
+OVERRIDES = dict(GROUP_TEST_OVERRIDES, **{"group.consumer.heartbeat.interval.ms": "500",
+                                          "group.consumer.session.timeout.ms": "6000"})
+
+
+@pytest.fixture
+def kip848_server(tmp_path):
+    srv = GroupTestServer(tmp_path, dict(OVERRIDES), name="kip848").start()
+    yield srv
+    srv.stop()
+
+
+class KeyedProducer:
+    """Produces keyed records in the background until stopped; remembers every acknowledged key."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.sent: list[str] = []
+        self._stop = threading.Event()
+        self._producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            key = f"k-{i}"
+            self._producer.send(self.topic, key=key.encode(), value=b"v").get(30)
+            self.sent.append(key)
+            i += 1
+            time.sleep(0.01)
+
+    def stop(self) -> list[str]:
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join(30)
+            self._producer.close(10)
+        return self.sent
+
+
+def consumer(server, group: str, topic: str, name: str, assignor: str | None = None):
+    return procs.python_consumer("confluent", server.bootstrap, group, topic, name, group_protocol="consumer",
+                                 remote_assignor=assignor)
+
+
+def wait_cover(consumers, what: str) -> None:
+    wait_until(lambda: all(c.alive for c in consumers) and disjoint_cover([c.assignment for c in consumers],
+                                                                          PARTITIONS), 60,
+               f"{what}: disjoint assignments covering every partition\n" + "\n".join(c.describe() for c in consumers))
+
+
+def assert_no_redelivery_after_commit(consumers) -> None:
+    """A record consumed twice was not committed by the first consumer: at most one of the consumers that
+    read (p, o) committed past o (the last one)."""
+    readers = collections.defaultdict(list)
+    for c in consumers:
+        for p, o, _k in c.records():
+            readers[(p, o)].append(c)
+    for (p, o), cs in readers.items():
+        if len(cs) > 1:
+            committed_past = [c.name for c in cs if c.committed().get(p, 0) > o]
+            assert len(committed_past) <= 1, f"{p}@{o} read again after {committed_past[0]} committed it"
+
+
+@pytest.mark.parametrize("assignor", [None, "range"])
+def test_members_join_leave_and_die_while_a_producer_runs(kip848_server, assignor):
+    server, topic, group = kip848_server, "kip848", "kip848-group"
+    server.create_topic(topic, PARTITIONS)
+    producer = KeyedProducer(server.bootstrap, topic)
+    everyone = []
+    try:
+        c1, c2 = consumer(server, group, topic, "c1", assignor), consumer(server, group, topic, "c2", assignor)
+        everyone += [c1, c2]
+        wait_cover([c1, c2], "two members")
+        c3 = consumer(server, group, topic, "c3", assignor)  # joins late
+        everyone.append(c3)
+        wait_cover([c1, c2, c3], "a third member joined")
+        assert all(c.assignment for c in (c1, c2, c3))
+        c2.terminate()  # leaves (epoch -1)
+        wait_cover([c1, c3], "c2 left")
+        c3.kill()  # dies: its partitions come back after group.consumer.session.timeout.ms
+        wait_cover([c1], "c3 was fenced when its session expired")
+        sent = producer.stop()
+        wait_until(lambda: {k for c in everyone for _p, _o, k in c.records()} >= set(sent), 60,
+                   "every produced record consumed\n" + c1.describe())
+        assert_no_redelivery_after_commit(everyone)
+        ends = server.end_offsets(topic, PARTITIONS)
+        wait_until(lambda: procs.committed_max([c1]) == ends, 30, "c1, alone, committed every partition's end")
+        assert "fenced from the group because the member session expired" in server.log_text()
+    finally:
+        producer.stop()
+        procs.stop_all(everyone)
+
+
+def test_committed_offsets_resume_after_server_sigkill(kip848_server):
+    server, topic, group = kip848_server, "kip848-restart", "kip848-restart-group"
+    server.create_topic(topic, PARTITIONS)
+    first = server.produce_keyed(topic, 120, prefix="a-")
+    c1 = consumer(server, group, topic, "before")
+    try:
+        wait_until(lambda: len(c1.records()) >= len(first) and sum(c1.committed().values()) >= len(first), 60,
+                   "the first records consumed and committed\n" + c1.describe())
+    finally:
+        procs.stop_all([c1])
+    committed = server.committed_offsets(group, topic, PARTITIONS)
+    assert sum(committed.values()) == len(first)
+    server.restart(signal.SIGKILL)
+    assert server.committed_offsets(group, topic, PARTITIONS) == committed
+    second = server.produce_keyed(topic, 60, prefix="b-")
+    c2 = consumer(server, group, topic, "after")
+    try:
+        wait_until(lambda: len(c2.records()) >= len(second), 60, "the new records consumed\n" + c2.describe())
+        assert sorted(k for _p, _o, k in c2.records()) == sorted(second)  # nothing before the commits again
+        first_offsets = {}
+        for p, o, _k in c2.records():
+            first_offsets.setdefault(p, o)
+        assert all(first_offsets[p] == committed[p] for p in first_offsets)
+    finally:
+        procs.stop_all([c2])
