@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
 from coordinator.consumer.heartbeat import HeartbeatResult
+from coordinator.consumer.offsets import validate_offset_fetch
 from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import LOGGER_NAME, RecordWriter
 from coordinator.events import NO_EVENTS, CoordinatorEvents
@@ -178,11 +179,18 @@ class GroupCoordinatorService:
         shard.offsets.handle_commit_offsets(request, callback)
 
     def fetch_offsets(self, group_id: str | None, partitions: Iterable[TopicPartition] | None,
-                      require_stable: bool = False) -> OffsetFetchResult:
-        """`partitions` None: every committed offset of the group."""
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1) -> OffsetFetchResult:
+        """`partitions` None: every committed offset of the group. A member (OffsetFetch v9) of a consumer
+        group must be in its current epoch (ConsumerGroup.validateOffsetFetch)."""
         shard = self._shard_or_error(group_id, allow_empty=True)
         if isinstance(shard, ErrorCode):
             return OffsetFetchResult(group_id, shard)
+        consumer_group = shard.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            error = validate_offset_fetch(consumer_group, member_id, member_epoch)
+            if error != E.NONE:
+                return OffsetFetchResult(group_id, error)
         return shard.offsets.handle_fetch_offsets(group_id, partitions, require_stable)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],

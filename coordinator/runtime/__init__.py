@@ -321,8 +321,9 @@ class GroupRuntime:
         self.service.commit_offsets(request, reply)
         return reply
 
-    def fetch_offsets(self, group_id: str, partitions, require_stable: bool) -> OffsetFetchResult:
-        return self.service.fetch_offsets(group_id, partitions, require_stable)
+    def fetch_offsets(self, group_id: str, partitions, require_stable: bool, member_id: str | None = None,
+                      member_epoch: int = -1) -> OffsetFetchResult:
+        return self.service.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
 
     def describe_groups(self, group_ids, request_version: int) -> list:
         return self.service.describe_groups(group_ids, request_version)

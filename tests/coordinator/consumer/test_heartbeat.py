@@ -283,3 +283,13 @@ def test_assigning_state_until_someone_heartbeats(ctx):
     assert ctx.consumer_group("g").state == ASSIGNING
     a2 = ctx.heartbeat("g", a.member_id, 1, owned=a.assignment)
     assert a2.member_epoch == 3 and ctx.consumer_group("g").state == STABLE
+
+
+def test_offset_fetch_validation(ctx):
+    """ConsumerGroup.validateOffsetFetch (OffsetFetch v9): null member id and epoch -1 always pass;
+    otherwise the member in its current epoch."""
+    a = ctx.heartbeat("g", "", 0, topics=["foo"])
+    assert ctx.gc.fetch_offsets("g", None).error == E.NONE
+    assert ctx.gc.fetch_offsets("g", None, False, a.member_id, 1).error == E.NONE
+    assert ctx.gc.fetch_offsets("g", None, False, a.member_id, 0).error == E.STALE_MEMBER_EPOCH
+    assert ctx.gc.fetch_offsets("g", None, False, "other", 1).error == E.UNKNOWN_MEMBER_ID
