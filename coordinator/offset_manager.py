@@ -226,12 +226,16 @@ class OffsetMetadataManager:
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], list[Record]]:
         """KIP-496: tombstones for committed offsets of topics the group does not consume:
         (top-level error, per-partition errors, records)."""
+        consumer_group = self.consumer_groups.get(group_id)
         group = self.groups.get_group(group_id)
-        if group is None or group.is_(S.DEAD):
+        if consumer_group is not None:  # KIP-848: any state; not the topics it subscribes to
+            subscribed = consumer_group.subscribed_topic_names()
+        elif group is None or group.is_(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}, []
-        if not group.is_(S.EMPTY) and group.protocol_type != "consumer":
+        elif not group.is_(S.EMPTY) and group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP, {}, []
-        subscribed = (subscribed_topics(group) or set()) if not group.is_(S.EMPTY) else set()
+        else:
+            subscribed = (subscribed_topics(group) or set()) if not group.is_(S.EMPTY) else set()
         committed, pending = self.committed(group_id), self.pending.get(group_id, _NO_OFFSETS)
         results: dict[TopicPartition, ErrorCode] = {}
         records: list[Record] = []

@@ -18,6 +18,7 @@ the request to the shard. The checks and what each API answers when one fails, a
 | DeleteGroups   | per group           | null → INVALID_GROUP_ID | per group                   | per group        |
 | OffsetDelete   | top level           | "" → INVALID_GROUP_ID | top level                     | top level        |
 | ConsumerGroupHeartbeat | top level   | "" → INVALID_REQUEST (in the shard) | top level        | top level        |
+| ConsumerGroupDescribe  | per group   | "" → INVALID_GROUP_ID | per group                     | per group        |
 
 (`""` checks are Kafka's isGroupIdNotEmpty; "null" ones accept "" for backwards compatibility.) A shard
 that failed to load is not owned. Where the answer is an error, the API's handler in broker/apis puts
@@ -29,6 +30,8 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
+from coordinator.consumer.describe import DescribedConsumerGroup
+from coordinator.consumer.describe import describe as describe_consumer_group
 from coordinator.consumer.heartbeat import HeartbeatResult
 from coordinator.consumer.offsets import validate_offset_fetch
 from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
@@ -218,7 +221,31 @@ class GroupCoordinatorService:
         if self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
         states = list(states_filter) if states_filter else None
-        return E.NONE, [g for p in sorted(self.shards) for g in self.shards[p].groups.list_groups(states)]
+        wanted = {s.lower() for s in states} if states else None
+        listed = []
+        for p in sorted(self.shards):
+            shard = self.shards[p]
+            listed += shard.groups.list_groups(states)
+            listed += [ListedGroup(g.group_id, g.protocol_type, g.state, "consumer")
+                       for g in shard.consumer.groups.values() if wanted is None or g.state.lower() in wanted]
+        return E.NONE, listed
+
+    def consumer_group_describe(self, group_ids: Iterable[str | None]) -> list[DescribedConsumerGroup]:
+        """ConsumerGroupDescribe (69): per group, the front door's error or the group (GROUP_ID_NOT_FOUND
+        for an unknown or classic group)."""
+        out = []
+        for group_id in group_ids:
+            shard = self._shard_or_error(group_id)
+            if isinstance(shard, ErrorCode):
+                out.append(DescribedConsumerGroup(group_id, shard))
+                continue
+            group = shard.consumer.groups.get(group_id)
+            if group is None:
+                out.append(DescribedConsumerGroup(group_id, E.GROUP_ID_NOT_FOUND,
+                                                  message=f"Group {group_id} not found."))
+            else:
+                out.append(describe_consumer_group(group, self.topics))
+        return out
 
     def delete_groups(self, group_ids: Iterable[str | None],
                       callback: Callable[[dict[str | None, ErrorCode]], None]) -> None:

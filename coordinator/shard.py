@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
+from coordinator.consumer import describe as consumer_describe
 from coordinator.consumer import records as consumer_records
 from coordinator.consumer.manager import ConsumerGroupManager
 from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
@@ -153,6 +154,12 @@ class GroupCoordinatorShard:
         results: dict[str, ErrorCode] = {}
         records: list[Record] = []
         for group_id in group_ids:
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is not None:  # KIP-848: Empty only, its records' tombstones
+                error = results[group_id] = consumer_describe.validate_delete_group(consumer_group)
+                if error == ErrorCode.NONE:
+                    records += self.offsets.delete_all_offsets(group_id) + consumer_describe.tombstones(consumer_group)
+                continue
             error = self.groups.validate_delete_group(group_id)
             results[group_id] = error
             if error == ErrorCode.NONE:

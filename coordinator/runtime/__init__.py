@@ -328,6 +328,9 @@ class GroupRuntime:
     def describe_groups(self, group_ids, request_version: int) -> list:
         return self.service.describe_groups(group_ids, request_version)
 
+    def consumer_group_describe(self, group_ids) -> list:
+        return self.service.consumer_group_describe(group_ids)
+
     def list_groups(self, states_filter) -> tuple[ErrorCode, list]:
         return self.service.list_groups(states_filter)
 

@@ -293,3 +293,68 @@ def test_offset_fetch_validation(ctx):
     assert ctx.gc.fetch_offsets("g", None, False, a.member_id, 1).error == E.NONE
     assert ctx.gc.fetch_offsets("g", None, False, a.member_id, 0).error == E.STALE_MEMBER_EPOCH
     assert ctx.gc.fetch_offsets("g", None, False, "other", 1).error == E.UNKNOWN_MEMBER_ID
+
+
+# ---------------------------------------------------------------- the admin APIs on consumer groups
+
+def test_list_groups_shows_consumer_groups_with_their_type_and_state(ctx):
+    """ListGroups v5 (KIP-848): ConsumerGroup.asListedGroup -- protocol type and group type "consumer"."""
+    ctx.heartbeat("g", "", 0, topics=["foo"])
+    ctx.join("classic")
+    _, listed = ctx.gc.list_groups()
+    by_id = {g.group_id: g for g in listed}
+    assert (by_id["g"].group_type, by_id["g"].protocol_type, by_id["g"].state) == ("consumer", "consumer", "Stable")
+    assert by_id["classic"].group_type == "classic"
+    assert [g.group_id for g in ctx.gc.list_groups(["stable"])[1]] == ["g"]
+
+
+def test_consumer_group_describe(ctx):
+    """GroupMetadataManager.consumerGroupDescribe: members with epochs, current vs target assignment;
+    GROUP_ID_NOT_FOUND for unknown and classic groups; INVALID_GROUP_ID for ""."""
+    a = ctx.heartbeat("g", "", 0, topics=["foo"])
+    b = ctx.heartbeat("g", "", 0, topics=["foo"])
+    ctx.join("classic")
+    g, unknown, classic, empty = ctx.gc.consumer_group_describe(["g", "nope", "classic", ""])
+    assert (g.state, g.group_epoch, g.assignment_epoch, g.assignor_name) == ("Reconciling", 2, 2, "uniform")
+    members = {mm.member_id: mm for mm in g.members}
+    foo = ctx.topic_id("foo")
+    assert members[a.member_id].assignment == [(foo, "foo", [0, 1, 2, 3, 4, 5])]
+    assert members[a.member_id].target_assignment == [(foo, "foo", [0, 1, 2])]
+    assert (members[b.member_id].assignment, members[b.member_id].target_assignment) == ([], [(foo, "foo", [3, 4, 5])])
+    assert members[b.member_id].member_epoch == 2 and members[a.member_id].member_epoch == 1
+    assert unknown.error == classic.error == E.GROUP_ID_NOT_FOUND
+    assert empty.error == E.INVALID_GROUP_ID
+
+
+def test_describe_groups_of_a_consumer_group_is_dead(ctx):
+    """GroupMetadataManager.describeGroups only describes classic groups: a consumer group is "Dead"
+    (GROUP_ID_NOT_FOUND from v6, KIP-1043)."""
+    ctx.heartbeat("g", "", 0, topics=["foo"])
+    (old,) = ctx.gc.describe_groups(["g"], 5)
+    (new,) = ctx.gc.describe_groups(["g"], 6)
+    assert (old.error, old.state) == (E.NONE, "Dead") and new.error == E.GROUP_ID_NOT_FOUND
+
+
+def test_delete_groups_and_offset_delete_on_consumer_groups(ctx):
+    """GroupCoordinatorShard.deleteGroups (ConsumerGroup.validateDeleteGroup: Empty only; every record of the
+    group tombstoned) and deleteOffsets (GROUP_SUBSCRIBED_TO_TOPIC for subscribed topics)."""
+    from coordinator.testing import Capture
+    a = ctx.heartbeat("g", "", 0, topics=["foo"])
+    ctx.gc.commit_offsets(__import__("coordinator.results", fromlist=["OffsetCommit"]).OffsetCommit(
+        "g", a.member_id, None, 1, [("foo", 0, 1, -1, None), ("bar", 0, 1, -1, None)], -1, 9), Capture())
+    deleted = Capture()
+    ctx.gc.delete_offsets("g", [("foo", 0), ("bar", 0)], deleted)
+    assert deleted.result == (E.NONE, {("foo", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("bar", 0): E.NONE})
+    result = Capture()
+    ctx.gc.delete_groups(["g"], result)
+    assert result.result == {"g": E.NON_EMPTY_GROUP}
+    ctx.heartbeat("g", a.member_id, -1)
+    before = len(ctx.writer.records)
+    result = Capture()
+    ctx.gc.delete_groups(["g"], result)
+    assert result.result == {"g": E.NONE}
+    assert ctx.consumer_group("g") is None and ctx.offsets("g") == {}
+    assert all(v is None for _, v, _ in ctx.writer.records[before:])
+    fresh = ConsumerGroupContext(topics={"foo": 6, "bar": 3})  # the whole log: the deletion survives a reload
+    fresh.gc.load_partition(ctx.gc.partition_for("g"), [(k, v) for k, v, _ in ctx.writer.records])
+    assert fresh.consumer_group("g") is None
