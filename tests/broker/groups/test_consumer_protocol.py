@@ -135,3 +135,34 @@ def test_committed_offsets_resume_after_server_sigkill(kip848_server):
         assert all(first_offsets[p] == committed[p] for p in first_offsets)
     finally:
         procs.stop_all([c2])
+
+
+def test_kcoord_groups_describe_shows_epochs_and_target_vs_current(kip848_server):
+    """Two members mid-reconciliation (raw ConsumerGroupHeartbeat): the first still owns every partition,
+    its target is half of them; `kcoord groups describe` shows both, with the epochs, and ListGroups v5
+    filters by type."""
+    from broker.client import KafkaWireClient
+    from protocol import messages as m
+    from tests.broker.groups.test_admin_and_cli import kcoord_groups
+
+    server, topic, group = kip848_server, "kip848-cli", "kip848-cli-group"
+    server.create_topic(topic, 4)
+    R = m.ConsumerGroupHeartbeatRequest
+
+    def join(client, member_id):
+        return client.request(R(group_id=group, member_id=member_id, member_epoch=0, instance_id=None,
+                                rack_id=None, rebalance_timeout_ms=60000, subscribed_topic_names=[topic],
+                                subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]))
+
+    with KafkaWireClient.connect(server.bootstrap) as client:
+        assert join(client, "member-a").member_epoch == 1
+        assert join(client, "member-b").member_epoch == 2
+        listed = client.request(m.ListGroupsRequest(states_filter=[], types_filter=["consumer"]), 5).groups
+        assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [(group, "consumer", "Reconciling")]
+        assert client.request(m.ListGroupsRequest(states_filter=[], types_filter=["classic"]), 5).groups == []
+    out = kcoord_groups(server.bootstrap, "describe", group)
+    assert out.returncode == 0, out.stderr
+    assert f"Consumer group '{group}' (Reconciling): group epoch 2, assignment epoch 2, assignor uniform" in out.stdout
+    lines = {line.split()[1]: line.split() for line in out.stdout.splitlines() if line.startswith(f"{group} member-")}
+    assert lines["member-a"][4:] == ["4", "1", f"{topic}:0,1,2,3", "2", f"{topic}:0,1"]
+    assert lines["member-b"][4:] == ["0", "2", "-", "2", f"{topic}:2,3"]
