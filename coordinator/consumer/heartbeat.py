@@ -27,6 +27,7 @@ from coordinator.consumer.member import (
     is_subset,
 )
 from coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
+from coordinator.consumer.regex import InvalidRegex, compile_regex, matching_topics
 from coordinator.consumer.target import build_target_assignment
 from coordinator.records import group_metadata_tombstone
 from protocol.errors import ErrorCode
@@ -64,8 +65,12 @@ def validate(request) -> GroupError | None:
         return invalid("InstanceId can't be empty.")
     if request.rack_id == "":
         return invalid("RackId can't be empty.")
-    if getattr(request, "subscribed_topic_regex", None):  # "" (what librdkafka sends) means no regex
-        return invalid("SubscribedTopicRegex is not supported yet.")
+    regex = getattr(request, "subscribed_topic_regex", None)  # v1; "" (what librdkafka sends) means none
+    if regex:
+        try:
+            compile_regex(regex)
+        except InvalidRegex as e:
+            return GroupError(E.INVALID_REGULAR_EXPRESSION, str(e))
     epoch = request.member_epoch
     if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
         if not request.member_id:
@@ -75,8 +80,8 @@ def validate(request) -> GroupError | None:
             return invalid("RebalanceTimeoutMs must be provided in first request.")
         if request.topic_partitions is None or request.topic_partitions:
             return invalid("TopicPartitions must be empty when (re-)joining.")
-        if not request.subscribed_topic_names:
-            return invalid("SubscribedTopicNames must be set in first request.")
+        if not request.subscribed_topic_names and not regex:
+            return invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
     elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         if not request.member_id:
             return invalid("MemberId can't be empty.")
@@ -155,6 +160,8 @@ class ConsumerGroupHeartbeat:
             else member.server_assignor_name,
             subscribed_topic_names=frozenset(req.subscribed_topic_names) if req.subscribed_topic_names is not None
             else member.subscribed_topic_names,
+            subscribed_topic_regex=(getattr(req, "subscribed_topic_regex", None) or None)
+            if getattr(req, "subscribed_topic_regex", None) is not None else member.subscribed_topic_regex,
             client_id=context.client_id, client_host=context.client_host)
 
         cause = None
@@ -175,7 +182,7 @@ class ConsumerGroupHeartbeat:
         if group_epoch > group.assignment_epoch:
             name = group.preferred_server_assignor(member, updated, DEFAULT_ASSIGNOR)
             targets, target_records = build_target_assignment(group, group_epoch, ASSIGNORS[name], updated,
-                                                              metadata, removed=replaced)
+                                                              metadata, self.topics_of, removed=replaced)
             records += target_records
             target_epoch, target = group_epoch, targets.get(updated.member_id, {})
             m.log.info("[GroupId %s] Computed a new target assignment for epoch %d with '%s' assignor.",
@@ -262,15 +269,25 @@ class ConsumerGroupHeartbeat:
         names: set[str] = set()
         for member in group.members.values():
             if member.member_id not in exclude:
-                names |= member.subscribed_topic_names
+                names |= self.topics_of(member)
         if new is not None:
-            names |= new.subscribed_topic_names
+            names |= self.topics_of(new)
         out = {}
         for name in names:
             topic = self.m.topics.topic(name)
             if topic is not None:
                 out[name] = topic
         return out
+
+    def topics_of(self, member: ConsumerGroupMember) -> frozenset[str]:
+        """The member's topics: its names, and those its regex matches now."""
+        if not member.subscribed_topic_regex:
+            return member.subscribed_topic_names
+        try:
+            matched = matching_topics(member.subscribed_topic_regex, self.m.topics.names())
+        except InvalidRegex:  # validated when it was sent; a log from elsewhere may still hold one
+            matched = set()
+        return member.subscribed_topic_names | matched
 
     # ------------------------------------------------------------ leave and fence
 

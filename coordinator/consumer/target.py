@@ -7,6 +7,8 @@ ConsumerGroupTargetAssignmentMetadata with the new epoch.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from coordinator.consumer import records as r
 from coordinator.consumer.assignors import AssignmentMemberSpec
 from coordinator.consumer.consumer_group import ConsumerGroup
@@ -14,8 +16,10 @@ from coordinator.consumer.member import Assignment, ConsumerGroupMember
 
 
 def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated: ConsumerGroupMember | None,
-                            metadata: dict[str, r.TopicMetadata], removed: str | None = None
-                            ) -> tuple[dict[str, Assignment], list]:
+                            metadata: dict[str, r.TopicMetadata],
+                            topics_of: Callable[[ConsumerGroupMember], frozenset[str]],
+                            removed: str | None = None) -> tuple[dict[str, Assignment], list]:
+    """`topics_of(member)`: the topic names a member subscribes to (its names and its regex's matches)."""
     members = dict(group.members)
     current = dict(group.target_assignment)
     if removed is not None:
@@ -26,7 +30,7 @@ def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated:
         members[updated.member_id] = updated
     ids = {name: tid for name, (tid, _) in metadata.items()}
     specs = {m.member_id: AssignmentMemberSpec(m.instance_id, m.rack_id,
-                                               frozenset(ids[t] for t in m.subscribed_topic_names if t in ids))
+                                               frozenset(ids[t] for t in topics_of(m) if t in ids))
              for m in members.values()}
     topics = {tid: n for tid, n in metadata.values()}
     new = assignor.assign(specs, topics, current) if specs else {}

@@ -14,6 +14,10 @@ class TopicsImage:
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return None
 
+    def names(self) -> list[str]:
+        """Every (non-internal) topic name, for regex subscriptions."""
+        return []
+
 
 class StaticTopicsImage(TopicsImage):
     """A fixed set of topics (tests): name -> (id, partitions)."""
@@ -26,6 +30,9 @@ class StaticTopicsImage(TopicsImage):
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         return next((n for n, (tid, _) in self.topics.items() if tid == topic_id), None)
+
+    def names(self) -> list[str]:
+        return list(self.topics)
 
 
 NO_TOPICS = TopicsImage()

@@ -149,6 +149,10 @@ class BrokerTopics(TopicsImage):
         t = topics.by_id(topic_id) if topics is not None else None
         return None if t is None else t.name
 
+    def names(self):
+        topics = self.broker.topics
+        return [] if topics is None else [t.name for t in topics.all() if not t.internal]
+
 
 class MetricsEvents(CoordinatorEvents):
     """The coordinator's events as broker metrics."""

@@ -166,3 +166,34 @@ def test_kcoord_groups_describe_shows_epochs_and_target_vs_current(kip848_server
     lines = {line.split()[1]: line.split() for line in out.stdout.splitlines() if line.startswith(f"{group} member-")}
     assert lines["member-a"][4:] == ["4", "1", f"{topic}:0,1,2,3", "2", f"{topic}:0,1"]
     assert lines["member-b"][4:] == ["0", "2", "-", "2", f"{topic}:2,3"]
+
+
+def test_regex_subscription_picks_up_a_new_topic(kip848_server):
+    """librdkafka sends a `^`-pattern subscription as SubscribedTopicRegex (v1); the coordinator resolves it
+    against the topics (whole-name match, as RE2/J's Pattern.matches) and a topic created later is
+    assigned after the next heartbeat (GroupMetadataManager: subscription metadata changed -> epoch bump)."""
+    from confluent_kafka import Consumer
+
+    server = kip848_server
+    server.create_topic("re-a", 3)
+    server.create_topic("not-re", 2)
+    owned: set = set()
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "kip848-regex",
+                         "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                         "topic.metadata.refresh.interval.ms": 1000})
+
+    def poll_until(condition, what):
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: {sorted(owned)}"
+            consumer.poll(0.2)
+
+    try:
+        consumer.subscribe(["^re-.*"], on_assign=lambda c, ps: owned.update((p.topic, p.partition) for p in ps),
+                           on_revoke=lambda c, ps: owned.difference_update((p.topic, p.partition) for p in ps))
+        poll_until(lambda: owned == {("re-a", p) for p in range(3)}, "re-a assigned")
+        server.create_topic("re-b", 2)
+        poll_until(lambda: owned == {("re-a", p) for p in range(3)} | {("re-b", 0), ("re-b", 1)}, "re-b assigned")
+    finally:
+        consumer.close()
+    assert "Bumped group epoch to 2 (metadata_changed)" in server.log_text()

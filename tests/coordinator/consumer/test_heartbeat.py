@@ -161,7 +161,10 @@ def test_new_member_rejected_when_group_full():
     ({"member_epoch": -3, "member_id": "m"}, E.INVALID_REQUEST),
     ({"member_epoch": 0, "topics": ["foo"], "instance_id": ""}, E.INVALID_REQUEST),
     ({"member_epoch": 0, "topics": ["foo"], "assignor": "sticky"}, E.UNSUPPORTED_ASSIGNOR),
-    ({"member_epoch": 0, "topics": ["foo"], "regex": "foo.*"}, E.INVALID_REQUEST),
+    ({"member_epoch": 0, "topics": None, "regex": "foo["}, E.INVALID_REGULAR_EXPRESSION),
+    ({"member_epoch": 0, "topics": None, "regex": "(?=foo)f.*"}, E.INVALID_REGULAR_EXPRESSION),  # RE2: no lookaround
+    ({"member_epoch": 0, "topics": None, "regex": "(f)\\1"}, E.INVALID_REGULAR_EXPRESSION),  # nor backreferences
+    ({"member_epoch": 0, "topics": None, "regex": ""}, E.INVALID_REQUEST),
 ])
 def test_request_validation(ctx, kw, error):
     """testConsumerGroupHeartbeatRequestValidation (throwIfConsumerGroupHeartbeatRequestIsInvalid)."""
@@ -358,3 +361,27 @@ def test_delete_groups_and_offset_delete_on_consumer_groups(ctx):
     fresh = ConsumerGroupContext(topics={"foo": 6, "bar": 3})  # the whole log: the deletion survives a reload
     fresh.gc.load_partition(ctx.gc.partition_for("g"), [(k, v) for k, v, _ in ctx.writer.records])
     assert fresh.consumer_group("g") is None
+
+
+# ---------------------------------------------------------------- regex subscriptions (v1)
+
+def test_regex_subscription_follows_topic_creation(ctx):
+    """SubscribedTopicRegex: whole-name matches (RE2/J's Pattern.matches); a topic created later that
+    matches bumps the group epoch on the next heartbeat and is assigned."""
+    a = ctx.heartbeat("g", "", 0, topics=None, regex="fo.*")
+    assert a.error == E.NONE and parts(ctx, a) == [0, 1, 2, 3, 4, 5] and parts(ctx, a, "bar") == []
+    assert ctx.consumer_group("g").members[a.member_id].subscribed_topic_regex == "fo.*"
+    ctx.add_topic("food", 2)
+    ctx.add_topic("xfoo", 2)  # no whole-name match
+    a2 = ctx.heartbeat("g", a.member_id, 1)
+    assert a2.member_epoch == 2 and parts(ctx, a2, "food") == [0, 1] and parts(ctx, a2, "xfoo") == []
+    assert ("g", "metadata_changed") in ctx.events.rebalances
+
+
+def test_changing_the_regex_is_a_subscription_change(ctx):
+    a = ctx.heartbeat("g", "", 0, topics=None, regex="foo")
+    a2 = ctx.heartbeat("g", a.member_id, 1, regex="bar", owned=a.assignment, topics=[])
+    assert ctx.events.rebalances[-1] == ("g", "subscription_changed")
+    assert parts(ctx, a2) == [] and a2.member_epoch == 1  # revoke foo first
+    a3 = ctx.heartbeat("g", a.member_id, 1, owned={})
+    assert a3.member_epoch == 2 and parts(ctx, a3, "bar") == [0, 1, 2]
