@@ -5,6 +5,7 @@ offset was committed; committed offsets survive a server SIGKILL."""
 from __future__ import annotations
 
 import collections
+import re
 import signal
 import threading
 import time
@@ -197,3 +198,31 @@ def test_regex_subscription_picks_up_a_new_topic(kip848_server):
     finally:
         consumer.close()
     assert "Bumped group epoch to 2 (metadata_changed)" in server.log_text()
+
+
+def test_consumer_group_survives_a_restart_through_its_checkpoint(kip848_server):
+    """A clean stop writes checkpoints (format 2 carries the consumer group records); the restarted server
+    loads the group from them: same epochs and assignment, and the member heartbeats on in its epoch."""
+    from broker.client import KafkaWireClient
+    from protocol import messages as m
+
+    server, topic, group = kip848_server, "kip848-ckpt", "kip848-ckpt-group"
+    server.create_topic(topic, 3)
+    R = m.ConsumerGroupHeartbeatRequest
+    with KafkaWireClient.connect(server.bootstrap) as client:
+        joined = client.request(R(group_id=group, member_id="m1", member_epoch=0, instance_id=None, rack_id=None,
+                                  rebalance_timeout_ms=60000, subscribed_topic_names=[topic],
+                                  subscribed_topic_regex=None, server_assignor="range", topic_partitions=[]))
+        assert joined.member_epoch == 1
+    server.restart(signal.SIGTERM)
+    loads = re.findall(r"\((\d+) from checkpoints; (\d+) records replayed\)", server.log_text())
+    assert int(loads[-1][0]) > 0 and loads[-1][1] == "0", loads  # nothing from the log: all from checkpoints
+    with KafkaWireClient.connect(server.bootstrap) as client:
+        (g,) = client.request(m.ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
+                              ).groups
+        assert (g.error_code, g.group_state, g.group_epoch, g.assignor_name) == (0, "Stable", 1, "range")
+        assert [p for tp in g.members[0].assignment.topic_partitions for p in tp.partitions] == [0, 1, 2]
+        again = client.request(R(group_id=group, member_id="m1", member_epoch=1, instance_id=None, rack_id=None,
+                                 rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
+                                 server_assignor=None, topic_partitions=None))
+        assert (again.error_code, again.member_epoch) == (0, 1)
