@@ -206,9 +206,28 @@ class GroupCoordinatorShard:
                 records.append(group_metadata_tombstone(group.group_id))
                 self.log.info("Group %s expires in generation %d (no members, no offsets)", group.group_id,
                               group.generation_id)
+        records += self._cleanup_consumer_groups(now)
         if records:
             self.write(records, self._log_write_error)
         return len(records)
+
+    def _cleanup_consumer_groups(self, now: int) -> list[Record]:
+        """Consumer groups (KIP-848): expired offsets, then an Empty group left without offsets goes
+        (GroupMetadataManager.maybeDeleteGroup)."""
+        records: list[Record] = []
+        for group in list(self.consumer.groups.values()):
+            gid = group.group_id
+            subscribed = set().union(*(self.consumer.heartbeats.topics_of(m) for m in group.members.values()))
+            tps = consumer_describe.expired_offsets(group, self.offsets.committed(gid), self.offsets.pending.get(gid, {}),
+                                                    subscribed, now, self.config.offsets_retention_ms)
+            records += [offset_commit_tombstone(gid, t, p) for t, p in tps]
+            if tps:
+                self.log.info("Expiring %d offsets of consumer group %s", len(tps), gid)
+            left = len(self.offsets.committed(gid)) - len(tps)
+            if group.is_empty() and left == 0 and gid not in self.offsets.pending:
+                records += consumer_describe.tombstones(group)
+                self.log.info("Consumer group %s expires in epoch %d (no members, no offsets)", gid, group.group_epoch)
+        return records
 
     def handle_topics_deleted(self, topics: set[str]) -> int:
         records = self.offsets.topics_deleted(topics)

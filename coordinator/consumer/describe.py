@@ -78,3 +78,17 @@ def tombstones(group: ConsumerGroup) -> list:
 
 def subscribed_topics(group: ConsumerGroup) -> set[str]:
     return group.subscribed_topic_names()
+
+
+def expired_offsets(group: ConsumerGroup, offsets: dict, pending: dict, subscribed: set[str], now_ms: int,
+                    retention_ms: int) -> list[tuple[str, int]]:
+    """KIP-211 for consumer groups (OffsetMetadataManager.cleanupExpiredOffsets with
+    ConsumerGroup.offsetExpirationCondition): offsets of topics no member subscribes to expire
+    `retention_ms` after their commit (or at their expire timestamp); commits in flight never."""
+    out = []
+    for tp, v in offsets.items():
+        if tp[0] in subscribed or tp in pending:
+            continue
+        if (now_ms >= v.expire_timestamp) if v.expire_timestamp >= 0 else (now_ms - v.commit_timestamp >= retention_ms):
+            out.append(tp)
+    return out

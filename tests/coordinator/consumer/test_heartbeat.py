@@ -385,3 +385,23 @@ def test_changing_the_regex_is_a_subscription_change(ctx):
     assert parts(ctx, a2) == [] and a2.member_epoch == 1  # revoke foo first
     a3 = ctx.heartbeat("g", a.member_id, 1, owned={})
     assert a3.member_epoch == 2 and parts(ctx, a3, "bar") == [0, 1, 2]
+
+
+def test_retention_expires_unsubscribed_offsets_then_the_empty_group(ctx):
+    """OffsetMetadataManager.cleanupExpiredOffsets (ConsumerGroup: from the commit, never for subscribed
+    topics) and GroupMetadataManager.maybeDeleteGroup (an Empty group without offsets is deleted)."""
+    from coordinator.results import OffsetCommit
+    from coordinator.testing import Capture
+    a = ctx.heartbeat("g", "", 0, topics=["foo"])
+    ctx.gc.commit_offsets(OffsetCommit("g", a.member_id, None, 1, [("foo", 0, 1, -1, None), ("bar", 0, 1, -1, None)],
+                                       -1, 9), Capture())
+    ctx.sleep(ctx.config.offsets_retention_ms + 1)  # the session expires on the way: the group is Empty
+    ctx.gc.cleanup_group_metadata()
+    assert ctx.offsets("g") == {} and ctx.consumer_group("g") is None
+    b = ConsumerGroupContext(topics={"foo": 6, "bar": 3}, consumer_group_session_timeout_ms=2 * 10_080 * 60_000)
+    b2 = b.heartbeat("g", "", 0, topics=["foo"])
+    b.gc.commit_offsets(OffsetCommit("g", b2.member_id, None, 1, [("foo", 0, 1, -1, None), ("bar", 0, 1, -1, None)],
+                                     -1, 9), Capture())
+    b.sleep(b.config.offsets_retention_ms + 1)  # the member is alive, subscribed to foo only
+    b.gc.cleanup_group_metadata()
+    assert list(b.offsets("g")) == [("foo", 0)] and b.consumer_group("g") is not None
