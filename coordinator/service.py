@@ -32,7 +32,9 @@ from collections.abc import Callable, Iterable
 from coordinator.config import GroupConfig
 from coordinator.consumer.describe import DescribedConsumerGroup
 from coordinator.consumer.describe import describe as describe_consumer_group
+from coordinator.consumer.describe import tombstones as consumer_tombstones
 from coordinator.consumer.heartbeat import HeartbeatResult
+from coordinator.consumer.manager import GroupError
 from coordinator.consumer.offsets import validate_offset_fetch
 from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import LOGGER_NAME, RecordWriter
@@ -131,9 +133,26 @@ class GroupCoordinatorService:
         shard = self.shard_for(request.group_id)
         if isinstance(shard, ErrorCode):
             return callback(JoinGroupResult(shard))
-        if request.group_id in shard.consumer.groups:  # no classic members in consumer groups (no migration yet)
+        join = JoinRequest.of(context, request)
+        consumer_group = shard.consumer.groups.get(request.group_id)
+        if consumer_group is None:
+            return shard.groups.joins.handle_join_group(join, callback)
+        if not consumer_group.is_empty():  # Kafka serves classic members inside consumer groups; not here yet
             return callback(JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
-        shard.groups.joins.handle_join_group(JoinRequest.of(context, request), callback)
+
+        def delete_empty_consumer_group():  # GroupMetadataManager.maybeDeleteEmptyConsumerGroup
+            group = shard.consumer.groups.get(request.group_id)
+            if group is not None and not group.is_empty():  # a member joined meanwhile
+                raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
+            return ([] if group is None else consumer_tombstones(group)), None, None
+
+        def replaced(error: JoinGroupResult | None) -> None:  # gone: a classic group takes the id
+            if error is not None:
+                return callback(error)
+            shard.groups.joins.handle_join_group(join, callback)
+
+        shard.consumer.submit(request.group_id, delete_empty_consumer_group, replaced,
+                              lambda error, _msg: JoinGroupResult(error, request.member_id))
 
     def consumer_group_heartbeat(self, context: RequestContext, request,
                                  callback: Callable[[HeartbeatResult], None]) -> None:

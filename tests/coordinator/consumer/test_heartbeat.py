@@ -273,9 +273,25 @@ def test_offset_commit_validation(ctx):
     assert "g" not in ctx.groups  # no classic group shadows the consumer group
 
 
-def test_classic_join_to_a_consumer_group_is_refused(ctx):
-    ctx.heartbeat("g", "", 0, topics=["foo"])
+def test_classic_join_to_a_consumer_group(ctx):
+    """GroupMetadataManager.classicGroupJoinToClassicGroup: an empty consumer group is deleted
+    (maybeDeleteEmptyConsumerGroup) and a classic group takes its id; a non-empty one would take the member
+    in (classicGroupJoinToConsumerGroup) -- not served here: INCONSISTENT_GROUP_PROTOCOL."""
+    a = ctx.heartbeat("g", "", 0, topics=["foo"])
     assert ctx.join("g").result.error == E.INCONSISTENT_GROUP_PROTOCOL
+    ctx.heartbeat("g", a.member_id, -1)
+    joined = ctx.join("g").result
+    assert joined.error in (E.NONE, E.MEMBER_ID_REQUIRED)
+    assert ctx.consumer_group("g") is None and "g" in ctx.groups
+    ctx.writer.auto_error = E.NOT_LEADER_OR_FOLLOWER  # a failed deletion answers the join with its error
+    ctx.heartbeat("h", "", 0, topics=["foo"])
+    ctx.writer.auto_error = E.NONE
+    b = ctx.heartbeat("h", "", 0, topics=["foo"])
+    ctx.heartbeat("h", b.member_id, -1)
+    ctx.writer.auto_error = E.NOT_LEADER_OR_FOLLOWER
+    assert ctx.join("h").result.error == E.NOT_COORDINATOR
+    ctx.writer.auto_error = E.NONE
+    assert ctx.consumer_group("h") is not None
 
 
 def test_assigning_state_until_someone_heartbeats(ctx):
