@@ -36,6 +36,10 @@ class ConsumerGroup:
         self.subscription_metadata: dict[str, r.TopicMetadata] = {}
         self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}  # (topic id, partition) -> owner's epoch
         self.has_metadata_record = False  # a ConsumerGroupMetadata record exists (the group is persisted)
+        # Kafka's subscribedTopicNames: topic -> members subscribing by name; and member id -> its regex.
+        # A heartbeat's subscription metadata is then computed without walking every member.
+        self.topic_counts: dict[str, int] = {}
+        self.regexes: dict[str, str] = {}
 
     # ------------------------------------------------------------ reads
 
@@ -138,8 +142,23 @@ class ConsumerGroup:
                 if v is not None or record.member_id in self.members:
                     self._update_member(old, new)
 
+    def _count_subscriptions(self, member: ConsumerGroupMember, delta: int) -> None:
+        for name in member.subscribed_topic_names:
+            left = self.topic_counts.get(name, 0) + delta
+            if left > 0:
+                self.topic_counts[name] = left
+            else:
+                self.topic_counts.pop(name, None)
+        if delta < 0:
+            self.regexes.pop(member.member_id, None)
+        elif member.subscribed_topic_regex:
+            self.regexes[member.member_id] = member.subscribed_topic_regex
+
     def _update_member(self, old: ConsumerGroupMember, new: ConsumerGroupMember) -> None:
         self._remove_partition_epochs(old)
+        if old.member_id in self.members:
+            self._count_subscriptions(old, -1)
+        self._count_subscriptions(new, +1)
         self.members[new.member_id] = new
         if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
             del self.static_members[old.instance_id]
@@ -151,6 +170,7 @@ class ConsumerGroup:
         member = self.members.pop(member_id, None)
         if member is None:
             return
+        self._count_subscriptions(member, -1)
         self._remove_partition_epochs(member)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]

@@ -266,10 +266,12 @@ class ConsumerGroupHeartbeat:
 
     def subscription_metadata(self, group: ConsumerGroup, exclude: set, new: ConsumerGroupMember | None
                               ) -> dict[str, r.TopicMetadata]:
-        names: set[str] = set()
-        for member in group.members.values():
-            if member.member_id not in exclude:
-                names |= self.topics_of(member)
+        gone = [group.members[m] for m in exclude if m in group.members]
+        names = {name for name, count in group.topic_counts.items()
+                 if count - sum(name in m.subscribed_topic_names for m in gone) > 0}
+        for member_id, regex in group.regexes.items():
+            if member_id not in exclude:
+                names |= self._matching(regex)
         if new is not None:
             names |= self.topics_of(new)
         out = {}
@@ -283,11 +285,13 @@ class ConsumerGroupHeartbeat:
         """The member's topics: its names, and those its regex matches now."""
         if not member.subscribed_topic_regex:
             return member.subscribed_topic_names
+        return member.subscribed_topic_names | self._matching(member.subscribed_topic_regex)
+
+    def _matching(self, regex: str) -> set[str]:
         try:
-            matched = matching_topics(member.subscribed_topic_regex, self.m.topics.names())
+            return matching_topics(regex, self.m.topics.names())
         except InvalidRegex:  # validated when it was sent; a log from elsewhere may still hold one
-            matched = set()
-        return member.subscribed_topic_names | matched
+            return set()
 
     # ------------------------------------------------------------ leave and fence
 

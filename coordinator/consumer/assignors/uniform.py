@@ -50,20 +50,27 @@ class UniformAssignor:
 
     @staticmethod
     def _balance(order: list[str], members: dict, owned: dict[str, set]) -> None:
-        moved = True
-        while moved:
-            moved = False
-            for src in sorted(order, key=lambda m: -len(owned[m])):
-                for dst in sorted(order, key=lambda m: len(owned[m])):
+        """Move one partition at a time from the most loaded member that has one a less loaded member (by
+        two or more) may take; each move narrows the spread, so this ends."""
+        while True:
+            ascending = sorted(order, key=lambda m: len(owned[m]))
+            lightest = len(owned[ascending[0]]) if ascending else 0
+            move = None
+            for src in reversed(ascending):
+                if len(owned[src]) - lightest < 2:
+                    break  # nobody heavier is left
+                for dst in ascending:
                     if len(owned[src]) - len(owned[dst]) < 2:
                         break
                     subs = members[dst].subscribed_topic_ids
-                    movable = sorted(tp for tp in owned[src] if tp[0] in subs)
+                    movable = [tp for tp in owned[src] if tp[0] in subs]
                     if movable:
-                        tp = movable[-1]
-                        owned[src].discard(tp)
-                        owned[dst].add(tp)
-                        moved = True
+                        move = (src, dst, max(movable))
                         break
-                if moved:
+                if move:
                     break
+            if move is None:
+                return
+            src, dst, tp = move
+            owned[src].discard(tp)
+            owned[dst].add(tp)
