@@ -155,8 +155,9 @@ class GroupCoordinatorShard:
         records: list[Record] = []
         for group_id in group_ids:
             consumer_group = self.consumer.groups.get(group_id)
-            if consumer_group is not None:  # KIP-848: Empty only, its records' tombstones
-                error = results[group_id] = consumer_describe.validate_delete_group(consumer_group)
+            if consumer_group is not None:  # KIP-848: Empty only (and no write in flight), its records' tombstones
+                error = results[group_id] = (ErrorCode.NON_EMPTY_GROUP if self.consumer.busy(group_id)
+                                             else consumer_describe.validate_delete_group(consumer_group))
                 if error == ErrorCode.NONE:
                     records += self.offsets.delete_all_offsets(group_id) + consumer_describe.tombstones(consumer_group)
                 continue
@@ -224,7 +225,7 @@ class GroupCoordinatorShard:
             if tps:
                 self.log.info("Expiring %d offsets of consumer group %s", len(tps), gid)
             left = len(self.offsets.committed(gid)) - len(tps)
-            if group.is_empty() and left == 0 and gid not in self.offsets.pending:
+            if group.is_empty() and left == 0 and gid not in self.offsets.pending and not self.consumer.busy(gid):
                 records += consumer_describe.tombstones(group)
                 self.log.info("Consumer group %s expires in epoch %d (no members, no offsets)", gid, group.group_epoch)
         return records

@@ -142,9 +142,13 @@ class ConsumerGroupManager:
     def _on_written(self, group_id: str, result, after, callback, failure) -> Callable[[ErrorCode], None]:
         return lambda error: self._written(group_id, error, result, after, callback, failure)
 
+    def busy(self, group_id: str) -> bool:
+        """A write of the group is in flight (its state is about to change)."""
+        return group_id in self._lanes
+
     def _written(self, group_id: str, error: ErrorCode, result, after, callback, failure) -> None:
         if error == ErrorCode.NONE:
-            if after is not None:
+            if after is not None and self.live:  # an unloaded shard schedules no timers
                 after()
             callback(result)
         else:
