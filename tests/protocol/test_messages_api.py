@@ -13,7 +13,8 @@ from protocol.errors import DecodeError
 def test_api_keys_and_ranges_come_from_the_json():
     assert m.API_KEYS["JoinGroup"] == 11
     assert m.API_KEYS["ApiVersions"] == 18
-    assert len(m.API_KEYS) == 21
+    assert len(m.API_KEYS) == 23
+    assert m.API_KEYS["ConsumerGroupHeartbeat"] == 68  # from the vendored protocol/kafka_json
     assert m.api_versions_range(11) == (0, 9)
     assert m.api_versions_range(8)[0] == 2
 
