@@ -226,3 +226,43 @@ def test_consumer_group_survives_a_restart_through_its_checkpoint(kip848_server)
                                  rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
                                  server_assignor=None, topic_partitions=None))
         assert (again.error_code, again.member_epoch) == (0, 1)
+
+
+def test_static_member_restart_keeps_its_partitions(kip848_server):
+    """librdkafka's static member (group.instance.id) leaves with epoch -2 on close and rejoins with a new
+    member id: it gets its partitions back, the other member keeps its own, and the group epoch does not
+    move (GroupMetadataManager.consumerGroupStaticMemberGroupLeave, getOrMaybeSubscribeStaticConsumerGroupMember)."""
+    from confluent_kafka import Consumer
+
+    server = kip848_server
+    server.create_topic("kip848-static", 4)
+
+    def member(instance_id):
+        owned: set = set()
+        c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "kip848-static-group",
+                      "group.protocol": "consumer", "group.instance.id": instance_id, "auto.offset.reset": "earliest"})
+        c.subscribe(["kip848-static"], on_assign=lambda _c, ps: owned.update(p.partition for p in ps),
+                    on_revoke=lambda _c, ps: owned.difference_update(p.partition for p in ps))
+        return c, owned
+
+    def poll_until(consumers, condition, what):
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            for c in consumers:
+                c.poll(0.1)
+
+    (c1, o1), (c2, o2) = member("i1"), member("i2")
+    try:
+        poll_until([c1, c2], lambda: o1 and o2 and sorted(o1 | o2) == [0, 1, 2, 3], "two static members")
+        kept1, kept2 = set(o1), set(o2)
+        c1.close()
+        poll_until([c2], lambda: "temporarily left" in server.log_text(), "the temporary leave")
+        c1, o1 = member("i1")
+        poll_until([c1, c2], lambda: o1 == kept1, "i1 back with its partitions")
+        assert o2 == kept2
+    finally:
+        c1.close()
+        c2.close()
+    assert "Bumped group epoch to 3" not in server.log_text()
+    assert "Static member with instance id i1 re-joins the consumer group" in server.log_text()
