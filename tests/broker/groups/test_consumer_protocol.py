@@ -266,3 +266,27 @@ def test_static_member_restart_keeps_its_partitions(kip848_server):
         c2.close()
     assert "Bumped group epoch to 3" not in server.log_text()
     assert "Static member with instance id i1 re-joins the consumer group" in server.log_text()
+
+
+def test_server_sigkill_while_members_consume(kip848_server):
+    """The server dies (SIGKILL) under two consuming members and a producer, and comes back on the same
+    port and data: the group is replayed from the log (members keep their epochs and a fresh session), the
+    members carry on, every record is delivered, none again after its offset was committed."""
+    server, topic, group = kip848_server, "kip848-crash", "kip848-crash-group"
+    server.create_topic(topic, PARTITIONS)
+    c1, c2 = consumer(server, group, topic, "crash-1"), consumer(server, group, topic, "crash-2")
+    first = []
+    try:
+        wait_cover([c1, c2], "two members")
+        first = server.produce_keyed(topic, 200, prefix="before-")
+        wait_until(lambda: {k for c in (c1, c2) for _p, _o, k in c.records()} >= set(first), 60, "first batch")
+        server.restart(signal.SIGKILL)
+        second = server.produce_keyed(topic, 200, prefix="after-")
+        wait_until(lambda: {k for c in (c1, c2) for _p, _o, k in c.records()} >= set(first + second), 90,
+                   "every record after the crash\n" + c1.describe() + "\n" + c2.describe())
+        assert c1.alive and c2.alive
+        assert_no_redelivery_after_commit([c1, c2])
+        ends = server.end_offsets(topic, PARTITIONS)
+        wait_until(lambda: server.committed_offsets(group, topic, PARTITIONS) == ends, 30, "everything committed")
+    finally:
+        procs.stop_all([c1, c2])
