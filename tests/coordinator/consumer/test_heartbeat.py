@@ -301,3 +301,14 @@ def test_changing_the_regex_is_a_subscription_change(ctx):
     assert parts(ctx, a2) == [] and a2.member_epoch == 1  # revoke foo first
     a3 = ctx.heartbeat("g", a.member_id, 1, owned={})
     assert a3.member_epoch == 2 and parts(ctx, a3, "bar") == [0, 1, 2]
+
+
+def test_range_assignor_orders_static_members_first():
+    """RangeAssignor.sortMemberIds: static members by instance id before dynamic ones by member id."""
+    from coordinator.consumer.assignors import AssignmentMemberSpec
+    from coordinator.consumer.assignors.range import RangeAssignor
+    t = ConsumerGroupContext(topics={"foo": 3}).topic_id("foo")
+    specs = {"a": AssignmentMemberSpec(None, None, frozenset({t})), "z": AssignmentMemberSpec("i2", None, frozenset({t})),
+             "y": AssignmentMemberSpec("i1", None, frozenset({t}))}
+    out = RangeAssignor().assign(specs, {t: 3}, {})
+    assert (out["y"][t], out["z"][t], out["a"][t]) == ({0}, {1}, {2})
