@@ -132,3 +132,29 @@ def test_retention_expires_unsubscribed_offsets_then_the_empty_group(ctx):
     b.sleep(b.config.offsets_retention_ms + 1)  # the member is alive, subscribed to foo only
     b.gc.cleanup_group_metadata()
     assert list(b.offsets("g")) == [("foo", 0)] and b.consumer_group("g") is not None
+
+
+def test_front_door_answers(ctx):
+    """GroupCoordinatorService.consumerGroupHeartbeat / consumerGroupDescribe: not active ->
+    COORDINATOR_NOT_AVAILABLE; the shard loading -> COORDINATOR_LOAD_IN_PROGRESS; not owned -> NOT_COORDINATOR."""
+    partition = ctx.gc.partition_for("g")
+    ctx.gc.begin_load(partition)
+    assert ctx.heartbeat("g", "", 0, topics=["foo"]).error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert ctx.gc.consumer_group_describe(["g"])[0].error == E.COORDINATOR_LOAD_IN_PROGRESS
+    ctx.gc.unload_partition(partition)
+    assert ctx.heartbeat("g", "", 0, topics=["foo"]).error == E.NOT_COORDINATOR
+    assert ctx.gc.consumer_group_describe(["g"])[0].error == E.NOT_COORDINATOR
+    ctx.gc.shutdown()
+    assert ctx.heartbeat("g", "", 0, topics=["foo"]).error == E.COORDINATOR_NOT_AVAILABLE
+    assert ctx.gc.consumer_group_describe(["g"])[0].error == E.COORDINATOR_NOT_AVAILABLE
+
+
+def test_unloading_a_shard_forgets_its_consumer_groups_and_timers(ctx):
+    a = ctx.heartbeat("g", "", 0, topics=["foo"])
+    partition = ctx.gc.partition_for("g")
+    records = [(k, v) for k, v, _ in ctx.writer.records]
+    ctx.gc.unload_partition(partition)
+    assert not ctx.clock.timers.is_scheduled(("consumer-session", "g", a.member_id))
+    ctx.gc.load_partition(partition, records)  # another coordinator takes it over: a fresh session
+    assert ctx.clock.timers.is_scheduled(("consumer-session", "g", a.member_id))
+    assert ctx.heartbeat("g", a.member_id, 1).error == E.NONE
