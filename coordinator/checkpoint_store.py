@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Generator, Iterator
 from typing import NamedTuple
 
 from coordinator import checkpoint
@@ -83,14 +84,40 @@ def load(partition_log, partition: int, now_ms: int, load_partition, use_checkpo
     use_checkpoint is False: benches and tests compare the two). Without a checkpoint, the state
     is kept (Loaded.state) to be written as one; else it is handed over to the groups (None)."""
     with gc_paused():
-        if use_checkpoint:
-            state, start, written_ms = start_state(partition_log, partition, now_ms)
-        else:
-            state, start, written_ms = PartitionState(), partition_log.log_start_offset, None
-        tail, end = read_tail(partition_log, start)
-        keep = written_ms is None and bool(tail)
-        load_partition(partition, tail, state, keep)
-    return Loaded(state if keep else None, start, end, len(tail), written_ms)
+        return finish(load_steps(partition_log, partition, now_ms, load_partition, use_checkpoint))
+
+
+def load_steps(partition_log, partition: int, now_ms: int, load_partition,
+               use_checkpoint: bool = True) -> Generator[None, None, Loaded]:
+    """`load`, a step at a time: it yields after each READ_CHUNK of the log it folded into the state (so
+    a caller on an event loop serves requests in between) and returns the Loaded; the state is handed to
+    `load_partition` with the tail already replayed into it (no records)."""
+    if use_checkpoint:
+        state, start, written_ms = start_state(partition_log, partition, now_ms)
+    else:
+        state, start, written_ms = PartitionState(), partition_log.log_start_offset, None
+    records: list = []
+    replayed = 0
+    end = start
+    for reached in _read_chunks(partition_log, start, None,
+                                lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset))):
+        end = reached
+        state.replay(records, log)
+        replayed += len(records)
+        records.clear()
+        yield
+    keep = written_ms is None and replayed > 0
+    load_partition(partition, (), state, keep)
+    return Loaded(state if keep else None, start, max(end, start), replayed, written_ms)
+
+
+def finish(steps: Generator[None, None, Loaded]) -> Loaded:
+    """Run `load_steps` to the end at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 def refreshed_state(partition_log, partition: int, now_ms: int, logger) -> tuple[PartitionState, int]:
@@ -137,6 +164,14 @@ def read_tail_latest(partition_log, from_offset: int, up_to: int | None = None) 
 def _read(partition_log, from_offset: int, up_to: int | None, take) -> int:
     """`take(batch, header, offset)` for each data batch holding offsets in [from_offset, up_to), in order;
     returns the offset just past the last batch read."""
+    offset = from_offset
+    for reached in _read_chunks(partition_log, from_offset, up_to, take):
+        offset = reached
+    return offset
+
+
+def _read_chunks(partition_log, from_offset: int, up_to: int | None, take) -> Iterator[int]:
+    """`_read`, yielding the offset reached after each READ_CHUNK bytes read."""
     end = partition_log.log_end_offset if up_to is None else min(up_to, partition_log.log_end_offset)
     offset = from_offset
     while offset < end:
@@ -153,7 +188,7 @@ def _read(partition_log, from_offset: int, up_to: int | None, take) -> int:
             progressed = True
         if not progressed:
             break
-    return max(offset, from_offset)
+        yield offset
 
 
 def write(partition_log, partition: int, state: PartitionState, offset: int, written_ms: int) -> int:

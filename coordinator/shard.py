@@ -119,14 +119,16 @@ class GroupCoordinatorShard:
 
     # ------------------------------------------------------------ loading and unloading
 
-    def load(self, state: PartitionState, keep_state: bool = False) -> int:
+    def load(self, state: PartitionState, keep_state: bool = False, group_ids: Iterable[str] | None = None) -> int:
         """Replay a partition's materialised state (coordinator.partition_state: what replaying its log,
-        record by record, leaves; a checkpoint's state plus the log's tail). The offset tables are taken
-        over unless `keep_state` (the caller still needs them): then they are copied. Returns the number
-        of groups loaded."""
-        state.decode_all()
-        self.consumer.load(state.consumer_records)  # first: offsets of a consumer group make no classic group
-        for group_id in state.groups():
+        record by record, leaves; a checkpoint's state plus the log's tail): every group, or those of
+        `group_ids` (a load in slices: `load_consumer_groups` first). The offset tables are taken over
+        unless `keep_state` (the caller still needs them): then they are copied. Returns the number of
+        groups loaded so far."""
+        if group_ids is None:
+            self.load_consumer_groups(state)
+        for group_id in (sorted(state.groups()) if group_ids is None else group_ids):
+            state.decode(group_id)
             value = state.metadata.get(group_id)
             if value is not None:
                 self.groups.replay_group_metadata(group_id, decode_group_metadata_value(value))
@@ -138,6 +140,11 @@ class GroupCoordinatorShard:
                     self.offsets.offsets[group_id] = offsets
                     self.groups.ensure_group(group_id)
         return len(self.groups.groups)
+
+    def load_consumer_groups(self, state: PartitionState) -> None:
+        """The partition's consumer group records (KIP-848), before its classic groups and offsets: offsets
+        of a consumer group then make no classic group of the same id."""
+        self.consumer.load(state.consumer_records)
 
     def on_loaded(self) -> None:
         self.groups.on_loaded()
