@@ -290,3 +290,35 @@ def test_server_sigkill_while_members_consume(kip848_server):
         wait_until(lambda: server.committed_offsets(group, topic, PARTITIONS) == ends, 30, "everything committed")
     finally:
         procs.stop_all([c1, c2])
+
+
+def test_confluent_admin_client_describes_and_lists_consumer_groups(kip848_server):
+    """confluent AdminClient: describe_consumer_groups goes through ConsumerGroupDescribe (type CONSUMER,
+    member assignment and target), list_consumer_groups through ListGroups v5 (type filter)."""
+    from confluent_kafka import Consumer, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+
+    server = kip848_server
+    server.create_topic("kip848-admin", 3)
+    consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "kip848-admin-group",
+                         "group.protocol": "consumer"})
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    try:
+        consumer.subscribe(["kip848-admin"])
+        described = None
+        deadline = time.monotonic() + 30
+        while described is None or len(described.members[0].assignment.topic_partitions) < 3:
+            assert time.monotonic() < deadline, described
+            consumer.poll(0.2)
+            described = admin.describe_consumer_groups(["kip848-admin-group"])["kip848-admin-group"].result()
+            if not described.members:
+                described = None
+        assert described.type == ConsumerGroupType.CONSUMER and str(described.state).endswith("STABLE")
+        (member,) = described.members
+        assert sorted(tp.partition for tp in member.assignment.topic_partitions) == [0, 1, 2]
+        assert sorted(tp.partition for tp in member.target_assignment.topic_partitions) == [0, 1, 2]
+        listed = admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result().valid
+        assert [(g.group_id, g.type) for g in listed] == [("kip848-admin-group", ConsumerGroupType.CONSUMER)]
+        assert admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result().valid == []
+    finally:
+        consumer.close()
