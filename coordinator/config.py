@@ -21,6 +21,7 @@ PROPERTY_NAMES = {
     "group.consumer.session.timeout.ms": "consumer_group_session_timeout_ms",
     "group.consumer.heartbeat.interval.ms": "consumer_group_heartbeat_interval_ms",
     "group.consumer.max.size": "consumer_group_max_size",
+    "group.consumer.assignors": "consumer_group_assignors",
 }
 
 
@@ -39,6 +40,7 @@ class GroupConfig:
     consumer_group_session_timeout_ms: int = 45_000     # KIP-848 consumer groups
     consumer_group_heartbeat_interval_ms: int = 5000
     consumer_group_max_size: int = 2_147_483_647
+    consumer_group_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -51,6 +53,10 @@ class GroupConfig:
         for name, value in props.items():
             fld = PROPERTY_NAMES.get(name)
             if fld is None:
+                continue
+            if fld == "consumer_group_assignors":  # a list of names
+                kwargs[fld] = tuple(value) if isinstance(value, (list, tuple)) else tuple(
+                    v.strip() for v in str(value).split(",") if v.strip())
                 continue
             try:
                 kwargs[fld] = int(value)

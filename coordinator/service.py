@@ -263,7 +263,7 @@ class GroupCoordinatorService:
                 out.append(DescribedConsumerGroup(group_id, E.GROUP_ID_NOT_FOUND,
                                                   message=f"Group {group_id} not found."))
             else:
-                out.append(describe_consumer_group(group, self.topics))
+                out.append(describe_consumer_group(group, self.topics, self.config.consumer_group_assignors[0]))
         return out
 
     def delete_groups(self, group_ids: Iterable[str | None],

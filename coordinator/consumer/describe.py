@@ -51,13 +51,13 @@ def _named(assignment: Assignment, topics: TopicsImage) -> TopicPartitions:
     return out
 
 
-def describe(group: ConsumerGroup, topics: TopicsImage) -> DescribedConsumerGroup:
+def describe(group: ConsumerGroup, topics: TopicsImage, default_assignor: str = DEFAULT_ASSIGNOR) -> DescribedConsumerGroup:
     members = [DescribedConsumerMember(
         m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
         sorted(m.subscribed_topic_names), m.subscribed_topic_regex, _named(m.assigned_partitions, topics),
         _named(group.target_assignment.get(m.member_id, {}), topics)) for m in group.members.values()]
     return DescribedConsumerGroup(group.group_id, ErrorCode.NONE, group.state, group.group_epoch,
-                                  group.assignment_epoch, group.preferred_server_assignor(None, None, DEFAULT_ASSIGNOR),
+                                  group.assignment_epoch, group.preferred_server_assignor(None, None, default_assignor),
                                   members)
 
 

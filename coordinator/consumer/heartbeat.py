@@ -15,7 +15,7 @@ import os
 from typing import NamedTuple
 
 from coordinator.consumer import records as r
-from coordinator.consumer.assignors import ASSIGNORS, DEFAULT_ASSIGNOR
+from coordinator.consumer.assignors import ASSIGNORS
 from coordinator.consumer.consumer_group import ConsumerGroup
 from coordinator.consumer.manager import GroupError
 from coordinator.consumer.member import (
@@ -54,8 +54,8 @@ def _owned(request) -> list | None:
     return None if tps is None else [(tp.topic_id, list(tp.partitions)) for tp in tps]
 
 
-def validate(request) -> GroupError | None:
-    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+def validate(request, assignors: tuple[str, ...] = tuple(ASSIGNORS)) -> GroupError | None:
+    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid; `assignors`: group.consumer.assignors."""
     def invalid(message: str) -> GroupError:
         return GroupError(E.INVALID_REQUEST, message)
 
@@ -89,9 +89,9 @@ def validate(request) -> GroupError | None:
             return invalid("InstanceId can't be null.")
     else:
         return invalid("MemberEpoch is invalid.")
-    if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
+    if request.server_assignor is not None and request.server_assignor not in assignors:
         return GroupError(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {request.server_assignor} is not supported. "
-                                                  f"Supported assignors: {', '.join(ASSIGNORS)}.")
+                                                  f"Supported assignors: {', '.join(assignors)}.")
     return None
 
 
@@ -103,7 +103,7 @@ class ConsumerGroupHeartbeat:
     # ------------------------------------------------------------ entry
 
     def handle(self, context, request, callback) -> None:
-        error = validate(request)
+        error = validate(request, self.m.config.consumer_group_assignors)
         if error is not None:
             return callback(HeartbeatResult(error.error, error.message))
         if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
@@ -180,7 +180,7 @@ class ConsumerGroupHeartbeat:
             m.log.info("[GroupId %s] Bumped group epoch to %d (%s).", gid, group_epoch, cause)
 
         if group_epoch > group.assignment_epoch:
-            name = group.preferred_server_assignor(member, updated, DEFAULT_ASSIGNOR)
+            name = group.preferred_server_assignor(member, updated, m.config.consumer_group_assignors[0])
             targets, target_records = build_target_assignment(group, group_epoch, ASSIGNORS[name], updated,
                                                               metadata, self.topics_of, removed=replaced)
             records += target_records

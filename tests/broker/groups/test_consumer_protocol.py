@@ -19,7 +19,9 @@ from tests.broker.groups.procs import disjoint_cover, wait_until
 
 PARTITIONS = 6
 OVERRIDES = dict(GROUP_TEST_OVERRIDES, **{"group.consumer.heartbeat.interval.ms": "500",
-                                          "group.consumer.session.timeout.ms": "6000"})
+                                          "group.consumer.min.heartbeat.interval.ms": "100",
+                                          "group.consumer.session.timeout.ms": "6000",
+                                          "group.consumer.min.session.timeout.ms": "1000"})
 
 
 @pytest.fixture

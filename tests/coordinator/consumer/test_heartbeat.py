@@ -312,3 +312,20 @@ def test_range_assignor_orders_static_members_first():
              "y": AssignmentMemberSpec("i1", None, frozenset({t}))}
     out = RangeAssignor().assign(specs, {t: 3}, {})
     assert (out["y"][t], out["z"][t], out["a"][t]) == ({0}, {1}, {2})
+
+
+def test_configured_assignors_choose_the_default_and_refuse_others():
+    """group.consumer.assignors: the first is the default; a ServerAssignor not listed is UNSUPPORTED_ASSIGNOR."""
+    ctx = ConsumerGroupContext(topics={"foo": 3}, consumer_group_assignors=("range",))
+    assert ctx.heartbeat("g", "", 0, topics=["foo"], assignor="uniform").error == E.UNSUPPORTED_ASSIGNOR
+    ctx.heartbeat("g", "", 0, topics=["foo"])
+    assert ctx.gc.consumer_group_describe(["g"])[0].assignor_name == "range"
+
+
+def test_deleting_a_subscribed_topic_bumps_the_epoch_and_revokes(ctx):
+    """A deleted topic leaves the subscription metadata: epoch bump, its partitions revoked."""
+    a = ctx.heartbeat("g", "", 0, topics=["foo", "bar"])
+    del ctx.topics.topics["bar"]
+    a2 = ctx.heartbeat("g", a.member_id, 1, owned=a.assignment)
+    assert ctx.consumer_group("g").group_epoch == 2 and parts(ctx, a2) == [0, 1, 2, 3, 4, 5]
+    assert ctx.topic_id("foo") in a2.assignment and len(a2.assignment) == 1
