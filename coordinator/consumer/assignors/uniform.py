@@ -9,6 +9,7 @@ may take (UniformHeterogeneousAssignmentBuilder's aim), by a simpler greedy meth
 """
 from __future__ import annotations
 
+import heapq
 import uuid
 
 
@@ -31,14 +32,17 @@ class UniformAssignor:
                         owned[m].add((tid, p))
                         taken.add((tid, p))
         for tid in sorted(topics):
-            eligible = [m for m in order if tid in members[m].subscribed_topic_ids]
-            if not eligible:
+            # the least loaded subscriber first (ties: member id): a heap, O(log members) a partition
+            heap = [(len(owned[m]), m) for m in order if tid in members[m].subscribed_topic_ids]
+            if not heap:
                 continue
+            heapq.heapify(heap)
             for p in range(topics[tid]):
                 if (tid, p) not in taken:
-                    best = min(eligible, key=lambda m: len(owned[m]))
+                    load, best = heap[0]
                     owned[best].add((tid, p))
                     taken.add((tid, p))
+                    heapq.heapreplace(heap, (load + 1, best))
         self._balance(order, members, owned)
         out = {}
         for m in order:
