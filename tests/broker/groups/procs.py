@@ -153,6 +153,16 @@ def kafkajs_consumer(bootstrap: str, group: str, topic: str, name: str) -> Consu
     return ConsumerProcess([NODE, "group_consumer.js", bootstrap, group, topic, name], name, cwd=JS_DIR)
 
 
+PLATFORMATIC_PRESENT = (JS_DIR / "node_modules" / "@platformatic" / "kafka").is_dir()
+
+
+def platformatic_consumer(bootstrap: str, group: str, topic: str, name: str, max_seconds: int = 150
+                          ) -> ConsumerProcess:
+    """@platformatic/kafka with groupProtocol 'consumer' (KIP-848), tests/js/kip848_consumer.mjs."""
+    return ConsumerProcess([NODE, "kip848_consumer.mjs", bootstrap, group, topic, name, str(max_seconds)], name,
+                           cwd=JS_DIR)
+
+
 def kcat_consumer(bootstrap: str, group: str, topic: str, name: str) -> ConsumerProcess:
     fmt = '{"ev":"rec","p":%p,"o":%o,"k":"%k"}\\n'
     argv = [KCAT, "-u", "-b", bootstrap, "-G", group, "-f", fmt, "-X", f"client.id={name}",

@@ -324,3 +324,36 @@ def test_confluent_admin_client_describes_and_lists_consumer_groups(kip848_serve
         assert admin.list_consumer_groups(types={ConsumerGroupType.CLASSIC}).result().valid == []
     finally:
         consumer.close()
+
+
+def test_platformatic_kafka_two_members_share_a_topic(kip848_server):
+    """@platformatic/kafka (npm) with groupProtocol 'consumer': two members settle on disjoint halves of the
+    topic (ConsumerGroupDescribe: Stable, both at the group epoch) and the group consumes every record.
+    Not asserted: once each -- @platformatic/kafka 1.35.0 keeps fetching partitions after it has revoked
+    them (its heartbeats report only its own half; the coordinator's view stays disjoint)."""
+    from broker.client import KafkaWireClient
+    from protocol import messages as m
+
+    if procs.NODE is None or not procs.PLATFORMATIC_PRESENT:
+        pytest.skip("@platformatic/kafka is not installed: run `cd tests/js && npm install` (or `make tools`)")
+    server, topic, group = kip848_server, "kip848-js", "kip848-js-group"
+    server.create_topic(topic, 4)
+    members = [procs.platformatic_consumer(server.bootstrap, group, topic, f"js-{i}") for i in range(2)]
+
+    def settled():
+        with KafkaWireClient.connect(server.bootstrap) as client:
+            (g,) = client.request(m.ConsumerGroupDescribeRequest(group_ids=[group],
+                                                                 include_authorized_operations=False)).groups
+        owned = [sorted(p for tp in mm.assignment.topic_partitions for p in tp.partitions) for mm in g.members]
+        return (g.group_state == "Stable" and len(owned) == 2 and all(owned)
+                and sorted(owned[0] + owned[1]) == [0, 1, 2, 3]
+                and all(mm.member_epoch == g.group_epoch for mm in g.members))
+
+    try:
+        wait_until(settled, 30, "two members holding disjoint halves\n" + "\n".join(c.describe() for c in members))
+        sent = server.produce_keyed(topic, 200)
+        wait_until(lambda: {k for c in members for _p, _o, k in c.records()} >= set(sent), 60,
+                   "every record consumed\n" + "\n".join(c.describe() for c in members))
+        assert all(c.alive for c in members) and not any(c.errors() for c in members)
+    finally:
+        procs.stop_all(members)
