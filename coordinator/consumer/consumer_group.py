@@ -41,6 +41,16 @@ class ConsumerGroup:
         self.topic_counts: dict[str, int] = {}
         self.regexes: dict[str, str] = {}
 
+    def copy(self) -> ConsumerGroup:
+        """An independent copy (members and assignments are immutable values, so shared)."""
+        other = ConsumerGroup(self.group_id)
+        other.group_epoch, other.assignment_epoch = self.group_epoch, self.assignment_epoch
+        other.has_metadata_record = self.has_metadata_record
+        for name in ("members", "static_members", "target_assignment", "subscription_metadata", "partition_epochs",
+                     "topic_counts", "regexes"):
+            setattr(other, name, dict(getattr(self, name)))
+        return other
+
     # ------------------------------------------------------------ reads
 
     @property

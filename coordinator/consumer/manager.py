@@ -23,6 +23,7 @@ from coordinator.timers import Clock, Timer
 from protocol.errors import DecodeError, ErrorCode
 
 Write = Callable[[list, Callable[[ErrorCode], None]], None]
+MAX_BATCH = 64  # operations of one group written as one append
 
 
 class GroupError(Exception):
@@ -120,40 +121,81 @@ class ConsumerGroupManager:
         self._run(group_id, op, callback, failure)
 
     def _run(self, group_id: str, op: Operation, callback, failure) -> None:
+        """Run `op` and whatever queued behind it (up to MAX_BATCH) as one batch: each computes from the
+        group as the batch so far leaves it -- a scratch copy, replayed with the batch's records -- and
+        the batch's records go out as one append. The group itself changes only when they are durable
+        (the shard replays them); if the append fails, nothing changed and every op of the batch fails.
+        So a burst of heartbeats costs one durable write, not one each."""
         while True:
-            try:
-                records, result, after = op()
-            except GroupError as e:
-                callback(failure(e.error, e.message))
-                records = None
+            batch = [(op, callback, failure)]
+            lane = self._lanes.get(group_id)
+            while lane and len(batch) < MAX_BATCH:
+                batch.append(lane.popleft())
+            records, done = self._compute(group_id, batch)
             if records:
-                self.write(records, self._on_written(group_id, result, after, callback, failure))
+                self.write(records, lambda error, done=done: self._written(group_id, error, done))
                 return
-            if records is not None:
-                if after is not None:
-                    after()
-                callback(result)
+            self._answer(done)
             lane = self._lanes.get(group_id)
             if not lane:
                 self._lanes.pop(group_id, None)
                 return
             op, callback, failure = lane.popleft()
 
-    def _on_written(self, group_id: str, result, after, callback, failure) -> Callable[[ErrorCode], None]:
-        return lambda error: self._written(group_id, error, result, after, callback, failure)
+    def _compute(self, group_id: str, batch: list) -> tuple[list, list]:
+        durable = self.groups.get(group_id)
+        scratch: ConsumerGroup | None = None
+        records: list = []
+        done: list = []
+        try:
+            for i, (op, callback, failure) in enumerate(batch):
+                try:
+                    out, result, after = op()
+                except GroupError as e:
+                    callback(failure(e.error, e.message))
+                    continue
+                done.append((result, after, callback, failure))
+                if not out:
+                    continue
+                records += out
+                if i + 1 < len(batch):  # the next op computes from the group with these records
+                    if scratch is None:
+                        scratch = durable.copy() if durable is not None else ConsumerGroup(group_id)
+                        self.groups[group_id] = scratch
+                    self._replay_into(scratch, out)
+        finally:
+            if durable is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = durable
+        return records, done
+
+    def _replay_into(self, scratch: ConsumerGroup, records: list) -> None:
+        for key, value, *_ in records:
+            if r.record_type(key) is None:
+                continue  # e.g. the tombstone of a classic group being replaced
+            try:
+                scratch.replay(r.decode(key, value))
+            except PartitionOwnedTwice as e:
+                self.log.error("%s", e)
+
+    def _answer(self, done: list) -> None:
+        for result, after, callback, _failure in done:
+            if after is not None and self.live:  # an unloaded shard schedules no timers
+                after()
+            callback(result)
 
     def busy(self, group_id: str) -> bool:
         """A write of the group is in flight (its state is about to change)."""
         return group_id in self._lanes
 
-    def _written(self, group_id: str, error: ErrorCode, result, after, callback, failure) -> None:
+    def _written(self, group_id: str, error: ErrorCode, done: list) -> None:
         if error == ErrorCode.NONE:
-            if after is not None and self.live:  # an unloaded shard schedules no timers
-                after()
-            callback(result)
+            self._answer(done)
         else:
             self.log.warning("Writing records of consumer group %s failed: %s", group_id, error.name)
-            callback(failure(map_write_error(error), None))
+            for _result, _after, callback, failure in done:
+                callback(failure(map_write_error(error), None))
         lane = self._lanes.get(group_id)
         if not lane:
             self._lanes.pop(group_id, None)

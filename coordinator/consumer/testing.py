@@ -38,9 +38,10 @@ class ConsumerGroupContext(CoordinatorContext):
 
     def heartbeat(self, group_id: str, member_id: str = "", member_epoch: int = 0, *, instance_id=None,
                   rack_id=None, rebalance_timeout_ms: int | None = None, topics=_UNSET, assignor=None,
-                  owned=_UNSET, regex=None, version: int = 1) -> HeartbeatResult:
+                  owned=_UNSET, regex=None, version: int = 1, callback=None) -> HeartbeatResult | None:
         """`owned`: {topic id: partitions} (default: [] on a join, else not sent); `topics`: names (default:
-        none on a heartbeat, required on a join)."""
+        none on a heartbeat, required on a join). The answer, or None if it waits for a write (then it goes
+        to `callback` when given)."""
         cls = m.ConsumerGroupHeartbeatRequest
         if owned is _UNSET:
             owned = {} if member_epoch == 0 else None
@@ -54,6 +55,6 @@ class ConsumerGroupContext(CoordinatorContext):
                       subscribed_topic_regex=regex, server_assignor=assignor,
                       topic_partitions=None if owned is None else [
                           cls.TopicPartitions(topic_id=t, partitions=sorted(p)) for t, p in owned.items()])
-        capture = Capture()
+        capture = Capture() if callback is None else callback
         self.gc.consumer_group_heartbeat(RequestContext("client", "/127.0.0.1", version), request, capture)
-        return capture.result if capture.called else None
+        return capture.result if callback is None and capture.called else None

@@ -329,3 +329,26 @@ def test_deleting_a_subscribed_topic_bumps_the_epoch_and_revokes(ctx):
     a2 = ctx.heartbeat("g", a.member_id, 1, owned=a.assignment)
     assert ctx.consumer_group("g").group_epoch == 2 and parts(ctx, a2) == [0, 1, 2, 3, 4, 5]
     assert ctx.topic_id("foo") in a2.assignment and len(a2.assignment) == 1
+
+
+def test_queued_heartbeats_go_out_as_one_batch(ctx):
+    """While a group's write is in flight, its next heartbeats queue; they are then computed one after the
+    other from the group as the batch leaves it and written as one append -- and fail together."""
+    ctx.writer.auto = False
+    got = []
+    ctx.heartbeat("g", "a", 0, topics=["foo"], callback=got.append)
+    for mid in ("b", "c", "d"):
+        ctx.heartbeat("g", mid, 0, topics=["foo"], callback=got.append)
+    ctx.writer.complete_all()  # a's join; b, c, d then go out together
+    assert len(ctx.writer.pending()) == 1 and [(g.member_id, g.member_epoch) for g in got] == [("a", 1)]
+    ctx.writer.complete_all()
+    assert [(g.member_id, g.member_epoch) for g in got] == [("a", 1), ("b", 2), ("c", 3), ("d", 4)]
+    assert ctx.consumer_group("g").group_epoch == 4
+    for mid in ("e", "f"):
+        ctx.heartbeat("g", mid, 0, topics=["foo"], callback=got.append)
+    ctx.heartbeat("g", "a", 1, callback=got.append)
+    ctx.writer.fail_all(E.NOT_LEADER_OR_FOLLOWER)  # e's join fails alone ...
+    ctx.writer.fail_all(E.NOT_LEADER_OR_FOLLOWER)  # ... then f's join and a's heartbeat, as one batch
+    assert [g.error for g in got[4:]] == [E.NOT_COORDINATOR] * 3
+    group = ctx.consumer_group("g")
+    assert group.group_epoch == 4 and set(group.members) == {"a", "b", "c", "d"}

@@ -32,10 +32,17 @@ class Client:
 
 
 def heartbeat(ctx: ConsumerGroupContext, c: Client, full: bool = True) -> None:
+    """Send a heartbeat; its answer updates the client when it comes (at once, or when a held write is
+    released)."""
     if c.epoch is None:
-        res = ctx.heartbeat("g", c.member_id, 0, topics=c.topics, assignor=c.assignor, rebalance_timeout_ms=60_000)
+        ctx.heartbeat("g", c.member_id, 0, topics=c.topics, assignor=c.assignor, rebalance_timeout_ms=60_000,
+                      callback=lambda res: apply(ctx, c, res))
     else:
-        res = ctx.heartbeat("g", c.member_id, c.epoch, owned=dict(c.owned) if full else None)
+        ctx.heartbeat("g", c.member_id, c.epoch, owned={t: set(p) for t, p in c.owned.items()} if full else None,
+                      callback=lambda res: apply(ctx, c, res))
+
+
+def apply(ctx: ConsumerGroupContext, c: Client, res) -> None:
     if res.error in (E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID):
         c.forget()  # abandon everything and rejoin
         return
@@ -81,10 +88,12 @@ OPS = st.one_of(
     st.tuples(st.just("sleep"), st.integers(100, 4_000), st.none()),
     st.tuples(st.just("grow"), st.sampled_from(TOPICS), st.integers(1, 3)),
     st.tuples(st.just("fail_next"), st.none(), st.none()),
+    # writes held: heartbeats queue behind the first and go out as one batch (or fail together)
+    st.tuples(st.just("burst"), st.lists(st.integers(0, CLIENTS - 1), min_size=2, max_size=6), st.booleans()),
 )
 
 
-@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(OPS, max_size=80),
        subscriptions=st.lists(st.sampled_from([["foo"], ["bar"], ["foo", "bar"]]), min_size=CLIENTS,
                               max_size=CLIENTS),
@@ -106,6 +115,17 @@ def test_no_partition_owned_twice_and_all_owned_eventually(ops, subscriptions, a
             ctx.sleep(a)
         elif op == "grow":
             ctx.add_topic(a, ctx.topics.topics[a][1] + b)
+        elif op == "burst":
+            ctx.writer.auto = False
+            for i in a:
+                if i not in crashed:
+                    heartbeat(ctx, clients[i])
+            while ctx.writer.pending():
+                if b:
+                    ctx.writer.complete_all()
+                else:
+                    ctx.writer.fail_all(E.NOT_LEADER_OR_FOLLOWER)
+            ctx.writer.auto = True
         elif op == "fail_next":
             ctx.writer.auto_error = E.NOT_LEADER_OR_FOLLOWER
             live = [c for i, c in enumerate(clients) if i not in crashed]
