@@ -29,17 +29,24 @@ def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated:
             current[updated.member_id] = current[removed]  # a static member's replacement inherits its target
         members[updated.member_id] = updated
     ids = {name: tid for name, (tid, _) in metadata.items()}
-    specs = {m.member_id: AssignmentMemberSpec(m.instance_id, m.rack_id,
-                                               frozenset(ids[t] for t in topics_of(m) if t in ids))
-             for m in members.values()}
+    # Members subscribing to the same topics share one spec (most groups: all of them).
+    cache: dict = {}
+    specs = {}
+    for m in members.values():
+        key = (m.subscribed_topic_names, m.subscribed_topic_regex, m.instance_id, m.rack_id)
+        spec = cache.get(key)
+        if spec is None:
+            spec = cache[key] = AssignmentMemberSpec(m.instance_id, m.rack_id,
+                                                     frozenset(ids[t] for t in topics_of(m) if t in ids))
+        specs[m.member_id] = spec
     topics = {tid: n for tid, n in metadata.values()}
     new = assignor.assign(specs, topics, current) if specs else {}
+    # Assignments hold no empty partition sets (assignors leave them out, records.assignment_of too).
     records = [r.target_member_record(group.group_id, member_id, assignment)
                for member_id, assignment in sorted(new.items())
-               if _normalized(group.target_assignment.get(member_id)) != _normalized(assignment)]
+               if group.target_assignment.get(member_id, _NONE) != assignment]
     records.append(r.target_epoch_record(group.group_id, epoch))
     return new, records
 
 
-def _normalized(a: Assignment | None) -> dict:
-    return {t: p for t, p in (a or {}).items() if p}
+_NONE: Assignment = {}

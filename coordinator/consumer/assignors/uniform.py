@@ -22,7 +22,14 @@ class UniformAssignor:
         tids = sorted(topics)
         index = {tid: i for i, tid in enumerate(tids)}
         sizes = [topics[tid] for tid in tids]
-        subs = {m: {index[t] for t in members[m].subscribed_topic_ids if t in index} for m in order}
+        numbered: dict = {}  # members with one subscription share its numbered form
+        subs = {}
+        for m in order:
+            ids = members[m].subscribed_topic_ids
+            sub = numbered.get(ids)
+            if sub is None:
+                sub = numbered[ids] = {index[t] for t in ids if t in index}
+            subs[m] = sub
         owned: dict[str, dict[int, set[int]]] = {m: {} for m in order}
         count = dict.fromkeys(order, 0)
         taken = [bytearray(n) for n in sizes]
