@@ -176,7 +176,8 @@ class ConsumerGroupHeartbeat:
             cause = cause or "metadata_changed"
         if cause is not None:
             group_epoch += 1
-            records.append(r.group_epoch_record(gid, group_epoch))
+            reason = f"Member {updated.member_id} bumped the group epoch to {group_epoch} ({cause})."
+            records.append(r.group_epoch_record(gid, group_epoch, cause, reason, updated.member_id))
             m.log.info("[GroupId %s] Bumped group epoch to %d (%s).", gid, group_epoch, cause)
 
         if group_epoch > group.assignment_epoch:
@@ -329,7 +330,9 @@ class ConsumerGroupHeartbeat:
         metadata = self.subscription_metadata(group, exclude={member.member_id}, new=None)
         if metadata != group.subscription_metadata:
             records.append(r.subscription_metadata_record(gid, metadata))
-        records.append(r.group_epoch_record(gid, group.group_epoch + 1))
+        records.append(r.group_epoch_record(gid, group.group_epoch + 1, cause,
+                                            f"Member {member.member_id} was removed from the group ({cause}).",
+                                            member.member_id))
 
         def after() -> None:
             self.cancel_timers(gid, member.member_id)

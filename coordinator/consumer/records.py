@@ -88,8 +88,13 @@ def assignment_of(topic_partitions) -> Assignment:
 
 # ---------------------------------------------------------------- the factory
 
-def group_epoch_record(group_id: str, epoch: int):
-    return (_key(GROUP_METADATA, group_id), _value(GROUP_METADATA, _cls(GROUP_METADATA)(epoch=epoch)), _NO_HEADERS)
+def group_epoch_record(group_id: str, epoch: int, cause: str | None = None, reason: str = "",
+                       trigger_member: str = ""):
+    """The group epoch; an epoch bump carries why (the kcoord.rebalance.* headers of docs/CONTRACTS.md)."""
+    headers = _NO_HEADERS if cause is None else (
+        ("kcoord.rebalance.cause", cause.encode()), ("kcoord.rebalance.reason", reason.encode()),
+        ("kcoord.rebalance.trigger_member", trigger_member.encode()))
+    return (_key(GROUP_METADATA, group_id), _value(GROUP_METADATA, _cls(GROUP_METADATA)(epoch=epoch)), headers)
 
 
 def group_epoch_tombstone(group_id: str):

@@ -31,6 +31,10 @@ def test_member_joins_empty_group(ctx):
     group = ctx.consumer_group("g")
     assert (group.state, group.group_epoch, group.assignment_epoch) == (STABLE, 1, 1)
     assert ctx.events.rebalances == [("g", "member_joined")]
+    (epoch_record,) = [rec for rec in ctx.writer.records if r.record_type(rec[0]) == r.GROUP_METADATA]
+    headers = dict(epoch_record[2])
+    assert headers["kcoord.rebalance.cause"] == b"member_joined"
+    assert headers["kcoord.rebalance.trigger_member"] == a.member_id.encode()
 
 
 def test_client_generated_member_id_joins(ctx):
