@@ -189,6 +189,9 @@ def delete_group(client: KafkaWireClient, group: str) -> None:
 def reset_offsets(client: KafkaWireClient, group: str, topic: str, target: str, offset: int | None,
                   execute: bool) -> dict[tuple[str, int], int]:
     described = describe_group(client, group, must_exist=False)  # resetting may create the group
+    consumer_group = consumer_groups_cli.describe_consumer_group(client, group)  # KIP-848: DescribeGroups says Dead
+    if consumer_group is not None:
+        described = consumer_group
     if execute and described.group_state not in INACTIVE_STATES:
         raise GroupsError(f"Assignments can only be reset if the group '{group}' is inactive, "
                           f"but the current state is {described.group_state}.")

@@ -357,3 +357,26 @@ def test_platformatic_kafka_two_members_share_a_topic(kip848_server):
         assert all(c.alive for c in members) and not any(c.errors() for c in members)
     finally:
         procs.stop_all(members)
+
+
+def test_kcoord_groups_reset_offsets_refuses_an_active_consumer_group(kip848_server):
+    from broker.client import KafkaWireClient
+    from protocol import messages as m
+    from tests.broker.groups.test_admin_and_cli import kcoord_groups
+
+    server, topic, group = kip848_server, "kip848-reset", "kip848-reset-group"
+    server.create_topic(topic, 2)
+    R = m.ConsumerGroupHeartbeatRequest
+    with KafkaWireClient.connect(server.bootstrap) as client:
+        joined = client.request(R(group_id=group, member_id="m", member_epoch=0, instance_id=None, rack_id=None,
+                                  rebalance_timeout_ms=60000, subscribed_topic_names=[topic],
+                                  subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]))
+        refused = kcoord_groups(server.bootstrap, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
+        assert refused.returncode == 1 and "inactive" in refused.stderr and "Stable" in refused.stderr
+        client.request(R(group_id=group, member_id="m", member_epoch=-1, instance_id=None, rack_id=None,
+                         rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
+                         server_assignor=None, topic_partitions=None))
+    assert joined.member_epoch == 1
+    done = kcoord_groups(server.bootstrap, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute")
+    assert done.returncode == 0, done.stderr
+    assert server.committed_offsets(group, topic, 2) == {0: 0, 1: 0}
