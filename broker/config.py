@@ -96,6 +96,19 @@ def _str_list(raw: str) -> list[str]:
     return [part.strip() for part in str(raw).split(",") if part.strip()]
 
 
+# Kafka's assignor class names, and the short names it also accepts (coordinator.consumer.assignors)
+_ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+                     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
+
+
+def _assignors(raw: str) -> list[str]:
+    names = [_ASSIGNOR_CLASSES.get(item, item) for item in _str_list(raw)]
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if unknown or not names:
+        raise ValueError(f"expected a list of uniform, range, got {raw!r}")
+    return names
+
+
 def parse_listeners(raw: str) -> list[Listener]:
     """`PLAINTEXT://127.0.0.1:9092,OTHER://:9093` -> Listeners. Empty host means all interfaces."""
     listeners = []
@@ -202,6 +215,21 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("group.initial.rebalance.delay.ms", 3000, _int(0, INT32_MAX),
        "How long a new group waits for more members before its first rebalance (KIP-134)."),
     _p("group.max.size", INT32_MAX, _int(1, INT32_MAX), "Members per group (KIP-389)."),
+    _p("group.consumer.session.timeout.ms", 45000, _int(1, INT32_MAX),
+       "Consumer groups (KIP-848): a member without a heartbeat for this long is removed."),
+    _p("group.consumer.min.session.timeout.ms", 45000, _int(1, INT32_MAX),
+       "Consumer groups: lower bound of group.consumer.session.timeout.ms."),
+    _p("group.consumer.max.session.timeout.ms", 60000, _int(1, INT32_MAX),
+       "Consumer groups: upper bound of group.consumer.session.timeout.ms."),
+    _p("group.consumer.heartbeat.interval.ms", 5000, _int(1, INT32_MAX),
+       "Consumer groups (KIP-848): how often members heartbeat."),
+    _p("group.consumer.min.heartbeat.interval.ms", 5000, _int(1, INT32_MAX),
+       "Consumer groups: lower bound of group.consumer.heartbeat.interval.ms."),
+    _p("group.consumer.max.heartbeat.interval.ms", 15000, _int(1, INT32_MAX),
+       "Consumer groups: upper bound of group.consumer.heartbeat.interval.ms."),
+    _p("group.consumer.max.size", INT32_MAX, _int(1, INT32_MAX), "Consumer groups (KIP-848): members per group."),
+    _p("group.consumer.assignors", "uniform,range", _assignors,
+       "Consumer groups: server-side assignors a member may ask for; the first is the default."),
     _p("offsets.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __consumer_offsets."),
     _p("offsets.topic.replication.factor", 3, _int(1, 32767), "Accepted for compatibility; single node."),
     _p("offsets.topic.segment.bytes", 104857600, _int(14, INT32_MAX), "Segment size of __consumer_offsets."),
@@ -311,6 +339,19 @@ class BrokerConfig:
         from broker.security.listener_config import check_listeners
 
         check_listeners(self)
+        self._check_bounds("group.consumer.session.timeout.ms")
+        self._check_bounds("group.consumer.heartbeat.interval.ms")
+        if self.props["group.consumer.heartbeat.interval.ms"] >= self.props["group.consumer.session.timeout.ms"]:
+            raise ConfigError("property 'group.consumer.heartbeat.interval.ms' must be less than "
+                              "group.consumer.session.timeout.ms")
+
+
+    def _check_bounds(self, name: str) -> None:
+        """Kafka's GroupCoordinatorConfig: a consumer group timeout within its min and max properties."""
+        low_name, high_name = (name.replace("group.consumer.", f"group.consumer.{b}.") for b in ("min", "max"))
+        value, low, high = self.props[name], self.props[low_name], self.props[high_name]
+        if not low <= value <= high:
+            raise ConfigError(f"property {name!r}: {value} is outside [{low_name}={low}, {high_name}={high}]")
 
     @classmethod
     def load(cls, path: str | pathlib.Path | None = None,

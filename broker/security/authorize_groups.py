@@ -202,5 +202,37 @@ def find_coordinator(ctx, req, handler):
     return then(handler(ctx, req), amend) if req.coordinator_keys else amend(R(coordinators=[]))
 
 
-GUARDS = {11: join_group, 14: sync_group, 12: heartbeat, 13: leave_group, 8: offset_commit, 9: offset_fetch,
+def consumer_group_heartbeat(ctx, req, handler):
+    """KafkaApis.handleConsumerGroupHeartbeat: READ on the group, then DESCRIBE on every subscribed topic
+    named (TOPIC_AUTHORIZATION_FAILED with the names refused)."""
+    R = m.ConsumerGroupHeartbeatResponse
+    if not _group(ctx, Op.READ, req.group_id):
+        return R(error_code=GAF, error_message=None, member_id=None, member_epoch=-1, heartbeat_interval_ms=0,
+                 assignment=None)
+    refused = sorted(t for t in (req.subscribed_topic_names or ()) if not allowed(ctx, Op.DESCRIBE, ResourceType.TOPIC, t))
+    if refused:
+        return R(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=", ".join(refused), member_id=None,
+                 member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+    return handler(ctx, req)
+
+
+def consumer_group_describe(ctx, req, handler):
+    """KafkaApis.handleConsumerGroupDescribe: DESCRIBE on each group; refused ones answered
+    GROUP_AUTHORIZATION_FAILED in place."""
+    R = m.ConsumerGroupDescribeResponse
+    order = list(req.group_ids)
+    denied = {g for g in order if not _group(ctx, Op.DESCRIBE, g)}
+    req.group_ids = [g for g in order if g not in denied]
+
+    def amend(resp):
+        by_id = {g.group_id: g for g in resp.groups}
+        resp.groups = [by_id.get(g) or R.DescribedGroup(
+            error_code=GAF, error_message=None, group_id=g, group_state="", group_epoch=-1, assignment_epoch=-1,
+            assignor_name="", members=[], authorized_operations=INT32_MIN) for g in order]
+        return resp
+
+    return then(handler(ctx, req), amend) if req.group_ids else amend(R(throttle_time_ms=0, groups=[]))
+
+
+GUARDS = {68: consumer_group_heartbeat, 69: consumer_group_describe, 11: join_group, 14: sync_group, 12: heartbeat, 13: leave_group, 8: offset_commit, 9: offset_fetch,
           15: describe_groups, 16: list_groups, 42: delete_groups, 47: offset_delete, 10: find_coordinator}

@@ -333,12 +333,39 @@ def offset_for_leader_epoch(c, v, env):
     return resp
 
 
+def consumer_group_heartbeat(c, v, env, group: str | None = None):
+    """Joins a consumer group (KIP-848): the one member gets every partition of the topic
+    (GroupMetadataManager.consumerGroupHeartbeat)."""
+    R = m.ConsumerGroupHeartbeatRequest
+    resp = call(c, 68, v, R(group_id=group or f"cgh-v{v}", member_id="", member_epoch=0, instance_id=None, rack_id=None,
+                            rebalance_timeout_ms=30000, subscribed_topic_names=[TOPIC], subscribed_topic_regex=None,
+                            server_assignor=None, topic_partitions=[]))
+    assert resp.member_id and resp.member_epoch == 1
+    assert [(tp.topic_id, tp.partitions) for tp in resp.assignment.topic_partitions] == [(env["topic_id"], [0])]
+    return resp
+
+
+def consumer_group_describe(c, v, env):
+    """A consumer group of one member: epochs 1/1, its assignment and target by topic id and name
+    (GroupMetadataManager.consumerGroupDescribe, ConsumerGroup.asDescribedGroup)."""
+    joined = consumer_group_heartbeat(c, 1, env, group=f"cgd-v{v}")
+    resp = call(c, 69, v, m.ConsumerGroupDescribeRequest(group_ids=[f"cgd-v{v}"], include_authorized_operations=False))
+    (g,) = resp.groups
+    assert (g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == ("Stable", 1, 1, "uniform")
+    (member,) = g.members
+    assert (member.member_id, member.member_epoch) == (joined.member_id, 1)
+    want = [(env["topic_id"], TOPIC, [0])]
+    for a in (member.assignment, member.target_assignment):
+        assert [(tp.topic_id, tp.topic_name, tp.partitions) for tp in a.topic_partitions] == want
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
     18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch,
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
-    47: offset_delete, 60: describe_cluster,
+    47: offset_delete, 60: describe_cluster, 68: consumer_group_heartbeat, 69: consumer_group_describe,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
 }
 

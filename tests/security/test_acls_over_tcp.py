@@ -323,3 +323,17 @@ def test_partition_and_config_admin_apis_need_their_acls(world):
         topic(topic="t-unlisted", partitions=[topic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,
                                                                           leader_epoch=0)])]))
     assert {t.topic: t.partitions[0].error_code for t in ofe.topics} == {"t-read": ErrorCode.NONE, "t-unlisted": TAF}
+
+
+def test_consumer_group_apis_need_their_acls(world):
+    """KafkaApis.handleConsumerGroupHeartbeat (READ on the group) and handleConsumerGroupDescribe (DESCRIBE
+    on each group): g-closed has no ACL for alice."""
+    c = alice(world)
+    R = m.ConsumerGroupHeartbeatRequest
+    hb = c.request(68, 1, R(group_id="g-closed", member_id="", member_epoch=0, instance_id=None, rack_id=None,
+                           rebalance_timeout_ms=30000, subscribed_topic_names=["t-read"], subscribed_topic_regex=None,
+                           server_assignor=None, topic_partitions=[]))
+    assert hb.error_code == GAF
+    described = c.request(69, 0, m.ConsumerGroupDescribeRequest(group_ids=["g-closed"],
+                                                                 include_authorized_operations=False))
+    assert [(g.group_id, g.error_code) for g in described.groups] == [("g-closed", GAF)]

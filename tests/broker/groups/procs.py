@@ -139,10 +139,13 @@ class ConsumerProcess:
 
 def python_consumer(client: str, bootstrap: str, group: str, topic: str, name: str,
                     assignor: str = "roundrobin", session_timeout_ms: int = 6000,
-                    instance_id: str | None = None, security: dict | None = None) -> ConsumerProcess:
+                    instance_id: str | None = None, security: dict | None = None, group_protocol: str = "classic",
+                    remote_assignor: str | None = None) -> ConsumerProcess:
     argv = [sys.executable, str(WORKER), "--client", client, "--bootstrap", bootstrap, "--group", group,
             "--topic", topic, "--client-id", name, "--assignor", assignor,
-            "--session-timeout-ms", str(session_timeout_ms)]
+            "--session-timeout-ms", str(session_timeout_ms), "--group-protocol", group_protocol]
+    if remote_assignor:
+        argv += ["--remote-assignor", remote_assignor]
     if instance_id:
         argv += ["--instance-id", instance_id]
     if security:
@@ -154,6 +157,16 @@ def kafkajs_consumer(bootstrap: str, group: str, topic: str, name: str,
                      security: dict | None = None) -> ConsumerProcess:
     return ConsumerProcess([NODE, "group_consumer.js", bootstrap, group, topic, name, "150", json.dumps(security)],
                            name, cwd=JS_DIR)
+
+
+PLATFORMATIC_PRESENT = (JS_DIR / "node_modules" / "@platformatic" / "kafka").is_dir()
+
+
+def platformatic_consumer(bootstrap: str, group: str, topic: str, name: str, max_seconds: int = 150
+                          ) -> ConsumerProcess:
+    """@platformatic/kafka with groupProtocol 'consumer' (KIP-848), tests/js/kip848_consumer.mjs."""
+    return ConsumerProcess([NODE, "kip848_consumer.mjs", bootstrap, group, topic, name, str(max_seconds)], name,
+                           cwd=JS_DIR)
 
 
 def kcat_consumer(bootstrap: str, group: str, topic: str, name: str, security: dict | None = None) -> ConsumerProcess:
