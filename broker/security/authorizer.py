@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from broker.security import durable_json
+from broker.data.json_file import read_json, write_json_atomically
 from broker.security.acl import (
     AclBinding,
     AclBindingFilter,
@@ -69,7 +69,7 @@ class StandardAuthorizer:
         self.path = path
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
-        self.acls: list[AclBinding] = [AclBinding(**a) for a in durable_json.read(path, {}).get("acls", [])]
+        self.acls: list[AclBinding] = [AclBinding(**a) for a in read_json(path, {}).get("acls", [])]
 
     @classmethod
     def from_config(cls, cfg: Any, log_dir: str) -> StandardAuthorizer:
@@ -121,7 +121,7 @@ class StandardAuthorizer:
         return removed
 
     def _store(self, acls: list[AclBinding]) -> None:
-        durable_json.write(self.path, {"acls": [acl.to_json() for acl in acls]})
+        write_json_atomically(self.path, {"acls": [acl.to_json() for acl in acls]})
         self.acls = acls
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import os
 
-from broker.security import durable_json
+from broker.data.json_file import read_json, write_json_atomically
 from broker.security.scram import HASHES, ScramCredential
 
 FILE_NAME = "kcoord-scram-credentials.json"
@@ -25,7 +25,7 @@ class ScramStore:
     def __init__(self, log_dir: str) -> None:
         self.path = os.path.join(log_dir, FILE_NAME)
         self._users: dict[str, dict[str, ScramCredential]] = {}
-        for name, mechs in durable_json.read(self.path, {}).get("users", {}).items():
+        for name, mechs in read_json(self.path, {}).get("users", {}).items():
             self._users[name] = {mech: ScramCredential(base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
                                                        base64.b64decode(c["server_key"]), int(c["iterations"]))
                                  for mech, c in mechs.items() if mech in HASHES}
@@ -45,7 +45,7 @@ class ScramStore:
         for user, mechanism, credential in upserts:
             users.setdefault(user, {})[mechanism] = credential
         users = {u: m for u, m in users.items() if m}
-        durable_json.write(self.path, {"users": {
+        write_json_atomically(self.path, {"users": {
             u: {m: {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key),
                     "iterations": c.iterations} for m, c in mechs.items()} for u, mechs in users.items()}})
         self._users = users
