@@ -210,8 +210,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.close(exc.reason)
                 return
             except Exception:  # a handler bug: this connection only
-                log.exception("closing connection %s: error while serving a request", self.connection_id)
-                self.close()
+                self._serving_failed()
                 return
             if pending is not None:
                 self._busy = True
@@ -235,8 +234,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close(str(exc))
             return
         except Exception:  # a handler bug: this connection only
-            log.exception("closing connection %s: error while serving a request", self.connection_id)
-            self.close()
+            self._serving_failed()
             return
         self._request_done(len(frame))
         self._busy = False
@@ -252,8 +250,7 @@ class KafkaConnection(asyncio.Protocol):
         try:
             answer = served[1](self.server.broker, frame)
         except Exception:  # a handler bug: this connection only
-            log.exception("closing connection %s: error while serving a request", self.connection_id)
-            self.close()
+            self._serving_failed()
             return True
         if answer is None:
             return False
@@ -279,12 +276,17 @@ class KafkaConnection(asyncio.Protocol):
             if not self._lost and not transport.is_closing():
                 transport.write(frame)
         except (Exception, asyncio.CancelledError):  # a handler bug (or a cancelled answer): this connection only
-            log.exception("closing connection %s: error while serving a request", self.connection_id)
-            self.close()
+            self._serving_failed()
             return  # busy until it is gone, as when a handler that awaits fails
         self._request_done(size)
         self._busy = False
         self._pump()
+
+    def _serving_failed(self) -> None:
+        """The one error handler of every serving path: a handler bug (or a failed answer) closes this
+        connection only, with its traceback in the log (called from an except block)."""
+        log.exception("closing connection %s: error while serving a request", self.connection_id)
+        self.close()
 
     def _request_done(self, size: int) -> None:
         self._last_active = time.monotonic()
