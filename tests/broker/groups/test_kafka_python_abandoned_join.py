@@ -22,10 +22,17 @@ from bench.e2e import abandoned_join
 from broker.app import Broker
 from broker.groups_cli import assigned_partitions
 from coordinator.group_state import GroupState
+from protocol.errors import ErrorCode
 
 TOPIC, GROUP = "created-after-join", "abandoned-join"
 SESSION_MS = 6000  # group.min.session.timeout.ms's default
 SYNC_DELAY_S = 0.3  # far longer than the 20 ms poll: the join finishes while no poll waits for it
+
+
+def _group(coordinator):
+    """The group's object, once its shard is loaded (None before)."""
+    shard = coordinator.shard_for(GROUP)
+    return None if isinstance(shard, ErrorCode) else shard.groups.get_group(GROUP)
 
 
 async def _wait_for(predicate, timeout: float, what: str):
@@ -67,7 +74,7 @@ async def test_kafka_python_leader_abandons_a_join_whose_sync_outlasts_its_poll(
     poller.start()
     try:
         # kafka-python may rejoin once or twice on its own first; any Stable generation will do.
-        group = await _wait_for(lambda: (g := coordinator.shard_for(GROUP).groups.get_group(GROUP)) and g.is_(GroupState.STABLE) and g,
+        group = await _wait_for(lambda: (g := _group(coordinator)) and g.is_(GroupState.STABLE) and g,
                                 10, "a Stable group (the topic does not exist yet: empty assignment)")
         member_id = group.all_members()[0]
 
