@@ -23,6 +23,7 @@ from typing import NamedTuple
 from coordinator import checkpoint
 from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
+from protocol.control_records import COMMIT, marker_type
 from protocol.record_kv import batch_key_values, fold_key_values
 from protocol.records import iter_batches
 from storage.fs import read_file, replace_file
@@ -87,7 +88,7 @@ def load(partition_log, partition: int, now_ms: int, load_partition, use_checkpo
             state, start, written_ms = start_state(partition_log, partition, now_ms)
         else:
             state, start, written_ms = PartitionState(), partition_log.log_start_offset, None
-        tail, end = read_tail(partition_log, start)
+        tail, end = read_tail(partition_log, start, open_transactions=state.transactional)
         keep = written_ms is None and bool(tail)
         load_partition(partition, tail, state, keep)
     return Loaded(state if keep else None, start, end, len(tail), written_ms)
@@ -115,12 +116,16 @@ def remove(partition_log) -> None:
     partition_log.fs.remove(checkpoint_path(partition_log))
 
 
-def read_tail(partition_log, from_offset: int, up_to: int | None = None) -> tuple[list, int]:
+def read_tail(partition_log, from_offset: int, up_to: int | None = None,
+              open_transactions: dict | None = None) -> tuple[list, int]:
     """(key, value) of every record in [from_offset, up_to) (up_to: default the log end, else a
-    batch boundary such as the recovery point), and the offset just past the last batch read."""
+    batch boundary such as the recovery point), and the offset just past the last batch read (or where
+    the first transaction still open begins: see `_read`). `open_transactions` gets the records of
+    those, by producer id."""
     records: list = []
     offset = _read(partition_log, from_offset, up_to,
-                   lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset)))
+                   lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset)),
+                   open_transactions)
     return records, offset
 
 
@@ -134,11 +139,18 @@ def read_tail_latest(partition_log, from_offset: int, up_to: int | None = None) 
     return latest, offset
 
 
-def _read(partition_log, from_offset: int, up_to: int | None, take) -> int:
+def _read(partition_log, from_offset: int, up_to: int | None, take, open_transactions: dict | None = None) -> int:
     """`take(batch, header, offset)` for each data batch holding offsets in [from_offset, up_to), in order;
-    returns the offset just past the last batch read."""
+    returns the offset just past the last batch read.
+
+    Transactional batches (TxnOffsetCommit's) are held back until their producer's marker: taken at the
+    marker if it commits, dropped if it aborts (what Kafka's replay of the marker does). Those with no
+    marker yet go to `open_transactions` (producer id -> records), and the offset returned is then where
+    the first of them begins, so a checkpoint never covers an open transaction: the next read from
+    there sees it whole."""
     end = partition_log.log_end_offset if up_to is None else min(up_to, partition_log.log_end_offset)
     offset = from_offset
+    held: dict[int, list] = {}  # producer id -> [(batch, header, offset)] of its open transaction
     while offset < end:
         data = partition_log.read(offset, READ_CHUNK, max_offset=end)
         progressed = False
@@ -147,13 +159,32 @@ def _read(partition_log, from_offset: int, up_to: int | None, take) -> int:
                 continue
             if header.base_offset >= end:
                 break
-            if not header.is_control:
+            if header.is_transactional:
+                _transactional(held, batch, header, offset, take)
+            elif not header.is_control:
                 take(batch, header, offset)
             offset = header.next_offset
             progressed = True
         if not progressed:
             break
+    if held:
+        if open_transactions is not None:
+            for producer_id, batches in held.items():
+                open_transactions[producer_id] = [kv for b, h, o in batches for kv in batch_key_values(b, h, o)]
+        offset = min(batches[0][1].base_offset for batches in held.values())
     return max(offset, from_offset)
+
+
+def _transactional(held: dict, batch, header, offset: int, take) -> None:
+    if not header.is_control:
+        held.setdefault(header.producer_id, []).append((batch, header, offset))
+        return
+    kvs = batch_key_values(batch, header)
+    kind = marker_type(kvs[0][0]) if kvs else None
+    batches = held.pop(header.producer_id, ())
+    if kind == COMMIT:
+        for b, h, o in batches:
+            take(b, h, o)
 
 
 def write(partition_log, partition: int, state: PartitionState, offset: int, written_ms: int) -> int:

@@ -36,7 +36,7 @@ Offsets = dict[tuple[str, int], OffsetCommitValue]
 
 
 class PartitionState:
-    __slots__ = ("metadata", "offsets", "undecoded", "_decode_group")
+    __slots__ = ("metadata", "offsets", "undecoded", "_decode_group", "transactional")
 
     def __init__(self, undecoded: dict | None = None,
                  decode_group: Callable[[str, object], tuple[bytes | None, Offsets]] | None = None) -> None:
@@ -44,6 +44,9 @@ class PartitionState:
         self.offsets: dict[str, Offsets] = {}      # group id -> (topic, partition) -> value, never empty
         self.undecoded: dict[str, object] = undecoded or {}  # group id -> its entry in a checkpoint
         self._decode_group = decode_group
+        # producer id -> its transactional records with no marker yet at the end of the log read (a load
+        # makes them pending; never in a checkpoint, whose offset stays before them)
+        self.transactional: dict[int, list] = {}
 
     def __eq__(self, other) -> bool:  # decodes both first (tests compare states)
         if not isinstance(other, PartitionState):

@@ -26,6 +26,8 @@ SERVED_APIS = (
     "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups", "ApiVersions",
     "CreateTopics", "DeleteTopics", "InitProducerId", "DescribeConfigs", "DeleteGroups", "OffsetDelete",
     "DescribeCluster",
+    # transactions (KIP-98)
+    "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")

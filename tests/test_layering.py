@@ -6,12 +6,13 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OURS = {"protocol", "storage", "coordinator", "broker", "analytics", "bench"}
+OURS = {"protocol", "storage", "coordinator", "txn", "broker", "analytics", "bench"}
 ALLOWED = {
     "protocol": set(),
     "storage": {"protocol"},
     "coordinator": {"protocol", "storage"},
-    "broker": {"protocol", "storage", "coordinator"},
+    "txn": {"protocol", "storage"},
+    "broker": {"protocol", "storage", "coordinator", "txn"},
     "analytics": {"protocol", "storage"},
     "bench": OURS - {"bench"},
 }

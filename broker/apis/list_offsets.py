@@ -2,7 +2,7 @@
 
 Versions (we serve 1-7):
   v1: one offset per partition (v0's old_style_offsets array is gone), timestamp in the response
-  v2: isolation_level (read_committed sees the same offsets here: no transactions)
+  v2: isolation_level: read_committed sees offsets below the last stable offset only (KIP-98)
   v3: same as v2
   v4: current_leader_epoch in the request, leader_epoch in the response
   v5: same as v4
@@ -30,7 +30,8 @@ async def handle(ctx, request):
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            code, offset, timestamp = _lookup(ctx.broker, t.name, p.partition_index, p.timestamp, ctx.api_version)
+            code, offset, timestamp = _lookup(ctx.broker, t.name, p.partition_index, p.timestamp, ctx.api_version,
+                                              request.isolation_level if ctx.api_version >= 2 else 0)
             parts.append(R.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=code, timestamp=timestamp, offset=offset,
                 leader_epoch=LEADER_EPOCH if code == ErrorCode.NONE else -1))
@@ -38,13 +39,15 @@ async def handle(ctx, request):
     return R(throttle_time_ms=0, topics=topics)
 
 
-def _lookup(broker, topic: str, partition: int, timestamp: int, version: int) -> tuple[ErrorCode, int, int]:
+def _lookup(broker, topic: str, partition: int, timestamp: int, version: int,
+            isolation_level: int = 0) -> tuple[ErrorCode, int, int]:
     plog = broker.topics.log(topic, partition)
     if plog is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
     if timestamp == EARLIEST:
         return ErrorCode.NONE, plog.log_start_offset, -1
-    hw = high_watermark(plog)
+    # Kafka's lastFetchableOffset: the last stable offset for read_committed, else the high watermark.
+    hw = broker.txn_index.last_stable_offset(plog) if isolation_level == 1 else high_watermark(plog)
     if timestamp == LATEST:
         return ErrorCode.NONE, hw, -1
     if timestamp < 0 and not (timestamp == MAX_TIMESTAMP and version >= 7):

@@ -14,6 +14,8 @@ notices. acks=1/-1: the response is sent once the append is fsynced (group commi
 log.flush.interval.messages=1 (kcoord's default) promises; only then does the high watermark cover it
 (broker.data.visibility), whatever the acks. Idempotent batches (producer id >= 0) go
 through the producer state: duplicates of one of the last 5 batches get their original offsets back.
+Transactional batches are verified against the transaction coordinator first (KIP-890: the partition must
+be in the producer's ongoing transaction) and open the partition's transaction (broker.data.txn_index).
 Per-partition checks and the append are broker.data.append's.
 """
 from __future__ import annotations
@@ -29,11 +31,11 @@ from protocol.errors import ErrorCode
 async def handle(ctx, request):
     broker = ctx.broker
     acks = request.acks
-    refused = _refusal(acks, request.transactional_id)
+    refused = _refusal(acks)
     results: list[tuple[str, list[tuple[int, Appended]]]] = []
     for topic_data in request.topic_data:
         results.append((topic_data.name, [
-            (p.index, refused or append_partition(broker, topic_data.name, p.index, p.records))
+            (p.index, refused or append_partition(broker, topic_data.name, p.index, p.records, request.transactional_id))
             for p in topic_data.partition_data]))
     appended = [a for _name, parts in results for _index, a in parts]
     for a in appended:
@@ -55,12 +57,10 @@ async def handle(ctx, request):
         throttle_time_ms=0)
 
 
-def _refusal(acks: int, transactional_id: str | None) -> Appended | None:
+def _refusal(acks: int) -> Appended | None:
     """What every partition answers when the request itself is refused."""
     if acks not in (0, 1, -1):
         return Appended(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
-    if transactional_id is not None:
-        return Appended(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker")
     return None
 
 

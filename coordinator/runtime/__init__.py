@@ -297,6 +297,17 @@ class GroupRuntime:
         self.service.commit_offsets(request, reply)
         return reply
 
+    def txn_commit_offsets(self, request: OffsetCommit, producer_id: int, producer_epoch: int) -> Reply:
+        reply = Reply()
+        self.service.txn_commit_offsets(request, producer_id, producer_epoch, reply)
+        return reply
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> Reply:
+        """A transaction marker written to `__consumer_offsets-<partition>` and replayed: awaits the error."""
+        reply = Reply()
+        self.service.complete_transaction(partition, producer_id, producer_epoch, commit, reply)
+        return reply
+
     def fetch_offsets(self, group_id: str, partitions, require_stable: bool) -> OffsetFetchResult:
         return self.service.fetch_offsets(group_id, partitions, require_stable)
 

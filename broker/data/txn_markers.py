@@ -1,0 +1,65 @@
+"""Writing transaction markers (Kafka's TransactionMarkerChannelManager + KafkaApis.handleWriteTxnMarkersRequest,
+on one node): a COMMIT or ABORT control batch to every partition of a transaction.
+
+Data partitions get the control batch appended (producer id and the transaction's epoch, so the producer's
+state there learns a fencing epoch), the partition's transaction index closes the transaction, and the
+append is fsynced before the marker counts as written. `__consumer_offsets` partitions get theirs through
+the group coordinator (`broker.groups.complete_transaction`), which writes the same control batch and
+replays it: pending transactional offsets are applied or dropped. A failed write is retried until it
+succeeds; a partition whose topic is gone is skipped (as Kafka drops markers for deleted topics).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from protocol.consumer_offsets import OFFSETS_TOPIC
+from protocol.control_records import end_txn_marker_batch
+from protocol.errors import ErrorCode
+from storage import StorageError
+
+log = logging.getLogger("kcoord.txn")
+RETRY_BACKOFF_S = 0.5
+
+
+class MarkerWriter:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    async def __call__(self, producer_id: int, epoch: int, commit: bool, partitions: set) -> None:
+        left = set(partitions)
+        while left:
+            left = await self._attempt(producer_id, epoch, commit, left)
+            if left:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _attempt(self, producer_id: int, epoch: int, commit: bool, partitions: set) -> set:
+        """Write what it can; returns the partitions still to write."""
+        failed = set()
+        logs = []
+        for tp in sorted(p for p in partitions if p[0] != OFFSETS_TOPIC):
+            plog = self.broker.topics.log(*tp)
+            if plog is None:
+                log.info("dropping the marker for %s-%d: no such partition", *tp)
+                continue
+            index = self.broker.txn_index.state(plog)  # built before the append: the scan must not see it
+            try:
+                info = plog.append(bytearray(end_txn_marker_batch(producer_id, epoch, commit)))
+            except StorageError as exc:
+                log.warning("writing a marker to %s-%d failed: %s", *tp, exc)
+                failed.add(tp)
+                continue
+            index.end(producer_id, commit, info.base_offset)
+            self.broker.producers.on_marker(tp, plog, producer_id, epoch)
+            logs.append(plog)
+        for plog, error in zip(logs, await self.broker.visibility.publish(logs), strict=True):
+            if error is not None:
+                failed.add((plog.topic, plog.partition))
+        groups = self.broker.groups
+        for tp in sorted(p for p in partitions if p[0] == OFFSETS_TOPIC):
+            error = await groups.complete_transaction(tp[1], producer_id, epoch, commit)
+            if error != ErrorCode.NONE:
+                log.warning("writing a marker to %s-%d failed: %s", *tp, ErrorCode(error).name)
+                failed.add(tp)
+        return failed
