@@ -39,7 +39,7 @@ class _Producer:  # what verify_transactional reads of a batch header
 async def handle(ctx, request):
     v = ctx.api_version
     broker = ctx.broker
-    partitions = [(t.name, p) for t in request.topics for p in t.partitions]
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets = []
     for t in request.topics:
