@@ -16,13 +16,14 @@ def init_pid(raw, txn_id, timeout_ms=60000, version=4, producer_id=-1, epoch=-1)
 
 
 def init_until_ready(raw, txn_id, **kw):
-    """InitProducerId, retried while it answers CONCURRENT_TRANSACTIONS (51) as clients do."""
-    for _ in range(200):
+    """InitProducerId, retried while it answers COORDINATOR_LOAD_IN_PROGRESS (14) or CONCURRENT_TRANSACTIONS
+    (51), as clients do."""
+    for _ in range(400):
         got = init_pid(raw, txn_id, **kw)
-        if got[0] != 51:
+        if got[0] not in (14, 51):
             return got
         time.sleep(0.05)
-    raise AssertionError("InitProducerId kept answering CONCURRENT_TRANSACTIONS")
+    raise AssertionError(f"InitProducerId kept answering {got[0]}")
 
 
 def add_partitions(raw, txn_id, pid, epoch, partitions, version=3) -> dict:
