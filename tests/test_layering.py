@@ -56,6 +56,14 @@ def test_pure_coordinator_does_no_io():
     assert not bad, "pure coordinator modules must not do I/O:\n" + "\n".join(bad)
 
 
+def test_pure_transaction_coordinator_does_no_io():
+    """txn/ as coordinator/: only txn/runtime.py binds it to asyncio and storage."""
+    bad = [f"{path.relative_to(ROOT)}:{lineno} imports {top}" for path in package_files("txn")
+           if path.name != "runtime.py" for lineno, top in imported_top_levels(path)
+           if top in {"asyncio", "socket", "uvloop", "selectors", "threading", "storage"}]
+    assert not bad, "pure transaction-coordinator modules must not do I/O:\n" + "\n".join(bad)
+
+
 def test_the_check_can_fail(tmp_path):
     # The checker itself must see a forbidden import.
     p = tmp_path / "x.py"
