@@ -125,6 +125,11 @@ class ProducerStateManager:
         if entry is None or epoch > entry.epoch:
             state[producer_id] = ProducerEntry(epoch)
 
+    def active_producers(self, tp: TopicPartition, log: Any) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp) of the partition's producers (DescribeProducers)."""
+        return [(pid, e.epoch, e.last_seq, e.batches[-1].timestamp if e.batches else -1)
+                for pid, e in sorted(self._state(tp, log).items())]
+
     def forget_topic(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:
             del self._partitions[tp]

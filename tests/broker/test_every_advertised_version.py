@@ -315,12 +315,32 @@ def txn_offset_commit(c, v, env):
                                     committed_metadata="")])]))
 
 
+def describe_transactions(c, v, env):
+    begin_txn(c, "describe-txn")
+    resp = call(c, 65, v, m.DescribeTransactionsRequest(transactional_ids=["describe-txn"]))
+    assert [t.transaction_state for t in resp.transaction_states] == ["Empty"]
+    return resp
+
+
+def list_transactions(c, v, env):
+    begin_txn(c, f"list-txn-v{v}")
+    resp = call(c, 66, v, m.ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1))
+    assert f"list-txn-v{v}" in {t.transactional_id for t in resp.transaction_states}
+    return resp
+
+
+def describe_producers(c, v, env):
+    R = m.DescribeProducersRequest
+    return call(c, 61, v, R(topics=[R.TopicRequest(name=TOPIC, partition_indexes=[0])]))
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
     18: api_versions, 19: create_topics, 20: delete_topics, 22: init_producer_id, 32: describe_configs,
     42: delete_groups, 47: offset_delete, 60: describe_cluster,
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
+    61: describe_producers, 65: describe_transactions, 66: list_transactions,
 }
 
 

@@ -172,3 +172,51 @@ def test_txn_offset_commit_pending_until_the_marker(raw):
     while fetch(True) != (E.NONE, 5):
         assert time.monotonic() < deadline
         time.sleep(0.02)
+
+
+def test_describe_and_list_transactions(raw):
+    """handleDescribeTransactions: state, producer, timeout, partitions; an unknown id
+    TRANSACTIONAL_ID_NOT_FOUND. listTransactionStates: state and producer id filters, unknown state names
+    listed back, the duration filter (v1) keeps transactions older than it."""
+    _, pid, epoch = init_pid(raw, "t-admin", timeout_ms=45000)
+    assert add_partitions(raw, "t-admin", pid, epoch, [("wire", 0), ("wire", 1)]) == {
+        ("wire", 0): E.NONE, ("wire", 1): E.NONE}
+    resp = raw.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=["t-admin", "t-unknown"]))
+    described, unknown = resp.transaction_states
+    assert (described.error_code, described.transaction_state, described.producer_id, described.producer_epoch,
+            described.transaction_timeout_ms) == (E.NONE, "Ongoing", pid, epoch, 45000)
+    assert [(t.topic, sorted(t.partitions)) for t in described.topics] == [("wire", [0, 1])]
+    assert described.transaction_start_time_ms > 0
+    assert unknown.error_code == E.TRANSACTIONAL_ID_NOT_FOUND
+
+    def listed(version=1, states=(), pids=(), duration=-1):
+        resp = raw.request(66, version, m.ListTransactionsRequest(
+            state_filters=list(states), producer_id_filters=list(pids), duration_filter=duration))
+        assert resp.error_code == E.NONE
+        return {t.transactional_id: (t.producer_id, t.transaction_state) for t in resp.transaction_states}, \
+            resp.unknown_state_filters
+
+    ongoing, unknown_states = listed(states=["Ongoing", "Bogus"])
+    assert ongoing.get("t-admin") == (pid, "Ongoing") and unknown_states == ["Bogus"]
+    assert set(listed(pids=[pid])[0]) == {"t-admin"}
+    assert "t-admin" not in listed(duration=3_600_000)[0]
+    time.sleep(0.05)
+    assert "t-admin" in listed(duration=10)[0]
+    assert "t-admin" in listed(version=0)[0]
+    assert end_txn(raw, "t-admin", pid, epoch, False) == E.NONE
+
+
+def test_describe_producers(raw):
+    """DescribeProducers: the partition's producers with their epoch, last sequence and the first offset of
+    their open transaction; an unknown partition UNKNOWN_TOPIC_OR_PARTITION."""
+    _, pid, epoch = init_pid(raw, "t-producers")
+    assert add_partitions(raw, "t-producers", pid, epoch, [("wire", 1)]) == {("wire", 1): E.NONE}
+    assert produce_txn(raw, "t-producers", pid, epoch, "wire", 1, [b"a", b"b"]) == E.NONE
+    Rq = m.DescribeProducersRequest
+    resp = raw.request(61, 0, Rq(topics=[Rq.TopicRequest(name="wire", partition_indexes=[1, 9])]))
+    known, missing = resp.topics[0].partitions
+    mine = [p for p in known.active_producers if p.producer_id == pid]
+    assert [(p.producer_epoch, p.last_sequence) for p in mine] == [(epoch, 1)]
+    assert mine[0].current_txn_start_offset >= 0
+    assert missing.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    assert end_txn(raw, "t-producers", pid, epoch, True) == E.NONE
