@@ -11,7 +11,8 @@ partition is loaded again (`on_loaded`), never half of it.
 
 Injected: `append(partition, key, value) -> ErrorCode` (awaits durability), `write_markers(producer_id,
 epoch, commit, partitions)` (awaits every marker durable, retrying itself), `allocate_producer_id()`,
-`clock.now_ms()`, `spawn(coroutine)` for work that outlives the request, `sleep(seconds)`.
+`clock.now_ms()`, `spawn(coroutine, key)` for work that outlives the request (keyed by transactional id
+for the markers), `sleep(seconds)`.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ RETRY_BACKOFF_S = 0.5
 class TransactionCoordinator:
     def __init__(self, state: TransactionStateManager, *, append: Callable[[int, bytes, bytes], Awaitable[ErrorCode]],
                  write_markers: Callable[[int, int, bool, set], Awaitable[None]],
-                 allocate_producer_id: Callable[[], int], clock, spawn: Callable[[Awaitable], None],
+                 allocate_producer_id: Callable[[], int], clock, spawn: Callable[..., None],
                  sleep: Callable[[float], Awaitable[None]]) -> None:
         self.state = state
         self._append_record = append
@@ -189,7 +190,7 @@ class TransactionCoordinator:
         error = await self._append(md, md.prepare_abort_or_commit(state, self.clock.now_ms(), epoch))
         if error == E.NONE:
             self._spawn(self._complete(md.transactional_id, md.producer_id, md.producer_epoch, commit,
-                                       set(md.partitions)))
+                                       set(md.partitions)), md.transactional_id)
         return error
 
     async def _abort_fenced(self, md: TransactionMetadata) -> ErrorCode:
@@ -227,7 +228,7 @@ class TransactionCoordinator:
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 log.info("completing %s of %s after a load", md.state.name, md.transactional_id)
                 self._spawn(self._complete(md.transactional_id, md.producer_id, md.producer_epoch,
-                                           md.state == S.PREPARE_COMMIT, set(md.partitions)))
+                                           md.state == S.PREPARE_COMMIT, set(md.partitions)), md.transactional_id)
 
     def timed_out(self, now_ms: int) -> list[TransactionMetadata]:
         return [md for md in self.state.all()

@@ -50,6 +50,7 @@ class TransactionRuntime:
         self._log_for = log_for
         self.state = TransactionStateManager(config)
         self._tasks: set[asyncio.Task] = set()
+        self._completions: dict[str, asyncio.Task] = {}  # transactional id -> its markers' task
         self.coordinator = TransactionCoordinator(
             self.state, append=self._append, write_markers=write_markers,
             allocate_producer_id=allocate_producer_id, clock=WallClock(), spawn=self._spawn, sleep=asyncio.sleep)
@@ -63,13 +64,28 @@ class TransactionRuntime:
         self._spawn(self._load_all())
         self._spawn(self._abort_timed_out_loop())
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro, key: str | None = None) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
+        if key is not None:
+            self._completions[key] = task
+
+    async def wait_completed(self, transactional_id: str, timeout_s: float) -> None:
+        """Wait (at most timeout_s) until the id's markers are written and its transaction complete.
+
+        EndTxn answers once PrepareCommit/PrepareAbort is durable, as Kafka's; kcoord's handler then waits
+        a little for the markers too, so the producer's next AddPartitionsToTxn does not meet
+        CONCURRENT_TRANSACTIONS and its client's retry backoff (100 ms in librdkafka). The answer is the
+        same either way; only when it comes changes."""
+        task = self._completions.get(transactional_id)
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=timeout_s)
 
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
+        for key in [k for k, t in self._completions.items() if t is task]:
+            del self._completions[key]
         if not task.cancelled() and task.exception() is not None:
             log.error("transaction coordinator task failed", exc_info=task.exception())
 

@@ -8,13 +8,17 @@ Versions (we serve 0-4):
   v4: TRANSACTION_ABORTABLE may be returned (KIP-890)
 v5 (KIP-890 part 2: the epoch bumped at every transaction end) is not served: kcoord's coordinator runs
 transaction version 1, and clients only use v5 when the broker finalizes transaction.version 2.
-The answer comes once PrepareCommit/PrepareAbort is durable; the markers follow (txn.coordinator).
+The answer is due once PrepareCommit/PrepareAbort is durable (the markers follow, txn.coordinator); it
+waits up to MARKER_WAIT_S more for the markers, so the producer's next transaction does not start with
+CONCURRENT_TRANSACTIONS and a client retry backoff (txn.runtime.wait_completed).
 """
 from __future__ import annotations
 
 from broker.registry import api
 from protocol import messages as m
 from protocol.errors import ErrorCode
+
+MARKER_WAIT_S = 1.0
 
 
 @api(key=26, name="EndTxn", min_version=0, max_version=4)
@@ -25,6 +29,8 @@ async def handle(ctx, request):
     else:
         error = await txns.coordinator.handle_end_transaction(request.transactional_id, request.producer_id,
                                                               request.producer_epoch, request.committed)
+        if error == ErrorCode.NONE:
+            await txns.wait_completed(request.transactional_id, MARKER_WAIT_S)
     if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         error = ErrorCode.INVALID_PRODUCER_EPOCH
     return m.EndTxnResponse(throttle_time_ms=0, error_code=error)

@@ -35,7 +35,13 @@ class MarkerWriter:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _attempt(self, producer_id: int, epoch: int, commit: bool, partitions: set) -> set:
-        """Write what it can; returns the partitions still to write."""
+        """Write what it can; returns the partitions still to write. Data partitions and `__consumer_offsets`
+        ones are written concurrently (one fsync round for all, as Kafka sends to every leader at once)."""
+        data, offsets = await asyncio.gather(self._data(producer_id, epoch, commit, partitions),
+                                             self._offsets(producer_id, epoch, commit, partitions))
+        return data | offsets
+
+    async def _data(self, producer_id: int, epoch: int, commit: bool, partitions: set) -> set:
         failed = set()
         logs = []
         for tp in sorted(p for p in partitions if p[0] != OFFSETS_TOPIC):
@@ -56,9 +62,14 @@ class MarkerWriter:
         for plog, error in zip(logs, await self.broker.visibility.publish(logs), strict=True):
             if error is not None:
                 failed.add((plog.topic, plog.partition))
+        return failed
+
+    async def _offsets(self, producer_id: int, epoch: int, commit: bool, partitions: set) -> set:
+        tps = sorted(p for p in partitions if p[0] == OFFSETS_TOPIC)
         groups = self.broker.groups
-        for tp in sorted(p for p in partitions if p[0] == OFFSETS_TOPIC):
-            error = await groups.complete_transaction(tp[1], producer_id, epoch, commit)
+        errors = await asyncio.gather(*(groups.complete_transaction(tp[1], producer_id, epoch, commit) for tp in tps))
+        failed = set()
+        for tp, error in zip(tps, errors, strict=True):
             if error != ErrorCode.NONE:
                 log.warning("writing a marker to %s-%d failed: %s", *tp, ErrorCode(error).name)
                 failed.add(tp)

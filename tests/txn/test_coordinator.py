@@ -34,7 +34,7 @@ class Harness:
         self.next_pid = 100
         self.coordinator = TransactionCoordinator(
             self.state, append=self.append, write_markers=self.write_markers, allocate_producer_id=self.allocate,
-            clock=self.clock, spawn=self.spawned.append, sleep=self.sleep)
+            clock=self.clock, spawn=lambda coro, key=None: self.spawned.append(coro), sleep=self.sleep)
 
     def allocate(self) -> int:
         self.next_pid += 1
