@@ -205,8 +205,13 @@ class TransactionCoordinator:
                         partitions: set) -> None:
         """Markers to every partition, then CompleteCommit/CompleteAbort (retried until written or the
         partition is gone: a load finishes what is left)."""
-        if partitions:
-            await self._write_markers(producer_id, epoch, commit, partitions)
+        while partitions:
+            try:
+                await self._write_markers(producer_id, epoch, commit, partitions)
+                break
+            except Exception:  # never give up on markers: the transaction would stay prepared
+                log.exception("writing the markers of %s failed; retrying", transactional_id)
+                await self._sleep(RETRY_BACKOFF_S)
         while True:
             md = self.state.get_state(transactional_id)
             if not isinstance(md, TransactionMetadata) or md.producer_id != producer_id \

@@ -65,6 +65,8 @@ class TxnIndex:
     def aborted_between(self, plog: Any, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of aborted transactions with data in [start, end)."""
         txns = self.state(plog)
+        if txns.aborted and txns.aborted[0][2] < plog.log_start_offset:  # retention took them
+            txns.aborted = [a for a in txns.aborted if a[2] >= plog.log_start_offset]
         return [(pid, first) for pid, first, last in txns.aborted if last >= start and first < end]
 
     def forget_topic(self, topic: str) -> None:
