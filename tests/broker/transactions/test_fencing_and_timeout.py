@@ -9,6 +9,8 @@ read_committed Fetch (the last stable offset and the aborted transactions list, 
 """
 from __future__ import annotations
 
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -98,3 +100,12 @@ def test_aborted_records_visible_only_to_read_uncommitted(server):
             p.abort_transaction(30)
     assert read_values(server.bootstrap, "vis", "read_committed") == [b"c1", b"c2", b"c3"]
     assert read_values(server.bootstrap, "vis", "read_uncommitted") == [b"c1", b"c2", b"a1", b"a2", b"a3", b"c3"]
+    kcat = shutil.which("kcat")
+    if kcat is not None:  # Debian's kcat (librdkafka 2.0) too
+        def kcat_values(isolation: str) -> list[bytes]:
+            run = subprocess.run([kcat, "-b", server.bootstrap, "-C", "-t", "vis", "-e", "-q", "-f", "%s\n",
+                                  "-X", f"isolation.level={isolation}"], capture_output=True, timeout=60)
+            assert run.returncode == 0, run.stderr
+            return run.stdout.split()
+        assert kcat_values("read_committed") == [b"c1", b"c2", b"c3"]
+        assert kcat_values("read_uncommitted") == [b"c1", b"c2", b"a1", b"a2", b"a3", b"c3"]
