@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,9 @@ from txn.coordinator import TransactionCoordinator
 from txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnConfig
 
 log = logging.getLogger("kcoord.txn")
+# Tests: while the file this names lists a partition number, that partition's load waits (so a test sees
+# its ids answer COORDINATOR_LOAD_IN_PROGRESS), as coordinator.runtime's KCOORD_TEST_HOLD_LOAD_FILE.
+HOLD_LOAD_FILE_ENV = "KCOORD_TEST_HOLD_TXN_LOAD_FILE"
 
 # Kafka's TransactionStateManager.appendTransactionToLog maps append errors to what clients retry on.
 _APPEND_ERRORS = {
@@ -104,6 +108,7 @@ class TransactionRuntime:
         await asyncio.sleep(0)  # the server opens its port first
         count = 0
         for partition in range(self.config.num_partitions):
+            await self._maybe_hold(partition)
             try:
                 txns = self.state.load(partition, self._read(partition))
             except (StorageError, DecodeError):
@@ -118,6 +123,17 @@ class TransactionRuntime:
         self.loaded.set()
         log.info("loaded %d transactional ids from %s in %.1f ms", count, TRANSACTION_STATE_TOPIC,
                  (time.monotonic() - started) * 1000)
+
+    async def _maybe_hold(self, partition: int) -> None:
+        path = os.environ.get(HOLD_LOAD_FILE_ENV)
+        while path and self._active:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    if partition not in {int(word) for word in f.read().split()}:
+                        return
+            except (FileNotFoundError, ValueError):
+                return
+            await asyncio.sleep(0.01)
 
     def _read(self, partition: int) -> list:
         plog = self._log_for(partition)
