@@ -1,6 +1,9 @@
 """A self-contained HTML report (no external JS/CSS: charts are matplotlib PNGs inlined as base64).
 
 Aggregation runs on Spark; only small, already-aggregated frames reach pandas and matplotlib.
+Every chart has units on its axes and times in UTC; a chart that would be degenerate (one point, one
+bucket, all zeros) is replaced by a sentence saying what there is ("not enough data for a chart"); on
+large stores charts and tables show the top N and say of how many.
 """
 import base64
 import datetime as dt
@@ -10,13 +13,17 @@ import io
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from analytics import pipeline  # noqa: E402
 
 TOP_GROUPS = 5
+HEALTH_ROWS = 30
+RECENT_REBALANCES = 25
 LAG_BUCKETS = 300
 STATUS_COLOURS = {"OK": "#2e7d32", "WARN": "#f9a825", "ERR": "#c62828", "STOP": "#6a1b9a",
                   "STALL": "#ef6c00", "REWIND": "#1565c0"}
@@ -39,6 +46,34 @@ def _empty(title, why):
     return f'<section class="chart"><h2>{html.escape(title)}</h2><p class="none">{html.escape(why)}</p></section>'
 
 
+def _not_enough(title, what):
+    return _empty(title, f"Not enough data for a chart: {what}.")
+
+
+def when(ms) -> str:
+    """Epoch milliseconds as people read them: 2023-11-14 22:13:20 UTC."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _time_axis(ax, label="time (UTC)"):
+    locator = mdates.AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    ax.set_xlabel(label)
+
+
+def _counts_from_zero(axis):
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _plural(n, word):
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _top_note(shown, total, what):
+    return f" Showing the top {shown} of {total} {what}." if total > shown else ""
+
+
 def _table(title, df: pd.DataFrame):
     if df.empty:
         return _empty(title, "nothing to show")
@@ -48,11 +83,18 @@ def _table(title, df: pd.DataFrame):
 
 def lag_over_time(spark, out):
     lag = pipeline.read(spark, out, "lag").where(F.col("lag").isNotNull())
-    top = [r["group"] for r in lag.groupBy("group").agg(F.max("lag").alias("m"))
-           .orderBy(F.desc("m"), "group").limit(TOP_GROUPS).collect()]
+    peaks = lag.groupBy("group").agg(F.max("lag").alias("m")).orderBy(F.desc("m"), "group").collect()
+    top = [r["group"] for r in peaks[:TOP_GROUPS]]
+    title = "Lag over time"
     if not top:
-        return _empty("Lag over time", "no lag could be computed (no data-topic segments?)")
-    (lo, hi), = lag.agg(F.min("timestamp"), F.max("timestamp")).collect()
+        return _empty(title, "no lag could be computed (no data-topic segments?)")
+    (lo, hi, commits, peak), = lag.agg(F.min("timestamp"), F.max("timestamp"), F.count("*"), F.max("lag")).collect()
+    if lo == hi:
+        return _not_enough(title, ("one commit, at" if commits == 1 else f"{commits} commits, all at")
+                           + f" {when(lo)}; the lag then was {_plural(peak, 'record')}")
+    if peak == 0:
+        return _not_enough(title, f"no lag at all: every one of the {commits} commits from {when(lo)} to "
+                                  f"{when(hi)} was at the log end (0 records behind)")
     step = max((hi - lo) // LAG_BUCKETS, 1)
     pdf = (lag.where(F.col("group").isin(top))
            .withColumn("bucket", F.col("timestamp") - (F.col("timestamp") - lo) % step)
@@ -64,30 +106,52 @@ def lag_over_time(spark, out):
         total = wide.sum(axis=1)
         ax.step(pd.to_datetime(total.index, unit="ms"), total.values, where="post", label=group)
     ax.set_ylabel("total lag (records)")
-    ax.legend(loc="upper left", fontsize="small")
+    ax.set_ylim(bottom=0)
+    _counts_from_zero(ax.yaxis)
+    _time_axis(ax)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", title="group")
     ax.grid(alpha=0.3)
-    return _chart(f"Lag over time, top {len(top)} groups", fig,
+    return _chart(f"Lag over time, top {len(top)} of {len(peaks)} groups by peak lag", fig,
                   "Sum over the group's partitions of the lag at each commit (log end offset as of the "
-                  "commit minus the committed offset).")
+                  "commit minus the committed offset), in records." + _top_note(len(top), len(peaks), "groups"))
+
+
+CAUSE_NOTE = ("Cause from the coordinator's kcoord.rebalance.cause header, or inferred from consecutive "
+              "generations when absent (a Kafka broker's store).")
 
 
 def rebalances_per_hour(spark, out):
-    pdf = (pipeline.read(spark, out, "rebalances")
-           .withColumn("hour", F.date_trunc("hour", "time"))
-           .groupBy("hour", "cause").count().toPandas())
+    rebalances = pipeline.read(spark, out, "rebalances")
+    pdf = (rebalances.withColumn("hour", F.date_trunc("hour", "time"))
+           .groupBy("hour", "cause").agg(F.count("*").alias("count"), F.min("timestamp").alias("first"))
+           .toPandas())
     if pdf.empty:
         return _empty("Rebalances per hour", "no rebalances in range")
+    total = int(pdf["count"].sum())
+    if total < 2:
+        row = pdf.iloc[0]
+        return _not_enough("Rebalances", f"one rebalance ({row['cause']}) at {when(row['first'])}; "
+                                         "it is listed under Latest rebalances below")
+    if pdf["hour"].nunique() < 2:  # one bucket on a time axis says nothing: the causes, then
+        by_cause = pdf.groupby("cause")["count"].sum().sort_values()
+        fig, ax = plt.subplots(figsize=(10, 0.4 * len(by_cause) + 1.2))
+        ax.barh(by_cause.index, by_cause.values)
+        ax.set_xlabel("rebalances")
+        _counts_from_zero(ax.xaxis)
+        return _chart(f"Rebalances by cause, all {total} within the hour from "
+                      f"{when(int(pdf['first'].min()) // 3_600_000 * 3_600_000)}", fig, CAUSE_NOTE)
     wide = pdf.pivot_table(index="hour", columns="cause", values="count", fill_value=0).sort_index()
     fig, ax = plt.subplots(figsize=(10, 3.5))
     bottom = None
     for cause in wide.columns:
-        ax.bar(wide.index, wide[cause], width=1 / 24 * 0.9, bottom=bottom, label=cause)
+        ax.bar(wide.index, wide[cause], width=1 / 24 * 0.9, align="edge", bottom=bottom, label=cause)
         bottom = wide[cause] if bottom is None else bottom + wide[cause]
-    ax.set_ylabel("rebalances")
-    ax.legend(fontsize="small", ncol=3)
-    return _chart("Rebalances per hour, by cause", fig,
-                  "Cause from the coordinator's kcoord.rebalance.cause header, or inferred from "
-                  "consecutive generations when absent (a Kafka broker's store).")
+    ax.set_ylabel("rebalances per hour")
+    ax.set_ylim(0, wide.sum(axis=1).max() * 1.08)  # headroom: the tallest stack must not touch the frame
+    _counts_from_zero(ax.yaxis)
+    _time_axis(ax, "hour (UTC)")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1), title="cause")
+    return _chart("Rebalances per hour, by cause", fig, CAUSE_NOTE)
 
 
 def generation_durations(spark, out):
@@ -95,48 +159,65 @@ def generation_durations(spark, out):
            .select((F.col("duration_ms") / 1000).alias("s")).toPandas())
     if pdf.empty:
         return _empty("Generation duration", "no finished generation in range")
+    if len(pdf) < 2:
+        return _not_enough("Generation duration", f"one finished generation, which lasted {pdf['s'][0]:.1f} s")
     fig, ax = plt.subplots(figsize=(10, 3.5))
     ax.hist(pdf["s"].clip(lower=0.001), bins=40)
     ax.set_xlabel("seconds a generation lasted (until the group's next GroupMetadata record)")
     ax.set_ylabel("generations")
+    _counts_from_zero(ax.yaxis)
     return _chart("Generation duration distribution", fig)
 
 
 def health_chart(spark, out):
-    pdf = pipeline.read(spark, out, "health_groups").orderBy(F.desc("totallag"), "group").limit(30).toPandas()
+    health = pipeline.read(spark, out, "health_groups")
+    total = health.count()
+    pdf = health.orderBy(F.desc("totallag"), "group").limit(HEALTH_ROWS).toPandas()
     if pdf.empty:
-        return _empty("Health", "no group with committed offsets"), pdf
+        return _empty("Health", "no group with committed offsets"), pdf, total
+    if not (pdf["totallag"] > 0).any():
+        statuses = ", ".join(f"{g}: {s}" for g, s in zip(pdf["group"], pdf["status"], strict=True))
+        return _not_enough("Health status per group", f"no group has any lag ({statuses})"), pdf, total
     fig, ax = plt.subplots(figsize=(10, 0.4 * len(pdf) + 1))
     ax.barh(pdf["group"], pdf["totallag"].clip(lower=0),
             color=[STATUS_COLOURS.get(s, "#757575") for s in pdf["status"]])
     for y, (s, lag) in enumerate(zip(pdf["status"], pdf["totallag"], strict=True)):
         ax.text(0, y, f" {s}  lag {lag}", va="center", fontsize="small")
     ax.invert_yaxis()
+    ax.set_xlim(0, max(1, int(pdf["totallag"].max())) * 1.15)
+    _counts_from_zero(ax.xaxis)
     ax.set_xlabel("total lag (records); colour: Burrow status")
-    return _chart("Health status per group", fig, "Burrow's rules, evaluated as of the time above."), pdf
+    title = "Health status per group" + (f", top {len(pdf)} of {total} by total lag" if total > len(pdf) else "")
+    return _chart(title, fig, "Burrow's rules, evaluated as of the time above."
+                  + _top_note(len(pdf), total, "groups")), pdf, total
 
 
 def build(spark, out) -> str:
     as_of = pipeline.read(spark, out, "health_groups").agg(F.max("as_of_ms")).collect()[0][0]
-    when = dt.datetime.fromtimestamp(as_of / 1000, dt.UTC).isoformat() if as_of else "n/a"
-    health_html, health_pdf = health_chart(spark, out)
-    recent = (pipeline.read(spark, out, "rebalances").orderBy(F.desc("timestamp")).limit(25)
-              .select(F.date_format("time", "yyyy-MM-dd HH:mm:ss").alias("time"), "group", "generation",
+    as_of_text = when(as_of) if as_of else "n/a"
+    health_html, health_pdf, groups = health_chart(spark, out)
+    recent = (pipeline.read(spark, out, "rebalances").orderBy(F.desc("timestamp")).limit(RECENT_REBALANCES)
+              .select(F.date_format("time", "yyyy-MM-dd HH:mm:ss").alias("time (UTC)"), "group", "generation",
                       "cause", "cause_source", F.col("members_joined_count").alias("joined"),
                       F.col("members_left_count").alias("left"), F.col("members_kept_count").alias("kept"),
                       F.col("partitions_moved").alias("moved"), "join_ms", "sync_ms", "pause_ms").toPandas())
     for col in ("join_ms", "sync_ms", "pause_ms"):       # nullable longs come back as floats: "1226.0"
         recent[col] = recent[col].map(lambda v: "" if pd.isna(v) else str(int(v)))
+    recent = recent.rename(columns={"join_ms": "join (ms)", "sync_ms": "sync (ms)", "pause_ms": "pause (ms)"})
     counts = {name: pipeline.read(spark, out, name).count()
               for name in ("offset_commits", "generations", "rebalances")}
     parts = [
         health_html, lag_over_time(spark, out), rebalances_per_hour(spark, out),
         generation_durations(spark, out),
-        _table("Groups (Burrow)", health_pdf.drop(columns=["as_of", "maxlag_partition"], errors="ignore")),
-        _table("Latest rebalances", recent),
+        _table("Groups (Burrow)" + (f", top {len(health_pdf)} of {groups} by total lag"
+                                    if groups > len(health_pdf) else ""),
+               health_pdf.drop(columns=["as_of", "as_of_ms", "maxlag_partition"], errors="ignore")
+               .rename(columns={"totallag": "totallag (records)", "maxlag": "maxlag (records)"})),
+        _table(f"Latest {len(recent)} of {counts['rebalances']} rebalances" if counts["rebalances"] > len(recent)
+               else "Latest rebalances", recent),
     ]
-    summary = " · ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items())
-    return PAGE.format(when=html.escape(when), summary=html.escape(summary), body="\n".join(parts))
+    summary = " · ".join(_plural(v, k.replace("_", " ").removesuffix("s")) for k, v in counts.items())
+    return PAGE.format(when=html.escape(as_of_text), summary=html.escape(summary), body="\n".join(parts))
 
 
 def write(spark, out) -> str:

@@ -120,6 +120,7 @@ async def until_serving(server: KcoordServer, probes: tuple[str, ...], timeout: 
             conn = await KafkaConn.open(server.port)
         except OSError:
             await asyncio.sleep(POLL_S)
+    port_open = time.monotonic() - server.started_at  # the port opens before the groups are loaded
     try:
         pending, err = list(probes), None
         while time.monotonic() < end:
@@ -130,7 +131,7 @@ async def until_serving(server: KcoordServer, probes: tuple[str, ...], timeout: 
                 pending.pop(0)
             if not pending:
                 at, cpu = time.monotonic(), proc_cpu_seconds(server.pid)
-                return {"seconds": at - server.started_at, "cpu": cpu, "offsets": offsets}
+                return {"seconds": at - server.started_at, "cpu": cpu, "offsets": offsets, "port_open": port_open}
             await asyncio.sleep(POLL_S)
         raise TimeoutError(f"kcoord not serving after {timeout}s: {pending[0]} answers error {err}")
     finally:
@@ -141,6 +142,12 @@ def start_time(store: Path | None, probes: tuple[str, ...], expect: int = 0) -> 
     """(wall seconds from spawn to serving, CPU seconds the server used by then — steadier on a
     shared machine); with `expect`, checks that the last probe group got its offsets back (a
     fast start that lost the data would be no result)."""
+    ready = start_times(store, probes, expect)
+    return ready["seconds"], ready["cpu"]
+
+
+def start_times(store: Path | None, probes: tuple[str, ...], expect: int = 0) -> dict:
+    """`start_time`'s figures and `port_open`: wall seconds from spawn until the port took a connection."""
     work = tempfile.mkdtemp(prefix="kcoord-bench-load-")
     data = os.path.join(work, "data")
     if store is None:
@@ -154,7 +161,7 @@ def start_time(store: Path | None, probes: tuple[str, ...], expect: int = 0) -> 
                 want = {(TOPIC, p): 1000 + p for p in range(expect)}
                 if ready["offsets"] != want:
                     raise AssertionError(f"{probes[-1]}: loaded {len(ready['offsets'])} offsets, expected {expect}")
-            return ready["seconds"], ready["cpu"]
+            return ready
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

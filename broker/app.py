@@ -29,6 +29,7 @@ from broker.data.topics import (
 )
 from broker.data.txn_index import TxnIndex
 from broker.data.visibility import Visibility
+from broker.fault_injector import FaultInjector
 from broker.hooks import Hooks
 from broker.metrics import Metrics, PrometheusEndpoint, StatsdPusher
 from broker.server import BoundListener, KafkaServer
@@ -60,6 +61,7 @@ class Broker:
         self.log_dir: str = config.log_dirs[0]
         self.hooks = Hooks()
         self.metrics = Metrics()
+        self.faults = FaultInjector(self.hooks, self.metrics)  # the admin endpoint's faults, as hooks
         self.cluster_id = ""
         self.logs: Any = None          # storage.LogManager
         self.topics: TopicManager | None = None
@@ -73,6 +75,7 @@ class Broker:
         self.listeners: list[BoundListener] = []
         self._prometheus: PrometheusEndpoint | None = None
         self._statsd: StatsdPusher | None = None
+        self._admin: Any = None  # broker.admin_http.AdminEndpoint, when kcoord.admin.listener is set
         self.stopping = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -102,6 +105,7 @@ class Broker:
             low_water=max(1, self.config.get("queued.max.requests") // 4))
         self.listeners = await self.server.start(self.config.listeners)
         await self._start_metrics()
+        await self._start_admin()
         log.info("kcoord node %d of cluster %s started; listeners %s", self.node_id, self.cluster_id,
                  ", ".join(f"{b.name}://{b.host}:{b.port}" for b in self.listeners))
 
@@ -127,6 +131,8 @@ class Broker:
             await self._statsd.stop()
         if self._prometheus is not None:
             await self._prometheus.stop()
+        if self._admin is not None:
+            await self._admin.stop()
 
     async def sync_all(self) -> None:
         logs = self.logs.logs()
@@ -173,6 +179,22 @@ class Broker:
                                         self.config.get("metrics.statsd.interval.ms") / 1000.0,
                                         self.config.get("metrics.statsd.prefix"))
             await self._statsd.start()
+
+    async def _start_admin(self) -> None:
+        url = self.config.get("kcoord.admin.listener")
+        if url is not None:
+            from broker.admin_http import AdminEndpoint
+            from broker.config import admin_address
+
+            host, port = admin_address(url)
+            self._admin = AdminEndpoint(self)
+            await self._admin.start(host, port)
+            log.warning("admin endpoint (fault injection, timers; no authentication) at http://%s:%d",
+                        host, self._admin.port)
+
+    @property
+    def admin_port(self) -> int | None:
+        return self._admin.port if self._admin is not None else None
 
     # -- what handlers use --------------------------------------------------------------------------
     @property
@@ -251,6 +273,7 @@ async def _serve_async(config: Any) -> int:
         return 1
     listening = ", ".join(f"{b.host}:{b.port}" for b in broker.listeners)
     extra = f"; metrics on port {broker.metrics_port}" if broker.metrics_port is not None else ""
+    extra += f"; admin on port {broker.admin_port}" if broker.admin_port is not None else ""
     print(f"kcoord ready: listening on {listening}{extra}", flush=True)
     await stop.wait()
     log.info("shutting down (signal received)")

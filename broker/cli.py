@@ -1,4 +1,4 @@
-"""`kcoord` command line: serve, config, groups, analyze.
+"""`kcoord` command line: serve, config, groups, faults, analyze.
 
 Each subcommand imports what it needs only when it runs, so `kcoord --help` stays instant.
 `analyze` runs the PySpark pipeline in its own interpreter (`python -m analytics`): the broker never
@@ -21,6 +21,8 @@ examples:
   kcoord config --override num.partitions=6      print the effective configuration
   kcoord groups list                             list consumer groups of a running server
   kcoord groups describe my-group                members, offsets and lag of a group
+  kcoord faults add --api Heartbeat --error REBALANCE_IN_PROGRESS --count 3 --admin http://127.0.0.1:8083
+  kcoord groups expire-member my-group MEMBER --admin http://127.0.0.1:8083
   kcoord analyze all --log-dirs ./data           tables + HTML report from the store (PySpark)
   kcoord demo ping --bootstrap-server 127.0.0.1:9092   is a server answering ApiVersions?
 """
@@ -55,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
         "groups", help="list / describe / delete consumer groups, reset offsets (talks to a running server)",
         description="Consumer-group tool built on the server's own admin APIs; see `kcoord groups --help`.",
         add_help=False)
+
+    sub.add_parser(
+        "faults", help="inject faults into a running server (its admin endpoint: kcoord.admin.listener)",
+        description="See `kcoord faults --help`.", add_help=False)
 
     sub.add_parser(
         "demo", help="the compose scenario's clients: ping | produce | consume (kafka-python)",
@@ -107,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         from broker.groups_cli import main as groups_main
 
         return groups_main(argv[1:])
+    if argv and argv[0] == "faults":
+        from broker.admin_cli import faults_main
+
+        return faults_main(argv[1:])
     if argv and argv[0] == "demo":
         from broker.demo import main as demo_main
 

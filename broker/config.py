@@ -75,6 +75,23 @@ def _one_of(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def admin_address(url: str) -> tuple[str, int]:
+    """`http://HOST:PORT` -> (host, port), or ValueError."""
+    scheme, sep, rest = url.partition("://")
+    host, _, port_text = rest.rpartition(":")
+    if not sep or scheme.lower() != "http" or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"expected http://HOST:PORT (port 0 = any free port), got {url!r}")
+    return host.strip("[]"), int(port_text)
+
+
+def _admin_listener(raw: str | None) -> str | None:
+    """kcoord.admin.listener: checked here, split where it is bound (admin_address); empty = off."""
+    text = _optional_str(raw)
+    if text is not None:
+        admin_address(text)
+    return text
+
+
 def _str_list(raw: str) -> list[str]:
     return [part.strip() for part in str(raw).split(",") if part.strip()]
 
@@ -186,6 +203,9 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("metrics.statsd.address", None, _optional_str, "kcoord: HOST:PORT to push StatsD metrics to over UDP."),
     _p("metrics.statsd.interval.ms", 10000, _int(100), "kcoord: StatsD push interval."),
     _p("metrics.statsd.prefix", "kcoord", _str, "kcoord: StatsD metric name prefix."),
+    _p("kcoord.admin.listener", None, _admin_listener,
+       "kcoord: http://HOST:PORT of the admin endpoint (fault injection, timers); unset = off. For tests only: "
+       "it has no authentication."),
 ]}
 
 ALIASES = {"broker.id": "node.id", "log.dir": "log.dirs"}

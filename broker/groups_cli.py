@@ -7,6 +7,7 @@ kafka-consumer-groups tool, built on the server's own admin APIs over the wire:
   delete <group>          DeleteGroups
   reset-offsets <group>   DescribeGroups (the group must be Empty or Dead) + Metadata + ListOffsets,
                           then OffsetCommit with generation -1 (an admin commit); dry run unless --execute
+  expire-member, fire-timers, run-retention   timer control through the admin endpoint (broker/admin_cli.py)
 """
 from __future__ import annotations
 
@@ -244,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     # Accept the option after the subcommand too, as kafka-consumer-groups users type it.
     for p in (listing, describe, delete, reset):
         p.add_argument("--bootstrap-server", default=argparse.SUPPRESS)
+    from broker.admin_cli import add_timer_commands
+
+    add_timer_commands(sub)  # expire-member, fire-timers, run-retention: through the admin endpoint
     return parser
 
 
@@ -275,6 +279,10 @@ def run(args, out) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    from broker.admin_cli import TIMER_COMMANDS, timers_main
+
+    if args.command in TIMER_COMMANDS:
+        return timers_main(args)
     try:
         run(args, sys.stdout)
     except GroupsError as exc:

@@ -3,7 +3,8 @@
     broker.hooks.before(3, fn)   # fn(ctx, request) -> None to go on, or a response object to answer with
     broker.hooks.after(0, fn)    # fn(ctx, request, response) -> None to keep it, or a replacement
 Either may be a coroutine function (await asyncio.sleep(...) delays the request) and may raise, which
-fails the request exactly like a handler crash: the connection is closed with a log line.
+fails the request exactly like a handler crash: the connection is closed with a log line (raising
+CloseConnection closes it with just its message, as a deliberate fault rather than a crash).
 Each registration returns a callable that removes it.
 """
 from __future__ import annotations
@@ -14,6 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 ANY_API = -1  # register for every api key
+
+
+class CloseConnection(Exception):
+    """Raised by a hook: close the connection instead of answering; the message is logged."""
 
 
 class Hooks:

@@ -21,6 +21,7 @@ from typing import Any
 from broker import registry
 from broker.connection import ConnectionState, ProtocolViolation, Request, encode_response, parse_request
 from broker.context import RequestContext
+from broker.hooks import CloseConnection
 
 log = logging.getLogger("kcoord.server")
 
@@ -199,6 +200,9 @@ class KafkaConnection(asyncio.Protocol):
                 await self._writable.wait()
         except asyncio.CancelledError:
             raise
+        except CloseConnection as exc:  # a hook (an injected fault) asked for it
+            self.close(str(exc))
+            return
         except Exception:  # a handler bug: this connection only
             log.exception("closing connection %s: error while serving a request", self.connection_id)
             self.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Generator, Iterator
 from typing import NamedTuple
 
 from coordinator import checkpoint
@@ -84,14 +85,40 @@ def load(partition_log, partition: int, now_ms: int, load_partition, use_checkpo
     use_checkpoint is False: benches and tests compare the two). Without a checkpoint, the state
     is kept (Loaded.state) to be written as one; else it is handed over to the groups (None)."""
     with gc_paused():
-        if use_checkpoint:
-            state, start, written_ms = start_state(partition_log, partition, now_ms)
-        else:
-            state, start, written_ms = PartitionState(), partition_log.log_start_offset, None
-        tail, end = read_tail(partition_log, start, open_transactions=state.transactional)
-        keep = written_ms is None and bool(tail)
-        load_partition(partition, tail, state, keep)
-    return Loaded(state if keep else None, start, end, len(tail), written_ms)
+        return finish(load_steps(partition_log, partition, now_ms, load_partition, use_checkpoint))
+
+
+def load_steps(partition_log, partition: int, now_ms: int, load_partition,
+               use_checkpoint: bool = True) -> Generator[None, None, Loaded]:
+    """`load`, a step at a time: it yields after each READ_CHUNK of the log it folded into the state (so
+    a caller on an event loop serves requests in between) and returns the Loaded; the state is handed to
+    `load_partition` with the tail already replayed into it (no records)."""
+    if use_checkpoint:
+        state, start, written_ms = start_state(partition_log, partition, now_ms)
+    else:
+        state, start, written_ms = PartitionState(), partition_log.log_start_offset, None
+    records: list = []
+    replayed = 0
+    end = start
+    take = lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset))  # noqa: E731
+    for reached in _read_chunks(partition_log, start, None, take, state.transactional):
+        end = reached
+        state.replay(records, log)
+        replayed += len(records)
+        records.clear()
+        yield
+    keep = written_ms is None and replayed > 0
+    load_partition(partition, (), state, keep)
+    return Loaded(state if keep else None, start, max(end, start), replayed, written_ms)
+
+
+def finish(steps: Generator[None, None, Loaded]) -> Loaded:
+    """Run `load_steps` to the end at once."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
 
 
 def refreshed_state(partition_log, partition: int, now_ms: int, logger) -> tuple[PartitionState, int]:
@@ -141,12 +168,22 @@ def read_tail_latest(partition_log, from_offset: int, up_to: int | None = None) 
 
 def _read(partition_log, from_offset: int, up_to: int | None, take, open_transactions: dict | None = None) -> int:
     """`take(batch, header, offset)` for each data batch holding offsets in [from_offset, up_to), in order;
-    returns the offset just past the last batch read.
+    returns the offset just past the last batch read (or where the first transaction still open begins,
+    see `_read_chunks`)."""
+    offset = from_offset
+    for reached in _read_chunks(partition_log, from_offset, up_to, take, open_transactions):
+        offset = reached
+    return offset
+
+
+def _read_chunks(partition_log, from_offset: int, up_to: int | None, take,
+                 open_transactions: dict | None = None) -> Iterator[int]:
+    """`_read`, yielding the offset reached after each READ_CHUNK bytes read.
 
     Transactional batches (TxnOffsetCommit's) are held back until their producer's marker: taken at the
     marker if it commits, dropped if it aborts (what Kafka's replay of the marker does). Those with no
-    marker yet go to `open_transactions` (producer id -> records), and the offset returned is then where
-    the first of them begins, so a checkpoint never covers an open transaction: the next read from
+    marker yet go to `open_transactions` (producer id -> records), and the last offset yielded is then
+    where the first of them begins, so a checkpoint never covers an open transaction: the next read from
     there sees it whole."""
     end = partition_log.log_end_offset if up_to is None else min(up_to, partition_log.log_end_offset)
     offset = from_offset
@@ -167,12 +204,12 @@ def _read(partition_log, from_offset: int, up_to: int | None, take, open_transac
             progressed = True
         if not progressed:
             break
+        yield offset
     if held:
         if open_transactions is not None:
             for producer_id, batches in held.items():
                 open_transactions[producer_id] = [kv for b, h, o in batches for kv in batch_key_values(b, h, o)]
-        offset = min(batches[0][1].base_offset for batches in held.values())
-    return max(offset, from_offset)
+        yield max(from_offset, min(batches[0][1].base_offset for batches in held.values()))
 
 
 def _transactional(held: dict, batch, header, offset: int, take) -> None:

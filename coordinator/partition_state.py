@@ -65,6 +65,11 @@ class PartitionState:
         for group_id in list(self.undecoded):
             self._decode(group_id)
 
+    def decode(self, group_id: str) -> None:
+        """Decode one group kept undecoded from a checkpoint (nothing if it is decoded already)."""
+        if group_id in self.undecoded:
+            self._decode(group_id)
+
     def _decode(self, group_id: str) -> None:
         metadata, offsets = self._decode_group(group_id, self.undecoded.pop(group_id))
         if metadata is not None:

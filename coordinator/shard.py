@@ -105,13 +105,13 @@ class GroupCoordinatorShard:
 
     # ------------------------------------------------------------ loading and unloading
 
-    def load(self, state: PartitionState, keep_state: bool = False) -> int:
+    def load(self, state: PartitionState, keep_state: bool = False, group_ids: Iterable[str] | None = None) -> int:
         """Replay a partition's materialised state (coordinator.partition_state: what replaying its log,
-        record by record, leaves; a checkpoint's state plus the log's tail). The offset tables are taken
-        over unless `keep_state` (the caller still needs them): then they are copied. Returns the number
-        of groups loaded."""
-        state.decode_all()
-        for group_id in state.groups():
+        record by record, leaves; a checkpoint's state plus the log's tail): every group, or those of
+        `group_ids` (a load in slices). The offset tables are taken over unless `keep_state` (the caller
+        still needs them): then they are copied. Returns the number of groups loaded so far."""
+        for group_id in (sorted(state.groups()) if group_ids is None else group_ids):
+            state.decode(group_id)
             value = state.metadata.get(group_id)
             if value is not None:
                 self.groups.replay_group_metadata(group_id, decode_group_metadata_value(value))
@@ -122,8 +122,8 @@ class GroupCoordinatorShard:
                 else:  # what that replay leaves in a fresh shard, without the copy
                     self.offsets.offsets[group_id] = offsets
                     self.groups.ensure_group(group_id)
-        for producer_id, records in state.transactional.items():  # transactions without a marker yet
-            self.offsets.transactional.replay_records(producer_id, records)
+        while state.transactional:  # transactions without a marker yet (once, whatever the slices)
+            self.offsets.transactional.replay_records(*state.transactional.popitem())
         return len(self.groups.groups)
 
     def on_loaded(self) -> None:

@@ -1,6 +1,7 @@
-"""Kafka's offset checkpoint files (here: `cleaner-offset-checkpoint`): a version line (0), a count
-line, then one "topic partition offset" line per partition. Written to a temporary file, fsynced
-and renamed over the old one, so a crash leaves either the old or the new checkpoint.
+"""Kafka's offset checkpoint files (here: `cleaner-offset-checkpoint`, `recovery-point-offset-checkpoint`):
+a version line (0), a count line, then one "topic partition offset" line per partition. Written to a
+temporary file, fsynced and renamed over the old one, so a crash leaves either the old or the new
+checkpoint.
 """
 from __future__ import annotations
 

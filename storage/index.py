@@ -39,8 +39,7 @@ class _SparseIndex:
 
     @classmethod
     def parse(cls, data: bytes) -> list[tuple[int, int]]:
-        size = cls.entry.size
-        return [cls.entry.unpack_from(data, i) for i in range(0, len(data) - len(data) % size, size)]
+        return list(cls.entry.iter_unpack(data[:len(data) - len(data) % cls.entry.size]))
 
 
 class OffsetIndex(_SparseIndex):

@@ -11,7 +11,6 @@ import asyncio
 import bisect
 import dataclasses
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
@@ -34,14 +33,8 @@ from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooL
 from storage.fs import FS
 from storage.fsync_pool import FsyncPool
 from storage.group_commit import GroupCommit
-from storage.segment import (
-    CLEANED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIMEINDEX_SUFFIX,
-    LogSegment,
-    SegmentFiles,
-)
+from storage.log_loader import LogLoader
+from storage.segment import CLEANED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment, SegmentFiles
 
 log = logging.getLogger("kcoord.storage")
 
@@ -49,9 +42,6 @@ log = logging.getLogger("kcoord.storage")
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
-
-_MAX_RELATIVE_OFFSET = 2**31 - 1
-_LEFTOVER_SUFFIXES = (CLEANED_SUFFIX, ".swap", ".deleted")
 
 
 def _raise_as_storage_error(name: str, exc: BaseException):
@@ -91,7 +81,11 @@ class _FlushSnapshot:
 class PartitionLog:
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig | None = None,
                  fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms,
-                 fsync_executor: FsyncPool | Executor | None = None) -> None:
+                 fsync_executor: FsyncPool | Executor | None = None, *, had_clean_shutdown: bool = False,
+                 recovery_point_checkpoint: int = 0, defer_open_sync: bool = False) -> None:
+        """Opening recovers the segments that may be torn (see storage.log_loader): every one by
+        default; after a clean shutdown none; else those from `recovery_point_checkpoint` on.
+        `defer_open_sync`: the caller runs finish_open() (the fsyncs of what was recovered) before use."""
         self.directory = directory
         self.topic = topic
         self.partition = partition
@@ -110,56 +104,51 @@ class PartitionLog:
         self._cleaning = False
         self.first_dirty_offset = 0   # compaction: offsets below were cleaned (cleaner checkpoint)
         self.closed = False
+        self.offline = False          # a failure left the files in an unknown state: no clean shutdown
+        self.on_truncated: Callable[[PartitionLog], None] | None = None  # the manager re-checkpoints
         self._commit = GroupCommit(self, self.name, fsync_executor)
         self.fs.makedirs(directory)
-        self._load()
+        self._load(had_clean_shutdown, recovery_point_checkpoint, defer_open_sync)
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset})"
 
     # -- opening and recovery -------------------------------------------------------------------
 
-    def _load(self) -> None:
-        names = self.fs.listdir(self.directory)
-        for name in names:
-            if name.endswith(_LEFTOVER_SUFFIXES):
-                # A crash mid-clean (or mid-delete) left this; the original segment is intact.
-                log.warning("%s: removing leftover %s", self.name, name)
-                self.fs.remove(os.path.join(self.directory, name))
-        bases = sorted(int(n[:-len(LOG_SUFFIX)]) for n in names
-                       if n.endswith(LOG_SUFFIX) and n[:-len(LOG_SUFFIX)].isdigit())
-        live = {f"{b:020d}" for b in bases}
-        for name in names:
-            stem, _, suffix = name.partition(".")
-            if "." + suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX) and stem not in live:
-                self.fs.remove(os.path.join(self.directory, name))  # index of a segment that is gone
-        expected = 0
-        for i, base in enumerate(bases):
-            segment = LogSegment(self.fs, self.directory, base, self.config.index_interval_bytes)
-            dropped = segment.recover(expected)
-            self._segments.append(segment)
-            expected = segment.next_offset
-            if dropped and i < len(bases) - 1:
-                # Corruption inside the log (not a torn tail): as Kafka does, nothing after it is kept.
-                later = bases[i + 1:]
-                log.error("%s: corrupt segment %d; deleting %d later segments %s",
-                          self.name, base, len(later), later)
-                for other in later:
-                    LogSegment(self.fs, self.directory, other, self.config.index_interval_bytes).delete()
-                break
+    def _load(self, had_clean_shutdown: bool, recovery_point_checkpoint: int, defer_open_sync: bool) -> None:
+        loader = LogLoader(self.fs, self.directory, self.name, self.config.index_interval_bytes,
+                           had_clean_shutdown, recovery_point_checkpoint)
+        self._segments = loader.load()
+        self.loaded_trusted, self.loaded_recovered = loader.trusted, len(loader.recovered)
         if not self._segments:
             self._segments.append(self._new_segment(0))
         self.log_start_offset = self._segments[0].base_offset
         self.first_dirty_offset = self.log_start_offset
-        # What recovery kept may sit only in the page cache (a killed process): make it durable
-        # before treating it as such.
+        # What recovery kept may sit only in the page cache (a killed process): it is made durable
+        # before it counts as such. (Trusted segments were fsynced before the clean-shutdown marker or
+        # the recovery-point checkpoint that vouched for them was written.)
+        self._unsynced_on_open = [s for s in loader.recovered if s in self._segments]
+        self.recovery_point = self.log_end_offset
+        if not defer_open_sync:
+            self.finish_open()
+
+    @property
+    def open_sync_pending(self) -> bool:
+        return bool(self._unsynced_on_open) or self._dir_dirty
+
+    def finish_open(self) -> None:
+        """fsync what opening recovered, and the directory (blocking; a LogManager runs those of all its
+        logs in parallel threads: see defer_open_sync)."""
+        if not self.open_sync_pending:
+            return
         try:
-            self._segments[-1].flush()
+            for segment in self._unsynced_on_open:
+                segment.flush()
             self.fs.fsync_dir(self.directory)
         except OSError as exc:
             raise StorageError(f"{self.name}: fsync on open failed: {exc}") from exc
+        self._unsynced_on_open = []
         self._dir_dirty = False
-        self.recovery_point = self.log_end_offset
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         segment = LogSegment(self.fs, self.directory, base_offset, self.config.index_interval_bytes)
@@ -246,7 +235,7 @@ class PartitionLog:
         if (active.size + size > self.config.segment_bytes
                 or (active.rolling_timestamp is not None
                     and newest - active.rolling_timestamp > self.config.segment_ms)
-                or headers[-1].last_offset - active.base_offset > _MAX_RELATIVE_OFFSET):
+                or headers[-1].last_offset - active.base_offset > MAX_RELATIVE_OFFSET):
             self.roll()
 
     def roll(self) -> LogSegment:
@@ -414,7 +403,11 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Remove every offset >= offset (whole batches). Waiters for removed data fail."""
         self._check_open()
+        before = self.log_end_offset
         self._truncate(max(offset, self.log_start_offset), reason="truncate_to")
+        if self.log_end_offset < before and self.on_truncated is not None:
+            # A recovery point checkpointed above the cut would vouch for what is appended there next.
+            self.on_truncated(self)
 
     def _truncate(self, offset: int, reason: str, cause: BaseException | None = None) -> None:
         if offset >= self.log_end_offset:
@@ -424,7 +417,7 @@ class PartitionLog:
                 self._retire(self._segments.pop(), delete=True)
             self.active_segment.truncate_to(offset)
         except OSError as exc:
-            self.closed = True
+            self.closed = self.offline = True
             raise StorageError(f"{self.name}: truncation failed, log taken offline: {exc}") from exc
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.generation += 1
@@ -596,12 +589,38 @@ class PartitionLog:
     async def wait_idle(self) -> None:
         await self._commit.idle()
 
+    def checkpoint_recovery_point(self) -> int:
+        """The recovery point to checkpoint, once what a restart would trust below it is durable: the
+        index files of every segment but the active one (a recovery after a crash opens the segments
+        before the one holding the checkpointed point from their indexes), sealed with their max
+        timestamp (Kafka's onBecomeInactiveSegment does it on roll), and the directory."""
+        if self.closed:
+            return self.recovery_point
+        try:
+            for segment in self._segments[:-1]:
+                segment.seal()
+                segment.sync_indexes()
+            if self._dir_dirty:
+                self.fs.fsync_dir(self.directory)
+                self._dir_dirty = False
+        except OSError as exc:
+            raise StorageError(f"{self.name}: fsync of index files failed: {exc}") from exc
+        return self.recovery_point
+
     def close(self) -> None:
-        """Flush, fsync and close every segment."""
+        """Flush, fsync and close every segment, index files included: after a clean close the next
+        open may trust them (the log manager's clean-shutdown marker)."""
         if self.closed:
             return
         try:
+            for segment in self._segments:
+                segment.seal()
             self.flush()
+            try:
+                for segment in self._segments:
+                    segment.sync_indexes()
+            except OSError as exc:
+                raise StorageError(f"{self.name}: fsync of index files failed: {exc}") from exc
         finally:
             self.closed = True
             self._commit.fail_all(StorageError(f"{self.name}: log closed"))

@@ -1,8 +1,17 @@
 """LogManager: every partition log under one log directory.
 
-Opening recovers each `<topic>-<partition>` directory. Topic deletion renames the directory to
-`<name>.<uuid>-delete` first (as Kafka does), so a crash mid-delete never leaves a half-deleted
-partition that would be recovered as live; leftovers are removed on the next start.
+Opening loads each `<topic>-<partition>` directory as Kafka's LogManager.loadLogs does
+(core/.../log/LogManager.scala): if the clean-shutdown marker `.kafka_cleanshutdown` is there, it
+is deleted first (KAFKA-10471: a crash while loading then counts as unclean) and no segment is
+recovered; otherwise each log recovers the segments from its checkpointed recovery point on
+(`recovery-point-offset-checkpoint`, Kafka's offset checkpoint format). See storage.log_loader.
+The checkpoint is rewritten once the logs are open, by maintenance when a point moved, after a
+truncation or topic deletion and at close; a close that flushed and closed every log without an
+error then writes the marker (Kafka's LogManager.shutdown, CleanShutdownFileHandler.write).
+
+Topic deletion renames the directory to `<name>.<uuid>-delete` first (as Kafka does), so a crash
+mid-delete never leaves a half-deleted partition that would be recovered as live; leftovers are
+removed on the next start.
 """
 from __future__ import annotations
 
@@ -19,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from storage.checkpoint import read_checkpoint, write_checkpoint
 from storage.config import LogConfig
 from storage.errors import StorageError
-from storage.fs import FS
+from storage.fs import FS, replace_file
 from storage.fsync_pool import FsyncPool
 from storage.log import PartitionLog, wall_clock_ms
 
@@ -28,6 +37,10 @@ log = logging.getLogger("kcoord.storage")
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _DELETE_SUFFIX = "-delete"
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+# CleanShutdownFileHandler's content; one node without a controller has no broker epoch (Kafka's -1).
+CLEAN_SHUTDOWN_CONTENT = b'{"version":0,"brokerEpoch":-1}'
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -57,6 +70,8 @@ class LogManager:
         self.clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._maintenance: asyncio.Task | None = None
+        self.had_clean_shutdown = False
+        self._checkpointed: dict[tuple[str, int], int] = {}  # the recovery points last written
         # Storage's own threads: fsyncs never queue behind other blocking work, and one cleaner
         # thread (Kafka's log.cleaner.threads default) keeps compaction from hogging both cores.
         self.fsync_executor = FsyncPool(max_workers=4, thread_name_prefix="kcoord-fsync")
@@ -65,6 +80,12 @@ class LogManager:
         self._load()
 
     def _load(self) -> None:
+        marker = os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE)
+        self.had_clean_shutdown = self.fs.exists(marker)
+        if self.had_clean_shutdown:
+            self.fs.remove(marker)
+            self.fs.fsync_dir(self.log_dir)  # gone for good before any append can follow
+        recovery_points = read_checkpoint(self.fs, os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT))
         for name in sorted(self.fs.listdir(self.log_dir)):
             path = os.path.join(self.log_dir, name)
             if not self.fs.isdir(path):
@@ -76,14 +97,32 @@ class LogManager:
             parsed = parse_partition_dir(name)
             if parsed is None:
                 continue
-            self._logs[parsed] = PartitionLog(path, parsed[0], parsed[1], self.config_for(parsed[0]),
-                                              self.fs, self.clock, self.fsync_executor)
+            self._logs[parsed] = self._watch(PartitionLog(
+                path, parsed[0], parsed[1], self.config_for(parsed[0]), self.fs, self.clock, self.fsync_executor,
+                had_clean_shutdown=self.had_clean_shutdown, recovery_point_checkpoint=recovery_points.get(parsed, 0),
+                defer_open_sync=True))
+        pending = [lg for lg in self._logs.values() if lg.open_sync_pending]
+        if pending:
+            # fsyncs of what recovery kept, several at once (a crash leaves one per log to do)
+            with ThreadPoolExecutor(max_workers=4, thread_name_prefix="kcoord-open") as pool:
+                list(pool.map(PartitionLog.finish_open, pending))
+        trusted = sum(lg.loaded_trusted for lg in self._logs.values())
+        recovered = sum(lg.loaded_recovered for lg in self._logs.values())
+        log.info("loaded %d logs from %s (%s): %d segments opened from their indexes, %d recovered",
+                 len(self._logs), self.log_dir, "clean shutdown" if self.had_clean_shutdown else "no clean shutdown",
+                 trusted, recovered)
         # Where compaction got to, so a restart does not clean every compacted log again.
         for key, offset in read_checkpoint(self.fs, os.path.join(self.log_dir, CLEANER_CHECKPOINT)).items():
             partition_log = self._logs.get(key)
             if partition_log is not None:
                 partition_log.first_dirty_offset = min(max(offset, partition_log.log_start_offset),
                                                        partition_log.log_end_offset)
+        # What was just recovered is durable now; entries of logs that are gone must not outlive them.
+        self.write_recovery_checkpoint()
+
+    def _watch(self, partition_log: PartitionLog) -> PartitionLog:
+        partition_log.on_truncated = lambda _: self.write_recovery_checkpoint()
+        return partition_log
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -114,8 +153,8 @@ class LogManager:
             raise StorageError(f"invalid topic name {topic!r}")
         path = os.path.join(self.log_dir, partition_dir_name(topic, partition))
         try:
-            created = PartitionLog(path, topic, partition, config or self.config_for(topic), self.fs,
-                                   self.clock, self.fsync_executor)
+            created = self._watch(PartitionLog(path, topic, partition, config or self.config_for(topic), self.fs,
+                                               self.clock, self.fsync_executor))
             self.fs.fsync_dir(self.log_dir)
         except OSError as exc:
             raise StorageError(f"cannot create log {topic}-{partition}: {exc}") from exc
@@ -148,6 +187,7 @@ class LogManager:
             shutil.rmtree(doomed, ignore_errors=True)
         if keys:
             self.fs.fsync_dir(self.log_dir)
+            self.write_recovery_checkpoint()  # a log created again under this name starts from 0
         return len(keys)
 
     # -- background maintenance: retention and compaction --------------------------------------
@@ -171,6 +211,8 @@ class LogManager:
                 log.exception("maintenance of %s failed", partition_log.name)
         if cleaned:
             self.write_cleaner_checkpoint()
+        if any(self._checkpointed.get(key) != lg.recovery_point for key, lg in self._logs.items()):
+            self.write_recovery_checkpoint()
 
     def write_cleaner_checkpoint(self) -> None:
         """Persist each compacted log's first dirty offset (Kafka's cleaner-offset-checkpoint)."""
@@ -180,6 +222,33 @@ class LogManager:
             write_checkpoint(self.fs, os.path.join(self.log_dir, CLEANER_CHECKPOINT), offsets)
         except OSError as exc:
             log.warning("could not write %s: %s", CLEANER_CHECKPOINT, exc)
+
+    def write_recovery_checkpoint(self) -> None:
+        """Persist each log's recovery point (Kafka's recovery-point-offset-checkpoint), after making
+        durable what a recovery would trust below it (see PartitionLog.checkpoint_recovery_point)."""
+        offsets = {}
+        path = os.path.join(self.log_dir, RECOVERY_POINT_CHECKPOINT)
+        try:
+            for key, partition_log in self._logs.items():
+                offsets[key] = partition_log.checkpoint_recovery_point()
+            write_checkpoint(self.fs, path, offsets)
+        except (OSError, StorageError) as exc:
+            # The previous points may be above a truncation since: without any, a crash recovers all.
+            log.warning("could not write %s (removing it): %s", RECOVERY_POINT_CHECKPOINT, exc)
+            self._checkpointed = {}
+            try:
+                self.fs.remove(path)
+                self.fs.fsync_dir(self.log_dir)
+            except OSError:
+                log.exception("could not remove %s", path)
+            return
+        self._checkpointed = offsets
+
+    def _write_clean_shutdown_marker(self) -> None:
+        try:
+            replace_file(self.fs, os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE), CLEAN_SHUTDOWN_CONTENT)
+        except OSError as exc:
+            log.warning("could not write %s (the next start recovers): %s", CLEAN_SHUTDOWN_FILE, exc)
 
     def start_maintenance(self, interval_s: float = 15.0) -> asyncio.Task:
         """Run maintain_once every interval (log.cleaner.backoff.ms is 15 s in Kafka)."""
@@ -211,6 +280,10 @@ class LogManager:
                 partition_log.close()
             except StorageError as exc:
                 errors.append(exc)
+        self.write_recovery_checkpoint()
+        if not errors and not any(lg.offline for lg in self._logs.values()):
+            # Every log flushed and closed, index files included: the next start may skip recovery.
+            self._write_clean_shutdown_marker()
         self._logs.clear()
         self.fsync_executor.shutdown(wait=False)
         self.cleaner_executor.shutdown(wait=False)

@@ -35,6 +35,7 @@ LOOKUP_CHUNK = 16384  # a few index intervals (4 KiB by default) around an index
 # append on the coordinator's hot path: an append of a commit usually makes one entry of each index).
 INDEX_WRITE_BATCH = 64
 _LENGTH = struct.Struct(">qi")
+MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries hold offsets relative to the base as int32
 
 
 def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
@@ -101,6 +102,12 @@ class SegmentState:
             return None, None
         return entry, self.time_index.maybe_add(self.max_timestamp, self.offset_of_max_timestamp)
 
+    def seal(self) -> bytes | None:
+        """Give the time index an entry for the segment's largest timestamp, if it lacks one (Kafka's
+        LogSegment.onBecomeInactiveSegment / close append it): its last entry is then the segment's
+        max timestamp, which a clean open takes from it instead of scanning. The entry bytes, if new."""
+        return self.time_index.maybe_add(self.max_timestamp, self.offset_of_max_timestamp)
+
 
 class LogSegment:
     def __init__(self, fs: FS, directory: str, base_offset: int, index_interval_bytes: int) -> None:
@@ -116,6 +123,10 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.state = SegmentState(base_offset, index_interval_bytes)
         self.closed = False
+        # The index files were written since their last fsync (a clean close and the recovery-point
+        # checkpoint fsync them: a segment opened without a scan trusts them).
+        self.indexes_dirty = False
+        self._indexes_broken = False  # a write of entries failed: rewrite the files whole next time
         # index entries not yet in their files: written INDEX_WRITE_BATCH at a time, on roll and on close
         self._index_tail: list[bytes] = []
         self._time_index_tail: list[bytes] = []
@@ -161,6 +172,9 @@ class LogSegment:
         """Write the index entries made since the last time (as Kafka's memory-mapped indexes reach the
         file when they are flushed). Reads use the in-memory indexes; after a crash, recovery
         rebuilds a file that falls short."""
+        if self._indexes_broken:
+            self._rewrite_indexes()
+            return
         if self._index_tail:
             self._write_entries(self.index_fd, self.index_path, self._index_tail,
                                 len(self.index) - len(self._index_tail), self.index.entry_size)
@@ -169,6 +183,24 @@ class LogSegment:
             self._write_entries(self.timeindex_fd, self.timeindex_path, self._time_index_tail,
                                 len(self.time_index) - len(self._time_index_tail), self.time_index.entry_size)
             self._time_index_tail = []
+
+    def seal(self) -> None:
+        """The time index's closing entry (see SegmentState.seal), then every pending entry to the files:
+        on roll and on close."""
+        entry = self.state.seal()
+        if entry is not None:
+            self._time_index_tail.append(entry)
+        self.write_index_tail()
+
+    def sync_indexes(self) -> None:
+        """fsync the index files if they changed since the last time; OSError also if a write of
+        them failed (their files may not hold what memory does)."""
+        if self._indexes_broken:
+            raise OSError(f"index files of {self.log_path} could not be written")
+        if self.indexes_dirty:
+            self.fs.fsync(self.index_fd)
+            self.fs.fsync(self.timeindex_fd)
+            self.indexes_dirty = False
 
     def _cut_back(self, size: int) -> None:
         try:
@@ -179,10 +211,13 @@ class LogSegment:
             log.exception("could not truncate %s back to %d after a failed write", self.log_path, size)
 
     def _write_entries(self, fd: int, path: str, entries: list[bytes], first: int, entry_size: int) -> None:
+        self.indexes_dirty = True
         try:
             self.fs.write_all(fd, b"".join(entries), first * entry_size)
         except OSError:
-            # Indexes are derived data: recovery notices the mismatch and rebuilds them.
+            # Indexes are derived data: the next roll or close rewrites them whole, and a recovery
+            # (or a clean open's sanity check) notices a file that still disagrees.
+            self._indexes_broken = True
             log.warning("could not write index entries to %s", path, exc_info=True)
 
     # -- reading --------------------------------------------------------------------------------
@@ -289,6 +324,11 @@ class LogSegment:
                 if batch_crc(batch) != header.crc:
                     reason = f"CRC mismatch in batch at offset {header.base_offset}"
                     break
+                if header.last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+                    # The base offset is outside the CRC: a damaged one can only be caught here (Kafka:
+                    # LogSegmentOffsetOverflowException).
+                    reason = f"offset {header.last_offset} out of the segment's range"
+                    break
                 expected = header.next_offset
                 self.state.track(header, position)
         except DecodeError as exc:
@@ -298,6 +338,7 @@ class LogSegment:
             log.warning("recovering %s: dropped %d bytes after position %d (%s)",
                         self.log_path, dropped, self.size, reason)
             self.fs.truncate(self.fd, self.size)
+        self.state.seal()
         for fd, path, index in self._index_files():
             if self.fs.pread(fd, self.fs.size(fd), 0) != index.to_bytes():
                 log.info("rebuilding %s (%d entries)", path, len(index))
@@ -310,14 +351,18 @@ class LogSegment:
 
     def _rewrite_indexes(self) -> None:
         self._index_tail, self._time_index_tail = [], []
+        self._indexes_broken = False
+        self.state.seal()
         for fd, path, index in self._index_files():
             self._rewrite_index(fd, path, index)
 
     def _rewrite_index(self, fd: int, path: str, index: OffsetIndex | TimeIndex) -> None:
+        self.indexes_dirty = True
         try:
             self.fs.truncate(fd, 0)
             self.fs.write_all(fd, index.to_bytes(), 0)
         except OSError:
+            self._indexes_broken = True
             log.warning("could not rewrite index %s", path, exc_info=True)
 
     def reopen(self, state: SegmentState | None = None) -> SegmentFiles:

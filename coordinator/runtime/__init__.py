@@ -30,9 +30,10 @@ from coordinator.config import GroupConfig
 from coordinator.core import OFFSETS_TOPIC
 from coordinator.events import NO_EVENTS, CoordinatorEvents
 from coordinator.gc_pause import gc_paused
-from coordinator.partition_state import PartitionState
 from coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFetchResult, RequestContext
+from coordinator.runtime import timer_control
 from coordinator.runtime.checkpoints import Checkpointer
+from coordinator.runtime.loop_timer import LoopTimer, WallClock
 from coordinator.runtime.writer import FAULT_FILE_ENV as FAULT_FILE_ENV  # tests and the broker set it
 from coordinator.runtime.writer import OffsetsTopicWriter
 from coordinator.service import GroupCoordinatorService
@@ -45,79 +46,9 @@ from storage import StorageError
 CHECKPOINT_RECORDS = 10_000
 CHECKPOINT_RECORDS_ENV = "KCOORD_OFFSETS_CHECKPOINT_RECORDS"  # tests and benches: another interval
 HOLD_LOAD_FILE_ENV = "KCOORD_TEST_HOLD_LOAD_FILE"  # tests: partitions listed in this file wait to load
+LOAD_SLICE = 1000  # groups built between two turns of the loop while a partition loads
 
 log = logging.getLogger("kcoord.coordinator.runtime")
-
-
-class WallClock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-
-class _Pending:
-    __slots__ = ("when", "callback", "handle", "armed_at")
-
-    def __init__(self, when: float, callback: Callable[[], None]) -> None:
-        self.when = when            # loop time the timer is due
-        self.callback = callback
-        self.handle: asyncio.TimerHandle | None = None
-        self.armed_at = when        # loop time `handle` fires (<= when)
-
-
-class LoopTimer:
-    """Keyed, replaceable timers. Scheduling a key again replaces its previous timer.
-
-    Replacing a timer with a later one (every heartbeat pushes its member's expiry forward) only
-    records the new deadline and callback: the armed loop timer, when it fires early, re-arms itself
-    for the deadline. So a heartbeat costs no cancel + call_at, and what fires, and when, is exactly
-    what the last `schedule` asked for. An earlier deadline re-arms at once.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, clock) -> None:
-        self._loop = loop
-        self._clock = clock  # kept for the interface; delays are relative, so loop time alone places them
-        self._pending: dict[Any, _Pending] = {}
-
-    def schedule(self, key, delay_ms: int, callback: Callable[[], None]) -> None:
-        when = self._loop.time() + (delay_ms / 1000.0 if delay_ms > 0 else 0.0)
-        entry = self._pending.get(key)
-        if entry is not None:
-            if entry.armed_at <= when:
-                entry.when = when
-                entry.callback = callback
-                return
-            entry.handle.cancel()
-        entry = _Pending(when, callback)
-        entry.handle = self._loop.call_at(when, self._fire, key, entry)
-        self._pending[key] = entry
-
-    def cancel(self, key) -> bool:
-        entry = self._pending.pop(key, None)
-        if entry is None:
-            return False
-        entry.handle.cancel()
-        return True
-
-    def is_scheduled(self, key) -> bool:
-        return key in self._pending
-
-    def cancel_all(self) -> None:
-        for entry in self._pending.values():
-            entry.handle.cancel()
-        self._pending.clear()
-
-    def _fire(self, key, entry: _Pending) -> None:
-        if self._pending.get(key) is not entry:
-            return  # replaced or cancelled meanwhile (its handle was cancelled too; belt and braces)
-        if entry.when > entry.armed_at:  # pushed back since it was armed
-            entry.armed_at = entry.when
-            entry.handle = self._loop.call_at(entry.when, self._fire, key, entry)
-            return
-        del self._pending[key]
-        try:
-            entry.callback()
-        except Exception:  # a timer must never take the loop down
-            log.exception("coordinator timer %r failed", key)
 
 
 async def create(broker) -> GroupRuntime:
@@ -205,7 +136,7 @@ class GroupRuntime:
             for partition in range(self.num_partitions):
                 await self._maybe_hold(partition)
                 try:
-                    replayed, used = self.checkpoints.load(partition, self._load_shard)
+                    replayed, used = await self._load_partition(partition)
                 except (StorageError, DecodeError):
                     # Kafka gives such a partition up; its groups answer NOT_COORDINATOR, never silence.
                     log.exception("cannot load %s-%d; not serving its groups", OFFSETS_TOPIC, partition)
@@ -222,10 +153,27 @@ class GroupRuntime:
                  self.num_partitions, OFFSETS_TOPIC, from_checkpoint, count, (time.monotonic() - started) * 1000)
         self._sweep_task = asyncio.get_running_loop().create_task(self._sweep(), name="offsets checkpoint sweep")
 
-    def _load_shard(self, partition: int, records: list, state: PartitionState, keep_state: bool) -> None:
-        """The checkpoint's state (or an empty one) and the log after it, into the loading shard."""
-        state.replay(records, self._logger)
-        self.service.loading[partition].load(state, keep_state)
+    async def _load_partition(self, partition: int) -> tuple[int, bool]:
+        """Replay one partition into its loading shard without holding the loop for long: the log is read
+        and folded a chunk at a time, the groups are built LOAD_SLICE at a time, requests served between."""
+        loaded: list = []
+        steps = self.checkpoints.load_steps(partition, lambda _p, _records, state, keep: loaded.append((state, keep)))
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                result = done.value
+                break
+            await asyncio.sleep(0)
+        (state, keep), = loaded
+        shard = self.service.loading[partition]
+        group_ids = sorted(state.groups())
+        for start in range(0, len(group_ids), LOAD_SLICE):
+            shard.load(state, keep, group_ids[start:start + LOAD_SLICE])
+            await asyncio.sleep(0)
+        if state.transactional:  # open transactions' offsets, of groups with nothing else in the log
+            shard.load(state, keep, [])
+        return result
 
     async def _maybe_hold(self, partition: int) -> None:
         """Test switch: while the file named by KCOORD_TEST_HOLD_LOAD_FILE lists `partition`, its load waits
@@ -265,6 +213,10 @@ class GroupRuntime:
             self._timer.cancel_all()
 
     # ------------------------------------------------------------------ serving (the handlers' calls)
+    @property
+    def timer(self) -> LoopTimer | None:
+        return self._timer
+
     @property
     def active(self) -> bool:
         """Whether this node coordinates groups now (FindCoordinator's question)."""
@@ -329,6 +281,16 @@ class GroupRuntime:
 
     def handle_topics_deleted(self, topics) -> int:
         return self.service.handle_topics_deleted(topics)
+
+    # ------------------------------------------------------------------ timer control (coordinator.runtime.timer_control)
+    def expire_member(self, group_id: str, member_id: str) -> bool:
+        return timer_control.expire_member(self, group_id, member_id)
+
+    def fire_group_timers(self, group_id: str) -> int:
+        return timer_control.fire_group_timers(self, group_id)
+
+    def run_offset_retention(self) -> int:
+        return timer_control.run_offset_retention(self)
 
 
 class Reply:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 from coordinator import checkpoint_store
@@ -49,9 +49,14 @@ class Checkpointer:
              load_partition: Callable[[int, list, PartitionState, bool], Any]) -> tuple[int, bool]:
         """Load one partition: checkpoint + tail, or the whole log. Returns (records replayed,
         whether a checkpoint was used)."""
+        return checkpoint_store.finish(self.load_steps(partition, load_partition))
+
+    def load_steps(self, partition: int, load_partition: Callable[[int, list, PartitionState, bool], Any]
+                   ) -> Generator[None, None, tuple[int, bool]]:
+        """`load`, yielding between the chunks of log it reads (checkpoint_store.load_steps)."""
         partition_log = self._log_for(partition)
         now = self._clock.now_ms()
-        loaded = checkpoint_store.load(partition_log, partition, now, load_partition)
+        loaded = yield from checkpoint_store.load_steps(partition_log, partition, now, load_partition)
         if loaded.written_ms is not None:
             self.covered[partition] = (loaded.start, loaded.written_ms)
         if loaded.state is not None and loaded.end <= partition_log.recovery_point:

@@ -1,10 +1,11 @@
 """Crash-test child: append durably from many concurrent tasks, print each acknowledged append.
 
-Usage: python crash_appender.py LOG_DIR RUN_ID [compact]. Every line on stdout is
+Usage: python crash_appender.py LOG_DIR RUN_ID [compact | maintain]. Every line on stdout is
 "<offset> <payload hex>" and is written only after append_durable returned, i.e. after the fsync
 covering it. With "compact", the topic is compacted continuously in a worker thread meanwhile
-(a line "compacted <n>" after each clean). The parent kills this process with SIGKILL at a
-random moment.
+(a line "compacted <n>" after each clean). With "maintain", the log manager's maintenance runs
+every few ms, rewriting the recovery-point checkpoint as the appends move it. The parent kills this
+process with SIGKILL at a random moment.
 """
 import asyncio
 import os
@@ -42,8 +43,11 @@ async def compactor(log) -> None:
             await asyncio.sleep(0.005)
 
 
-async def main(log_dir: str, run_id: str, compact: bool) -> None:
+async def main(log_dir: str, run_id: str, mode: str) -> None:
+    compact = mode == "compact"
     manager = LogManager(log_dir, config(compact))
+    if mode == "maintain":
+        manager.start_maintenance(interval_s=0.005)
     log = manager.get_or_create("crash", 0)
     os.write(1, b"ready %d\n" % log.log_end_offset)
     tasks = [appender(log, run_id, t) for t in range(APPENDERS)]
@@ -53,4 +57,4 @@ async def main(log_dir: str, run_id: str, compact: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3:] == ["compact"]))
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else ""))

@@ -328,7 +328,9 @@ def test_index_files_are_written_in_batches_and_rebuilt_after_a_crash(tmp_path):
     segment = again.active_segment
     assert open(segment.index_path, "rb").read() == segment.index.to_bytes()
     assert open(segment.timeindex_path, "rb").read() == segment.time_index.to_bytes()
-    assert len(segment.time_index) == len(segment.index)
+    # One time entry per offset entry, and the closing one for the segment's max timestamp.
+    assert len(segment.time_index) == len(segment.index) + 1
+    assert segment.time_index.timestamps[-1] == segment.max_timestamp == 1_099
     assert [offsets_in(again.read(o, 1)) for o in range(100)] == [[o] for o in range(100)]
     again.close()
     log.close()

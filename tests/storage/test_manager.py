@@ -5,7 +5,7 @@ import pytest
 from storage_helpers import ManualClock, batch
 
 from storage import LogConfig, LogManager, StorageError
-from storage.manager import parse_partition_dir
+from storage.manager import RECOVERY_POINT_CHECKPOINT, parse_partition_dir
 
 
 def test_parse_partition_dir_names():
@@ -50,7 +50,7 @@ async def test_delete_topic_removes_its_partitions_only(tmp_path):
     await mgr.get_or_create("kept", 0).append_durable(batch())
     assert mgr.delete_topic("doomed") == 2
     assert mgr.partitions() == [("kept", 0)]
-    assert sorted(os.listdir(tmp_path)) == ["kept-0"]
+    assert sorted(os.listdir(tmp_path)) == ["kept-0", RECOVERY_POINT_CHECKPOINT]
     assert mgr.get_or_create("doomed", 0).log_end_offset == 0  # recreated empty
     await mgr.close()
 

@@ -170,3 +170,40 @@ async def test_a_stalled_fsync_times_out_the_commit_after_offsets_commit_timeout
     assert fetched(runtime, "g") == 8
     await runtime.close()
     await manager.close()
+
+
+async def test_a_large_partition_loads_in_steps_while_the_loop_serves(tmp_path):
+    """A partition far larger than one read of the log is replayed a chunk at a time, and its groups built a
+    slice at a time: other work on the loop runs between the steps (Kafka loads off the request threads)."""
+    import coordinator.checkpoint_store as store
+    from coordinator import runtime as runtime_module
+    from protocol.consumer_offsets import (
+        OffsetCommitValue,
+        encode_offset_commit_key,
+        encode_offset_commit_value,
+    )
+    from protocol.records import build_batch
+
+    manager = LogManager(str(tmp_path))
+    plog = manager.get_or_create(OFFSETS_TOPIC, 0)
+    value = encode_offset_commit_value(OffsetCommitValue(offset=5, commit_timestamp=1))
+    for g in range(300):
+        plog.append(build_batch([(encode_offset_commit_key(f"g{g}", "t", p), value) for p in range(10)]))
+    plog.flush()
+    old_chunk, old_slice = store.READ_CHUNK, runtime_module.LOAD_SLICE
+    store.READ_CHUNK, runtime_module.LOAD_SLICE = 16 << 10, 50  # many steps for a small log
+    try:
+        runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p),
+                               GroupConfig(offsets_topic_num_partitions=1))
+        await runtime.start()
+        ticks = 0
+        while not runtime.loaded_event.is_set():  # another task on the loop, meanwhile
+            ticks += 1
+            await asyncio.sleep(0)
+        assert ticks > 10  # it ran between the steps of one partition's load
+        assert runtime.fetch_offsets("g299", [("t", 9)], False).partitions[0].offset == 5
+        assert len(runtime.list_groups(None)[1]) == 300
+    finally:
+        store.READ_CHUNK, runtime_module.LOAD_SLICE = old_chunk, old_slice
+    await runtime.close()
+    await manager.close()

@@ -1,0 +1,177 @@
+"""The admin endpoint (kcoord.admin.listener, off by default): fault injection and timer control over
+HTTP + JSON, for test suites in any language. No authentication: bind it to loopback, in tests.
+
+    GET    /faults                     {"faults": [fault, ...]}   (with matched / fired counters)
+    POST   /faults                     a fault object or a list of them (broker/faults.py) -> 201
+                                       {"faults": [...]}; all are checked first: one bad, none added
+    DELETE /faults                     {"cleared": N}
+    DELETE /faults/ID                  {"removed": ID}, 404 if there is no such fault
+    POST   /groups/expire-member       {"group_id", "member_id"}: the member's session expires now
+    POST   /groups/fire-timers         {"group_id"}: the group's pending join / sync timers fire now
+    POST   /offsets/run-retention      {}: offset retention runs now -> {"records": N written}
+    GET    /health                     {"ok": true, "groups_loaded": bool} (__consumer_offsets replayed)
+
+Answers are JSON; bad input is a 4xx with {"error": "..."} and changes nothing. `AdminApi.handle`
+is the routing, without sockets; `AdminEndpoint` is the HTTP/1.1 transport (one request per
+connection).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from broker.faults import FaultError, FaultSpec
+
+log = logging.getLogger("kcoord.admin")
+
+MAX_BODY = 1 << 20
+REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+           411: "Length Required", 413: "Payload Too Large", 503: "Service Unavailable"}
+
+
+class AdminError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _json_body(body: bytes) -> Any:
+    if not body.strip():
+        return {}
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise AdminError(400, f"the body is not valid JSON: {exc}") from None
+
+
+def _string(obj: Any, name: str) -> str:
+    value = obj.get(name) if isinstance(obj, dict) else None
+    if not isinstance(value, str) or not value:
+        raise AdminError(400, f"{name} (a non-empty string) is required")
+    return value
+
+
+class AdminApi:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
+        try:
+            return self._route(method, path.split("?", 1)[0].rstrip("/") or "/", body)
+        except AdminError as exc:
+            return exc.status, {"error": str(exc)}
+
+    def _route(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
+        faults = self.broker.faults
+        if path == "/faults":
+            if method == "GET":
+                return 200, {"faults": [f.to_json() for f in faults.list()]}
+            if method == "POST":
+                raw = _json_body(body)
+                items = raw if isinstance(raw, list) else [raw]
+                try:
+                    specs = [FaultSpec.parse(item) for item in items]
+                except FaultError as exc:
+                    raise AdminError(400, str(exc)) from None
+                return 201, {"faults": [faults.add(spec).to_json() for spec in specs]}
+            if method == "DELETE":
+                return 200, {"cleared": faults.clear()}
+            raise AdminError(405, f"{method} /faults: use GET, POST or DELETE")
+        if path.startswith("/faults/"):
+            if method != "DELETE":
+                raise AdminError(405, f"{method} {path}: use DELETE")
+            text = path.removeprefix("/faults/")
+            if not text.isdigit():
+                raise AdminError(400, f"fault id must be a number, got {text!r}")
+            if not faults.remove(int(text)):
+                raise AdminError(404, f"no fault {text}")
+            return 200, {"removed": int(text)}
+        timers = {"/groups/expire-member": self._expire_member, "/groups/fire-timers": self._fire_timers,
+                  "/offsets/run-retention": self._run_retention}.get(path)
+        if timers is not None:
+            if method != "POST":
+                raise AdminError(405, f"{method} {path}: use POST")
+            if self.broker.groups is None:
+                raise AdminError(503, "the group coordinator is not running")
+            return timers(_json_body(body))
+        if path == "/health" and method == "GET":
+            groups = self.broker.groups
+            return 200, {"ok": True, "groups_loaded": groups is not None and groups.loaded_event.is_set()}
+        raise AdminError(404, f"no such endpoint: {method} {path}")
+
+    def _expire_member(self, body: Any) -> tuple[int, dict]:
+        group_id, member_id = _string(body, "group_id"), _string(body, "member_id")
+        if not self.broker.groups.expire_member(group_id, member_id):
+            raise AdminError(404, f"group {group_id!r} has no member {member_id!r}")
+        log.info("admin: expired member %s of group %s", member_id, group_id)
+        return 200, {"expired": True, "group_id": group_id, "member_id": member_id}
+
+    def _fire_timers(self, body: Any) -> tuple[int, dict]:
+        group_id = _string(body, "group_id")
+        fired = self.broker.groups.fire_group_timers(group_id)
+        log.info("admin: fired %d timers of group %s", fired, group_id)
+        return 200, {"fired": fired, "group_id": group_id}
+
+    def _run_retention(self, body: Any) -> tuple[int, dict]:
+        if not isinstance(body, dict) or body:
+            raise AdminError(400, "run-retention takes no parameters (send {} or nothing)")
+        records = self.broker.groups.run_offset_retention()
+        log.info("admin: offset retention ran, %d records written", records)
+        return 200, {"records": records}
+
+
+class AdminEndpoint:
+    """HTTP/1.1 over asyncio streams, one request per connection (Connection: close)."""
+
+    def __init__(self, broker: Any) -> None:
+        self.api = AdminApi(broker)
+        self._server: asyncio.Server | None = None
+        self.host = ""
+        self.port = 0
+
+    async def start(self, host: str, port: int) -> int:
+        self._server = await asyncio.start_server(self._serve, host, port)
+        self.host = host
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            status, payload = await self._read_and_handle(reader)
+            body = (json.dumps(payload) + "\n").encode()
+            writer.write(f"HTTP/1.1 {status} {REASONS.get(status, '')}\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def _read_and_handle(self, reader: asyncio.StreamReader) -> tuple[int, dict]:
+        request_line = (await asyncio.wait_for(reader.readline(), 10)).decode("latin-1").split()
+        headers: dict[str, str] = {}
+        while True:
+            line = await asyncio.wait_for(reader.readline(), 10)
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if len(request_line) < 2:
+            return 400, {"error": "not an HTTP request"}
+        method, path = request_line[0].upper(), request_line[1]
+        length_text = headers.get("content-length", "0")
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            return 411, {"error": "send a Content-Length, not a chunked body"}
+        if not length_text.isdigit():
+            return 400, {"error": f"bad Content-Length {length_text!r}"}
+        if int(length_text) > MAX_BODY:
+            return 413, {"error": f"body larger than {MAX_BODY} bytes"}
+        body = await asyncio.wait_for(reader.readexactly(int(length_text)), 10)
+        return self.api.handle(method, path, body)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
