@@ -26,8 +26,10 @@ async def handle(ctx, request):
         txns = getattr(ctx.broker, "transactions", None)
         if txns is None:
             error, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+        elif (pid_in < 0) != (epoch_in < 0):  # KafkaApis: a producer id without an epoch, or the reverse
+            error, pid, epoch = ErrorCode.INVALID_REQUEST, -1, -1
         else:
-            expected = (pid_in, epoch_in) if pid_in >= 0 or epoch_in >= 0 else None
+            expected = (pid_in, epoch_in) if pid_in >= 0 else None
             error, pid, epoch = await txns.coordinator.handle_init_producer_id(
                 request.transactional_id, request.transaction_timeout_ms, expected)
         if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:

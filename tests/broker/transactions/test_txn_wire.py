@@ -58,13 +58,15 @@ def test_init_producer_id_bumps_the_epoch_and_checks_its_input(raw):
 
 def test_kip360_expected_epoch(raw):
     """prepareIncrementProducerEpoch (KIP-360, v3+): the current epoch bumps, the last one is a retry that
-    keeps it, anything else PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4, as KafkaApis maps it)."""
+    keeps it, anything else PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before v4, as KafkaApis maps it); a
+    producer id without an epoch is INVALID_REQUEST (KafkaApis.handleInitProducerIdRequest)."""
     _, pid, _ = init_pid(raw, "t-360")
     assert init_pid(raw, "t-360", version=3, producer_id=pid, epoch=0) == (E.NONE, pid, 1)
     assert init_pid(raw, "t-360", version=3, producer_id=pid, epoch=0) == (E.NONE, pid, 1)  # retry
     assert init_pid(raw, "t-360", version=4, producer_id=pid, epoch=7)[0] == E.PRODUCER_FENCED
     assert init_pid(raw, "t-360", version=3, producer_id=pid, epoch=7)[0] == E.INVALID_PRODUCER_EPOCH
     assert init_pid(raw, "t-360", version=4, producer_id=pid + 1000, epoch=1)[0] == E.PRODUCER_FENCED
+    assert init_pid(raw, "t-360", version=4, producer_id=pid, epoch=-1)[0] == E.INVALID_REQUEST
 
 
 def test_add_partitions_errors(raw):
