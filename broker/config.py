@@ -195,7 +195,9 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, _int(1, INT32_MAX),
        "How often transactions open past their timeout are aborted."),
     _p("transactional.id.expiration.ms", 604800000, _int(1, INT32_MAX),
-       "Accepted; idle transactional ids are kept (not expired) by kcoord."),
+       "A transactional id idle (no transaction) this long is removed from __transaction_state."),
+    _p("transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, _int(1, INT32_MAX),
+       "How often expired transactional ids are removed."),
     # --- metrics (kcoord-specific)
     _p("metrics.port", -1, _int(-1, 65535),
        "kcoord: Prometheus text endpoint (GET /metrics) port on metrics.host; -1 = off, 0 = any free port."),

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from protocol.errors import ErrorCode
 from txn.log_format import encode_key, encode_value
 from txn.metadata import (
+    COMPLETE,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TransactionMetadata,
@@ -248,6 +249,29 @@ class TransactionCoordinator:
             if md.state == S.ONGOING and not md.pending and await self._abort_fenced(md) == E.NONE:
                 count += 1
         return count
+
+    async def remove_expired_transactional_ids(self) -> int:
+        """Transactional ids with no transaction for transactional.id.expiration.ms are deleted: a tombstone
+        in `__transaction_state`, the metadata gone once it is durable (Kafka's
+        TransactionStateManager.removeExpiredTransactionalIds, through the Dead state)."""
+        now = self.clock.now_ms()
+        expired = [md for md in self.state.all() if md.state in COMPLETE and not md.pending
+                   and md.last_update_ms + self.state.config.id_expiration_ms <= now]
+        removed = 0
+        for md in expired:
+            if md.pending or md.state not in COMPLETE:
+                continue  # taken up again meanwhile
+            md.pending_state = S.DEAD
+            partition = self.state.partition_for(md.transactional_id)
+            key = encode_key(md.transactional_id)
+            error = await self._append_record(partition, key, None)
+            if error == E.NONE:
+                self.state.replay(partition, key, None)
+                removed += 1
+                log.info("removed the expired transactional id %s", md.transactional_id)
+            else:
+                md.pending_state = None
+        return removed
 
     def describe(self, transactional_id: str) -> ErrorCode | TransactionMetadata:
         md = self._lookup(transactional_id)

@@ -67,6 +67,7 @@ class TransactionRuntime:
         self._active = True
         self._spawn(self._load_all())
         self._spawn(self._abort_timed_out_loop())
+        self._spawn(self._remove_expired_loop())
 
     def _spawn(self, coro, key: str | None = None) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -93,7 +94,7 @@ class TransactionRuntime:
         if not task.cancelled() and task.exception() is not None:
             log.error("transaction coordinator task failed", exc_info=task.exception())
 
-    async def _append(self, partition: int, key: bytes, value: bytes) -> ErrorCode:
+    async def _append(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         try:
@@ -150,6 +151,14 @@ class TransactionRuntime:
                 await self.coordinator.abort_timed_out_transactions()
             except Exception:
                 log.exception("aborting timed-out transactions failed")
+
+    async def _remove_expired_loop(self) -> None:
+        while self._active:
+            await asyncio.sleep(self.config.remove_expired_interval_ms / 1000)
+            try:
+                await self.coordinator.remove_expired_transactional_ids()
+            except Exception:
+                log.exception("removing expired transactional ids failed")
 
     async def close(self) -> None:
         self._active = False

@@ -23,11 +23,15 @@ class TxnConfig:
     num_partitions: int = 50
     max_timeout_ms: int = 900000
     abort_timed_out_interval_ms: int = 10000
+    id_expiration_ms: int = 604800000
+    remove_expired_interval_ms: int = 3600000
 
     @classmethod
     def from_properties(cls, get) -> TxnConfig:
         return cls(get("transaction.state.log.num.partitions"), get("transaction.max.timeout.ms"),
-                   get("transaction.abort.timed.out.transaction.cleanup.interval.ms"))
+                   get("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+                   get("transactional.id.expiration.ms"),
+                   get("transaction.remove.expired.transaction.cleanup.interval.ms"))
 
 
 class TransactionStateManager:

@@ -156,3 +156,17 @@ def test_loading_and_not_owned():
     assert h.run(h.coordinator.handle_init_producer_id("t1", 1000, None))[0] == E.COORDINATOR_LOAD_IN_PROGRESS
     h.state.unload(h.state.partition_for("t1"))
     assert h.run(h.coordinator.handle_init_producer_id("t1", 1000, None))[0] == E.NOT_COORDINATOR
+
+
+def test_idle_transactional_ids_expire():
+    """removeExpiredTransactionalIds: an id idle for transactional.id.expiration.ms gets a tombstone; an
+    ongoing one stays; a reload no longer knows the removed one."""
+    h = Harness()
+    h.state.config = TxnConfig(num_partitions=3, max_timeout_ms=60000, id_expiration_ms=1000)
+    h.run(h.coordinator.handle_init_producer_id("idle", 30000, None))
+    _, pid, _ = h.run(h.coordinator.handle_init_producer_id("busy", 30000, None))
+    h.run(h.coordinator.handle_add_partitions("busy", pid, 0, [("x", 0)]))
+    h.clock.now += 1000
+    assert h.run(h.coordinator.remove_expired_transactional_ids()) == 1
+    assert h.state.get_state("idle") is None and h.state.get_state("busy") is not None
+    assert snapshot(h.reloaded()) == snapshot(h.state)
