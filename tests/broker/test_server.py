@@ -13,7 +13,8 @@ from protocol.headers import encode_request_frame
 from tests.support.raw_kafka import RawKafka
 
 ADVERTISED = {0: (3, 10), 1: (4, 16), 2: (1, 7), 3: (0, 13), 18: (0, 4), 19: (2, 7), 20: (1, 6),
-              22: (0, 4), 32: (1, 4), 60: (0, 1)}
+              22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 28: (0, 4), 32: (1, 4), 60: (0, 1), 61: (0, 0),
+              65: (0, 0), 66: (0, 1)}
 
 
 def api_versions(c: RawKafka, version: int):
