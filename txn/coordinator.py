@@ -106,6 +106,8 @@ class TransactionCoordinator:
             return (E.CONCURRENT_TRANSACTIONS if error == E.NONE else error), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         error = await self._append(md, result)
         if error != E.NONE:
+            if md.producer_epoch == NO_PRODUCER_EPOCH:  # never written: the new id leaves no trace
+                self.state.remove_if_unwritten(md)
             return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         log.info("Initialized transactionalId %s with producerId %d and producer epoch %d", transactional_id,
                  md.producer_id, md.producer_epoch)

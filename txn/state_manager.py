@@ -60,6 +60,12 @@ class TransactionStateManager:
         txns = self.partitions[self.partition_for(metadata.transactional_id)]
         return txns.setdefault(metadata.transactional_id, metadata)
 
+    def remove_if_unwritten(self, metadata: TransactionMetadata) -> None:
+        """Forget a new id whose first record could not be written (a failed append changes nothing)."""
+        txns = self.partitions.get(self.partition_for(metadata.transactional_id), {})
+        if txns.get(metadata.transactional_id) is metadata and not metadata.pending:
+            del txns[metadata.transactional_id]
+
     def all(self):
         for txns in self.partitions.values():
             yield from txns.values()

@@ -28,6 +28,7 @@ class Harness:
             self.state.complete_load(p, {})
         self.log: dict[int, list] = {p: [] for p in range(3)}
         self.fail_next = None
+        self.failing = False  # every append fails while set
         self.markers: list = []
         self.spawned: list = []
         self.clock = Clock()
@@ -41,6 +42,8 @@ class Harness:
         return self.next_pid
 
     async def append(self, partition, key, value):
+        if self.failing:
+            return E.NOT_COORDINATOR
         if self.fail_next is not None:
             error, self.fail_next = self.fail_next, None
             return error
