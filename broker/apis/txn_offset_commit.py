@@ -12,8 +12,9 @@ As Kafka 4 (GroupCoordinatorService.commitTransactionalOffsets, scheduleTransact
 group's `__consumer_offsets` partition must be in the producer's ongoing transaction at its epoch (else
 INVALID_TXN_STATE / INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING; retriable coordinator errors
 answer COORDINATOR_NOT_AVAILABLE), then the offsets are written as a transactional batch and stay
-pending until the transaction's marker (coordinator.txn_offsets). Unknown topics answer
-UNKNOWN_TOPIC_OR_PARTITION per partition.
+pending until the transaction's marker (coordinator.txn_offsets). As KafkaApis.handleTxnOffsetCommitRequest:
+partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION and only the others go on; v0-1 get
+COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS.
 """
 from __future__ import annotations
 
@@ -39,7 +40,6 @@ class _Producer:  # what verify_transactional reads of a batch header
 async def handle(ctx, request):
     v = ctx.api_version
     broker = ctx.broker
-    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets = []
     for t in request.topics:
@@ -51,14 +51,18 @@ async def handle(ctx, request):
                 offsets.append(OffsetCommitRequestPartition(
                     t.name, p.partition_index, p.committed_offset,
                     p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
-    error = _verify(broker, request)
-    if error is not None:
-        return _response(request, dict.fromkeys(partitions, error))
-    if offsets:
-        commit = OffsetCommit(request.group_id, request.member_id if v >= 3 else "",
-                              request.group_instance_id if v >= 3 else None,
-                              request.generation_id if v >= 3 else -1, offsets, -1, v)
-        errors.update(await broker.groups.txn_commit_offsets(commit, request.producer_id, request.producer_epoch))
+    if offsets:  # as KafkaApis: only partitions that exist go on to the coordinator
+        error = _verify(broker, request)
+        if error is not None:
+            errors.update({(p.topic, p.partition): error for p in offsets})
+        else:
+            commit = OffsetCommit(request.group_id, request.member_id if v >= 3 else "",
+                                  request.group_instance_id if v >= 3 else None,
+                                  request.generation_id if v >= 3 else -1, offsets, -1, v)
+            errors.update(await broker.groups.txn_commit_offsets(commit, request.producer_id, request.producer_epoch))
+    if v < 2:  # KafkaApis (KAFKA-7296): clients before 2.0 do not know the loading error
+        errors = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if e == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e
+                  for tp, e in errors.items()}
     return _response(request, errors)
 
 

@@ -153,7 +153,8 @@ def test_txn_offset_commit_pending_until_the_marker(raw):
     UNSTABLE_OFFSET_COMMIT (fetchOffsets); the commit marker makes the offset committed."""
     group = "wire-txn-group"
     _, pid, epoch = init_pid(raw, "t-offsets")
-    assert txn_commit(raw, "t-offsets", pid, epoch, group, {("wire", 0): 5}) == {("wire", 0): E.INVALID_TXN_STATE}
+    assert txn_commit(raw, "t-offsets", pid, epoch, group, {("wire", 0): 5, ("nope", 0): 1}) == {
+        ("wire", 0): E.INVALID_TXN_STATE, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
     assert add_offsets(raw, "t-offsets", pid, epoch, group) == E.NONE
     assert txn_commit(raw, "t-offsets", pid, epoch, group, {("wire", 0): 5}, generation=3, member="m") == {
         ("wire", 0): E.ILLEGAL_GENERATION}
