@@ -28,7 +28,7 @@ SERVED_APIS = (
     "DescribeCluster",
     # transactions (KIP-98)
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
-    "DescribeTransactions", "ListTransactions", "DescribeProducers",
+    "DescribeTransactions", "ListTransactions", "DescribeProducers", "WriteTxnMarkers",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")

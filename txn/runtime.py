@@ -53,6 +53,7 @@ class TransactionRuntime:
         self.config = config
         self._log_for = log_for
         self.state = TransactionStateManager(config)
+        self.markers = write_markers  # also WriteTxnMarkers' (broker/apis/write_txn_markers.py)
         self._tasks: set[asyncio.Task] = set()
         self._completions: dict[str, asyncio.Task] = {}  # transactional id -> its markers' task
         self.coordinator = TransactionCoordinator(

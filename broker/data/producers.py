@@ -125,6 +125,11 @@ class ProducerStateManager:
         if entry is None or epoch > entry.epoch:
             state[producer_id] = ProducerEntry(epoch)
 
+    def epoch_of(self, tp: TopicPartition, log: Any, producer_id: int) -> int:
+        """The producer's epoch in this partition (-1: unknown here)."""
+        entry = self._state(tp, log).get(producer_id)
+        return -1 if entry is None else entry.epoch
+
     def active_producers(self, tp: TopicPartition, log: Any) -> list[tuple[int, int, int, int]]:
         """(producer id, epoch, last sequence, last timestamp) of the partition's producers (DescribeProducers)."""
         return [(pid, e.epoch, e.last_seq, e.batches[-1].timestamp if e.batches else -1)

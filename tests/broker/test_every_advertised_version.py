@@ -334,13 +334,20 @@ def describe_producers(c, v, env):
     return call(c, 61, v, R(topics=[R.TopicRequest(name=TOPIC, partition_indexes=[0])]))
 
 
+def write_txn_markers(c, v, env):
+    Rq = m.WriteTxnMarkersRequest
+    return call(c, 27, v, Rq(markers=[Rq.WritableTxnMarker(
+        producer_id=999_999, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[Rq.WritableTxnMarker.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])])]))
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
     18: api_versions, 19: create_topics, 20: delete_topics, 22: init_producer_id, 32: describe_configs,
     42: delete_groups, 47: offset_delete, 60: describe_cluster,
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
-    61: describe_producers, 65: describe_transactions, 66: list_transactions,
+    61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,
 }
 
 

@@ -223,3 +223,38 @@ def test_describe_producers(raw):
     assert mine[0].current_txn_start_offset >= 0
     assert missing.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
     assert end_txn(raw, "t-producers", pid, epoch, True) == E.NONE
+
+
+def _write_marker(raw, pid, epoch, commit, partitions):
+    Rq = m.WriteTxnMarkersRequest
+    topics = {}
+    for t, p in partitions:
+        topics.setdefault(t, []).append(p)
+    resp = raw.request(27, 1, Rq(markers=[Rq.WritableTxnMarker(
+        producer_id=pid, producer_epoch=epoch, transaction_result=commit, coordinator_epoch=0,
+        topics=[Rq.WritableTxnMarker.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])]))
+    return {(t.name, p.partition_index): p.error_code for t in resp.markers[0].topics for p in t.partitions}
+
+
+def _latest(raw, isolation: int) -> int:
+    Rq = m.ListOffsetsRequest
+    resp = raw.request(2, 7, Rq(replica_id=-1, isolation_level=isolation, topics=[Rq.ListOffsetsTopic(
+        name="wire", partitions=[Rq.ListOffsetsTopic.ListOffsetsPartition(partition_index=0, timestamp=-1,
+                                                                          current_leader_epoch=-1)])]))
+    return resp.topics[0].partitions[0].offset
+
+
+def test_write_txn_markers_aborts_a_hanging_transaction(raw):
+    """handleWriteTxnMarkersRequest, as kafka-transactions.sh abort uses it (KIP-664): an ABORT marker ends
+    the partition's open transaction, so the last stable offset (ListOffsets read_committed) reaches the
+    end again; a marker of an epoch older than the producer's there is INVALID_PRODUCER_EPOCH; a partition
+    we do not have UNKNOWN_TOPIC_OR_PARTITION."""
+    _, pid, epoch = init_pid(raw, "t-hanging")
+    assert add_partitions(raw, "t-hanging", pid, epoch, [("wire", 0)]) == {("wire", 0): E.NONE}
+    assert produce_txn(raw, "t-hanging", pid, epoch, "wire", 0, [b"h"]) == E.NONE
+    assert _latest(raw, 1) < _latest(raw, 0)  # the open transaction holds read_committed back
+    assert _write_marker(raw, pid, epoch - 1, False, [("wire", 0), ("nope", 0)]) == {
+        ("wire", 0): E.INVALID_PRODUCER_EPOCH, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert _write_marker(raw, pid, epoch, False, [("wire", 0)]) == {("wire", 0): E.NONE}
+    assert _latest(raw, 1) == _latest(raw, 0)
+    assert end_txn(raw, "t-hanging", pid, epoch, False) == E.NONE  # the coordinator's side, cleaned up
