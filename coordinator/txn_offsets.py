@@ -13,6 +13,9 @@ replayEndTransactionMarker and GroupCoordinatorShard.replayEndTransactionMarker,
   UNSTABLE_OFFSET_COMMIT for it, and the group is not expired.
 The loader (coordinator.checkpoint_store) holds transactional records back until their marker, so a
 replay of the log applies exactly the committed ones; those still open at the end become pending.
+A committed transaction's offsets take effect at its marker, live, on load and through compaction
+(storage.cleaner) alike; Kafka instead keeps whichever commit record has the larger log offset, which
+differs only when the group also commits outside the transaction between its offsets and its marker.
 """
 from __future__ import annotations
 
