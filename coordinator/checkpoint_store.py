@@ -101,7 +101,7 @@ def load_steps(partition_log, partition: int, now_ms: int, load_partition,
     replayed = 0
     end = start
     take = lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset))  # noqa: E731
-    for reached in _read_chunks(partition_log, start, None, take, state.transactional):
+    for reached in _read_chunks(partition_log, start, None, take, state.transactional, records.extend):
         end = reached
         state.replay(records, log)
         replayed += len(records)
@@ -152,7 +152,7 @@ def read_tail(partition_log, from_offset: int, up_to: int | None = None,
     records: list = []
     offset = _read(partition_log, from_offset, up_to,
                    lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset)),
-                   open_transactions)
+                   open_transactions, records.extend)
     return records, offset
 
 
@@ -162,32 +162,34 @@ def read_tail_latest(partition_log, from_offset: int, up_to: int | None = None) 
     paused and free the dict before they resume: a collection would walk its entries for nothing."""
     latest: dict = {}
     offset = _read(partition_log, from_offset, up_to,
-                   lambda batch, header, offset: fold_key_values(latest, batch, header, offset))
+                   lambda batch, header, offset: fold_key_values(latest, batch, header, offset), None, latest.update)
     return latest, offset
 
 
-def _read(partition_log, from_offset: int, up_to: int | None, take, open_transactions: dict | None = None) -> int:
+def _read(partition_log, from_offset: int, up_to: int | None, take, open_transactions: dict | None = None,
+          take_records=None) -> int:
     """`take(batch, header, offset)` for each data batch holding offsets in [from_offset, up_to), in order;
     returns the offset just past the last batch read (or where the first transaction still open begins,
     see `_read_chunks`)."""
     offset = from_offset
-    for reached in _read_chunks(partition_log, from_offset, up_to, take, open_transactions):
+    for reached in _read_chunks(partition_log, from_offset, up_to, take, open_transactions, take_records):
         offset = reached
     return offset
 
 
 def _read_chunks(partition_log, from_offset: int, up_to: int | None, take,
-                 open_transactions: dict | None = None) -> Iterator[int]:
+                 open_transactions: dict | None = None, take_records=None) -> Iterator[int]:
     """`_read`, yielding the offset reached after each READ_CHUNK bytes read.
 
-    Transactional batches (TxnOffsetCommit's) are held back until their producer's marker: taken at the
-    marker if it commits, dropped if it aborts (what Kafka's replay of the marker does). Those with no
-    marker yet go to `open_transactions` (producer id -> records), and the last offset yielded is then
-    where the first of them begins, so a checkpoint never covers an open transaction: the next read from
-    there sees it whole."""
+    Transactional batches (TxnOffsetCommit's) are held back until their producer's marker: their records
+    go to `take_records` at the marker if it commits, and are dropped if it aborts (what Kafka's replay of
+    the marker does); a tombstone meanwhile drops its key from them (as Kafka's replay of a tombstone drops
+    pending offsets). Those with no marker yet go to `open_transactions` (producer id -> records), and the
+    last offset yielded is then where the first of them begins, so a checkpoint never covers an open
+    transaction: the next read from there sees it whole."""
     end = partition_log.log_end_offset if up_to is None else min(up_to, partition_log.log_end_offset)
     offset = from_offset
-    held: dict[int, list] = {}  # producer id -> [(batch, header, offset)] of its open transaction
+    held = _OpenTransactions()
     while offset < end:
         data = partition_log.read(offset, READ_CHUNK, max_offset=end)
         progressed = False
@@ -197,8 +199,12 @@ def _read_chunks(partition_log, from_offset: int, up_to: int | None, take,
             if header.base_offset >= end:
                 break
             if header.is_transactional:
-                _transactional(held, batch, header, offset, take)
+                committed = held.add(batch, header, offset)
+                if committed:
+                    take_records(committed)
             elif not header.is_control:
+                if held:
+                    held.plain(batch, header, offset)
                 take(batch, header, offset)
             offset = header.next_offset
             progressed = True
@@ -207,21 +213,41 @@ def _read_chunks(partition_log, from_offset: int, up_to: int | None, take,
         yield offset
     if held:
         if open_transactions is not None:
-            for producer_id, batches in held.items():
-                open_transactions[producer_id] = [kv for b, h, o in batches for kv in batch_key_values(b, h, o)]
-        yield max(from_offset, min(batches[0][1].base_offset for batches in held.values()))
+            open_transactions.update(held.records)
+        yield max(from_offset, min(held.first_offset.values()))
 
 
-def _transactional(held: dict, batch, header, offset: int, take) -> None:
-    if not header.is_control:
-        held.setdefault(header.producer_id, []).append((batch, header, offset))
-        return
-    kvs = batch_key_values(batch, header)
-    kind = marker_type(kvs[0][0]) if kvs else None
-    batches = held.pop(header.producer_id, ())
-    if kind == COMMIT:
-        for b, h, o in batches:
-            take(b, h, o)
+class _OpenTransactions:
+    """The records of transactions whose marker is not read yet, by producer id."""
+
+    __slots__ = ("records", "first_offset")
+
+    def __init__(self) -> None:
+        self.records: dict[int, list] = {}
+        self.first_offset: dict[int, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.records)
+
+    def add(self, batch, header, offset: int) -> list | None:
+        """A transactional batch: data is held; a marker ends its producer's transaction and returns the
+        records to apply (COMMIT) or None."""
+        pid = header.producer_id
+        kvs = batch_key_values(batch, header, offset)
+        if not header.is_control:
+            self.records.setdefault(pid, []).extend(kvs)
+            self.first_offset.setdefault(pid, header.base_offset)
+            return None
+        records = self.records.pop(pid, None)
+        self.first_offset.pop(pid, None)
+        return records if kvs and marker_type(kvs[0][0]) == COMMIT else None
+
+    def plain(self, batch, header, offset: int) -> None:
+        """A non-transactional batch read while transactions are open: its tombstones drop those keys."""
+        gone = {key for key, value in batch_key_values(batch, header, offset) if value is None}
+        if gone:
+            for pid, kvs in self.records.items():
+                self.records[pid] = [kv for kv in kvs if kv[0] not in gone]
 
 
 def write(partition_log, partition: int, state: PartitionState, offset: int, written_ms: int) -> int:

@@ -10,8 +10,8 @@ crash at any point leaves either the old or the new segment, and recovery delete
 Transactions (as Kafka's LogCleaner): records of aborted transactions are removed and never count as a
 key's latest value; a transaction whose marker is not in the cleaned segments yet is left as it is and
 does not count either; markers stay. A committed transaction's records count from its COMMIT marker on,
-which is how kcoord's group coordinator applies transactional offsets (live and on load), so compaction
-never changes what a load gives. (Kafka orders them by their own offsets instead; the two differ only
+less the keys a tombstone deleted in between, which is how kcoord's group coordinator applies
+transactional offsets (live and on load), so compaction never changes what a load gives. (Kafka orders them by their own offsets instead; the two differ only
 for a key written outside the transaction between its records and its marker.)
 
 Tombstones follow KIP-534: the first clean that keeps a tombstone stamps its batch with a delete
@@ -96,11 +96,18 @@ def build_offset_map(segments: list[LogSegment]) -> OffsetMap:
                     else:
                         aborted.update(base for base, _keys in batches)
                 continue
-            keys = [(offset, key) for offset, _ts, key, _value, _headers in iter_record_tuples(batch, header)
-                    if key is not None]
+            records = [(offset, key, value) for offset, _ts, key, value, _headers in iter_record_tuples(batch, header)
+                       if key is not None]
+            keys = [(offset, key) for offset, key, _value in records]
             if header.is_transactional:
                 open_txns.setdefault(header.producer_id, []).append((header.base_offset, keys))
                 continue
+            if open_txns:  # a tombstone drops the key from the open transactions (as their loader does)
+                gone = {key for _offset, key, value in records if value is None}
+                if gone:
+                    for batches in open_txns.values():
+                        for i, (base, txn_keys) in enumerate(batches):
+                            batches[i] = (base, [(o, k) for o, k in txn_keys if k not in gone])
             latest.update((key, offset) for offset, key in keys)
     undecided = {base for batches in open_txns.values() for base, _keys in batches}
     return OffsetMap(latest, last_producer_batch, aborted, undecided)

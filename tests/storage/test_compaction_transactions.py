@@ -37,3 +37,16 @@ def test_aborted_records_go_and_never_hide_the_committed_value(tmp_path):
     assert (committed_txn, b"j", b"txn-committed") in kept
     assert (open_txn, b"k", b"undecided") in kept
     assert not any(value == b"older-plain" for _o, _k, value in kept)
+
+
+def test_a_tombstone_inside_an_open_transaction_wins(tmp_path):
+    """A delete between a transaction's record and its COMMIT drops that key from it (the group
+    coordinator's replay of the tombstone drops the pending offset): compaction keeps the tombstone."""
+    log = open_log(tmp_path)
+    txn(log, 5, b"k", b"pending")
+    tombstone = log.append(build_batch([(b"k", None, (), 1000)])).base_offset
+    log.append(end_txn_marker_batch(5, 0, commit=True))
+    log.roll()
+    log.flush()
+    log.compact(now_ms=0)
+    assert [(offset, value) for offset, key, value in records(log) if key == b"k"] == [(tombstone, None)]
