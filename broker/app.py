@@ -157,8 +157,10 @@ class Broker:
         from txn.runtime import TransactionRuntime
         from txn.state_manager import TxnConfig
 
-        self.transactions = TransactionRuntime(TxnConfig.from_properties(self.config.get), self.transaction_state_log,
-                                               MarkerWriter(self), self.producers.allocate_id)
+        self.transactions = TransactionRuntime(
+            TxnConfig.from_properties(self.config.get), self.transaction_state_log, MarkerWriter(self),
+            self.producers.allocate_id,
+            lambda p: self.logs.get(TRANSACTION_STATE, p) if self.topics.get(TRANSACTION_STATE) else None)
         await self.transactions.start()
 
     def transaction_state_log(self, partition: int) -> Any:

@@ -49,9 +49,11 @@ class TransactionRuntime:
     """`broker.transactions`: the coordinator, its loading and its background work."""
 
     def __init__(self, config: TxnConfig, log_for: Callable[[int], Any], write_markers,
-                 allocate_producer_id: Callable[[], int]) -> None:
+                 allocate_producer_id: Callable[[], int],
+                 existing_log: Callable[[int], Any] | None = None) -> None:
         self.config = config
-        self._log_for = log_for
+        self._log_for = log_for  # creates `__transaction_state` on first use, as Kafka does
+        self._existing_log = existing_log or log_for  # None while the topic does not exist: nothing to load
         self.state = TransactionStateManager(config)
         self.markers = write_markers  # also WriteTxnMarkers' (broker/apis/write_txn_markers.py)
         self._tasks: set[asyncio.Task] = set()
@@ -138,8 +140,10 @@ class TransactionRuntime:
             await asyncio.sleep(0.01)
 
     def _read(self, partition: int) -> list:
-        plog = self._log_for(partition)
+        plog = self._existing_log(partition)
         records: list = []
+        if plog is None:
+            return records
         for header, batch in plog.batches(max_offset=plog.log_end_offset):
             if not header.is_control:
                 records.extend(batch_key_values(batch, header))
