@@ -18,7 +18,10 @@ import uuid
 from typing import Any
 
 from broker import registry
+from broker.config import ConfigError
+from broker.data.dynamic_broker_configs import DynamicBrokerConfigs
 from broker.data.fetch_wait import FetchWaiters
+from broker.data.group_configs import GroupConfigStore
 from broker.data.producers import ProducerStateManager
 from broker.data.topics import (
     CONSUMER_OFFSETS,
@@ -65,6 +68,8 @@ class Broker:
         self.cluster_id = ""
         self.logs: Any = None          # storage.LogManager
         self.topics: TopicManager | None = None
+        self.dynamic_configs: DynamicBrokerConfigs | None = None  # BROKER config resource (KIP-226)
+        self.group_configs: GroupConfigStore | None = None        # GROUP config resource; group_config(id)
         self.producers: ProducerStateManager | None = None
         self.fetch_waiters = FetchWaiters()
         self.visibility = Visibility(self.fetch_waiters, self.metrics)  # high watermark moves, long polls wake
@@ -72,6 +77,7 @@ class Broker:
         self.transactions: Any = None  # txn.runtime.TransactionRuntime (the transaction coordinator)
         self.txn_index = TxnIndex()    # last stable offsets and aborted transactions per data partition
         self.server: KafkaServer | None = None
+        self.security: Any = None      # broker.security.manager.Security: listeners' TLS/SASL, SCRAM, ACLs
         self.listeners: list[BoundListener] = []
         self._prometheus: PrometheusEndpoint | None = None
         self._statsd: StatsdPusher | None = None
@@ -86,6 +92,9 @@ class Broker:
         is_flexible(0, 0)  # loads the header-version table now rather than during a client's first request
         os.makedirs(self.log_dir, exist_ok=True)
         self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
+        # Dynamic configs first: the logs open with the effective broker defaults.
+        self.dynamic_configs = DynamicBrokerConfigs(self.log_dir, self.config, self.node_id)
+        self.group_configs = GroupConfigStore(self.log_dir, self.config)
         # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
         # under the delete policy (retention would drop coordinator state).
         self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs, topic_configs={
@@ -98,6 +107,9 @@ class Broker:
                                         self.config.get("log.cleaner.backoff.ms")) / 1000.0)
         await self._start_groups()
         await self._start_transactions()
+        from broker.security.manager import Security
+
+        self.security = Security(self.config, self.log_dir)  # ConfigError when a store cannot be read
         self.server = KafkaServer(
             self, max_request_bytes=self.config.get("socket.request.max.bytes"),
             idle_ms=self.config.get("connections.max.idle.ms"),
@@ -269,7 +281,7 @@ async def _serve_async(config: Any) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except OSError as exc:
+    except (OSError, ConfigError) as exc:
         log.error("cannot start: %s", exc)
         await broker.stop(timeout=1.0)
         return 1

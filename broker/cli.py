@@ -21,6 +21,7 @@ examples:
   kcoord config --override num.partitions=6      print the effective configuration
   kcoord groups list                             list consumer groups of a running server
   kcoord groups describe my-group                members, offsets and lag of a group
+  kcoord users add alice --password s3cret       a SCRAM-SHA-512 credential (users list / delete)
   kcoord faults add --api Heartbeat --error REBALANCE_IN_PROGRESS --count 3 --admin http://127.0.0.1:8083
   kcoord groups expire-member my-group MEMBER --admin http://127.0.0.1:8083
   kcoord analyze all --log-dirs ./data           tables + HTML report from the store (PySpark)
@@ -57,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
         "groups", help="list / describe / delete consumer groups, reset offsets (talks to a running server)",
         description="Consumer-group tool built on the server's own admin APIs; see `kcoord groups --help`.",
         add_help=False)
+
+    sub.add_parser(
+        "users", help="list / add / delete SCRAM credentials (a running server, or --log-dirs offline)",
+        description="See `kcoord users --help`.", add_help=False)
 
     sub.add_parser(
         "faults", help="inject faults into a running server (its admin endpoint: kcoord.admin.listener)",
@@ -99,9 +104,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    from broker.security.listener_config import SENSITIVE
+
     cfg = load_config(args)
     for name, value, doc in cfg.describe():
         shown = ",".join(str(v) for v in value) if isinstance(value, list) else value
+        if name in SENSITIVE and value is not None:
+            shown = "[hidden]"
         print(f"{name}={'' if shown is None else shown}    # {doc}")
     return 0
 
@@ -113,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         from broker.groups_cli import main as groups_main
 
         return groups_main(argv[1:])
+    if argv and argv[0] == "users":
+        from broker.users_cli import main as users_main
+
+        return users_main(argv[1:])
     if argv and argv[0] == "faults":
         from broker.admin_cli import faults_main
 

@@ -33,6 +33,10 @@ def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
 
 
 class KafkaWireClient:
+    # TLS / SASL settings for every connection the tools open (broker.security.client_login.ClientSecurity,
+    # from --command-config); None: plaintext
+    default_security = None
+
     def __init__(self, sock: socket.socket, client_id: str = "kcoord-cli") -> None:
         self._sock = sock
         self.client_id = client_id
@@ -45,7 +49,12 @@ class KafkaWireClient:
         host, port = parse_address(address)
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(sock, client_id)
+        security = cls.default_security
+        if security is None:
+            return cls(sock, client_id)
+        client = cls(security.wrap(sock, host), client_id)
+        security.login(client)
+        return client
 
     def close(self) -> None:
         self._sock.close()

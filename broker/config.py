@@ -96,6 +96,19 @@ def _str_list(raw: str) -> list[str]:
     return [part.strip() for part in str(raw).split(",") if part.strip()]
 
 
+# Kafka's assignor class names, and the short names it also accepts (coordinator.consumer.assignors)
+_ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+                     "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
+
+
+def _assignors(raw: str) -> list[str]:
+    names = [_ASSIGNOR_CLASSES.get(item, item) for item in _str_list(raw)]
+    unknown = [n for n in names if n not in ("uniform", "range")]
+    if unknown or not names:
+        raise ValueError(f"expected a list of uniform, range, got {raw!r}")
+    return names
+
+
 def parse_listeners(raw: str) -> list[Listener]:
     """`PLAINTEXT://127.0.0.1:9092,OTHER://:9093` -> Listeners. Empty host means all interfaces."""
     listeners = []
@@ -113,8 +126,6 @@ def parse_listeners(raw: str) -> list[Listener]:
             raise ValueError(f"listener {item!r} has no numeric port") from None
         if not 0 <= port <= 65535:
             raise ValueError(f"listener {item!r} port is outside 0-65535")
-        if name.upper() in ("SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-            raise ValueError(f"listener {item!r}: only PLAINTEXT listeners are supported")
         listeners.append(Listener(name.upper(), host or "0.0.0.0", port))
     if not listeners:
         raise ValueError("at least one listener is required")
@@ -152,6 +163,31 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("message.max.bytes", 1048588, _int(0, INT32_MAX), "Largest record batch accepted by Produce."),
     _p("socket.request.max.bytes", 104857600, _int(1, INT32_MAX), "Largest request frame accepted."),
     _p("connections.max.idle.ms", 600000, _int(-1), "Idle connections are closed after this."),
+    # --- security (broker/security/ reads them; listener.name.<listener>.<key> overrides per listener)
+    _p("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+       _str, "Listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    _p("ssl.keystore.type", "JKS", _str, "kcoord reads PEM only (the server's certificate chain and key)."),
+    _p("ssl.keystore.location", None, _optional_str, "PEM file with the private key and certificate chain."),
+    _p("ssl.keystore.password", None, _optional_str, "Accepted; a PEM keystore has no store password."),
+    _p("ssl.key.password", None, _optional_str, "Password of an encrypted PEM private key."),
+    _p("ssl.keystore.certificate.chain", None, _optional_str, "The certificate chain itself, PEM text."),
+    _p("ssl.keystore.key", None, _optional_str, "The private key itself, PEM text."),
+    _p("ssl.truststore.type", "JKS", _str, "kcoord reads PEM only (CA certificates clients are checked against)."),
+    _p("ssl.truststore.location", None, _optional_str, "PEM file of trusted CA certificates."),
+    _p("ssl.truststore.password", None, _optional_str, "Accepted; a PEM truststore has no password."),
+    _p("ssl.truststore.certificates", None, _optional_str, "Trusted CA certificates themselves, PEM text."),
+    _p("ssl.client.auth", "none", _one_of("none", "requested", "required"), "Ask TLS clients for a certificate."),
+    _p("ssl.principal.mapping.rules", "DEFAULT", _str, "kcoord: DEFAULT only (User:<the subject's RFC 2253 name>)."),
+    _p("ssl.enabled.protocols", "TLSv1.2,TLSv1.3", _str_list, "TLS versions accepted."),
+    _p("sasl.enabled.mechanisms", "GSSAPI", _str_list, "kcoord serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512."),
+    _p("sasl.jaas.config", None, _optional_str,
+       "JAAS login module config; PLAIN users as user_<name>=\"<password>\" (prefer listener.name.*)."),
+    _p("connections.max.reauth.ms", 0, _int(0), "SASL session lifetime; clients re-authenticate (KIP-368)."),
+    _p("authorizer.class.name", "", _str,
+       "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on; empty = no authorization."),
+    _p("super.users", "", lambda raw: [u.strip() for u in str(raw).split(";") if u.strip()],
+       "Principals allowed everything, ';'-separated (User:alice;User:CN=admin)."),
+    _p("allow.everyone.if.no.acl.found", False, _bool, "Allow when no ACL matches the resource at all."),
     _p("queued.max.requests", 500, _int(1, INT32_MAX),
        "Requests read ahead per connection before reading pauses (kcoord: per connection)."),
     # --- log
@@ -179,6 +215,21 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("group.initial.rebalance.delay.ms", 3000, _int(0, INT32_MAX),
        "How long a new group waits for more members before its first rebalance (KIP-134)."),
     _p("group.max.size", INT32_MAX, _int(1, INT32_MAX), "Members per group (KIP-389)."),
+    _p("group.consumer.session.timeout.ms", 45000, _int(1, INT32_MAX),
+       "Consumer groups (KIP-848): a member without a heartbeat for this long is removed."),
+    _p("group.consumer.min.session.timeout.ms", 45000, _int(1, INT32_MAX),
+       "Consumer groups: lower bound of group.consumer.session.timeout.ms."),
+    _p("group.consumer.max.session.timeout.ms", 60000, _int(1, INT32_MAX),
+       "Consumer groups: upper bound of group.consumer.session.timeout.ms."),
+    _p("group.consumer.heartbeat.interval.ms", 5000, _int(1, INT32_MAX),
+       "Consumer groups (KIP-848): how often members heartbeat."),
+    _p("group.consumer.min.heartbeat.interval.ms", 5000, _int(1, INT32_MAX),
+       "Consumer groups: lower bound of group.consumer.heartbeat.interval.ms."),
+    _p("group.consumer.max.heartbeat.interval.ms", 15000, _int(1, INT32_MAX),
+       "Consumer groups: upper bound of group.consumer.heartbeat.interval.ms."),
+    _p("group.consumer.max.size", INT32_MAX, _int(1, INT32_MAX), "Consumer groups (KIP-848): members per group."),
+    _p("group.consumer.assignors", "uniform,range", _assignors,
+       "Consumer groups: server-side assignors a member may ask for; the first is the default."),
     _p("offsets.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __consumer_offsets."),
     _p("offsets.topic.replication.factor", 3, _int(1, 32767), "Accepted for compatibility; single node."),
     _p("offsets.topic.segment.bytes", 104857600, _int(14, INT32_MAX), "Segment size of __consumer_offsets."),
@@ -211,11 +262,13 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
 ]}
 
 ALIASES = {"broker.id": "node.id", "log.dir": "log.dirs"}
+LISTENER_PREFIX = "listener.name."
 
 # Kafka settings with no meaning on a single-node, plaintext broker: accepted, ignored.
 IGNORED = frozenset({
     "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers",
-    "controller.listener.names", "inter.broker.listener.name", "listener.security.protocol.map",
+    "controller.listener.names", "inter.broker.listener.name", "sasl.mechanism.inter.broker.protocol",
+    "sasl.mechanism.controller.protocol", "ssl.endpoint.identification.algorithm",
     "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr", "min.insync.replicas", "unclean.leader.election.enable",
@@ -267,9 +320,13 @@ class BrokerConfig:
 
     def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
         self.ignored: list[str] = []
+        self.per_listener: dict[str, str] = {}  # listener.name.<listener>.<key> (broker/security/ reads them)
         given: dict[str, Any] = {}
         for key, value in (raw or {}).items():
             name = ALIASES.get(key, key)
+            if name.startswith(LISTENER_PREFIX):
+                self.per_listener[name] = str(value).strip()
+                continue
             if name in IGNORED:
                 self.ignored.append(key)
                 continue
@@ -289,6 +346,22 @@ class BrokerConfig:
                 raise ConfigError(f"property {name!r}: {exc}") from None
         if self.props["group.min.session.timeout.ms"] > self.props["group.max.session.timeout.ms"]:
             raise ConfigError("property 'group.min.session.timeout.ms' exceeds group.max.session.timeout.ms")
+        from broker.security.listener_config import check_listeners
+
+        check_listeners(self)
+        self._check_bounds("group.consumer.session.timeout.ms")
+        self._check_bounds("group.consumer.heartbeat.interval.ms")
+        if self.props["group.consumer.heartbeat.interval.ms"] >= self.props["group.consumer.session.timeout.ms"]:
+            raise ConfigError("property 'group.consumer.heartbeat.interval.ms' must be less than "
+                              "group.consumer.session.timeout.ms")
+
+
+    def _check_bounds(self, name: str) -> None:
+        """Kafka's GroupCoordinatorConfig: a consumer group timeout within its min and max properties."""
+        low_name, high_name = (name.replace("group.consumer.", f"group.consumer.{b}.") for b in ("min", "max"))
+        value, low, high = self.props[name], self.props[low_name], self.props[high_name]
+        if not low <= value <= high:
+            raise ConfigError(f"property {name!r}: {value} is outside [{low_name}={low}, {high_name}={high}]")
 
     @classmethod
     def load(cls, path: str | pathlib.Path | None = None,

@@ -126,6 +126,8 @@ class ConnectionState:
         try:
             frames = self._splitter.feed(data)
         except DecodeError as exc:
+            if data[:2] == b"\x16\x03" and self.pending == 0:  # a TLS handshake record (ClientHello)
+                raise ProtocolViolation(f"a TLS handshake on a plaintext listener (bad frame: {exc})") from exc
             raise ProtocolViolation(f"bad frame: {exc}") from exc
         self.pending += len(frames)
         self.pending_bytes += sum(len(f) for f in frames)

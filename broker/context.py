@@ -18,6 +18,7 @@ class RequestContext:
     client_port: int
     listener: str          # listener name the connection came in on, e.g. "PLAINTEXT"
     connection_id: str     # "local_host:port-remote_host:port-n", as Kafka names connections
+    session: Any = None    # broker.security.session.ConnectionSession: .principal, SASL state
 
     @property
     def node_id(self) -> int:

@@ -3,7 +3,9 @@ kafka-consumer-groups tool, built on the server's own admin APIs over the wire:
 
   list                    ListGroups
   describe <group>        FindCoordinator + DescribeGroups (assignments decoded as
-                          ConsumerProtocolAssignment) + OffsetFetch + ListOffsets (latest)
+                          ConsumerProtocolAssignment) + OffsetFetch + ListOffsets (latest); a KIP-848
+                          consumer group: ConsumerGroupDescribe, with a table of members (epochs,
+                          current and target assignment)
   delete <group>          DeleteGroups
   reset-offsets <group>   DescribeGroups (the group must be Empty or Dead) + Metadata + ListOffsets,
                           then OffsetCommit with generation -1 (an admin commit); dry run unless --execute
@@ -15,7 +17,9 @@ import argparse
 import sys
 from dataclasses import dataclass
 
+from broker import consumer_groups_cli
 from broker.client import KafkaWireClient, WireError
+from broker.security.client_login import LoginFailed, add_command_config, use_command_config
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -154,11 +158,16 @@ def assigned_partitions(assignment: bytes) -> list[tuple[str, int]]:
     return [(tp.topic, p) for tp in obj.assigned_partitions for p in tp.partitions]
 
 
-def describe_rows(client: KafkaWireClient, group: str) -> tuple[str, list[PartitionRow]]:
-    """(state, rows): one row per partition the group is assigned or has committed."""
-    described = describe_group(client, group)
+def describe_rows(client: KafkaWireClient, group: str, consumer_group=None) -> tuple[str, list[PartitionRow]]:
+    """(state, rows): one row per partition the group is assigned or has committed. `consumer_group`: its
+    ConsumerGroupDescribe answer if it is a KIP-848 group."""
     owners: dict[tuple[str, int], tuple[str, str, str]] = {}
-    if described.protocol_type == "consumer":
+    if consumer_group is not None:
+        described = consumer_group
+        owners = consumer_groups_cli.owners(consumer_group)
+    else:
+        described = describe_group(client, group)
+    if consumer_group is None and described.protocol_type == "consumer":
         for member in described.members:
             for tp in assigned_partitions(member.member_assignment):
                 owners[tp] = (member.member_id, member.client_host, member.client_id)
@@ -181,6 +190,9 @@ def delete_group(client: KafkaWireClient, group: str) -> None:
 def reset_offsets(client: KafkaWireClient, group: str, topic: str, target: str, offset: int | None,
                   execute: bool) -> dict[tuple[str, int], int]:
     described = describe_group(client, group, must_exist=False)  # resetting may create the group
+    consumer_group = consumer_groups_cli.describe_consumer_group(client, group)  # KIP-848: DescribeGroups says Dead
+    if consumer_group is not None:
+        described = consumer_group
     if execute and described.group_state not in INACTIVE_STATES:
         raise GroupsError(f"Assignments can only be reset if the group '{group}' is inactive, "
                           f"but the current state is {described.group_state}.")
@@ -245,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Accept the option after the subcommand too, as kafka-consumer-groups users type it.
     for p in (listing, describe, delete, reset):
         p.add_argument("--bootstrap-server", default=argparse.SUPPRESS)
+    add_command_config(parser, listing, describe, delete, reset)
     from broker.admin_cli import add_timer_commands
 
     add_timer_commands(sub)  # expire-member, fire-timers, run-retention: through the admin endpoint
@@ -261,10 +274,16 @@ def run(args, out) -> None:
                 for group, _state, _type in groups:
                     out.write(group + "\n")
         elif args.command == "describe":
-            state, rows = describe_rows(client, args.group)
+            consumer_group = consumer_groups_cli.describe_consumer_group(client, args.group)
+            state, rows = describe_rows(client, args.group, consumer_group)
+            if consumer_group is not None:
+                out.write(consumer_groups_cli.header_line(consumer_group) + "\n")
             if state in INACTIVE_STATES:
                 out.write(f"Consumer group '{args.group}' has no active members.\n\n")
             print_table(DESCRIBE_COLUMNS, [r.cells() for r in rows], out)
+            if consumer_group is not None and consumer_group.members:
+                out.write("\n")
+                print_table(consumer_groups_cli.MEMBER_COLUMNS, consumer_groups_cli.member_rows(consumer_group), out)
         elif args.command == "delete":
             delete_group(client, args.group)
             out.write(f"Deletion of requested consumer groups ('{args.group}') was successful.\n")
@@ -284,11 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in TIMER_COMMANDS:
         return timers_main(args)
     try:
+        use_command_config(args)
         run(args, sys.stdout)
     except GroupsError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
-    except (OSError, WireError) as exc:
+    except (OSError, WireError, LoginFailed) as exc:
         print(f"Error: cannot talk to {args.bootstrap_server}: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -22,6 +22,8 @@ from broker import registry
 from broker.connection import ConnectionState, ProtocolViolation, Request, encode_response, parse_request
 from broker.context import RequestContext
 from broker.hooks import CloseConnection
+from broker.security.session import ConnectionSession, SessionRefused, plaintext_session
+from broker.security.tls_accept import tls_protocol
 
 log = logging.getLogger("kcoord.server")
 
@@ -59,6 +61,12 @@ class KafkaConnection(asyncio.Protocol):
         self._lost = False
         self._hooks = server.broker.hooks
         self._frame_handlers = server.frame_handlers
+        # Who the peer is and where its SASL exchange stands (broker/security/session.py); a TLS
+        # listener's handshake runs before anything is read (connection_made -> _start_tls).
+        self.session: ConnectionSession = server.session(listener)
+        self._tls = self.session.security.ssl_context
+        self._tcp: asyncio.BaseTransport | None = None
+        self._guards = server.guards  # api key -> authorization guard, when an authorizer is configured
         # Each request is logged at DEBUG by the general path; a connection opened while that is on
         # serves every request through it.
         self._log_requests = log.isEnabledFor(logging.DEBUG)
@@ -70,19 +78,38 @@ class KafkaConnection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  (uvloop transports are not asyncio.Transport subclasses)
+        if self._tls is not None:  # the handshake is done (broker/security/tls_accept.py)
+            self.session.tls_established(transport.get_extra_info("ssl_object"))
+        else:
+            self.tcp_connected(transport)
+        self._direct = not self._log_requests
+        self._arm_idle_timer()
+        self._metrics.connection_opened(self.listener)
+
+    def tcp_connected(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername") or ("?", 0)
         local = transport.get_extra_info("sockname") or ("?", 0)
         self.peer = (str(peer[0]), int(peer[1]))
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self.seq}"
-        self._direct = not self._log_requests
-        self._arm_idle_timer()
-        self._metrics.connection_opened(self.listener)
+        self._tcp = transport  # under TLS: the socket's transport, while the handshake runs
+
+    def tls_failed(self, exc: BaseException) -> None:
+        """The TLS handshake failed (a plaintext client, an untrusted certificate, a timeout...): the
+        loop's SSL protocol closed the socket; this connection was never served."""
+        if self._lost:
+            return  # aborted at shutdown, already reported
+        log.warning("closing connection %s (client %s): TLS handshake failed: %s", self.connection_id,
+                    self.peer[0], str(exc) or type(exc).__name__)
+        self._lost = True
+        self.server.connections.discard(self)
+        if not self.closed.done():
+            self.closed.set_result(None)
 
     def data_received(self, data: bytes) -> None:
         self._last_active = time.monotonic()
         # A read that is one whole request, with nothing queued before it, of an API that has a frame
         # handler (Heartbeat): answered from the frame itself, here.
-        if self._direct and not self._busy and len(data) > 6:
+        if self._direct and not self._busy and len(data) > 6 and not self.session.watching:
             size, api_key = _SIZE_API_KEY.unpack_from(data)
             if size == len(data) - 4:
                 served = self._frame_handlers.get(api_key)
@@ -141,6 +168,10 @@ class KafkaConnection(asyncio.Protocol):
         """Shutdown: read nothing more, answer what is already queued, then close."""
         self._draining = True
         self._direct = False
+        if self.transport is None and self._tcp is not None:  # still in its TLS handshake
+            self._tcp.abort()
+            self.tls_failed(ConnectionAbortedError("the server is shutting down"))
+            return
         if self.transport is not None and not self.transport.is_closing():
             self.transport.pause_reading()
         if not self._busy:
@@ -264,17 +295,29 @@ class KafkaConnection(asyncio.Protocol):
     def _begin(self, frame: memoryview) -> Coroutine[Any, Any, None] | None:
         """Serve `frame` if its handler answers at once (None), else the coroutine that finishes it."""
         started = time.perf_counter()
+        session = self.session
+        if session.watching and session.raw_tokens:  # a bare SASL token after SaslHandshake v0
+            answer = session.raw_token(bytes(frame))
+            if session.close_reason is not None:
+                raise ProtocolViolation(session.close_reason)
+            self.transport.write(answer)
+            return None
         request = parse_request(frame)
         hdr = request.header
+        if session.watching:
+            try:
+                session.admit(hdr.api_key, request.spec.name)
+            except SessionRefused as exc:
+                raise ProtocolViolation(str(exc)) from None
         # positional (the field order of RequestContext): measurably cheaper per request than keywords
         ctx = RequestContext(self.server.broker, hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id,
-                             self.peer[0], self.peer[1], self.listener, self.connection_id)
+                             self.peer[0], self.peer[1], self.listener, self.connection_id, session)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s: %s v%d correlation %d from %s", self.connection_id, request.spec.name,
                       hdr.api_version, hdr.correlation_id, hdr.client_id)
         if self._hooks.active(hdr.api_key):
             return self._finish(request, self._call_hooked(ctx, request), started)
-        response = request.spec.handler(ctx, request.body)
+        response = self._handle(ctx, request)
         if hasattr(response, "__await__"):  # a coroutine or future; cheaper than inspect.isawaitable
             return self._finish(request, response, started)
         self._respond(request, response, started)
@@ -288,19 +331,29 @@ class KafkaConnection(asyncio.Protocol):
         replaced = await hooks.run_before(ctx, request.body)
         if replaced is not None:
             return replaced
-        response = request.spec.handler(ctx, request.body)
+        response = self._handle(ctx, request)
         if inspect.isawaitable(response):
             response = await response
         return await hooks.run_after(ctx, request.body, response)
 
+    def _handle(self, ctx: RequestContext, request: Request) -> Any:
+        """The handler's answer, through the API's authorization guard when an authorizer is configured."""
+        guards = self._guards
+        if guards is not None:
+            guard = guards.get(request.header.api_key)
+            if guard is not None:
+                return guard(ctx, request.body, request.spec.handler)
+        return request.spec.handler(ctx, request.body)
+
     def _respond(self, request: Request, response: Any, started: float) -> None:
         self._metrics.request_done(request.spec.name, _error_code_of(response), time.perf_counter() - started)
-        if response is None:  # e.g. Produce acks=0
-            return
         transport = self.transport
-        if transport is None or transport.is_closing():
-            return  # the peer went away; nothing to answer
-        transport.write(encode_response(request, response))
+        # response None: no answer (Produce acks=0; a refused re-authentication); or the peer went away
+        if response is not None and transport is not None and not transport.is_closing():
+            transport.write(encode_response(request, response))
+        if self.session.close_reason is not None:  # a failed authentication: Kafka's answer, then close
+            self.queue.clear()
+            self.close(self.session.close_reason)
 
 
 def _error_code_of(response: Any) -> int:
@@ -319,19 +372,30 @@ class KafkaServer:
         self.high_water = high_water
         self.low_water = low_water
         self.connections: set[KafkaConnection] = set()
-        self.frame_handlers = registry.frame_handlers()
+        security = getattr(broker, "security", None)
+        self.security = security
+        # With an authorizer every request passes its API's guard: no frame fast paths.
+        self.guards = None
+        if security is not None and security.authorizer is not None:
+            from broker.security.authorize_apis import GUARDS
+
+            self.guards = GUARDS
+        self.frame_handlers = registry.frame_handlers() if self.guards is None else {}
         self.workers: set[asyncio.Task] = set()  # outlive their connection while a request finishes
         self.bound: list[BoundListener] = []
         self._servers: list[asyncio.Server] = []
         self._seq = itertools.count()
 
+    def session(self, listener: str) -> ConnectionSession:
+        return self.security.session(listener) if self.security is not None else plaintext_session(listener)
+
     async def start(self, listeners: list[Any]) -> list[BoundListener]:
         loop = asyncio.get_running_loop()
         for listener in listeners:
-            def factory(name: str = listener.name) -> KafkaConnection:
+            def factory(name: str = listener.name) -> Any:
                 conn = KafkaConnection(self, name, next(self._seq))
                 self.connections.add(conn)
-                return conn
+                return conn if conn._tls is None else tls_protocol(conn, conn._tls)
 
             srv = await loop.create_server(factory, host=listener.host or None, port=listener.port,
                                            reuse_address=True, backlog=512)

@@ -15,7 +15,8 @@ and the payload, so a torn or altered file fails it.
 partition's delete.retention.ms allows: compaction drops a tombstone once it is that old, and a
 tombstone written after the checkpoint must still be in the log for the tail replay to see it.
 
-The payload is a tuple of groups `(group_id, metadata bytes | None, topics)`, each topic
+The payload is (groups, consumer group records): the records as (key, value) byte pairs (KIP-848's,
+kept raw); groups a tuple of `(group_id, metadata bytes | None, topics)`, each topic
 `(topic, partitions, offsets, leader_epochs, commit_timestamps, expire_timestamps, metadata,
 topic_ids)`: partitions are native `array` bytes; every other column is either that (numbers) or a
 tuple (strings), or, when all its entries are equal (often: one commit stamps all of a group's
@@ -37,7 +38,7 @@ from protocol.consumer_offsets import OffsetCommitValue
 from protocol.records import crc32c
 
 MAGIC = b"KCGRPCK\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the payload is (groups, consumer group records); 1 (groups only) is still read
 _HEADER = struct.Struct(
     ">8s"  # magic
     "I"    # CRC-32C of everything after this field
@@ -83,7 +84,7 @@ def encode(state: PartitionState, partition: int, offset: int, written_ms: int) 
                            _pack("q", commit_ts), _pack("q", expire_ts), _pack(None, metadata),
                            _pack(None, topic_ids)))
         groups.append((group_id, state.metadata.get(group_id), tuple(topics)))
-    payload = marshal.dumps(tuple(groups), _MARSHAL_VERSION)
+    payload = marshal.dumps((tuple(groups), tuple(state.consumer_records.items())), _MARSHAL_VERSION)
     fields = (FORMAT_VERSION, _MARSHAL_VERSION, _LITTLE, partition, offset, written_ms, len(payload))
     crc = crc32c(_HEADER.pack(MAGIC, 0, *fields)[_CRC_START:] + payload)
     return _HEADER.pack(MAGIC, crc, *fields) + payload
@@ -101,7 +102,7 @@ def read_header(data: bytes, partition: int) -> tuple[int, int]:
         raise CheckpointError(f"torn: {len(data) - _HEADER.size} payload bytes, header says {length}")
     if crc32c(memoryview(data)[_CRC_START:]) != crc:
         raise CheckpointError("CRC mismatch")
-    if version != FORMAT_VERSION or marshal_version != _MARSHAL_VERSION or little != _LITTLE:
+    if version not in (1, FORMAT_VERSION) or marshal_version != _MARSHAL_VERSION or little != _LITTLE:
         raise CheckpointError(f"unknown format (version {version}, marshal {marshal_version}, little {little})")
     if stored_partition != partition:
         raise CheckpointError(f"written for partition {stored_partition}")
@@ -116,9 +117,11 @@ def decode(data: bytes, partition: int, lazy: bool = False) -> Checkpoint:
     surfaces as CheckpointError at that point."""
     offset, written_ms = read_header(data, partition)
     try:
-        groups = marshal.loads(memoryview(data)[_HEADER.size:])
+        payload = marshal.loads(memoryview(data)[_HEADER.size:])
+        groups, consumer = (payload, ()) if _HEADER.unpack_from(data)[2] == 1 else payload
         state = PartitionState({group_id: (metadata, topics) for group_id, metadata, topics in groups},
                                partial(_decode_group, {}))
+        state.consumer_records = {bytes(k): bytes(v) for k, v in consumer}
         if not lazy:
             state.decode_all()
     except CheckpointError:

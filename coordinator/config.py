@@ -18,6 +18,10 @@ PROPERTY_NAMES = {
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
     "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
+    "group.consumer.session.timeout.ms": "consumer_group_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "consumer_group_heartbeat_interval_ms",
+    "group.consumer.max.size": "consumer_group_max_size",
+    "group.consumer.assignors": "consumer_group_assignors",
 }
 
 
@@ -33,6 +37,10 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     offsets_commit_timeout_ms: int = 5000
+    consumer_group_session_timeout_ms: int = 45_000     # KIP-848 consumer groups
+    consumer_group_heartbeat_interval_ms: int = 5000
+    consumer_group_max_size: int = 2_147_483_647
+    consumer_group_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -45,6 +53,10 @@ class GroupConfig:
         for name, value in props.items():
             fld = PROPERTY_NAMES.get(name)
             if fld is None:
+                continue
+            if fld == "consumer_group_assignors":  # a list of names
+                kwargs[fld] = tuple(value) if isinstance(value, (list, tuple)) else tuple(
+                    v.strip() for v in str(value).split(",") if v.strip())
                 continue
             try:
                 kwargs[fld] = int(value)

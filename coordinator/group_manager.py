@@ -56,6 +56,7 @@ class GroupMetadataManager:
         self.joins = ClassicJoin(self)
         self.syncs = ClassicSync(self)
         self.membership = ClassicMembership(self)
+        self.is_consumer_group: Callable[[str], bool] = lambda _group_id: False  # the shard's consumer groups
 
     def now_ms(self) -> int:
         return self.clock.now_ms()
@@ -106,7 +107,7 @@ class GroupMetadataManager:
     def ensure_group(self, group_id: str) -> None:
         """An offset commit for a group that does not exist makes it a simple group (Kafka's
         OffsetMetadataManager.replay): Empty, without a protocol type."""
-        if group_id not in self.groups:
+        if group_id not in self.groups and not self.is_consumer_group(group_id):
             self.groups[group_id] = GroupMetadata(group_id, self.now_ms())
 
     def _drop(self, group: GroupMetadata, answer: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> None:

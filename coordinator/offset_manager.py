@@ -19,6 +19,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
+from coordinator.consumer.offsets import validate_offset_commit
 from coordinator.core import map_write_error
 from coordinator.group_manager import subscribed_topics
 from coordinator.group_metadata import GroupMetadata
@@ -85,6 +86,7 @@ class OffsetMetadataManager:
         self.offsets: dict[str, Offsets] = {}                      # group id -> committed, never empty
         self.pending: dict[str, dict[TopicPartition, int]] = {}    # group id -> writes in flight per partition
         self.transactional = PendingTransactionalOffsets()         # TxnOffsetCommit's, until their marker
+        self.consumer_groups: dict = {}  # the shard's consumer groups (KIP-848): they validate their own commits
 
     def committed(self, group_id: str) -> Offsets:
         return self.offsets.get(group_id, _NO_OFFSETS)
@@ -105,6 +107,13 @@ class OffsetMetadataManager:
     # ------------------------------------------------------------ OffsetCommit
 
     def handle_commit_offsets(self, request: OffsetCommit, callback: CommitCallback) -> None:
+        consumer_group = self.consumer_groups.get(request.group_id)
+        if consumer_group is not None:
+            error = validate_offset_commit(consumer_group, request.member_id, request.generation_id,
+                                           request.api_version)
+            if error != ErrorCode.NONE:
+                return self._fail(request, error, callback)
+            return self.store_offsets(request.group_id, request.offsets, callback, request.retention_time_ms)
         group = self.groups.get_group(request.group_id)
         if group is None:
             if request.generation_id >= 0:
@@ -266,12 +275,16 @@ class OffsetMetadataManager:
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], list[Record]]:
         """KIP-496: tombstones for committed offsets of topics the group does not consume:
         (top-level error, per-partition errors, records)."""
+        consumer_group = self.consumer_groups.get(group_id)
         group = self.groups.get_group(group_id)
-        if group is None or group.is_(S.DEAD):
+        if consumer_group is not None:  # KIP-848: any state; not the topics it subscribes to
+            subscribed = consumer_group.subscribed_topic_names()
+        elif group is None or group.is_(S.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}, []
-        if not group.is_(S.EMPTY) and group.protocol_type != "consumer":
+        elif not group.is_(S.EMPTY) and group.protocol_type != "consumer":
             return ErrorCode.NON_EMPTY_GROUP, {}, []
-        subscribed = (subscribed_topics(group) or set()) if not group.is_(S.EMPTY) else set()
+        else:
+            subscribed = (subscribed_topics(group) or set()) if not group.is_(S.EMPTY) else set()
         committed, pending = self.committed(group_id), self.pending.get(group_id, _NO_OFFSETS)
         results: dict[TopicPartition, ErrorCode] = {}
         records: list[Record] = []

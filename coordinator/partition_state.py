@@ -22,6 +22,7 @@ import struct
 from collections.abc import Callable, Iterable
 from operator import attrgetter, itemgetter
 
+from coordinator.consumer.records import record_type as consumer_record_type
 from coordinator.replay import apply_offset_records
 from protocol.consumer_offsets import (
     OffsetCommitValue,
@@ -36,13 +37,15 @@ Offsets = dict[tuple[str, int], OffsetCommitValue]
 
 
 class PartitionState:
-    __slots__ = ("metadata", "offsets", "undecoded", "_decode_group", "transactional")
+    __slots__ = ("metadata", "offsets", "undecoded", "_decode_group", "consumer_records", "transactional")
 
     def __init__(self, undecoded: dict | None = None,
                  decode_group: Callable[[str, object], tuple[bytes | None, Offsets]] | None = None) -> None:
         self.metadata: dict[str, bytes] = {}       # group id -> GroupMetadataValue bytes
         self.offsets: dict[str, Offsets] = {}      # group id -> (topic, partition) -> value, never empty
         self.undecoded: dict[str, object] = undecoded or {}  # group id -> its entry in a checkpoint
+        # KIP-848 consumer group records (coordinator.consumer.records), kept raw: key -> last value
+        self.consumer_records: dict[bytes, bytes] = {}
         self._decode_group = decode_group
         # producer id -> its transactional records with no marker yet at the end of the log read (a load
         # makes them pending; never in a checkpoint, whose offset stays before them)
@@ -53,7 +56,8 @@ class PartitionState:
             return False
         self.decode_all()
         other.decode_all()
-        return self.metadata == other.metadata and self.offsets == other.offsets
+        return (self.metadata == other.metadata and self.offsets == other.offsets
+                and self.consumer_records == other.consumer_records)
 
     def __repr__(self) -> str:
         return f"PartitionState({len(self.groups())} groups)"
@@ -89,7 +93,12 @@ class PartitionState:
 
     def replay_latest(self, latest: dict, log) -> set[str]:
         """`replay` of records already reduced to the last value per raw key (oldest first)."""
-        metadata, offsets = _decode_latest(latest, log)
+        metadata, offsets, consumer = _decode_latest(latest, log)
+        for key, value in consumer.items():
+            if value is None:
+                self.consumer_records.pop(key, None)
+            else:
+                self.consumer_records[key] = value
         for group_id in self.undecoded.keys() & (metadata.keys() | offsets.keys()):
             self._decode(group_id)
         for group_id, value in metadata.items():
@@ -106,9 +115,11 @@ class PartitionState:
         return metadata.keys() | offsets.keys()
 
 
-def _decode_latest(latest: dict, log) -> tuple[dict[str, bytes | None], dict[str, dict]]:
-    """Decode each surviving key once: GroupMetadata values by group, offset records by group."""
+def _decode_latest(latest: dict, log) -> tuple[dict[str, bytes | None], dict[str, dict], dict[bytes, bytes | None]]:
+    """Decode each surviving key once: GroupMetadata values by group, offset records by group; consumer
+    group records stay raw (their manager decodes them on load)."""
     metadata: dict[str, bytes | None] = {}
+    consumer: dict[bytes, bytes | None] = {}
     offsets_by_group: dict[str, dict[tuple[str, int], OffsetCommitValue | None]] = {}
     # OffsetCommitKey = version, group, topic | partition: the (version, group, topic) prefix repeats
     # for every partition of a topic, so it is split and validated once. The (topic, partition) keys
@@ -140,6 +151,9 @@ def _decode_latest(latest: dict, log) -> tuple[dict[str, bytes | None], dict[str
         except (DecodeError, UnicodeDecodeError, IndexError, TypeError) as e:
             log.warning("Skipping undecodable __consumer_offsets record: %s", e)
             continue
-        if k is not None:  # GroupMetadataKey; other record types belong to other coordinators
+        if k is not None:  # GroupMetadataKey
             metadata[k.group] = value
-    return metadata, offsets_by_group
+        elif consumer_record_type(key) is not None:
+            consumer[bytes(key)] = None if value is None else bytes(value)
+        # other record types (share groups) belong to other coordinators
+    return metadata, offsets_by_group, consumer

@@ -99,6 +99,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
 class RequestContext(NamedTuple):

@@ -17,6 +17,8 @@ the request to the shard. The checks and what each API answers when one fails, a
 | ListGroups     | top level           | -                   | top level, no groups (any shard) | shard skipped   |
 | DeleteGroups   | per group           | null → INVALID_GROUP_ID | per group                   | per group        |
 | OffsetDelete   | top level           | "" → INVALID_GROUP_ID | top level                     | top level        |
+| ConsumerGroupHeartbeat | top level   | "" → INVALID_REQUEST (in the shard) | top level        | top level        |
+| ConsumerGroupDescribe  | per group   | "" → INVALID_GROUP_ID | per group                     | per group        |
 
 (`""` checks are Kafka's isGroupIdNotEmpty; "null" ones accept "" for backwards compatibility.) A shard
 that failed to load is not owned. Where the answer is an error, the API's handler in broker/apis puts
@@ -28,6 +30,13 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
+from coordinator.consumer.describe import DescribedConsumerGroup
+from coordinator.consumer.describe import describe as describe_consumer_group
+from coordinator.consumer.describe import tombstones as consumer_tombstones
+from coordinator.consumer.heartbeat import HeartbeatResult
+from coordinator.consumer.manager import GroupError
+from coordinator.consumer.offsets import validate_offset_fetch
+from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import LOGGER_NAME, RecordWriter
 from coordinator.events import NO_EVENTS, CoordinatorEvents
 from coordinator.join import JoinRequest
@@ -55,8 +64,10 @@ TopicPartition = tuple[str, int]
 class GroupCoordinatorService:
     def __init__(self, config: GroupConfig | None = None, *, clock: Clock, timer: Timer | None = None,
                  writer: RecordWriter, log: logging.Logger | None = None,
-                 events: CoordinatorEvents = NO_EVENTS, owned_partitions: set[int] | None = None) -> None:
+                 events: CoordinatorEvents = NO_EVENTS, owned_partitions: set[int] | None = None,
+                 topics: TopicsImage = NO_TOPICS) -> None:
         self.config = config or GroupConfig()
+        self.topics = topics  # the cluster's topics, as consumer groups (KIP-848) subscribe by name
         self.clock = clock
         self.timer = timer if timer is not None else TimerQueue(clock)
         self.writer = writer
@@ -107,7 +118,7 @@ class GroupCoordinatorService:
 
     def _new_shard(self, partition: int) -> GroupCoordinatorShard:
         return GroupCoordinatorShard(partition, self.config, self.clock, self.timer, self.writer, self.log,
-                                     self.events)
+                                     self.events, self.topics)
 
     # ------------------------------------------------------------ JoinGroup, SyncGroup, Heartbeat, LeaveGroup
 
@@ -122,7 +133,36 @@ class GroupCoordinatorService:
         shard = self.shard_for(request.group_id)
         if isinstance(shard, ErrorCode):
             return callback(JoinGroupResult(shard))
-        shard.groups.joins.handle_join_group(JoinRequest.of(context, request), callback)
+        join = JoinRequest.of(context, request)
+        consumer_group = shard.consumer.groups.get(request.group_id)
+        if consumer_group is None:
+            return shard.groups.joins.handle_join_group(join, callback)
+        if not consumer_group.is_empty():  # Kafka serves classic members inside consumer groups; not here yet
+            return callback(JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
+
+        def delete_empty_consumer_group():  # GroupMetadataManager.maybeDeleteEmptyConsumerGroup
+            group = shard.consumer.groups.get(request.group_id)
+            if group is not None and not group.is_empty():  # a member joined meanwhile
+                raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
+            return ([] if group is None else consumer_tombstones(group)), None, None
+
+        def replaced(error: JoinGroupResult | None) -> None:  # gone: a classic group takes the id
+            if error is not None:
+                return callback(error)
+            shard.groups.joins.handle_join_group(join, callback)
+
+        shard.consumer.submit(request.group_id, delete_empty_consumer_group, replaced,
+                              lambda error, _msg: JoinGroupResult(error, request.member_id))
+
+    def consumer_group_heartbeat(self, context: RequestContext, request,
+                                 callback: Callable[[HeartbeatResult], None]) -> None:
+        """KIP-848's heartbeat (coordinator.consumer.heartbeat); the group id is validated by the shard."""
+        if not self.active:
+            return callback(HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE))
+        shard = self.shard_for(request.group_id or "")
+        if isinstance(shard, ErrorCode):
+            return callback(HeartbeatResult(shard))
+        shard.consumer.heartbeats.handle(context, request, callback)
 
     def sync_group(self, context: RequestContext, request, callback: Callable[[SyncGroupResult], None]) -> None:
         shard = self._shard_or_error(request.group_id)
@@ -161,11 +201,18 @@ class GroupCoordinatorService:
         shard.offsets.handle_commit_offsets(request, callback)
 
     def fetch_offsets(self, group_id: str | None, partitions: Iterable[TopicPartition] | None,
-                      require_stable: bool = False) -> OffsetFetchResult:
-        """`partitions` None: every committed offset of the group."""
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1) -> OffsetFetchResult:
+        """`partitions` None: every committed offset of the group. A member (OffsetFetch v9) of a consumer
+        group must be in its current epoch (ConsumerGroup.validateOffsetFetch)."""
         shard = self._shard_or_error(group_id, allow_empty=True)
         if isinstance(shard, ErrorCode):
             return OffsetFetchResult(group_id, shard)
+        consumer_group = shard.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            error = validate_offset_fetch(consumer_group, member_id, member_epoch)
+            if error != E.NONE:
+                return OffsetFetchResult(group_id, error)
         return shard.offsets.handle_fetch_offsets(group_id, partitions, require_stable)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
@@ -219,7 +266,31 @@ class GroupCoordinatorService:
         if self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
         states = list(states_filter) if states_filter else None
-        return E.NONE, [g for p in sorted(self.shards) for g in self.shards[p].groups.list_groups(states)]
+        wanted = {s.lower() for s in states} if states else None
+        listed = []
+        for p in sorted(self.shards):
+            shard = self.shards[p]
+            listed += shard.groups.list_groups(states)
+            listed += [ListedGroup(g.group_id, g.protocol_type, g.state, "consumer")
+                       for g in shard.consumer.groups.values() if wanted is None or g.state.lower() in wanted]
+        return E.NONE, listed
+
+    def consumer_group_describe(self, group_ids: Iterable[str | None]) -> list[DescribedConsumerGroup]:
+        """ConsumerGroupDescribe (69): per group, the front door's error or the group (GROUP_ID_NOT_FOUND
+        for an unknown or classic group)."""
+        out = []
+        for group_id in group_ids:
+            shard = self._shard_or_error(group_id)
+            if isinstance(shard, ErrorCode):
+                out.append(DescribedConsumerGroup(group_id, shard))
+                continue
+            group = shard.consumer.groups.get(group_id)
+            if group is None:
+                out.append(DescribedConsumerGroup(group_id, E.GROUP_ID_NOT_FOUND,
+                                                  message=f"Group {group_id} not found."))
+            else:
+                out.append(describe_consumer_group(group, self.topics, self.config.consumer_group_assignors[0]))
+        return out
 
     def delete_groups(self, group_ids: Iterable[str | None],
                       callback: Callable[[dict[str | None, ErrorCode]], None]) -> None:

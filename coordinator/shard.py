@@ -6,8 +6,9 @@ applies them -- the same replay a load goes through -- and only then does the ha
 answer the client. A failed append replays nothing, so it changes nothing.
 
 `replay(key, value)` routes a record by its key's type (Kafka's GroupCoordinatorShard.replay):
-OffsetCommitKey to the offset manager, GroupMetadataKey to the group manager; other types (KIP-848,
-share groups) are not ours yet and are skipped. A shard is the unit that loads (`load`, then
+OffsetCommitKey to the offset manager, GroupMetadataKey to the group manager, KIP-848's consumer group
+records (key types 3-8) to the consumer group manager (coordinator.consumer); other types (share
+groups) are not ours yet and are skipped. A shard is the unit that loads (`load`, then
 `on_loaded`) and unloads (`on_unloaded`), and later moves between nodes.
 """
 from __future__ import annotations
@@ -17,6 +18,10 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
+from coordinator.consumer import describe as consumer_describe
+from coordinator.consumer import records as consumer_records
+from coordinator.consumer.manager import ConsumerGroupManager
+from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import OFFSETS_TOPIC, map_write_error
 from coordinator.events import CoordinatorEvents
 from coordinator.group_manager import GroupMetadataManager
@@ -41,7 +46,7 @@ TopicPartition = tuple[str, int]
 
 class GroupCoordinatorShard:
     def __init__(self, partition: int, config: GroupConfig, clock: Clock, timer: Timer, writer,
-                 log: logging.Logger, events: CoordinatorEvents) -> None:
+                 log: logging.Logger, events: CoordinatorEvents, topics: TopicsImage = NO_TOPICS) -> None:
         self.partition = partition
         self.config = config
         self.clock = clock
@@ -51,6 +56,12 @@ class GroupCoordinatorShard:
         self.groups = GroupMetadataManager(f"{OFFSETS_TOPIC}-{partition}", config, clock, timer, log, events,
                                            self.write)
         self.offsets = OffsetMetadataManager(self.groups)
+        self.consumer = ConsumerGroupManager(f"{OFFSETS_TOPIC}-{partition}", config, clock, timer, log, events,
+                                             self.write, topics)
+        # one namespace of group ids: a classic group and a consumer group never share one
+        self.consumer.classic_group_is_empty = self._classic_group_is_empty
+        self.groups.is_consumer_group = self.consumer.groups.__contains__
+        self.offsets.consumer_groups = self.consumer.groups
         self._append_seq = itertools.count()
 
     # ------------------------------------------------------------ records out ...
@@ -102,14 +113,25 @@ class GroupCoordinatorShard:
                                                   else decode_offset_commit_value(value)})
         elif isinstance(k, GroupMetadataKey):
             self.groups.replay_group_metadata(k.group, None if value is None else decode_group_metadata_value(value))
+        elif consumer_records.record_type(key) is not None:
+            self.consumer.replay(key, value)
+
+    def _classic_group_is_empty(self, group_id: str) -> bool | None:
+        group = self.groups.get_group(group_id)
+        if group is None or group.is_(S.DEAD):
+            return None
+        return group.is_(S.EMPTY) and not group.members
 
     # ------------------------------------------------------------ loading and unloading
 
     def load(self, state: PartitionState, keep_state: bool = False, group_ids: Iterable[str] | None = None) -> int:
         """Replay a partition's materialised state (coordinator.partition_state: what replaying its log,
         record by record, leaves; a checkpoint's state plus the log's tail): every group, or those of
-        `group_ids` (a load in slices). The offset tables are taken over unless `keep_state` (the caller
-        still needs them): then they are copied. Returns the number of groups loaded so far."""
+        `group_ids` (a load in slices: `load_consumer_groups` first). The offset tables are taken over
+        unless `keep_state` (the caller still needs them): then they are copied. Returns the number of
+        groups loaded so far."""
+        if group_ids is None:
+            self.load_consumer_groups(state)
         for group_id in (sorted(state.groups()) if group_ids is None else group_ids):
             state.decode(group_id)
             value = state.metadata.get(group_id)
@@ -126,11 +148,17 @@ class GroupCoordinatorShard:
             self.offsets.transactional.replay_records(*state.transactional.popitem())
         return len(self.groups.groups)
 
+    def load_consumer_groups(self, state: PartitionState) -> None:
+        """The partition's consumer group records (KIP-848), before its classic groups and offsets: offsets
+        of a consumer group then make no classic group of the same id."""
+        self.consumer.load(state.consumer_records)
+
     def on_loaded(self) -> None:
         self.groups.on_loaded()
+        self.consumer.on_loaded()
 
     def on_unloaded(self) -> int:
-        return self.groups.on_unloaded()
+        return self.groups.on_unloaded() + self.consumer.on_unloaded()
 
     # ------------------------------------------------------------ operations over both managers
 
@@ -140,6 +168,13 @@ class GroupCoordinatorShard:
         results: dict[str, ErrorCode] = {}
         records: list[Record] = []
         for group_id in group_ids:
+            consumer_group = self.consumer.groups.get(group_id)
+            if consumer_group is not None:  # KIP-848: Empty only (and no write in flight), its records' tombstones
+                error = results[group_id] = (ErrorCode.NON_EMPTY_GROUP if self.consumer.busy(group_id)
+                                             else consumer_describe.validate_delete_group(consumer_group))
+                if error == ErrorCode.NONE:
+                    records += self.offsets.delete_all_offsets(group_id) + consumer_describe.tombstones(consumer_group)
+                continue
             error = self.groups.validate_delete_group(group_id)
             results[group_id] = error
             if error == ErrorCode.NONE:
@@ -193,9 +228,28 @@ class GroupCoordinatorShard:
                 records.append(group_metadata_tombstone(group.group_id))
                 self.log.info("Group %s expires in generation %d (no members, no offsets)", group.group_id,
                               group.generation_id)
+        records += self._cleanup_consumer_groups(now)
         if records:
             self.write(records, self._log_write_error)
         return len(records)
+
+    def _cleanup_consumer_groups(self, now: int) -> list[Record]:
+        """Consumer groups (KIP-848): expired offsets, then an Empty group left without offsets goes
+        (GroupMetadataManager.maybeDeleteGroup)."""
+        records: list[Record] = []
+        for group in list(self.consumer.groups.values()):
+            gid = group.group_id
+            subscribed = set().union(*(self.consumer.heartbeats.topics_of(m) for m in group.members.values()))
+            tps = consumer_describe.expired_offsets(group, self.offsets.committed(gid), self.offsets.pending.get(gid, {}),
+                                                    subscribed, now, self.config.offsets_retention_ms)
+            records += [offset_commit_tombstone(gid, t, p) for t, p in tps]
+            if tps:
+                self.log.info("Expiring %d offsets of consumer group %s", len(tps), gid)
+            left = len(self.offsets.committed(gid)) - len(tps)
+            if group.is_empty() and left == 0 and gid not in self.offsets.pending and not self.consumer.busy(gid):
+                records += consumer_describe.tombstones(group)
+                self.log.info("Consumer group %s expires in epoch %d (no members, no offsets)", gid, group.group_epoch)
+        return records
 
     def handle_topics_deleted(self, topics: set[str]) -> int:
         records = self.offsets.topics_deleted(topics)

@@ -5,7 +5,9 @@ The key version doubles as the record type:
 
     key v0, v1  OffsetCommitKey    group STRING, topic STRING, partition INT32   (we write v1)
     key v2      GroupMetadataKey   group STRING
-    key v3+     KIP-848 / share-group records: not ours, decode_key returns None so a loader skips them
+    key v3-v8   KIP-848 consumer group records: decode_key returns None; coordinator.consumer.records
+                decodes them (their values are flexible versions of Kafka's JSON definitions)
+    key v9+     share-group records: not ours, decode_key returns None so a loader skips them
 
 OffsetCommitValue (we write v3, or v1 when an expire timestamp is set; we read v0-v4):
     v0, v2  offset INT64, metadata STRING, commit_timestamp INT64

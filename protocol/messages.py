@@ -25,13 +25,21 @@ SERVED_APIS = (
     "Produce", "Fetch", "ListOffsets", "Metadata", "OffsetCommit", "OffsetFetch", "FindCoordinator",
     "JoinGroup", "Heartbeat", "LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups", "ApiVersions",
     "CreateTopics", "DeleteTopics", "InitProducerId", "DescribeConfigs", "DeleteGroups", "OffsetDelete",
-    "DescribeCluster",
+    "DescribeCluster", "CreatePartitions", "DeleteRecords", "OffsetForLeaderEpoch", "AlterConfigs",
+    "IncrementalAlterConfigs", "DescribeLogDirs", "SaslHandshake", "SaslAuthenticate", "CreateAcls", "DescribeAcls",
+    "DeleteAcls", "DescribeUserScramCredentials", "AlterUserScramCredentials", "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
     # transactions (KIP-98)
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
     "DescribeTransactions", "ListTransactions", "DescribeProducers", "WriteTxnMarkers",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
-DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment")
+DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") + tuple(
+    # KIP-848's __consumer_offsets records (coordinator.consumer.records)
+    f"ConsumerGroup{record}{part}" for record in ("Metadata", "MemberMetadata", "PartitionMetadata",
+                                                  "TargetAssignmentMetadata", "TargetAssignmentMember",
+                                                  "CurrentMemberAssignment")
+    for part in ("Key", "Value"))
 
 _MESSAGE_NAMES = frozenset(
     [a + "Request" for a in SERVED_APIS] + [a + "Response" for a in SERVED_APIS] + list(DATA_MESSAGES)

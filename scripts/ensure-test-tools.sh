@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Installs what the client-compatibility tests need beyond PyPI, idempotently:
-#   kafkajs (npm, into tests/js/node_modules); kcat, chromium, docker-compose (Debian).
+#   kafkajs and @platformatic/kafka (npm, into tests/js/node_modules); kcat, chromium, docker-compose (Debian).
 # Where a tool truly cannot be had, says so; the tests that need it then skip with that message.
 set -u
 cd "$(dirname "$0")/.."
 
-if [ -d tests/js/node_modules/kafkajs ]; then
+if [ -d tests/js/node_modules/kafkajs ] && [ -d tests/js/node_modules/@platformatic/kafka ]; then
   :
 elif command -v npm >/dev/null 2>&1; then
-  echo "installing kafkajs (npm) into tests/js ..."
+  echo "installing kafkajs and @platformatic/kafka (npm) into tests/js ..."
   (cd tests/js && npm install --no-audit --no-fund --no-package-lock --silent) \
-    || echo "NOTE: npm install of kafkajs failed; the kafkajs tests will be skipped."
+    || echo "NOTE: npm install failed; the kafkajs and @platformatic/kafka tests will be skipped."
 else
   echo "NOTE: npm not found; the kafkajs tests will be skipped."
 fi

@@ -134,19 +134,22 @@ class FaultyFS(FS):
         super().fsync(fd)
 
 
-def replace_file(fs: FS, path: str, data) -> None:
+def replace_file(fs: FS, path: str, data, durable: bool = True) -> None:
     """Make `data` the content of `path` atomically: a temporary file written and fsynced, renamed over
-    `path`, and the directory fsynced, so a crash leaves the old file or the new one, never a torn one."""
+    `path`, and the directory fsynced, so a crash leaves the old file or the new one, never a torn one.
+    `durable=False` leaves out the fsyncs: a crash may then leave the old file or a torn new one."""
     tmp = path + ".tmp"
     fd = fs.open(tmp)
     try:
         fs.truncate(fd, 0)
         fs.write_all(fd, data, 0)
-        fs.fsync(fd)
+        if durable:
+            fs.fsync(fd)
     finally:
         fs.close(fd)
     fs.rename(tmp, path)
-    fs.fsync_dir(os.path.dirname(path) or ".")
+    if durable:
+        fs.fsync_dir(os.path.dirname(path) or ".")
 
 
 def read_file(fs: FS, path: str) -> bytes | None:

@@ -33,8 +33,14 @@ from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooL
 from storage.fs import FS
 from storage.fsync_pool import FsyncPool
 from storage.group_commit import GroupCommit
+from storage.leader_epochs import LeaderEpochCache
 from storage.log_loader import LogLoader
-from storage.segment import CLEANED_SUFFIX, MAX_RELATIVE_OFFSET, LogSegment, SegmentFiles
+from storage.segment import (
+    CLEANED_SUFFIX,
+    MAX_RELATIVE_OFFSET,
+    LogSegment,
+    SegmentFiles,
+)
 
 log = logging.getLogger("kcoord.storage")
 
@@ -93,7 +99,9 @@ class PartitionLog:
         self.fs = fs or FS()
         self.clock = clock
         self.name = f"{topic}-{partition}"
-        self.leader_epoch = 0         # stamped on every appended batch, as a Kafka leader does
+        self._leader_epoch: int | None = None  # resolved with the epoch cache (see leader_epoch)
+        self._epochs: LeaderEpochCache | None = None
+        self._epoch_assigned = False  # the current epoch has its entry in the cache
         self.generation = 0           # bumped whenever unflushed data is cut away
         self.recovery_point = 0       # everything below this offset is fsynced
         self._segments: list[LogSegment] = []
@@ -150,6 +158,50 @@ class PartitionLog:
         self._unsynced_on_open = []
         self._dir_dirty = False
 
+    # -- leader epochs --------------------------------------------------------------------------
+
+    @property
+    def leader_epoch(self) -> int:
+        """The epoch stamped on every appended batch, as a Kafka leader does (Metadata reports it). Each
+        time the log is opened this node becomes its leader again, one epoch above the last one the log
+        holds (a single-node KRaft broker's partitions lose and regain their leader across a restart)."""
+        if self._leader_epoch is None:
+            latest = self.leader_epochs.latest_epoch
+            self._leader_epoch = 0 if latest is None else latest + 1
+        return self._leader_epoch
+
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        """The epoch cache, read from leader-epoch-checkpoint on first use (rebuilt from the batch headers,
+        once, for a log written before the file was kept)."""
+        if self._epochs is None:
+            # Its own file-system layer: the checkpoint is metadata beside the segments, and the faults
+            # and counters a test sets on the log's FS (FaultyFS) are about the segments' I/O.
+            cache = LeaderEpochCache(FS(), self.directory)
+            if not cache.loaded:
+                try:
+                    cache.rebuild((h.partition_leader_epoch, h.base_offset) for h, _ in self.batches())
+                except OSError as exc:
+                    raise StorageError(f"{self.name}: cannot write the leader epoch checkpoint: {exc}") from exc
+            self._epochs = cache
+        return self._epochs
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) of `epoch` in this log (LeaderEpochFileCache.endOffsetFor)."""
+        self._check_open()
+        return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def _epochs_changed(self, change: str, offset: int) -> None:
+        """Truncation or a new log start: the cache follows (only once it was read; a later read rebuilds
+        nothing, since the file is there)."""
+        if self._epochs is None:
+            return
+        try:
+            getattr(self._epochs, change)(offset)
+            self._dir_dirty = True
+        except OSError:
+            log.warning("%s: could not rewrite the leader epoch checkpoint", self.name, exc_info=True)
+
     def _new_segment(self, base_offset: int) -> LogSegment:
         segment = LogSegment(self.fs, self.directory, base_offset, self.config.index_interval_bytes)
         self._dir_dirty = True
@@ -185,17 +237,18 @@ class PartitionLog:
         headers = self._validate(buf, verify=not trusted)
         append_time = self.clock() if self.config.message_timestamp_type == "LogAppendTime" else -1
         first = offset = self.log_end_offset
+        epoch = self.leader_epoch
         patched: list[BatchHeader] = []
         position = 0
         for header in headers:
             set_base_offset(buf, offset, position)
-            set_partition_leader_epoch(buf, self.leader_epoch, position)
+            set_partition_leader_epoch(buf, epoch, position)
             attributes, max_timestamp = header.attributes, header.max_timestamp
             if append_time >= 0:
                 set_log_append_time(buf, append_time, position)
                 attributes |= TIMESTAMP_TYPE_MASK
                 max_timestamp = append_time
-            patched.append(header._replace(base_offset=offset, partition_leader_epoch=self.leader_epoch,
+            patched.append(header._replace(base_offset=offset, partition_leader_epoch=epoch,
                                            attributes=attributes, max_timestamp=max_timestamp))
             offset += header.last_offset_delta + 1
             position += header.size
@@ -204,6 +257,13 @@ class PartitionLog:
             self.active_segment.append(buf, patched)
         except OSError as exc:
             raise StorageError(f"{self.name}: write failed: {exc}") from exc
+        if not self._epoch_assigned:  # the first batch of this epoch: where the epoch begins
+            try:
+                self.leader_epochs.assign(epoch, first)
+            except OSError as exc:
+                raise StorageError(f"{self.name}: cannot write the leader epoch checkpoint: {exc}") from exc
+            self._epoch_assigned = True
+            self._dir_dirty = True  # the checkpoint's rename becomes durable with the next flush
         return AppendInfo(first, offset - 1, append_time, self.generation)
 
     def _validate(self, buf: bytearray, verify: bool = True) -> list[BatchHeader]:
@@ -421,18 +481,37 @@ class PartitionLog:
             raise StorageError(f"{self.name}: truncation failed, log taken offline: {exc}") from exc
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.generation += 1
+        self._epochs_changed("truncate_from_end", self.log_end_offset)
+        if self._epochs is not None and self._epochs.latest_epoch != self._leader_epoch:
+            self._epoch_assigned = False  # the current epoch's entry was cut away with its batches
         error = StorageError(f"{self.name}: data cut back to offset {self.log_end_offset} ({reason})")
         error.__cause__ = cause
         self._commit.fail_all(error)
 
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """DeleteRecords: move the log start offset up to `offset` (never down, never past the log end);
+        reads below it fail with OffsetOutOfRangeError at once, and the segments wholly below it go on
+        the next retention pass (Kafka's UnifiedLog.maybeIncrementLogStartOffset). The caller makes it
+        durable (LogManager.write_log_start_checkpoint). True when it moved."""
+        self._check_open()
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(f"{self.name}: cannot move the log start offset to {offset}, "
+                                        f"beyond the log end {self.log_end_offset}")
+        if offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = offset
+        self.first_dirty_offset = max(self.first_dirty_offset, offset)
+        self._epochs_changed("truncate_from_start", offset)
+        log.info("%s: log start offset moved to %d", self.name, offset)
+        return True
+
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """Retention for delete-policy logs: drop whole old segments by time and size.
+        """Retention: drop whole old segments wholly below the log start offset (any policy) and, for
+        delete-policy logs, by time and size (Kafka's UnifiedLog.deleteOldSegments).
 
         Never the active segment, never one not yet durable. Advances log_start_offset.
         """
         self._check_open()
-        if not self.config.delete:
-            return 0
         now = self.clock() if now_ms is None else now_ms
         total = self.size_bytes
         deleted = 0
@@ -440,9 +519,8 @@ class PartitionLog:
             oldest = self._segments[0]
             if oldest.next_offset > self.recovery_point:
                 break
-            expired = self.config.retention_ms >= 0 and 0 <= oldest.max_timestamp < now - self.config.retention_ms
-            oversize = self.config.retention_bytes >= 0 and total - oldest.size >= self.config.retention_bytes
-            if not (expired or oversize or (oldest.size == 0 and oldest.max_timestamp < 0)):
+            breached = self._segments[1].base_offset <= self.log_start_offset
+            if not breached and not (self.config.delete and self._past_retention(oldest, total, now)):
                 break
             self._segments.pop(0)
             total -= oldest.size
@@ -450,9 +528,15 @@ class PartitionLog:
             deleted += 1
         if deleted:
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            self._epochs_changed("truncate_from_start", self.log_start_offset)
             log.info("%s: retention deleted %d segments; log start offset now %d",
                      self.name, deleted, self.log_start_offset)
         return deleted
+
+    def _past_retention(self, oldest: LogSegment, total: int, now: int) -> bool:
+        expired = self.config.retention_ms >= 0 and 0 <= oldest.max_timestamp < now - self.config.retention_ms
+        oversize = self.config.retention_bytes >= 0 and total - oldest.size >= self.config.retention_bytes
+        return expired or oversize or (oldest.size == 0 and oldest.max_timestamp < 0)
 
     # -- compaction (owner side; the work itself is in storage.cleaner) -------------------------
 

@@ -41,6 +41,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 # CleanShutdownFileHandler's content; one node without a controller has no broker epoch (Kafka's -1).
 CLEAN_SHUTDOWN_CONTENT = b'{"version":0,"brokerEpoch":-1}'
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -117,6 +118,11 @@ class LogManager:
             if partition_log is not None:
                 partition_log.first_dirty_offset = min(max(offset, partition_log.log_start_offset),
                                                        partition_log.log_end_offset)
+        # Log start offsets that DeleteRecords moved inside a segment (Kafka's log-start-offset-checkpoint).
+        for key, offset in read_checkpoint(self.fs, os.path.join(self.log_dir, LOG_START_CHECKPOINT)).items():
+            partition_log = self._logs.get(key)
+            if partition_log is not None:
+                partition_log.maybe_increment_log_start_offset(min(offset, partition_log.log_end_offset))
         # What was just recovered is durable now; entries of logs that are gone must not outlive them.
         self.write_recovery_checkpoint()
 
@@ -188,6 +194,8 @@ class LogManager:
         if keys:
             self.fs.fsync_dir(self.log_dir)
             self.write_recovery_checkpoint()  # a log created again under this name starts from 0
+            if self.fs.exists(os.path.join(self.log_dir, LOG_START_CHECKPOINT)):
+                self.write_log_start_checkpoint()  # a topic made again under this name starts at 0
         return len(keys)
 
     # -- background maintenance: retention and compaction --------------------------------------
@@ -202,8 +210,7 @@ class LogManager:
             try:
                 if not partition_log.config.flush_on_append and partition_log.recovery_point < partition_log.log_end_offset:
                     await partition_log.sync()  # the periodic flush of logs that do not fsync per append
-                if partition_log.config.delete:
-                    partition_log.delete_old_segments(now_ms)
+                partition_log.delete_old_segments(now_ms)
                 if partition_log.needs_compaction():
                     await partition_log.compact_async(now_ms, executor=self.cleaner_executor)
                     cleaned = True
@@ -250,6 +257,16 @@ class LogManager:
         except OSError as exc:
             log.warning("could not write %s (the next start recovers): %s", CLEAN_SHUTDOWN_FILE, exc)
 
+    def write_log_start_checkpoint(self) -> None:
+        """Persist the log start offsets that lie above their log's first segment (moved by DeleteRecords),
+        as Kafka's log-start-offset-checkpoint; fsynced before it returns. Raises StorageError."""
+        offsets = {key: lg.log_start_offset for key, lg in self._logs.items()
+                   if not lg.closed and lg.segments and lg.log_start_offset > lg.segments[0].base_offset}
+        try:
+            write_checkpoint(self.fs, os.path.join(self.log_dir, LOG_START_CHECKPOINT), offsets)
+        except OSError as exc:
+            raise StorageError(f"could not write {LOG_START_CHECKPOINT}: {exc}") from exc
+
     def start_maintenance(self, interval_s: float = 15.0) -> asyncio.Task:
         """Run maintain_once every interval (log.cleaner.backoff.ms is 15 s in Kafka)."""
         async def loop() -> None:
@@ -274,6 +291,8 @@ class LogManager:
         errors = []
         if self._logs:
             self.write_cleaner_checkpoint()
+            with contextlib.suppress(StorageError):
+                self.write_log_start_checkpoint()
         for partition_log in self.logs():
             await partition_log.wait_idle()
             try:

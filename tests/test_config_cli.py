@@ -52,12 +52,23 @@ def test_file_then_overrides(tmp_path):
     ({"group.max.size": "0"}, "group.max.size"),
     ({"auto.create.topics.enable": "yes"}, "auto.create.topics.enable"),
     ({"listeners": "localhost:9092"}, "listeners"),
-    ({"listeners": "SSL://:9093"}, "listeners"),
+    ({"listeners": "SSL://:9093"}, "ssl.keystore.location"),
     ({"log.message.timestamp.type": "Wallclock"}, "log.message.timestamp.type"),
+    # consumer groups (KIP-848), Kafka's GroupCoordinatorConfig bounds
+    ({"group.consumer.session.timeout.ms": "6000"}, "group.consumer.session.timeout.ms"),
+    ({"group.consumer.heartbeat.interval.ms": "20000"}, "group.consumer.heartbeat.interval.ms"),
+    ({"group.consumer.heartbeat.interval.ms": "50000", "group.consumer.max.heartbeat.interval.ms": "60000"},
+     "group.consumer.heartbeat.interval.ms"),
+    ({"group.consumer.assignors": "sticky"}, "group.consumer.assignors"),
 ])
 def test_bad_properties_name_the_key(raw, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         BrokerConfig(raw)
+
+
+def test_consumer_group_assignors_accept_kafkas_class_names():
+    cfg = BrokerConfig({"group.consumer.assignors": "org.apache.kafka.coordinator.group.assignor.RangeAssignor,uniform"})
+    assert cfg.get("group.consumer.assignors") == ["range", "uniform"]
 
 
 def test_listener_forms():

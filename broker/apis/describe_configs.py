@@ -1,27 +1,37 @@
-"""DescribeConfigs (key 32): topic and broker configuration, as admin tools ask for it.
+"""DescribeConfigs (key 32): topic, broker and group configuration with Kafka's sources and synonyms.
 
 Versions (we serve 1-4):
   v1: config_source and synonyms (is_default dropped)
   v2: same as v1
   v3: include_documentation; config_type and documentation in the result
   v4: flexible
-Resources: TOPIC (2) -> its overrides and the broker defaults it inherits; BROKER (4) named by this
-node id (or "" for the cluster default) -> every broker property, STATIC_BROKER_CONFIG when
-server.properties or --override sets it (whatever the value), DEFAULT_CONFIG otherwise, as Kafka
-reports them; BROKER_LOGGER (8) -> none.
+Sources (Kafka's ConfigHelper): TOPIC (2) -> every topic config: DYNAMIC_TOPIC_CONFIG for an override,
+else the source of the broker property it defaults to (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+STATIC_BROKER_CONFIG for server.properties / --override, DEFAULT_CONFIG); synonyms list the override
+and then every broker synonym with a value, by precedence. BROKER (4) named by this node's id -> every
+property (read-only unless it may change at run time); named "" -> the cluster-default dynamic configs.
+GROUP (32) -> every group config: DYNAMIC_GROUP_CONFIG for an override, else DEFAULT_CONFIG.
+BROKER_LOGGER (8) -> none.
+Kafka's PASSWORD-type settings (sasl.jaas.config, ssl.*password, PEM key material) are answered with a null
+value and is_sensitive, as Kafka does.
 """
 from __future__ import annotations
 
-from broker.data.topics import TOPIC_CONFIG_DEFAULTS
+from broker.data.dynamic_broker_configs import CLUSTER_DEFAULT, DEFAULT, DYNAMIC_DEFAULT_BROKER, config_text
+from broker.data.group_configs import GROUP_CONFIG_DEFS
+from broker.data.topics import TOPIC_CONFIG_DEFAULTS, broker_default
 from broker.registry import api
+from broker.security.listener_config import SENSITIVE
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-# ConfigSource values (DescribeConfigsResponse.json)
-SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+SOURCE_TOPIC, SOURCE_GROUP = 1, 8
 # ConfigType values
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
+# Topic configs whose broker default is one of several properties (ServerTopicConfigSynonyms).
+TOPIC_BROKER_SYNONYM = {**{k: v for k, v in TOPIC_CONFIG_DEFAULTS.items() if v is not None},
+                        "retention.ms": "log.retention.ms", "segment.ms": "log.roll.ms"}
 
 
 @api(key=32, name="DescribeConfigs", min_version=1, max_version=4)
@@ -33,6 +43,8 @@ async def handle(ctx, request):
             result = _topic(ctx, res, keys, request)
         elif res.resource_type == BROKER:
             result = _broker(ctx, res, keys, request)
+        elif res.resource_type == GROUP:
+            result = _group(ctx, res, keys, request)
         elif res.resource_type == BROKER_LOGGER:
             result = _result(res, ErrorCode.NONE, None, [])
         else:
@@ -47,63 +59,75 @@ def _result(res, code, message, configs):
         resource_name=res.resource_name, configs=configs)
 
 
-def _entry(name, value, read_only, source, synonyms, config_type, doc):
+def _entry(request, name, value, read_only, synonyms, config_type, doc, sensitive=False):
+    """One config; its source is its first synonym's (DEFAULT_CONFIG when it has none)."""
+    source = synonyms[0][1] if synonyms else DEFAULT
     R = m.DescribeConfigsResponse.DescribeConfigsResourceResult
-    return R(name=name, value=value, read_only=read_only, config_source=source, is_sensitive=False,
-             synonyms=synonyms, config_type=config_type, documentation=doc)
-
-
-def _synonym(name, value, source):
-    return m.DescribeConfigsResponse.DescribeConfigsSynonym(name=name, value=value, source=source)
+    S = m.DescribeConfigsResponse.DescribeConfigsSynonym
+    return R(name=name, value=value, read_only=read_only, config_source=source, is_sensitive=sensitive,
+             synonyms=[S(name=n, value=v, source=s) for n, s, v in synonyms] if request.include_synonyms else [],
+             config_type=config_type, documentation=doc if request.include_documentation else None)
 
 
 def _topic(ctx, res, keys, request):
-    topics = ctx.broker.topics
-    topic = topics.get(res.resource_name)
+    broker = ctx.broker
+    topic = broker.topics.get(res.resource_name)
     if topic is None:
-        return _result(res, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                       f"Topic {res.resource_name} does not exist", [])
+        return _result(res, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist", [])
     entries = []
-    for name, (value, is_default) in sorted(topics.effective_configs(topic).items()):
+    for name in sorted(TOPIC_CONFIG_DEFAULTS):
         if keys is not None and name not in keys:
             continue
-        broker_key = TOPIC_CONFIG_DEFAULTS.get(name)
-        synonyms = []
-        if request.include_synonyms:
-            if not is_default:
-                synonyms.append(_synonym(name, value, SOURCE_TOPIC))
-            if broker_key is not None:
-                synonyms.append(_synonym(broker_key, str(ctx.broker.config.get(broker_key)), SOURCE_DEFAULT))
-        entries.append(_entry(name, value, False, SOURCE_DEFAULT if is_default else SOURCE_TOPIC,
-                              synonyms, _topic_type(name), None))
+        synonyms = [(name, SOURCE_TOPIC, topic.configs[name])] if name in topic.configs else []
+        broker_key = TOPIC_BROKER_SYNONYM.get(name)
+        if broker_key is not None:
+            synonyms += broker.dynamic_configs.synonyms(broker_key)
+        value = topic.configs.get(name) or broker_default(broker.config, name)
+        entries.append(_entry(request, name, value, False, synonyms, _topic_type(name), None))
     return _result(res, ErrorCode.NONE, None, entries)
 
 
 def _broker(ctx, res, keys, request):
     broker = ctx.broker
-    if res.resource_name not in ("", str(broker.node_id)):
+    dynamic = broker.dynamic_configs
+    if res.resource_name == CLUSTER_DEFAULT:
+        entries = [_entry(request, name, value, False, [(name, DYNAMIC_DEFAULT_BROKER, value)],
+                          _type_of(name, broker.config.get(name)), None)
+                   for name, value in sorted(dynamic.overrides(CLUSTER_DEFAULT).items())
+                   if keys is None or name in keys]
+        return _result(res, ErrorCode.NONE, None, entries)
+    if res.resource_name != str(broker.node_id):
         return _result(res, ErrorCode.INVALID_REQUEST,
                        f"broker {res.resource_name} is not this node ({broker.node_id})", [])
     entries = []
     for name, value, doc in broker.config.describe():
         if keys is not None and name not in keys:
             continue
-        source = SOURCE_DEFAULT if broker.config.is_default(name) else SOURCE_STATIC_BROKER
-        text = _text(value)
-        synonyms = [_synonym(name, text, source)] if request.include_synonyms else []
-        entries.append(_entry(name, text, True, source, synonyms, _type_of(name, value),
-                              doc if request.include_documentation else None))
+        sensitive = name in SENSITIVE  # Kafka's PASSWORD-type settings: never sent, marked sensitive
+        text = None if sensitive else config_text(value)
+        if dynamic.is_dynamic(name):
+            synonyms = dynamic.synonyms(name)
+        else:
+            source = DEFAULT if broker.config.is_default(name) else 4  # STATIC_BROKER_CONFIG
+            synonyms = [(name, source, text)]
+        entries.append(_entry(request, name, text, not dynamic.is_dynamic(name), synonyms,
+                              _type_of(name, value), doc, sensitive))
     return _result(res, ErrorCode.NONE, None, entries)
 
 
-def _text(value) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return str(value)
+def _group(ctx, res, keys, request):
+    if not res.resource_name:
+        return _result(res, ErrorCode.INVALID_REQUEST, "Group name must not be empty", [])
+    overrides = ctx.broker.group_configs.overrides(res.resource_name)
+    entries = []
+    for name, d in GROUP_CONFIG_DEFS.items():
+        if keys is not None and name not in keys:
+            continue
+        synonyms = [(name, SOURCE_GROUP, overrides[name])] if name in overrides else []
+        synonyms.append((name, DEFAULT, str(d.default)))
+        entries.append(_entry(request, name, synonyms[0][2], False, synonyms,
+                              TYPE_INT if d.type == "int" else TYPE_STRING, d.doc))
+    return _result(res, ErrorCode.NONE, None, entries)
 
 
 def _type_of(name: str, value) -> int:
@@ -113,7 +137,7 @@ def _type_of(name: str, value) -> int:
         return TYPE_LONG if name.endswith((".ms", ".bytes")) else TYPE_INT
     if isinstance(value, float):
         return TYPE_DOUBLE
-    if isinstance(value, list):
+    if isinstance(value, list) or name == "log.cleanup.policy":
         return TYPE_LIST
     return TYPE_STRING
 

@@ -1,12 +1,12 @@
 """Fetch (key 1): read record batches, long-polling until min_bytes arrive or max_wait_ms passes.
 
-Versions (we serve 4-16; magic-2 batches need v4+):
+Versions (we serve 4-18; magic-2 batches need v4+):
   v4: isolation_level, last_stable_offset, aborted_transactions
   v5: log_start_offset
   v6: same as v5
   v7: fetch sessions (KIP-227): session_id/epoch, forgotten topics, top-level error code
   v8: same as v7
-  v9: current_leader_epoch per partition
+  v9: current_leader_epoch per partition (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when it is not ours)
   v10: same as v9
   v11: rack_id, preferred_read_replica
   v12: flexible; last_fetched_epoch, diverging epoch
@@ -14,6 +14,8 @@ Versions (we serve 4-16; magic-2 batches need v4+):
   v14: same as v13
   v15: replica_state replaces replica_id
   v16: node endpoints (tagged, for leader changes; never needed on one node)
+  v17: replica directory id (KIP-853; followers only)
+  v18: the follower's high watermark (KIP-1166; followers only)
 
 Fetch sessions: we refuse to create them, exactly as a Kafka broker whose session cache is full
 (max.incremental.fetch.session.cache.slots=0): a request for a new session (id 0, epoch 0) gets a full
@@ -36,7 +38,7 @@ FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 
 
-@api(key=1, name="Fetch", min_version=4, max_version=16)
+@api(key=1, name="Fetch", min_version=4, max_version=18)
 async def handle(ctx, request):
     v = ctx.api_version
     if v >= 7:
@@ -45,7 +47,8 @@ async def handle(ctx, request):
             return m.FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
     broker = ctx.broker
     topics = [(_topic_name(broker, t, v), t) for t in request.topics]
-    wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes)
+    wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
+                             p.current_leader_epoch if v >= 9 else -1)
               for name, t in topics for p in t.partitions]
     reads = iter(await read_when_ready(broker, wanted, request.max_bytes, request.min_bytes, request.max_wait_ms,
                                        request.isolation_level))

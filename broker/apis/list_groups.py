@@ -6,14 +6,12 @@ Versions:
   v2: same as v1
   v3: flexible encoding (KIP-482)
   v4: StatesFilter in the request, GroupState per group (KIP-518)
-  v5: TypesFilter, GroupType (KIP-848); every group here is "classic"
+  v5: TypesFilter, GroupType (KIP-848): "classic" or "consumer" (case-insensitive filter)
 """
 from __future__ import annotations
 
 from broker.registry import api
 from protocol import messages as m
-
-CLASSIC = "classic"
 
 
 @api(key=16, name="ListGroups", min_version=0, max_version=5)
@@ -24,9 +22,9 @@ def handle(ctx, request):
     error, listed = ctx.broker.groups.list_groups(states)
     if error:
         return m.ListGroupsResponse(error_code=error, groups=[])
-    if types and CLASSIC not in types:
-        listed = []
+    if types:
+        listed = [g for g in listed if g.group_type in types]
     group_type = m.ListGroupsResponse.ListedGroup
     return m.ListGroupsResponse(error_code=0, groups=[
-        group_type(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=CLASSIC)
+        group_type(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
         for g in listed])

@@ -8,7 +8,8 @@ Versions:
   v4: allow_auto_topic_creation
   v5: offline_replicas
   v6: same as v5
-  v7: leader_epoch (we report 0, always: one leader that never changes)
+  v7: leader_epoch (the epoch the partition's log stamps on its batches; it rises each time the node
+      leads the partition again, i.e. at every start, as a single-node KRaft broker's would)
   v8: authorized operations (we return "not provided")
   v9: flexible
   v10: topic ids (stable across restarts; requests may name topics by id)
@@ -26,7 +27,6 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 ZERO_UUID = uuid.UUID(int=0)
-LEADER_EPOCH = 0
 
 
 @api(key=3, name="Metadata", min_version=0, max_version=13)
@@ -37,14 +37,14 @@ async def handle(ctx, request):
     allow_auto = request.allow_auto_topic_creation if v >= 4 else True
     wanted = request.topics
     if wanted is None or (v == 0 and not wanted):
-        results = [_topic(t, broker.node_id) for t in topics_mgr.all()]
+        results = [_topic(topics_mgr, t, broker.node_id) for t in topics_mgr.all()]
     else:
         results = []
         for req in wanted:
             name = req.name
             if name is None and v >= 10:
                 topic = topics_mgr.by_id(req.topic_id)
-                results.append(_topic(topic, broker.node_id) if topic is not None else
+                results.append(_topic(topics_mgr, topic, broker.node_id) if topic is not None else
                                m.MetadataResponse.MetadataResponseTopic(
                                    error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                    topic_id=req.topic_id, partitions=[]))
@@ -72,7 +72,7 @@ def _lookup(topics_mgr, name: str, allow_auto: bool, node_id: int):
             topic = topics_mgr.maybe_auto_create(name)
         if topic is None:
             return _error(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return _topic(topic, node_id)
+    return _topic(topics_mgr, topic, node_id)
 
 
 def _error(name: str, code: ErrorCode):
@@ -80,11 +80,12 @@ def _error(name: str, code: ErrorCode):
                                                     is_internal=False, partitions=[])
 
 
-def _topic(topic, node_id: int):
+def _topic(topics_mgr, topic, node_id: int):
     P = m.MetadataResponse.MetadataResponsePartition
     return m.MetadataResponse.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=topic.internal,
         partitions=[P(error_code=ErrorCode.NONE, partition_index=p, leader_id=node_id,
-                      leader_epoch=LEADER_EPOCH, replica_nodes=[node_id], isr_nodes=[node_id],
+                      leader_epoch=topics_mgr.log(topic.name, p).leader_epoch, replica_nodes=[node_id],
+                      isr_nodes=[node_id],
                       offline_replicas=[])
                     for p in range(topic.partitions)])

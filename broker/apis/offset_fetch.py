@@ -9,7 +9,9 @@ Versions (v0, offsets in ZooKeeper, was removed in Kafka 4.0, KIP-896):
   v6: flexible encoding (KIP-482)
   v7: RequireStable: UNSTABLE_OFFSET_COMMIT while a transactional commit is pending (KIP-447)
   v8: several groups per request, one result per group (KIP-709)
-  v9: MemberId / MemberEpoch for KIP-848 groups (not checked for classic groups)
+  v9: MemberId / MemberEpoch for KIP-848 groups: a consumer group answers UNKNOWN_MEMBER_ID or
+      STALE_MEMBER_EPOCH unless they name a member in its current epoch (or are null/-1: admin tools);
+      not checked for classic groups
 v2-v7 answer a group-level error with that error alone and no partitions, as Kafka does.
 """
 from __future__ import annotations
@@ -19,10 +21,13 @@ from coordinator.results import OffsetFetchResult
 from protocol import messages as m
 
 
-def _fetch(groups, group_id: str, topics, require_stable: bool) -> OffsetFetchResult:
+def _fetch(groups, group_id: str, topics, require_stable: bool, member_id: str | None = None,
+           member_epoch: int = -1) -> OffsetFetchResult:
     """OffsetFetchResult for one group; `topics` None means all."""
     partitions = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    return groups.fetch_offsets(group_id, partitions, require_stable)
+    if member_id is None and member_epoch < 0:
+        return groups.fetch_offsets(group_id, partitions, require_stable)
+    return groups.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
 
 
 def _topics(topic_type, partition_type, partitions) -> list:
@@ -47,7 +52,8 @@ def handle(ctx, request):
         partition_type = topic_type.OffsetFetchResponsePartitions
         out = []
         for g in request.groups:
-            result = _fetch(groups, g.group_id, g.topics, require_stable)
+            member = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
+            result = _fetch(groups, g.group_id, g.topics, require_stable, *member)
             out.append(group_type(group_id=g.group_id, error_code=result.error,
                                   topics=_topics(topic_type, partition_type, result.partitions)))
         return m.OffsetFetchResponse(groups=out)

@@ -1,6 +1,7 @@
 """Produce (key 0): validate each partition's record batch, append it, answer when it is durable.
 
-Versions (we serve 3-10; magic-2 batches need v3+):
+Versions (we serve 3-13; magic-2 batches need v3+; Kafka 4.2 advertises 0-13 but refuses 0-2, and the
+message definitions we generate codecs from start at 3):
   v3: transactional_id; record batch v2 only
   v4: same as v3 (KAFKA_STORAGE_ERROR possible)
   v5: log_start_offset in the response
@@ -9,6 +10,9 @@ Versions (we serve 3-10; magic-2 batches need v3+):
   v8: record_errors and error_message in the response (KIP-467)
   v9: flexible
   v10: current leader / node endpoints tagged fields (KIP-951; unused by a single node)
+  v11: TRANSACTION_ABORTABLE possible (KIP-890)
+  v12: same as v11 (KIP-890 part 2)
+  v13: topics by topic id (KIP-516); UNKNOWN_TOPIC_ID for an id we do not know
 acks=0: no response; if any partition failed the connection is closed, as Kafka does, so the client
 notices. acks=1/-1: the response is sent once the append is fsynced (group commit), as
 log.flush.interval.messages=1 (kcoord's default) promises; only then does the high watermark cover it
@@ -27,15 +31,20 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 
-@api(key=0, name="Produce", min_version=3, max_version=10)
+@api(key=0, name="Produce", min_version=3, max_version=13)
 async def handle(ctx, request):
     broker = ctx.broker
     acks = request.acks
     refused = _refusal(acks)
-    results: list[tuple[str, list[tuple[int, Appended]]]] = []
+    by_id = ctx.api_version >= 13
+    results: list[tuple[object, list[tuple[int, Appended]]]] = []
     for topic_data in request.topic_data:
-        results.append((topic_data.name, [
-            (p.index, refused or append_partition(broker, topic_data.name, p.index, p.records, request.transactional_id))
+        key = topic_data.topic_id if by_id else topic_data.name
+        name = _topic_name(broker, topic_data.topic_id) if by_id else topic_data.name
+        results.append((key, [
+            (p.index, refused or (append_partition(broker, name, p.index, p.records, request.transactional_id)
+                                  if name is not None
+                                  else Appended(ErrorCode.UNKNOWN_TOPIC_ID)))
             for p in topic_data.partition_data]))
     appended = [a for _name, parts in results for _index, a in parts]
     for a in appended:
@@ -52,9 +61,14 @@ async def handle(ctx, request):
         return None
     lost = {id(lg) for lg, error in zip(logs, await broker.visibility.publish(logs), strict=True) if error}
     R = m.ProduceResponse
-    return R(responses=[R.TopicProduceResponse(name=name, partition_responses=[
-        _response(index, a, id(a.log) in lost) for index, a in parts]) for name, parts in results],
+    return R(responses=[R.TopicProduceResponse(**{"topic_id" if by_id else "name": key}, partition_responses=[
+        _response(index, a, id(a.log) in lost) for index, a in parts]) for key, parts in results],
         throttle_time_ms=0)
+
+
+def _topic_name(broker, topic_id) -> str | None:
+    topic = broker.topics.by_id(topic_id)
+    return topic.name if topic is not None else None
 
 
 def _refusal(acks: int) -> Appended | None:

@@ -26,6 +26,7 @@ class PartitionFetch:
     partition: int
     fetch_offset: int
     partition_max_bytes: int
+    current_leader_epoch: int = -1  # -1: the client does not ask for fencing (Fetch before v9)
 
 
 @dataclass(slots=True)
@@ -36,6 +37,14 @@ class PartitionRead:
     records: bytes | None = None
     last_stable_offset: int = -1
     aborted: list | None = None  # (producer id, first offset) of aborted transactions in `records`
+
+
+def leader_epoch_error(plog: Any, current_leader_epoch: int) -> ErrorCode:
+    """Kafka's Partition.validateCurrentLeaderEpoch: a client that knows an older leader epoch is fenced
+    (it refreshes its metadata), one that knows a newer one waits for this broker to catch up."""
+    if current_leader_epoch < 0 or current_leader_epoch == plog.leader_epoch:
+        return ErrorCode.NONE
+    return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < plog.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 async def read_when_ready(broker: Any, wanted: list[PartitionFetch], max_bytes: int, min_bytes: int,
@@ -74,6 +83,9 @@ def _read_partition(topics: Any, w: PartitionFetch, budget_left: int, first: boo
     plog = topics.log(w.topic, w.partition)
     if plog is None:
         return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    fenced = leader_epoch_error(plog, w.current_leader_epoch)
+    if fenced:
+        return PartitionRead(fenced)
     start, end, hw = plog.log_start_offset, plog.log_end_offset, high_watermark(plog)
     lso = hw if txn_index is None else txn_index.last_stable_offset(plog)
     if not start <= w.fetch_offset <= end:

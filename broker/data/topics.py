@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.data.json_file import write_json_atomically
 from coordinator.core import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
 
@@ -68,7 +69,7 @@ def internal_configs(config: Any, name: str) -> dict[str, str]:
 
 
 class TopicError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
@@ -204,16 +205,9 @@ class TopicManager:
             self._open_partitions(topic)
 
     def _save(self) -> None:
-        data = {"version": 1, "topics": [
+        write_json_atomically(self._path, {"version": 1, "topics": [
             {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
-            for t in self._topics.values()]}
-        tmp = self._path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self._path)
-        _fsync_dir(os.path.dirname(self._path))
+            for t in self._topics.values()]})
 
     def _add(self, topic: Topic) -> None:
         self._topics[topic.name] = topic
@@ -314,6 +308,62 @@ class TopicManager:
         self.broker.txn_index.forget_topic(name)
         log.info("deleted topic %s (id %s)", name, topic.topic_id)
 
+    def check_add_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> Topic:
+        """Validate a CreatePartitions entry (ReplicationControlManager.createPartitions' checks);
+        returns the topic, or raises TopicError."""
+        topic = self._topics.get(name)
+        if topic is None:
+            raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        if count < topic.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"The topic {name} currently has {topic.partitions} "
+                                                           f"partition(s); {count} would not be an increase.")
+        if count == topic.partitions:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
+        if count > MAX_PARTITIONS:
+            raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Cannot have more than {MAX_PARTITIONS} partitions.")
+        added = count - topic.partitions
+        if assignments is not None:
+            if len(assignments) != added:
+                raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                 f"Attempted to add {added} additional partition(s), but only "
+                                 f"{len(assignments)} assignment(s) were specified.")
+            for broker_ids in assignments:
+                if len(broker_ids) != 1:
+                    raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                     f"The manual partition assignment includes a partition with {len(broker_ids)} "
+                                     "replica(s), but this is not consistent with previous partitions, which have "
+                                     "1 replica(s).")
+                if broker_ids[0] != self.broker.node_id:
+                    raise TopicError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+                                     f"The manual partition assignment includes broker {broker_ids[0]}, but no such "
+                                     "broker is registered.")
+        return topic
+
+    def add_partitions(self, name: str, count: int) -> Topic:
+        """Grow `name` to `count` partitions: the metadata is durable before the new logs exist (a crash
+        in between leaves partitions that _load opens again)."""
+        topic = self._topics[name]
+        before, topic.partitions = topic.partitions, count
+        self._save()
+        self._open_partitions(topic)
+        log.info("topic %s: %d -> %d partitions", name, before, count)
+        return topic
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> Topic:
+        """Replace the topic's overrides (validated by the caller with validate_topic_configs), durably;
+        its logs take the new LogConfig at once (retention and compaction on their next pass)."""
+        topic = self._topics[name]
+        topic.configs = dict(configs)
+        self._save()
+        self._open_partitions(topic)
+        log.info("topic %s configs now %s", name, topic.configs)
+        return topic
+
+    def refresh_log_configs(self) -> None:
+        """After a broker-level default changed (dynamic broker configs): every log gets its LogConfig again."""
+        for topic in self._topics.values():
+            self._open_partitions(topic)
+
     def maybe_auto_create(self, name: str) -> Topic | None:
         """Kafka's auto.create.topics.enable: create an unknown, valid, non-internal name."""
         if not self.config.get("auto.create.topics.enable") or name in (CONSUMER_OFFSETS, TRANSACTION_STATE):
@@ -337,11 +387,3 @@ class TopicManager:
             topic = self.create(TRANSACTION_STATE, self.config.get("transaction.state.log.num.partitions"),
                                 transaction_state_configs(self.config))
         return topic
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.config import GroupConfig
+from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import OFFSETS_TOPIC
 from coordinator.events import NO_EVENTS, CoordinatorEvents
 from coordinator.gc_pause import gc_paused
@@ -55,12 +56,33 @@ async def create(broker) -> GroupRuntime:
     """Build and start the runtime for a broker (the composition root calls this at start)."""
     props = broker.config.props
     runtime = GroupRuntime(broker.consumer_offsets_log, GroupConfig.from_properties(props),
-                           events=MetricsEvents(broker.metrics),
+                           events=MetricsEvents(broker.metrics), topics=BrokerTopics(broker),
                            compression=int(props.get("offsets.topic.compression.codec", 0)),
                            # a durable write moves that partition's high watermark: wake its long polls
                            on_durable=lambda p: broker.fetch_waiters.notify((OFFSETS_TOPIC, p)))
     await runtime.start()
     return runtime
+
+
+class BrokerTopics(TopicsImage):
+    """The broker's topic manager as the coordinator's topics image (consumer groups subscribe by name)."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+
+    def topic(self, name: str):
+        topics = self.broker.topics
+        t = topics.get(name) if topics is not None else None
+        return None if t is None or t.internal else (t.topic_id, t.partitions)
+
+    def topic_name(self, topic_id):
+        topics = self.broker.topics
+        t = topics.by_id(topic_id) if topics is not None else None
+        return None if t is None else t.name
+
+    def names(self):
+        topics = self.broker.topics
+        return [] if topics is None else [t.name for t in topics.all() if not t.internal]
 
 
 class MetricsEvents(CoordinatorEvents):
@@ -86,8 +108,9 @@ class GroupRuntime:
     def __init__(self, log_for: Callable[[int], Any], config: GroupConfig,
                  logger: logging.Logger | None = None, compression: int = 0,
                  on_durable: Callable[[int], None] | None = None,
-                 events: CoordinatorEvents = NO_EVENTS) -> None:
+                 events: CoordinatorEvents = NO_EVENTS, topics: TopicsImage = NO_TOPICS) -> None:
         self._log_for = log_for
+        self._topics = topics
         self._on_durable = on_durable
         self.config = config
         self.num_partitions = config.offsets_topic_num_partitions
@@ -117,7 +140,7 @@ class GroupRuntime:
                                           on_durable=self._after_durable_write)
         self.service = GroupCoordinatorService(self.config, clock=self.clock, timer=self._timer,
                                                writer=self._writer, log=self._logger, events=self._events,
-                                               owned_partitions=set())
+                                               owned_partitions=set(), topics=self._topics)
         for partition in range(self.num_partitions):
             self.service.begin_load(partition)
         self._active = True
@@ -167,6 +190,7 @@ class GroupRuntime:
             await asyncio.sleep(0)
         (state, keep), = loaded
         shard = self.service.loading[partition]
+        shard.load_consumer_groups(state)
         group_ids = sorted(state.groups())
         for start in range(0, len(group_ids), LOAD_SLICE):
             shard.load(state, keep, group_ids[start:start + LOAD_SLICE])
@@ -243,6 +267,11 @@ class GroupRuntime:
     def leave_group(self, context: RequestContext, request) -> LeaveGroupResult:
         return self.service.leave_group(context, request)
 
+    def consumer_group_heartbeat(self, context: RequestContext, request) -> Reply:
+        reply = Reply()
+        self.service.consumer_group_heartbeat(context, request, reply)
+        return reply
+
     def commit_offsets(self, request: OffsetCommit, callback: Callable | None = None) -> Reply:
         """The commit's per-partition errors once durable: to `callback` if given, else the Reply."""
         reply = Reply() if callback is None else callback
@@ -260,11 +289,15 @@ class GroupRuntime:
         self.service.complete_transaction(partition, producer_id, producer_epoch, commit, reply)
         return reply
 
-    def fetch_offsets(self, group_id: str, partitions, require_stable: bool) -> OffsetFetchResult:
-        return self.service.fetch_offsets(group_id, partitions, require_stable)
+    def fetch_offsets(self, group_id: str, partitions, require_stable: bool, member_id: str | None = None,
+                      member_epoch: int = -1) -> OffsetFetchResult:
+        return self.service.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
 
     def describe_groups(self, group_ids, request_version: int) -> list:
         return self.service.describe_groups(group_ids, request_version)
+
+    def consumer_group_describe(self, group_ids) -> list:
+        return self.service.consumer_group_describe(group_ids)
 
     def list_groups(self, states_filter) -> tuple[ErrorCode, list]:
         return self.service.list_groups(states_filter)

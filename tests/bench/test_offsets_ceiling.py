@@ -28,7 +28,7 @@ def test_every_commit_is_answered_and_written(tmp_path, monkeypatch):
         out = loadgen.drive(server.port, offsets.commit_frames(2), 10, 0.3, 0.1, w.commit_err_offset(offsets.TOPIC))
         stores = [p for p in tmp_path.iterdir() if p.name.startswith("kcoord-bench-offsets-ceiling-")]
         assert len(stores) == 1
-        logs = [f for d in stores[0].iterdir() for f in d.iterdir() if f.suffix == ".log"]
+        logs = [f for d in stores[0].iterdir() if d.is_dir() for f in d.iterdir() if f.suffix == ".log"]
         assert sum(os.path.getsize(f) for f in logs) > 0
     assert out["conns"] == 10 and out["requests"] > 10
     assert out["errors"] == out["bad_corr"] == out["closed"] == 0

@@ -17,6 +17,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 from protocol.headers import decode_response_header
 from protocol.records import build_batch, iter_batches
+from tests.security import every_version_scenarios
 from tests.support.raw_kafka import RawKafka
 
 TOPIC = "every-version"
@@ -101,9 +102,12 @@ def stable_group(c: RawKafka, group: str):
 # -- one scenario per API: (connection, version, environment) -> response ---------------------------
 def produce(c, v, env):
     R = m.ProduceRequest
-    return call(c, 0, v, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
-        name=TOPIC, partition_data=[R.TopicProduceData.PartitionProduceData(
-            index=0, records=build_batch([(b"k", b"v%d" % v)]))])]))
+    topic = R.TopicProduceData(name=TOPIC, topic_id=env.get("topic_id"), partition_data=[
+        R.TopicProduceData.PartitionProduceData(index=0, records=build_batch([(b"k", b"v%d" % v)]))])
+    resp = call(c, 0, v, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[topic]))
+    if v >= 13:  # topics by id (KIP-516)
+        assert resp.responses[0].topic_id == env["topic_id"]
+    return resp
 
 
 def fetch(c, v, env):
@@ -234,10 +238,14 @@ def init_producer_id(c, v, env):
 
 def describe_configs(c, v, env):
     R = m.DescribeConfigsRequest
-    resp = call(c, 32, v, R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name=TOPIC,
-                                                                   configuration_keys=None)],
-                            include_synonyms=True, include_documentation=True))
+    resp = call(c, 32, v, R(resources=[
+        R.DescribeConfigsResource(resource_type=2, resource_name=TOPIC, configuration_keys=None),
+        R.DescribeConfigsResource(resource_type=4, resource_name="1", configuration_keys=["log.retention.ms"]),
+        R.DescribeConfigsResource(resource_type=32, resource_name=env["stable"], configuration_keys=None)],
+        include_synonyms=True, include_documentation=True))
     assert any(e.name == "cleanup.policy" for e in resp.results[0].configs)
+    assert [e.name for e in resp.results[1].configs] == ["log.retention.ms"]
+    assert any(e.name == "consumer.session.timeout.ms" for e in resp.results[2].configs)
     return resp
 
 
@@ -341,18 +349,123 @@ def write_txn_markers(c, v, env):
         topics=[Rq.WritableTxnMarker.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])])]))
 
 
+def create_partitions(c, v, env):
+    name = f"grown-v{v}"
+    assert create_topic(c, name).topics[0].error_code == ErrorCode.NONE
+    T = m.CreatePartitionsRequest.CreatePartitionsTopic
+    resp = call(c, 37, v, m.CreatePartitionsRequest(topics=[T(name=name, count=3, assignments=None)],
+                                                    timeout_ms=5000, validate_only=False))
+    md = call(c, 3, 12, m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=name)],
+                                          allow_auto_topic_creation=False))
+    assert len(md.topics[0].partitions) == 3
+    return resp
+
+
+def delete_records(c, v, env):
+    name = f"trimmed-v{v}"
+    assert create_topic(c, name).topics[0].error_code == ErrorCode.NONE
+    R = m.ProduceRequest
+    call(c, 0, 9, R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
+        name=name, partition_data=[R.TopicProduceData.PartitionProduceData(
+            index=0, records=build_batch([(b"k", b"a"), (b"k", b"b")]))])]))
+    D = m.DeleteRecordsRequest
+    resp = call(c, 21, v, D(topics=[D.DeleteRecordsTopic(name=name, partitions=[
+        D.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=1)])], timeout_ms=5000))
+    assert resp.topics[0].partitions[0].low_watermark == 1
+    return resp
+
+
+def alter_configs(c, v, env):
+    R = m.AlterConfigsRequest
+    A = R.AlterConfigsResource
+    resp = call(c, 33, v, R(resources=[
+        A(resource_type=2, resource_name=TOPIC, configs=[A.AlterableConfig(name="retention.ms", value=f"{v + 1}00000")]),
+        A(resource_type=32, resource_name=f"group-v{v}", configs=[
+            A.AlterableConfig(name="consumer.session.timeout.ms", value="50000")])], validate_only=False))
+    assert [r.resource_type for r in resp.responses] == [2, 32]
+    return resp
+
+
+def incremental_alter_configs(c, v, env):
+    R = m.IncrementalAlterConfigsRequest
+    A = R.AlterConfigsResource
+    resp = call(c, 44, v, R(resources=[
+        A(resource_type=2, resource_name=TOPIC, configs=[
+            A.AlterableConfig(name="cleanup.policy", config_operation=2, value="compact")]),
+        A(resource_type=4, resource_name="", configs=[
+            A.AlterableConfig(name="log.retention.bytes", config_operation=0, value=str(10**12 + v))])],
+        validate_only=True))
+    assert len(resp.responses) == 2
+    return resp
+
+
+def describe_log_dirs(c, v, env):
+    resp = call(c, 35, v, m.DescribeLogDirsRequest(topics=[
+        m.DescribeLogDirsRequest.DescribableLogDirTopic(topic=TOPIC, partitions=[0])]))
+    (result,) = resp.results
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [(TOPIC, [0])]
+    assert result.topics[0].partitions[0].partition_size > 0
+    return resp
+
+
+def offset_for_leader_epoch(c, v, env):
+    R = m.OffsetForLeaderEpochRequest
+    T = R.OffsetForLeaderTopic
+    resp = call(c, 23, v, R(replica_id=-1, topics=[T(topic=TOPIC, partitions=[
+        T.OffsetForLeaderPartition(partition=0, current_leader_epoch=0, leader_epoch=0)])]))
+    (p,) = resp.topics[0].partitions
+    assert (p.leader_epoch, p.end_offset >= 1) == (0, True)
+    return resp
+
+
+def consumer_group_heartbeat(c, v, env, group: str | None = None):
+    """Joins a consumer group (KIP-848): the one member gets every partition of the topic
+    (GroupMetadataManager.consumerGroupHeartbeat)."""
+    R = m.ConsumerGroupHeartbeatRequest
+    resp = call(c, 68, v, R(group_id=group or f"cgh-v{v}", member_id="", member_epoch=0, instance_id=None, rack_id=None,
+                            rebalance_timeout_ms=30000, subscribed_topic_names=[TOPIC], subscribed_topic_regex=None,
+                            server_assignor=None, topic_partitions=[]))
+    assert resp.member_id and resp.member_epoch == 1
+    assert [(tp.topic_id, tp.partitions) for tp in resp.assignment.topic_partitions] == [(env["topic_id"], [0])]
+    return resp
+
+
+def consumer_group_describe(c, v, env):
+    """A consumer group of one member: epochs 1/1, its assignment and target by topic id and name
+    (GroupMetadataManager.consumerGroupDescribe, ConsumerGroup.asDescribedGroup)."""
+    joined = consumer_group_heartbeat(c, 1, env, group=f"cgd-v{v}")
+    resp = call(c, 69, v, m.ConsumerGroupDescribeRequest(group_ids=[f"cgd-v{v}"], include_authorized_operations=False))
+    (g,) = resp.groups
+    assert (g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == ("Stable", 1, 1, "uniform")
+    (member,) = g.members
+    assert (member.member_id, member.member_epoch) == (joined.member_id, 1)
+    want = [(env["topic_id"], TOPIC, [0])]
+    for a in (member.assignment, member.target_assignment):
+        assert [(tp.topic_id, tp.topic_name, tp.partitions) for tp in a.topic_partitions] == want
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
-    18: api_versions, 19: create_topics, 20: delete_topics, 22: init_producer_id, 32: describe_configs,
-    42: delete_groups, 47: offset_delete, 60: describe_cluster,
+    18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch,
+    32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
+    47: offset_delete, 60: describe_cluster, 68: consumer_group_heartbeat, 69: consumer_group_describe,
+    **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,
 }
 
 
 @pytest.fixture(scope="module")
-def env(kcoord_shared_server):
+def secure_server(tmp_path_factory):
+    srv = every_version_scenarios.start(tmp_path_factory.mktemp("every-version-secure"))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def env(kcoord_shared_server, secure_server):
     """A topic with a record in it, a group with a committed offset, and a stable one-member group."""
     with RawKafka(kcoord_shared_server.port) as c:
         assert error_codes(create_topic(c, TOPIC)) == [ErrorCode.NONE]
@@ -361,7 +474,8 @@ def env(kcoord_shared_server):
         stable_group(c, "every-version-stable")
         md = call(c, 3, 12, m.MetadataRequest(topics=None, allow_auto_topic_creation=False))
         topic_id = next(t.topic_id for t in md.topics if t.name == TOPIC)
-    return {"topic_id": topic_id, "stable": "every-version-stable", "port": kcoord_shared_server.port}
+    return {"topic_id": topic_id, "stable": "every-version-stable", "port": kcoord_shared_server.port,
+            "secure": secure_server}
 
 
 @pytest.mark.parametrize(("spec", "version"), ADVERTISED, ids=[f"{s.name}-v{v}" for s, v in ADVERTISED])

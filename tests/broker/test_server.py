@@ -12,9 +12,11 @@ from protocol.errors import ErrorCode
 from protocol.headers import encode_request_frame
 from tests.support.raw_kafka import RawKafka
 
-ADVERTISED = {0: (3, 10), 1: (4, 16), 2: (1, 7), 3: (0, 13), 18: (0, 4), 19: (2, 7), 20: (1, 6),
-              22: (0, 5), 24: (0, 5), 25: (0, 4), 26: (0, 4), 28: (0, 4), 32: (1, 4), 60: (0, 1), 61: (0, 0),
-              65: (0, 0), 66: (0, 1), 27: (1, 1)}
+# Kafka 4.2's ranges (kafka-python's broker_version_data), but Produce from 3: the message definitions start
+# there (Kafka advertises 0-2 only to refuse them).
+ADVERTISED = {0: (3, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2),
+              22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 2),
+              24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
 
 
 def api_versions(c: RawKafka, version: int):
@@ -120,7 +122,8 @@ def test_idle_connection_is_closed_after_connections_max_idle_ms(kcoord_server_f
 def test_each_listener_advertises_itself(kcoord_server_factory, tmp_path):
     srv = kcoord_server_factory({
         "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
-        "advertised.listeners": "PLAINTEXT://localhost:0,INTERNAL://127.0.0.1:0"})
+        "advertised.listeners": "PLAINTEXT://localhost:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"})  # Kafka requires it
     ready = srv.wait_for_log(r"kcoord ready: listening on 127.0.0.1:(\d+), 127.0.0.1:(\d+)")
     plaintext, internal = int(ready.group(1)), int(ready.group(2))
     seen = {}

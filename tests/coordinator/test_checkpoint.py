@@ -9,6 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coordinator import checkpoint
+from coordinator.consumer import records as cr
+from coordinator.consumer.member import ConsumerGroupMember
 from coordinator.partition_state import PartitionState
 from coordinator.testing import CoordinatorContext
 from protocol import consumer_offsets as co
@@ -43,7 +45,17 @@ group_metadata = st.builds(
 group_tombstone = st.builds(lambda g: (co.encode_group_metadata_key(g), None), groups)
 # Records the classic coordinator skips: another coordinator's key version, and garbage.
 foreign = st.sampled_from([(b"\x00\x05\x00\x01x", b"whatever"), (b"\x00\x01\x00", b"\x00")])
-record = st.one_of(commit, commit, offset_tombstone, group_metadata, group_tombstone, foreign)
+# KIP-848 consumer group records (kept raw in the state, replayed by the consumer group manager on load)
+_member_ids = st.sampled_from(["a", "b"])
+consumer_record = st.one_of(
+    st.builds(lambda g, e: cr.group_epoch_record(g, e)[:2], groups, st.integers(0, 9)),
+    st.builds(lambda g: cr.group_epoch_tombstone(g)[:2], groups),
+    st.builds(lambda g, m, t: cr.member_subscription_record(g, ConsumerGroupMember(m, subscribed_topic_names=t))[:2],
+              groups, _member_ids, st.frozensets(topics)),
+    st.builds(lambda g, m: cr.member_subscription_tombstone(g, m)[:2], groups, _member_ids),
+    st.builds(lambda g, e: cr.target_epoch_record(g, e)[:2], groups, st.integers(0, 9)),
+)
+record = st.one_of(commit, commit, offset_tombstone, group_metadata, group_tombstone, foreign, consumer_record)
 histories = st.lists(record, max_size=60)
 
 
@@ -61,11 +73,14 @@ def _through_checkpoint(records, split: int, partition: int = 7) -> PartitionSta
 
 
 def _groups_snapshot(ctx) -> dict:
-    return {gid: (g.state, g.current_state_timestamp, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id,
-                  [(m.member_id, m.group_instance_id, m.assignment, m.session_timeout_ms)
-                   for m in g.all_member_metadata()],
-                  dict(ctx.offsets(gid)))
-            for gid, g in sorted(ctx.groups.items())}
+    classic = {gid: (g.state, g.current_state_timestamp, g.generation_id, g.protocol_type, g.protocol_name,
+                     g.leader_id, [(m.member_id, m.group_instance_id, m.assignment, m.session_timeout_ms)
+                                   for m in g.all_member_metadata()],
+                     dict(ctx.offsets(gid)))
+               for gid, g in sorted(ctx.groups.items())}
+    consumer = {gid: (g.group_epoch, g.assignment_epoch, g.members)
+                for shard in ctx.gc.shards.values() for gid, g in sorted(shard.consumer.groups.items())}
+    return {"classic": classic, "consumer": consumer}
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,16 +1,29 @@
 // A kafkajs group consumer for kcoord's integration tests; same stdout protocol as
 // tests/broker/groups/workers/consumer.py: one JSON object per line
 // ({"ev":"assigned","partitions":[..]}, {"ev":"rec","p":0,"o":1,"k":"..."}, {"ev":"closed"}).
-// Usage: node group_consumer.js <bootstrap> <group> <topic> <clientId> [maxSeconds]
+// Usage: node group_consumer.js <bootstrap> <group> <topic> <clientId> [maxSeconds] [security JSON:
+// {"protocol","ca","cert","key","mechanism","username","password"}, as tests/security/client_settings.py]
+const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 
-const [bootstrap, groupId, topic, clientId, maxSeconds = '150'] = process.argv.slice(2)
+const [bootstrap, groupId, topic, clientId, maxSeconds = '150', securityJson = 'null'] = process.argv.slice(2)
+
+function security (sec) {
+  const out = {}
+  if (!sec) return out
+  if (sec.protocol.includes('SSL')) {
+    out.ssl = { ca: [fs.readFileSync(sec.ca, 'utf-8')] }
+    if (sec.cert) Object.assign(out.ssl, { cert: fs.readFileSync(sec.cert, 'utf-8'), key: fs.readFileSync(sec.key, 'utf-8') })
+  }
+  if (sec.mechanism) out.sasl = { mechanism: sec.mechanism.toLowerCase(), username: sec.username, password: sec.password }
+  return out
+}
 const emit = (event) => process.stdout.write(JSON.stringify(event) + '\n')
 
 async function main () {
   const kafka = new Kafka({
     clientId, brokers: [bootstrap], logLevel: logLevel.NOTHING,
-    retry: { initialRetryTime: 100, retries: 30 }
+    retry: { initialRetryTime: 100, retries: 30 }, ...security(JSON.parse(securityJson))
   })
   const consumer = kafka.consumer({ groupId, sessionTimeout: 6000, heartbeatInterval: 1500 })
   consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {

@@ -179,10 +179,10 @@ async def test_new_segment_directory_entry_is_fsynced_with_its_data(tmp_path, mo
     synced_dirs = []
     monkeypatch.setattr(fs, "fsync_dir", synced_dirs.append)
     await log.append_durable(batch(value=b"x" * 100))
-    assert synced_dirs == []
+    assert synced_dirs == [log.directory]  # the first batch of an epoch: leader-epoch-checkpoint renamed
     await log.append_durable(batch(value=b"y" * 100))  # rolls
     assert len(log.segments) == 2
-    assert synced_dirs == [log.directory]
+    assert synced_dirs == [log.directory, log.directory]
 
 
 async def test_sync_covers_what_was_appended_when_it_was_called(tmp_path):

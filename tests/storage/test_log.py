@@ -164,7 +164,7 @@ def test_leftover_cleaned_and_orphan_index_files_removed(tmp_path):
     (d / "00000000000000000077.timeindex").write_bytes(b"")
     again = open_log(tmp_path)
     assert sorted(os.listdir(d)) == ["00000000000000000000.index", "00000000000000000000.log",
-                                     "00000000000000000000.timeindex"]
+                                     "00000000000000000000.timeindex", "leader-epoch-checkpoint"]
     assert again.log_end_offset == 1
 
 
@@ -428,3 +428,44 @@ def test_a_trusted_append_skips_only_the_crc_check(tmp_path):
         log.append(good + b"\x00\x01", trusted=True)  # not whole batches
     assert log.log_end_offset == 1
     log.close()
+
+
+def test_log_start_offset_moves_only_up_and_breached_segments_go_under_any_policy(tmp_path):
+    """UnifiedLog.maybeIncrementLogStartOffset / deleteLogStartOffsetBreachedSegments: reads below the new
+    start fail at once; a segment goes once the next one starts at or below it, whatever the policy."""
+    log = open_log(tmp_path, segment_bytes=300, cleanup_policy="compact", retention_ms=-1)
+    for _ in range(12):
+        log.append(batch(1))
+    log.flush()
+    bases = [s.base_offset for s in log.segments]
+    inside = bases[2] + 1
+    assert log.maybe_increment_log_start_offset(inside) is True
+    assert log.maybe_increment_log_start_offset(1) is False and log.log_start_offset == inside
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(inside - 1, 100)
+    assert offsets_in(log.read(inside, 1 << 20))[0] == inside
+    with pytest.raises(OffsetOutOfRangeError):
+        log.maybe_increment_log_start_offset(log.log_end_offset + 1)
+    assert log.delete_old_segments() == 2
+    assert [s.base_offset for s in log.segments][0] == bases[2] and log.log_start_offset == inside
+
+
+def test_log_start_checkpoint_survives_reopen_and_topic_deletion(tmp_path):
+    from storage import LogManager
+
+    mgr = LogManager(str(tmp_path))
+    plog = mgr.get_or_create("t", 0)
+    for _ in range(5):
+        plog.append(batch(1))
+    plog.flush()
+    plog.maybe_increment_log_start_offset(3)
+    mgr.write_log_start_checkpoint()
+    plog.close()
+    again = LogManager(str(tmp_path))
+    assert again.get("t", 0).log_start_offset == 3
+    again.delete_topic("t")
+    recreated = again.get_or_create("t", 0)
+    for _ in range(5):
+        recreated.append(batch(1))
+    recreated.close()
+    assert LogManager(str(tmp_path)).get("t", 0).log_start_offset == 0

@@ -4,11 +4,13 @@
 - `kcoord_server_factory(overrides=None, name=...)`: start more, or with other properties.
 - `kcoord_shared_server`: one server for a whole test module, for read-mostly client tests.
 - `kcoord_broker`: an in-process Broker on the test's event loop, for tests that use broker.hooks.
+Each checks, once its server stopped, every record batch in its data directory against crcmod's CRC-32C.
 """
 from __future__ import annotations
 
 import pytest
 
+from tests.support.crc_reference import batch_crc_mismatches
 from tests.support.kcoord_server import KcoordServer
 
 # Fast group formation for tests; a test can override it.
@@ -28,6 +30,8 @@ def kcoord_server_factory(tmp_path):
     yield start
     for server in started:
         server.stop()
+    for server in started:  # every batch it wrote carries crcmod's CRC-32C
+        assert batch_crc_mismatches(server.data_dir) == []
 
 
 @pytest.fixture
@@ -40,6 +44,7 @@ def kcoord_shared_server(tmp_path_factory):
     server = KcoordServer(tmp_path_factory.mktemp("kcoord-shared"), dict(TEST_DEFAULTS)).start()
     yield server
     server.stop()
+    assert batch_crc_mismatches(server.data_dir) == []
 
 
 @pytest.fixture
@@ -54,3 +59,4 @@ async def kcoord_broker(tmp_path):
     await broker.start()
     yield broker
     await broker.stop(timeout=5.0)
+    assert batch_crc_mismatches(tmp_path / "data") == []

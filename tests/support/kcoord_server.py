@@ -27,9 +27,10 @@ class KcoordServer(BrokerProcess):
                  name: str = "kcoord", log_level: str = "INFO") -> None:
         super().__init__(workdir, overrides, name=name, log_level=log_level, test_settings=False, admin=False)
 
-    def kill(self) -> None:  # type: ignore[override]
-        """SIGKILL: no shutdown at all, as in a crash."""
-        super().kill(restart=False)
+    def kill(self, restart: bool = False, timeout: float = 30.0) -> None:  # type: ignore[override]
+        """SIGKILL: no shutdown at all, as in a crash (BrokerProcess.start calls it with restart=False
+        when a start fails)."""
+        super().kill(restart=False, timeout=timeout)
 
     @property
     def proc(self) -> subprocess.Popen | None:

@@ -17,6 +17,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from tests.security import client_settings
+
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 WORKER = pathlib.Path(__file__).resolve().parent / "workers" / "consumer.py"
 JS_DIR = ROOT / "tests" / "js"
@@ -137,24 +139,42 @@ class ConsumerProcess:
 
 def python_consumer(client: str, bootstrap: str, group: str, topic: str, name: str,
                     assignor: str = "roundrobin", session_timeout_ms: int = 6000,
-                    instance_id: str | None = None) -> ConsumerProcess:
+                    instance_id: str | None = None, security: dict | None = None, group_protocol: str = "classic",
+                    remote_assignor: str | None = None) -> ConsumerProcess:
     argv = [sys.executable, str(WORKER), "--client", client, "--bootstrap", bootstrap, "--group", group,
             "--topic", topic, "--client-id", name, "--assignor", assignor,
-            "--session-timeout-ms", str(session_timeout_ms)]
+            "--session-timeout-ms", str(session_timeout_ms), "--group-protocol", group_protocol]
+    if remote_assignor:
+        argv += ["--remote-assignor", remote_assignor]
     if instance_id:
         argv += ["--instance-id", instance_id]
+    if security:
+        argv += ["--security", json.dumps(security)]
     return ConsumerProcess(argv, name)
 
 
-def kafkajs_consumer(bootstrap: str, group: str, topic: str, name: str) -> ConsumerProcess:
-    return ConsumerProcess([NODE, "group_consumer.js", bootstrap, group, topic, name], name, cwd=JS_DIR)
+def kafkajs_consumer(bootstrap: str, group: str, topic: str, name: str,
+                     security: dict | None = None) -> ConsumerProcess:
+    return ConsumerProcess([NODE, "group_consumer.js", bootstrap, group, topic, name, "150", json.dumps(security)],
+                           name, cwd=JS_DIR)
 
 
-def kcat_consumer(bootstrap: str, group: str, topic: str, name: str) -> ConsumerProcess:
+PLATFORMATIC_PRESENT = (JS_DIR / "node_modules" / "@platformatic" / "kafka").is_dir()
+
+
+def platformatic_consumer(bootstrap: str, group: str, topic: str, name: str, max_seconds: int = 150
+                          ) -> ConsumerProcess:
+    """@platformatic/kafka with groupProtocol 'consumer' (KIP-848), tests/js/kip848_consumer.mjs."""
+    return ConsumerProcess([NODE, "kip848_consumer.mjs", bootstrap, group, topic, name, str(max_seconds)], name,
+                           cwd=JS_DIR)
+
+
+def kcat_consumer(bootstrap: str, group: str, topic: str, name: str, security: dict | None = None) -> ConsumerProcess:
     fmt = '{"ev":"rec","p":%p,"o":%o,"k":"%k"}\\n'
     argv = [KCAT, "-u", "-b", bootstrap, "-G", group, "-f", fmt, "-X", f"client.id={name}",
             "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000",
-            "-X", "heartbeat.interval.ms=1500", "-X", "topic.metadata.refresh.interval.ms=1000", topic]
+            "-X", "heartbeat.interval.ms=1500", "-X", "topic.metadata.refresh.interval.ms=1000",
+            *client_settings.kcat(security), topic]
     return ConsumerProcess(argv, name, stderr_parser=_kcat_stderr_line)
 
 

@@ -16,6 +16,8 @@ import signal
 import sys
 import time
 
+from tests.security import client_settings
+
 STOP = False
 
 
@@ -64,7 +66,8 @@ def run_kafka_python(args) -> None:
         enable_auto_commit=False, auto_offset_reset="earliest",
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.session_timeout_ms // 4,
         partition_assignment_strategy=[assignor], reconnect_backoff_max_ms=500,
-        retry_backoff_ms=100, request_timeout_ms=args.session_timeout_ms + 10000, **extra)
+        retry_backoff_ms=100, request_timeout_ms=args.session_timeout_ms + 10000, **extra,
+        **client_settings.kafka_python(args.security))
     consumer.subscribe([args.topic], listener=reporting_listener(ConsumerRebalanceListener))
     deadline = time.monotonic() + args.max_seconds
     while not STOP and time.monotonic() < deadline:
@@ -93,7 +96,8 @@ def run_aiokafka(args) -> None:
             bootstrap_servers=args.bootstrap, group_id=args.group, client_id=args.client_id,
             enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.session_timeout_ms // 4,
-            partition_assignment_strategy=(assignor,), retry_backoff_ms=100)
+            partition_assignment_strategy=(assignor,), retry_backoff_ms=100,
+            **client_settings.aiokafka(args.security))
         consumer.subscribe([args.topic], listener=reporting_listener(ConsumerRebalanceListener))
         await consumer.start()
         deadline = time.monotonic() + args.max_seconds
@@ -117,20 +121,41 @@ def run_aiokafka(args) -> None:
 def run_confluent(args) -> None:
     from confluent_kafka import Consumer
 
+    owned: set[int] = set()
+
     def on_assign(consumer, partitions):
-        emit(ev="assigned", partitions=sorted(tp.partition for tp in partitions))
+        if args.group_protocol == "consumer":  # KIP-848: incremental, what is added
+            owned.update(tp.partition for tp in partitions)
+        else:
+            owned.clear()
+            owned.update(tp.partition for tp in partitions)
+        emit(ev="assigned", partitions=sorted(owned))
+
+    def on_revoke(consumer, partitions):
+        owned.difference_update(tp.partition for tp in partitions)
+        emit(ev="assigned", partitions=sorted(owned))
 
     conf = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group, "client.id": args.client_id,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_timeout_ms, "heartbeat.interval.ms": args.session_timeout_ms // 4,
-        "partition.assignment.strategy": args.assignor, "topic.metadata.refresh.interval.ms": 1000,
-        "reconnect.backoff.max.ms": 500,
+        "topic.metadata.refresh.interval.ms": 1000, "reconnect.backoff.max.ms": 500,
+        **client_settings.confluent(args.security),
     }
+    if args.group_protocol == "consumer":  # the coordinator assigns; timeouts are the broker's
+        conf["group.protocol"] = "consumer"
+        if args.remote_assignor:
+            conf["group.remote.assignor"] = args.remote_assignor
+    else:
+        conf.update({"session.timeout.ms": args.session_timeout_ms,
+                     "heartbeat.interval.ms": args.session_timeout_ms // 4,
+                     "partition.assignment.strategy": args.assignor})
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     consumer = Consumer(conf)
-    consumer.subscribe([args.topic], on_assign=on_assign)
+    if args.group_protocol == "consumer":
+        consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+    else:
+        consumer.subscribe([args.topic], on_assign=on_assign)
     deadline = time.monotonic() + args.max_seconds
     while not STOP and time.monotonic() < deadline:
         messages = consumer.consume(num_messages=500, timeout=0.2)
@@ -165,6 +190,10 @@ def main() -> None:
     parser.add_argument("--instance-id", default=None)
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--max-seconds", type=float, default=150.0)
+    parser.add_argument("--security", type=json.loads, default=None,
+                        help="TLS/SASL settings as JSON (tests/security/client_settings.py)")
+    parser.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic")
+    parser.add_argument("--remote-assignor", default=None, help="consumer protocol: uniform or range")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, _stop)
     RUNNERS[args.client](args)

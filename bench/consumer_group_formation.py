@@ -1,0 +1,113 @@
+"""KIP-848 group formation over TCP: N consumer-protocol members (one connection each) from nothing to
+every member holding its target assignment at the group epoch (ConsumerGroupDescribe: Stable).
+
+Each member sends ConsumerGroupHeartbeat epoch 0, then heartbeats every `hb` seconds reporting what it
+owns (it takes each assignment it is given at once, as librdkafka does after revoking). Baseline, same
+run and server: N classic members forming one group (JoinGroup, SyncGroup, heartbeats every `hb`
+seconds) -- bench/loadgen_members.form_groups.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+
+from bench import loadgen_wire as w
+from bench.loadgen_client import open_many
+from bench.loadgen_members import form_groups
+from bench.loadgen_server import KcoordServer
+from bench.runner import arun, main, raise_nofile, settings
+from protocol import messages as m
+
+HEARTBEAT, DESCRIBE = 68, 69
+TOPIC, PARTITIONS = "formation", 1000
+HB_S = 0.05
+TARGET_S = 1.0  # the issue's target at 1,000 members
+
+_req = m.codec("ConsumerGroupHeartbeatRequest", 1)
+_resp = m.codec("ConsumerGroupHeartbeatResponse", 1)
+_R = m.ConsumerGroupHeartbeatRequest
+
+
+def _heartbeat(group: str, member_id: str, epoch: int, owned: dict) -> bytes:
+    join = epoch == 0
+    return _req.encode(_R(
+        group_id=group, member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=60_000 if join else -1, subscribed_topic_names=[TOPIC] if join else None,
+        subscribed_topic_regex=None, server_assignor=None,
+        topic_partitions=[_R.TopicPartitions(topic_id=t, partitions=sorted(p)) for t, p in owned.items()]))
+
+
+async def _stable(conn, group: str, members: int) -> bool:
+    payload = await conn.call(DESCRIBE, 0, m.codec("ConsumerGroupDescribeRequest", 0).encode(
+        m.ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)))
+    (g,) = m.codec("ConsumerGroupDescribeResponse", 0).decode(payload, 5)[0].groups
+    return g.group_state == "Stable" and len(g.members) == members
+
+
+async def consumer_formation(port: int, n: int, group: str) -> float:
+    conns = await open_many(port, n + 1)
+    done = asyncio.Event()
+
+    async def member(conn) -> None:
+        member_id, epoch, owned = "", 0, {}
+        while not done.is_set():
+            r = _resp.decode(await conn.call(HEARTBEAT, 1, _heartbeat(group, member_id, epoch, owned)), 5)[0]
+            if r.error_code:
+                raise RuntimeError(f"ConsumerGroupHeartbeat error {r.error_code}: {r.error_message}")
+            member_id, epoch = r.member_id, r.member_epoch
+            if r.assignment is not None:
+                owned = {tp.topic_id: tp.partitions for tp in r.assignment.topic_partitions}
+            try:
+                await asyncio.wait_for(done.wait(), HB_S)
+            except TimeoutError:
+                pass
+
+    t0 = time.monotonic()
+    tasks = [asyncio.ensure_future(member(c)) for c in conns[:n]]
+    try:
+        while not await _stable(conns[n], group, n):
+            for t in tasks:
+                if t.done() and t.exception() is not None:
+                    raise t.exception()
+            await asyncio.sleep(0.01)
+        return time.monotonic() - t0
+    finally:
+        done.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for c in conns:
+            c.close()
+
+
+async def _create_topic(port: int) -> None:
+    (conn,) = await open_many(port, 1)
+    try:
+        await conn.call(w.CREATE_TOPICS, w.CREATE_TOPICS_V, w.create_topic(TOPIC, PARTITIONS))
+    finally:
+        conn.close()
+
+
+def measure(n: int) -> dict:
+    with KcoordServer() as server:
+        arun(server.wait_ready())
+        arun(_create_topic(server.port))
+        consumer_s = arun(consumer_formation(server.port, n, f"kip848-{n}"))
+        t0 = time.monotonic()
+        arun(form_groups(server.port, {f"classic-{n}": n}, conns=n, hb_interval=HB_S))
+        classic_s = time.monotonic() - t0
+    row = {"members": n, "consumer protocol s": round(consumer_s, 2), "classic s (baseline)": round(classic_s, 2),
+           "ratio": round(consumer_s / classic_s, 2)}
+    if n == 1000:
+        row.update({"target": f"<= {TARGET_S} s", "met": "yes" if consumer_s <= TARGET_S else "NO"})
+    return row
+
+
+def run(quick: bool = False) -> dict:
+    raise_nofile()
+    sizes = [100] if quick else [100, 1000]
+    return {"name": "consumer_group_formation",
+            "settings": settings(partitions=PARTITIONS, heartbeat_s=HB_S, assignor="uniform"),
+            "rows": [measure(n) for n in sizes]}
+
+
+if __name__ == "__main__":
+    main(run)

@@ -1,0 +1,62 @@
+"""AlterUserScramCredentials (key 51): add, replace or delete users' SCRAM credentials (KIP-554).
+
+Versions:
+  v0: flexible; upsertions carry salt + salted password (the client derives it), never the password
+ALTER on the cluster is required. Per user, the first problem answers for all of that user's changes,
+which are then not made (Kafka's ScramControlManager): UNSUPPORTED_SASL_MECHANISM, UNACCEPTABLE_CREDENTIAL
+(empty name, iterations outside 4096-16384), DUPLICATE_RESOURCE (a mechanism changed twice),
+RESOURCE_NOT_FOUND (deleting what does not exist). The rest are stored durably at once.
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from broker.security.acl import AclOperation
+from broker.security.check import cluster_allowed
+from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
+from broker.security.scram_store import MECHANISM_TYPES
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+
+def _problem(change, seen: set, store, deleting: bool) -> tuple[ErrorCode, str] | None:
+    mechanism = MECHANISM_TYPES.get(change.mechanism)
+    if mechanism is None:
+        return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    if not change.name:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+    if (change.name, mechanism) in seen:
+        return ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
+    seen.add((change.name, mechanism))
+    if deleting:
+        if store.get(change.name, mechanism) is None:
+            return ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
+        return None
+    if change.iterations < MIN_ITERATIONS:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"
+    if change.iterations > MAX_ITERATIONS:
+        return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"
+    return None
+
+
+@api(key=51, name="AlterUserScramCredentials", min_version=0, max_version=0)
+def handle(ctx, request):
+    R = m.AlterUserScramCredentialsResponse
+    users = list(dict.fromkeys([c.name for c in request.deletions] + [c.name for c in request.upsertions]))
+    if not cluster_allowed(ctx, AclOperation.ALTER):
+        return R(throttle_time_ms=0, results=[R.AlterUserScramCredentialsResult(
+            user=u, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None) for u in users])
+    store = ctx.broker.security.scram
+    errors: dict[str, tuple[ErrorCode, str]] = {}
+    seen: set = set()
+    for change, deleting in [(c, True) for c in request.deletions] + [(c, False) for c in request.upsertions]:
+        problem = _problem(change, seen, store, deleting)
+        if problem is not None:
+            errors.setdefault(change.name, problem)
+    store.apply(
+        [(c.name, MECHANISM_TYPES[c.mechanism],
+          credential_from_salted(MECHANISM_TYPES[c.mechanism], bytes(c.salted_password), bytes(c.salt), c.iterations))
+         for c in request.upsertions if c.name not in errors],
+        [(c.name, MECHANISM_TYPES[c.mechanism]) for c in request.deletions if c.name not in errors])
+    return R(throttle_time_ms=0, results=[R.AlterUserScramCredentialsResult(
+        user=u, error_code=errors.get(u, (ErrorCode.NONE, None))[0], error_message=errors.get(u, (0, None))[1])
+        for u in users])

@@ -1,0 +1,57 @@
+"""DescribeLogDirs (key 35): the log directory and, per partition in it, its size and offset lag.
+
+Versions (we serve 1-4, as Kafka 4.2):
+  v1: throttle_time_ms (v0 was removed in Kafka 4.0)
+  v2: flexible
+  v3: top-level error_code
+  v4: total_bytes and usable_bytes of the volume (KIP-827)
+As Kafka's ReplicaManager.describeLogDirs: topics null = every partition; requested partitions that are
+not in the directory are left out; partition_size is the bytes of its segments; offset_lag is the log
+end minus the high watermark (what is written but not yet durable); is_future_key is false (no
+AlterReplicaLogDirs). One directory: log.dirs' first entry, the one kcoord writes to.
+"""
+from __future__ import annotations
+
+import os
+
+from broker.data.visibility import high_watermark
+from broker.registry import api
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+
+@api(key=35, name="DescribeLogDirs", min_version=1, max_version=4)
+async def handle(ctx, request):
+    broker = ctx.broker
+    by_topic = broker.logs.topics()  # {topic: [partitions]} present on disk
+    if request.topics is None:
+        wanted = sorted(by_topic.items())
+    else:
+        wanted = [(t.topic, [p for p in t.partitions if p in by_topic.get(t.topic, ())]) for t in request.topics]
+    R = m.DescribeLogDirsResponse
+    topics = []
+    for name, partitions in wanted:
+        parts = []
+        for p in partitions:
+            plog = broker.logs.get(name, p)
+            if plog is None or plog.closed:
+                continue
+            parts.append(R.DescribeLogDirsPartition(
+                partition_index=p, partition_size=plog.size_bytes,
+                offset_lag=max(plog.log_end_offset - high_watermark(plog), 0), is_future_key=False))
+        if parts:
+            topics.append(R.DescribeLogDirsTopic(name=name, partitions=parts))
+    log_dir = os.path.abspath(broker.log_dir)
+    total, usable = _volume(log_dir)
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, results=[R.DescribeLogDirsResult(
+        error_code=ErrorCode.NONE, log_dir=log_dir, topics=topics, total_bytes=total, usable_bytes=usable)])
+
+
+def _volume(path: str) -> tuple[int, int]:
+    """Total and usable bytes of the file system holding `path` (-1, -1 when unknown), as Kafka's
+    FileStore.getTotalSpace / getUsableSpace."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1, -1
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize

@@ -1,0 +1,134 @@
+"""Dynamic broker configs (KIP-226): the BROKER resource of Incremental/AlterConfigs, per node (resource
+name = node.id, Kafka's DYNAMIC_BROKER_CONFIG) or for the cluster default (name "",
+DYNAMIC_DEFAULT_BROKER_CONFIG), kept in log.dirs/kcoord-broker-configs.json so they survive a restart.
+
+Which properties may change at run time: the broker-level defaults of the topic configs storage
+honours (Kafka's DynamicLogConfig.ReconfigurableConfigs, the log.* synonyms of topic configs);
+anything else is refused as Kafka's DynamicBrokerConfig.validateConfigs does ("Cannot update these
+configs dynamically"). Precedence, as Kafka: per-node dynamic > cluster-default dynamic > static
+(server.properties / --override) > default. The effective values are written into the broker's
+config, so everything reading `config.get(...)` sees them; topics without an override then get new
+log configs (the next retention / cleaner pass uses them).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from broker.config import PROPERTIES
+from broker.data.json_file import read_json, write_json_atomically
+
+log = logging.getLogger("kcoord.configs")
+
+BROKER_CONFIGS_FILE = "kcoord-broker-configs.json"
+DYNAMIC_BROKER_PROPERTIES = frozenset({
+    "log.cleanup.policy", "log.retention.ms", "log.retention.minutes", "log.retention.hours",
+    "log.retention.bytes", "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.message.timestamp.type",
+    "message.max.bytes", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
+    "log.index.interval.bytes",
+})
+# ConfigSource values (DescribeConfigsResponse.json)
+DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 2, 3, 4, 5
+CLUSTER_DEFAULT = ""
+# Broker properties that stand for one setting (Kafka's DynamicBrokerConfig.brokerConfigSynonyms).
+_SYNONYM_GROUPS = (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                   ("log.roll.ms", "log.roll.hours"))
+SYNONYMS = {name: group for group in _SYNONYM_GROUPS for name in group}
+
+
+class ConfigRefused(ValueError):
+    """What Kafka answers INVALID_REQUEST for (a ConfigException from the dynamic-config validation)."""
+
+
+def _parse(name: str, raw: str) -> Any:
+    if name == "log.cleanup.policy":  # a list at run time, as the topic config it stands for
+        parts = [p.strip() for p in raw.split(",") if p.strip()]
+        if not parts or not set(parts) <= {"delete", "compact"}:
+            raise ConfigRefused(f"Invalid value {raw} for configuration {name}")
+        return ",".join(parts)
+    try:
+        return PROPERTIES[name].parse(raw)
+    except (ValueError, TypeError) as exc:
+        raise ConfigRefused(f"Invalid value {raw} for configuration {name}: {exc}") from None
+
+
+class DynamicBrokerConfigs:
+    def __init__(self, log_dir: str, config: Any, node_id: int) -> None:
+        self._path = os.path.join(log_dir, BROKER_CONFIGS_FILE)
+        self._config = config
+        self._node = str(node_id)
+        self._static = dict(config.props)  # what server.properties / --override / defaults gave
+        self._layers: dict[str, dict[str, str]] = read_json(self._path, {}).get("brokers", {})
+        self._apply()
+
+    def is_dynamic(self, name: str) -> bool:
+        return name in DYNAMIC_BROKER_PROPERTIES
+
+    def overrides(self, resource_name: str) -> dict[str, str]:
+        return dict(self._layers.get(resource_name, {}))
+
+    def sources(self, name: str) -> list[tuple[int, str | None]]:
+        """Every place `name` has a value, highest precedence first: (ConfigSource, text value)."""
+        out = []
+        if name in self._layers.get(self._node, {}):
+            out.append((DYNAMIC_BROKER, self._layers[self._node][name]))
+        if name in self._layers.get(CLUSTER_DEFAULT, {}):
+            out.append((DYNAMIC_DEFAULT_BROKER, self._layers[CLUSTER_DEFAULT][name]))
+        if not self._config.is_default(name):
+            out.append((STATIC_BROKER, config_text(self._static[name])))
+        default = PROPERTIES[name].default
+        if default is not None:
+            out.append((DEFAULT, config_text(PROPERTIES[name].parse(default) if isinstance(default, str) else default)))
+        return out
+
+    def synonyms(self, name: str) -> list[tuple[str, int, str | None]]:
+        """(property, ConfigSource, value) of `name` and its synonyms, name by name, each source by
+        precedence: the first entry is where the effective setting comes from."""
+        return [(n, source, value) for n in SYNONYMS.get(name, (name,)) for source, value in self.sources(n)]
+
+    def validate(self, resource_name: str, overrides: dict[str, str | None]) -> None:
+        if resource_name not in (CLUSTER_DEFAULT, self._node):
+            raise ConfigRefused(f"Unexpected broker id, expected {self._node} or empty string, but received "
+                                f"{resource_name}")
+        fixed = sorted(name for name in overrides if name not in DYNAMIC_BROKER_PROPERTIES)
+        if fixed:
+            raise ConfigRefused(f"Cannot update these configs dynamically: [{', '.join(fixed)}]")
+        for name, raw in overrides.items():
+            if raw is None:
+                raise ConfigRefused(f"Null value not supported for : {name}")
+            _parse(name, raw)
+
+    def replace(self, resource_name: str, overrides: dict[str, str]) -> None:
+        """Make `overrides` the whole dynamic set of `resource_name` (validated first), durably, and apply."""
+        self.validate(resource_name, overrides)
+        if overrides:
+            self._layers[resource_name] = dict(overrides)
+        else:
+            self._layers.pop(resource_name, None)
+        write_json_atomically(self._path, {"version": 1, "brokers": self._layers})
+        self._apply()
+        log.info("dynamic broker configs of %r now %s", resource_name or "<cluster default>", overrides)
+
+    def _apply(self) -> None:
+        for name in DYNAMIC_BROKER_PROPERTIES:
+            value = self._static[name]
+            for layer in (CLUSTER_DEFAULT, self._node):
+                raw = self._layers.get(layer, {}).get(name)
+                if raw is not None:
+                    try:
+                        value = _parse(name, raw)
+                    except ConfigRefused:  # a file written by hand: keep the static value
+                        log.warning("ignoring dynamic %s=%r in %s", name, raw, self._path)
+            self._config.props[name] = value
+
+
+def config_text(value: Any) -> str | None:
+    """A typed property value as Kafka shows it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -1,0 +1,35 @@
+"""The broker's security: each listener's settings (TLS context, SASL mechanisms and users), the SCRAM
+credential store and, when authorizer.class.name is set, the authorizer with its ACL store."""
+from __future__ import annotations
+
+from typing import Any
+
+from broker.security import listener_config, tls
+from broker.security.scram_store import ScramStore
+from broker.security.session import ConnectionSession, ListenerSecurity
+
+
+class Security:
+    def __init__(self, cfg: Any, log_dir: str) -> None:
+        self.scram = ScramStore(log_dir)
+        self.listeners: dict[str, ListenerSecurity] = {}
+        for listener in cfg.listeners:
+            name = listener.name
+            proto = listener_config.security_protocol(cfg, name)
+            sec = ListenerSecurity(name, proto, scram_lookup=self.scram.get)
+            if proto in ("SSL", "SASL_SSL"):
+                sec.ssl_context = tls.server_context(cfg, name)
+            if sec.sasl:
+                sec.mechanisms = tuple(listener_config.setting(cfg, name, "sasl.enabled.mechanisms")[1])
+                if "PLAIN" in sec.mechanisms:
+                    sec.plain_users = listener_config.plain_users(cfg, name)
+                sec.reauth_ms = listener_config.setting(cfg, name, "connections.max.reauth.ms")[1]
+            self.listeners[name] = sec
+        self.authorizer = None
+        if cfg.get("authorizer.class.name"):
+            from broker.security.authorizer import StandardAuthorizer
+
+            self.authorizer = StandardAuthorizer.from_config(cfg, log_dir)
+
+    def session(self, listener: str) -> ConnectionSession:
+        return ConnectionSession(self.listeners[listener])

@@ -1,0 +1,51 @@
+"""SCRAM credentials kept durably in `<log.dirs>/kcoord-scram-credentials.json` (Kafka keeps them in its
+metadata log): per user and mechanism the salt, StoredKey, ServerKey and iterations, never a password.
+
+Read by SCRAM authentication, changed by AlterUserScramCredentials and `kcoord users` (which writes the
+file directly only while no server runs on that directory, as `kafka-storage format --add-scram` does)."""
+from __future__ import annotations
+
+import base64
+import os
+
+from broker.security import durable_json
+from broker.security.scram import HASHES, ScramCredential
+
+FILE_NAME = "kcoord-scram-credentials.json"
+# ScramMechanism's type ids on the wire (DescribeUserScramCredentials / AlterUserScramCredentials)
+MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
+TYPE_OF = {name: key for key, name in MECHANISM_TYPES.items()}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+class ScramStore:
+    def __init__(self, log_dir: str) -> None:
+        self.path = os.path.join(log_dir, FILE_NAME)
+        self._users: dict[str, dict[str, ScramCredential]] = {}
+        for name, mechs in durable_json.read(self.path, {}).get("users", {}).items():
+            self._users[name] = {mech: ScramCredential(base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
+                                                       base64.b64decode(c["server_key"]), int(c["iterations"]))
+                                 for mech, c in mechs.items() if mech in HASHES}
+
+    def get(self, user: str, mechanism: str) -> ScramCredential | None:
+        return self._users.get(user, {}).get(mechanism)
+
+    def users(self) -> dict[str, dict[str, int]]:
+        """user -> {mechanism: iterations}"""
+        return {u: {m: c.iterations for m, c in mechs.items()} for u, mechs in self._users.items() if mechs}
+
+    def apply(self, upserts: list[tuple[str, str, ScramCredential]], deletions: list[tuple[str, str]]) -> None:
+        """Change several credentials at once, durably (a crash keeps all or none of the change)."""
+        users = {u: dict(m) for u, m in self._users.items()}
+        for user, mechanism in deletions:
+            users.get(user, {}).pop(mechanism, None)
+        for user, mechanism, credential in upserts:
+            users.setdefault(user, {})[mechanism] = credential
+        users = {u: m for u, m in users.items() if m}
+        durable_json.write(self.path, {"users": {
+            u: {m: {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key),
+                    "iterations": c.iterations} for m, c in mechs.items()} for u, mechs in users.items()}})
+        self._users = users

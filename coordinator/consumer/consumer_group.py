@@ -1,0 +1,202 @@
+"""ConsumerGroup (Kafka's modern/consumer/ConsumerGroup): what replaying a group's records leaves.
+
+It changes only through `replay` (a durable record, live or on load). Besides the members and the
+epochs it keeps two derived tables, as Kafka does: the epoch at which each partition is currently
+owned (assigned, or pending revocation) by some member -- a partition is given to its next owner only
+when it is free here -- and instance id -> member id for static members.
+"""
+from __future__ import annotations
+
+import uuid
+
+from coordinator.consumer import records as r
+from coordinator.consumer.member import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    Assignment,
+    ConsumerGroupMember,
+)
+
+EMPTY, ASSIGNING, RECONCILING, STABLE, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
+
+
+class PartitionOwnedTwice(Exception):
+    """A replayed assignment gives a partition that another member still owns (Kafka: IllegalStateException)."""
+
+
+class ConsumerGroup:
+    protocol_type = "consumer"
+
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.static_members: dict[str, str] = {}                  # instance id -> member id
+        self.target_assignment: dict[str, Assignment] = {}        # member id -> target partitions
+        self.subscription_metadata: dict[str, r.TopicMetadata] = {}
+        self.partition_epochs: dict[tuple[uuid.UUID, int], int] = {}  # (topic id, partition) -> owner's epoch
+        self.has_metadata_record = False  # a ConsumerGroupMetadata record exists (the group is persisted)
+        # Kafka's subscribedTopicNames: topic -> members subscribing by name; and member id -> its regex.
+        # A heartbeat's subscription metadata is then computed without walking every member.
+        self.topic_counts: dict[str, int] = {}
+        self.regexes: dict[str, str] = {}
+
+    def copy(self) -> ConsumerGroup:
+        """An independent copy (members and assignments are immutable values, so shared)."""
+        other = ConsumerGroup(self.group_id)
+        other.group_epoch, other.assignment_epoch = self.group_epoch, self.assignment_epoch
+        other.has_metadata_record = self.has_metadata_record
+        for name in ("members", "static_members", "target_assignment", "subscription_metadata", "partition_epochs",
+                     "topic_counts", "regexes"):
+            setattr(other, name, dict(getattr(self, name)))
+        return other
+
+    # ------------------------------------------------------------ reads
+
+    @property
+    def state(self) -> str:
+        """Kafka's ConsumerGroup.maybeUpdateGroupState, computed."""
+        if not self.members:
+            return EMPTY
+        if self.group_epoch > self.assignment_epoch:
+            return ASSIGNING
+        if any(not m.is_reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return RECONCILING
+        return STABLE
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def current_partition_epoch(self, topic_id: uuid.UUID, partition: int) -> int:
+        return self.partition_epochs.get((topic_id, partition), -1)
+
+    def static_member(self, instance_id: str | None) -> ConsumerGroupMember | None:
+        member_id = self.static_members.get(instance_id) if instance_id is not None else None
+        return None if member_id is None else self.members.get(member_id)
+
+    def target_of(self, member_id: str, instance_id: str | None = None) -> Assignment:
+        """A member's target; a static member that replaces another inherits its target."""
+        target = self.target_assignment.get(member_id)
+        if target is None and instance_id is not None:
+            previous = self.static_members.get(instance_id)
+            target = self.target_assignment.get(previous) if previous is not None else None
+        return target or {}
+
+    def subscribed_topic_names(self, old: ConsumerGroupMember | None = None,
+                               new: ConsumerGroupMember | None = None) -> set[str]:
+        """Every topic some member subscribes to, with `old` replaced by `new` (either may be None)."""
+        topics: set[str] = set()
+        for member in self.members.values():
+            if old is not None and member.member_id == old.member_id:
+                continue
+            topics |= member.subscribed_topic_names
+        if new is not None:
+            topics |= new.subscribed_topic_names
+        return topics
+
+    def preferred_server_assignor(self, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None,
+                                  default: str) -> str:
+        """The assignor most members ask for (Kafka's computePreferredServerAssignor; ties: by name)."""
+        counts: dict[str, int] = {}
+        for member in self.members.values():
+            if old is not None and member.member_id == old.member_id:
+                continue
+            if member.server_assignor_name:
+                counts[member.server_assignor_name] = counts.get(member.server_assignor_name, 0) + 1
+        if new is not None and new.server_assignor_name:
+            counts[new.server_assignor_name] = counts.get(new.server_assignor_name, 0) + 1
+        if not counts:
+            return default
+        return max(sorted(counts), key=lambda name: counts[name])
+
+    # ------------------------------------------------------------ replay
+
+    def replay(self, record: r.ConsumerRecord) -> None:
+        v = record.value
+        match record.type:
+            case r.GROUP_METADATA:
+                if v is not None:
+                    self.group_epoch = v.epoch
+                    self.has_metadata_record = True
+                else:
+                    self.has_metadata_record = False
+            case r.PARTITION_METADATA:
+                self.subscription_metadata = {} if v is None else {
+                    t.topic_name: (t.topic_id, t.num_partitions) for t in v.topics}
+            case r.MEMBER_METADATA:
+                if v is None:
+                    self._remove_member(record.member_id)
+                else:
+                    old = self.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
+                    self._update_member(old, old.replace(
+                        instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
+                        client_host=v.client_host, subscribed_topic_names=frozenset(v.subscribed_topic_names),
+                        subscribed_topic_regex=v.subscribed_topic_regex, rebalance_timeout_ms=v.rebalance_timeout_ms,
+                        server_assignor_name=v.server_assignor))
+            case r.TARGET_METADATA:
+                self.assignment_epoch = -1 if v is None else v.assignment_epoch
+            case r.TARGET_MEMBER:
+                if v is None:
+                    self.target_assignment.pop(record.member_id, None)
+                else:
+                    self.target_assignment[record.member_id] = r.assignment_of(v.topic_partitions)
+            case r.CURRENT_ASSIGNMENT:
+                old = self.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
+                if v is None:  # the member leaves: it owns nothing any more
+                    new = old.replace(member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=-1,
+                                      assigned_partitions={}, partitions_pending_revocation={})
+                else:
+                    new = old.replace(member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
+                                      state=v.state, assigned_partitions=r.assignment_of(v.assigned_partitions),
+                                      partitions_pending_revocation=r.assignment_of(v.partitions_pending_revocation))
+                if v is not None or record.member_id in self.members:
+                    self._update_member(old, new)
+
+    def _count_subscriptions(self, member: ConsumerGroupMember, delta: int) -> None:
+        for name in member.subscribed_topic_names:
+            left = self.topic_counts.get(name, 0) + delta
+            if left > 0:
+                self.topic_counts[name] = left
+            else:
+                self.topic_counts.pop(name, None)
+        if delta < 0:
+            self.regexes.pop(member.member_id, None)
+        elif member.subscribed_topic_regex:
+            self.regexes[member.member_id] = member.subscribed_topic_regex
+
+    def _update_member(self, old: ConsumerGroupMember, new: ConsumerGroupMember) -> None:
+        self._remove_partition_epochs(old)
+        if old.member_id in self.members:
+            self._count_subscriptions(old, -1)
+        self._count_subscriptions(new, +1)
+        self.members[new.member_id] = new
+        if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
+            del self.static_members[old.instance_id]
+        if new.instance_id is not None:
+            self.static_members[new.instance_id] = new.member_id
+        self._add_partition_epochs(new)
+
+    def _remove_member(self, member_id: str) -> None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return
+        self._count_subscriptions(member, -1)
+        self._remove_partition_epochs(member)
+        if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
+
+    def _remove_partition_epochs(self, member: ConsumerGroupMember) -> None:
+        for assignment in (member.assigned_partitions, member.partitions_pending_revocation):
+            for topic_id, partitions in assignment.items():
+                for p in partitions:
+                    self.partition_epochs.pop((topic_id, p), None)
+
+    def _add_partition_epochs(self, member: ConsumerGroupMember) -> None:
+        owned = [(topic_id, p) for assignment in (member.assigned_partitions, member.partitions_pending_revocation)
+                 for topic_id, partitions in assignment.items() for p in partitions]
+        taken = [tp for tp in owned if tp in self.partition_epochs]
+        for tp in owned:
+            self.partition_epochs[tp] = member.member_epoch
+        if taken:  # after the update, so the group stays consistent with its records
+            raise PartitionOwnedTwice(f"group {self.group_id}: member {member.member_id} is given {taken}, "
+                                      "still owned by another member")

@@ -1,0 +1,373 @@
+"""ConsumerGroupHeartbeat (KIP-848), as Kafka 4's GroupMetadataManager.consumerGroupHeartbeat does it.
+
+A heartbeat (1) creates or updates the member -- a changed subscription, or changed metadata of the
+subscribed topics, bumps the group epoch; (2) if the group epoch is ahead of the assignment epoch,
+computes a new target assignment; (3) moves the member one reconciliation step towards its target.
+Each step adds records; nothing changes until they are durable (manager.ConsumerGroupManager.submit).
+Epoch -1 leaves (the member is fenced: its records are deleted and the group epoch bumped), -2 is a
+static member's temporary leave (it keeps its partitions until its session expires). Session and
+rebalance timeouts fence the member the same way.
+"""
+from __future__ import annotations
+
+import base64
+import os
+from typing import NamedTuple
+
+from coordinator.consumer import records as r
+from coordinator.consumer.assignors import ASSIGNORS
+from coordinator.consumer.consumer_group import ConsumerGroup
+from coordinator.consumer.manager import GroupError
+from coordinator.consumer.member import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    UNREVOKED_PARTITIONS,
+    Assignment,
+    ConsumerGroupMember,
+    is_subset,
+)
+from coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
+from coordinator.consumer.regex import InvalidRegex, compile_regex, matching_topics
+from coordinator.consumer.target import build_target_assignment
+from coordinator.records import group_metadata_tombstone
+from protocol.errors import ErrorCode
+
+E = ErrorCode
+
+
+class HeartbeatResult(NamedTuple):
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None  # None: not sent this time
+
+
+def new_member_id() -> str:
+    """A random id as Kafka's Uuid.toString() writes one (22 url-safe base64 characters)."""
+    return base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode("ascii")
+
+
+def _owned(request) -> list | None:
+    tps = request.topic_partitions
+    return None if tps is None else [(tp.topic_id, list(tp.partitions)) for tp in tps]
+
+
+def validate(request, assignors: tuple[str, ...] = tuple(ASSIGNORS)) -> GroupError | None:
+    """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid; `assignors`: group.consumer.assignors."""
+    def invalid(message: str) -> GroupError:
+        return GroupError(E.INVALID_REQUEST, message)
+
+    if not request.group_id:
+        return invalid("GroupId can't be empty.")
+    if request.instance_id == "":
+        return invalid("InstanceId can't be empty.")
+    if request.rack_id == "":
+        return invalid("RackId can't be empty.")
+    regex = getattr(request, "subscribed_topic_regex", None)  # v1; "" (what librdkafka sends) means none
+    if regex:
+        try:
+            compile_regex(regex)
+        except InvalidRegex as e:
+            return GroupError(E.INVALID_REGULAR_EXPRESSION, str(e))
+    epoch = request.member_epoch
+    if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+        if not request.member_id:
+            return invalid("MemberId can't be empty.")
+    elif epoch == 0:
+        if request.rebalance_timeout_ms == -1:
+            return invalid("RebalanceTimeoutMs must be provided in first request.")
+        if request.topic_partitions is None or request.topic_partitions:
+            return invalid("TopicPartitions must be empty when (re-)joining.")
+        if not request.subscribed_topic_names and not regex:
+            return invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+    elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        if not request.member_id:
+            return invalid("MemberId can't be empty.")
+        if request.instance_id is None:
+            return invalid("InstanceId can't be null.")
+    else:
+        return invalid("MemberEpoch is invalid.")
+    if request.server_assignor is not None and request.server_assignor not in assignors:
+        return GroupError(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {request.server_assignor} is not supported. "
+                                                  f"Supported assignors: {', '.join(assignors)}.")
+    return None
+
+
+class ConsumerGroupHeartbeat:
+    def __init__(self, manager) -> None:
+        self.m = manager
+        self.new_member_id = new_member_id
+
+    # ------------------------------------------------------------ entry
+
+    def handle(self, context, request, callback) -> None:
+        error = validate(request, self.m.config.consumer_group_assignors)
+        if error is not None:
+            return callback(HeartbeatResult(error.error, error.message))
+        if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+            op = lambda: self._leave(request)  # noqa: E731
+        else:
+            op = lambda: self._heartbeat(context, request)  # noqa: E731
+        self.m.submit(request.group_id, op, callback, lambda e, msg: HeartbeatResult(e, msg))
+
+    # ------------------------------------------------------------ join / heartbeat
+
+    def _group_for(self, group_id: str, create: bool, records: list) -> ConsumerGroup:
+        group = self.m.groups.get(group_id)
+        if group is not None:
+            return group
+        if not create:
+            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        classic_empty = self.m.classic_group_is_empty(group_id)
+        if classic_empty is not None:
+            if not classic_empty:  # no online upgrade (yet): a live classic group keeps its id
+                raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
+            records.append(group_metadata_tombstone(group_id))  # an empty classic group is replaced
+        return ConsumerGroup(group_id)
+
+    def _heartbeat(self, context, req):
+        m, gid, epoch = self.m, req.group_id, req.member_epoch
+        owned = _owned(req)
+        records: list = []
+        group = self._group_for(gid, epoch == 0, records)
+        member_id = req.member_id or self.new_member_id()
+        if len(group.members) >= m.config.consumer_group_max_size and member_id not in group.members:
+            raise GroupError(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                                                       f"{m.config.consumer_group_max_size} members.")
+        replaced: str | None = None
+        if req.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if epoch != 0:
+                    raise GroupError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {gid}.")
+                member = ConsumerGroupMember(member_id)
+                m.log.info("[GroupId %s] Member %s joins the consumer group using the consumer protocol.",
+                           gid, member_id)
+            else:
+                self._check_epoch(member, epoch, owned)
+        else:
+            member, replaced = self._static_member(group, member_id, epoch, req.instance_id, owned, records)
+        joined = member.member_id not in group.members and replaced is None
+
+        updated = member.replace(
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            server_assignor_name=req.server_assignor if req.server_assignor is not None
+            else member.server_assignor_name,
+            subscribed_topic_names=frozenset(req.subscribed_topic_names) if req.subscribed_topic_names is not None
+            else member.subscribed_topic_names,
+            subscribed_topic_regex=(getattr(req, "subscribed_topic_regex", None) or None)
+            if getattr(req, "subscribed_topic_regex", None) is not None else member.subscribed_topic_regex,
+            client_id=context.client_id, client_host=context.client_host)
+
+        cause = None
+        if updated != member:
+            records.append(r.member_subscription_record(gid, updated))
+            if updated.subscription() != member.subscription():
+                cause = "member_joined" if joined else "subscription_changed"
+        group_epoch = group.group_epoch
+        metadata = self.subscription_metadata(group, exclude={member.member_id, replaced}, new=updated)
+        if metadata != group.subscription_metadata:
+            records.append(r.subscription_metadata_record(gid, metadata))
+            cause = cause or "metadata_changed"
+        if cause is not None:
+            group_epoch += 1
+            reason = f"Member {updated.member_id} bumped the group epoch to {group_epoch} ({cause})."
+            records.append(r.group_epoch_record(gid, group_epoch, cause, reason, updated.member_id))
+            m.log.info("[GroupId %s] Bumped group epoch to %d (%s).", gid, group_epoch, cause)
+
+        if group_epoch > group.assignment_epoch:
+            name = group.preferred_server_assignor(member, updated, m.config.consumer_group_assignors[0])
+            targets, target_records = build_target_assignment(group, group_epoch, ASSIGNORS[name], updated,
+                                                              metadata, self.topics_of, removed=replaced)
+            records += target_records
+            target_epoch, target = group_epoch, targets.get(updated.member_id, {})
+            m.log.info("[GroupId %s] Computed a new target assignment for epoch %d with '%s' assignor.",
+                       gid, group_epoch, name)
+        else:
+            target_epoch, target = group.assignment_epoch, group.target_of(updated.member_id, updated.instance_id)
+
+        reconciled = updated
+        if not updated.is_reconciled_to(target_epoch):
+            try:
+                reconciled = reconcile(updated, target_epoch, target, group.current_partition_epoch, owned)
+            except FencedMemberEpoch as e:
+                raise GroupError(E.FENCED_MEMBER_EPOCH, str(e)) from None
+            if reconciled != updated:
+                records.append(r.current_assignment_record(gid, reconciled))
+
+        full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
+                              and owned is not None)
+        result = HeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
+                                 m.config.consumer_group_heartbeat_interval_ms,
+                                 reconciled.assigned_partitions
+                                 if full or reconciled.assigned_partitions != member.assigned_partitions else None)
+
+        def after() -> None:
+            self.schedule_session_timeout(gid, reconciled.member_id)
+            if reconciled != updated:  # a revocation starts (its deadline) or ends
+                if reconciled.state == UNREVOKED_PARTITIONS:
+                    self.schedule_rebalance_timeout(gid, reconciled)
+                else:
+                    self.m.timer.cancel(("consumer-rebalance", gid, reconciled.member_id))
+            if replaced is not None:
+                self.cancel_timers(gid, replaced)
+            if cause is not None:
+                self.m.events.rebalance(gid, cause)
+            g = self.m.groups.get(gid)
+            self.m.events.group_members(gid, len(g.members) if g else 0)
+
+        return records, result, after
+
+    def _check_epoch(self, member: ConsumerGroupMember, epoch: int, owned) -> None:
+        """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member may be one epoch behind only if its
+        answer was lost (it owns no more than its assignment)."""
+        if epoch > member.member_epoch:
+            raise GroupError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch ({epoch})"
+                             f" than the one known by the group coordinator ({member.member_epoch}). "
+                             "The member must abandon all its partitions and rejoin.")
+        if epoch < member.member_epoch and (epoch != member.previous_member_epoch
+                                           or not is_subset(owned, member.assigned_partitions)):
+            raise GroupError(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch ({epoch})"
+                             f" than the one known by the group coordinator ({member.member_epoch}). "
+                             "The member must abandon all its partitions and rejoin.")
+
+    def _static_member(self, group: ConsumerGroup, member_id: str, epoch: int, instance_id: str, owned,
+                       records: list) -> tuple[ConsumerGroupMember, str | None]:
+        """Kafka's getOrMaybeSubscribeStaticConsumerGroupMember: (member, id of the member it replaces)."""
+        existing = group.static_member(instance_id)
+        if epoch == 0:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerGroupMember(member_id), None
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise GroupError(E.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                 f"{instance_id} cannot join the group because the instance id is owned by "
+                                 f"{existing.member_id} member.")
+            new = existing.replace(member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            gid = group.group_id
+            records += r.member_removal(gid, existing.member_id)
+            records += [r.member_subscription_record(gid, new),
+                        r.target_member_record(gid, member_id, group.target_assignment.get(existing.member_id, {})),
+                        r.current_assignment_record(gid, new)]
+            self.m.log.info("[GroupId %s] Static member with instance id %s re-joins the consumer group. Created a "
+                            "new member %s to replace the existing member %s.", gid, instance_id, member_id,
+                            existing.member_id)
+            return new, existing.member_id
+        if existing is None:
+            raise GroupError(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise GroupError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} "
+                             f"was fenced by member {existing.member_id}.")
+        self._check_epoch(existing, epoch, owned)
+        return existing, None
+
+    def subscription_metadata(self, group: ConsumerGroup, exclude: set, new: ConsumerGroupMember | None
+                              ) -> dict[str, r.TopicMetadata]:
+        gone = [group.members[m] for m in exclude if m in group.members]
+        names = {name for name, count in group.topic_counts.items()
+                 if count - sum(name in m.subscribed_topic_names for m in gone) > 0}
+        for member_id, regex in group.regexes.items():
+            if member_id not in exclude:
+                names |= self._matching(regex)
+        if new is not None:
+            names |= self.topics_of(new)
+        out = {}
+        for name in names:
+            topic = self.m.topics.topic(name)
+            if topic is not None:
+                out[name] = topic
+        return out
+
+    def topics_of(self, member: ConsumerGroupMember) -> frozenset[str]:
+        """The member's topics: its names, and those its regex matches now."""
+        if not member.subscribed_topic_regex:
+            return member.subscribed_topic_names
+        return member.subscribed_topic_names | self._matching(member.subscribed_topic_regex)
+
+    def _matching(self, regex: str) -> set[str]:
+        try:
+            return matching_topics(regex, self.m.topics.names())
+        except InvalidRegex:  # validated when it was sent; a log from elsewhere may still hold one
+            return set()
+
+    # ------------------------------------------------------------ leave and fence
+
+    def _leave(self, req):
+        group = self.m.groups.get(req.group_id)
+        if group is None:
+            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found.")
+        response = HeartbeatResult(E.NONE, None, req.member_id, req.member_epoch)
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise GroupError(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group "
+                                                      f"{req.group_id}.")
+            self.m.log.info("[GroupId %s] Member %s left the consumer group.", req.group_id, req.member_id)
+            return self.fence(group, member, "member_left", response)
+        member = group.static_member(req.instance_id)
+        if member is None:
+            raise GroupError(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        if member.member_id != req.member_id:
+            raise GroupError(E.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
+                             f"{req.instance_id} was fenced by member {member.member_id}.")
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            self.m.log.info("[GroupId %s] Static member %s with instance id %s temporarily left the consumer group.",
+                            req.group_id, member.member_id, req.instance_id)
+            leaving = member.replace(member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH, partitions_pending_revocation={})
+            return ([r.current_assignment_record(req.group_id, leaving)],
+                    HeartbeatResult(E.NONE, None, member.member_id, LEAVE_GROUP_STATIC_MEMBER_EPOCH), None)
+        return self.fence(group, member, "member_left", response)
+
+    def fence(self, group: ConsumerGroup, member: ConsumerGroupMember, cause: str, response=None):
+        """Kafka's consumerGroupFenceMember: the member's records go, the group epoch is bumped (the next
+        heartbeat of another member computes the new target)."""
+        gid = group.group_id
+        records = r.member_removal(gid, member.member_id)
+        metadata = self.subscription_metadata(group, exclude={member.member_id}, new=None)
+        if metadata != group.subscription_metadata:
+            records.append(r.subscription_metadata_record(gid, metadata))
+        records.append(r.group_epoch_record(gid, group.group_epoch + 1, cause,
+                                            f"Member {member.member_id} was removed from the group ({cause}).",
+                                            member.member_id))
+
+        def after() -> None:
+            self.cancel_timers(gid, member.member_id)
+            self.m.events.rebalance(gid, cause)
+            g = self.m.groups.get(gid)
+            self.m.events.group_members(gid, len(g.members) if g else 0)
+
+        return records, response, after
+
+    def _fence_operation(self, group_id: str, member_id: str, cause: str, epoch: int | None = None):
+        group = self.m.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if member is None or (epoch is not None and member.member_epoch != epoch):
+            return [], None, None  # gone, or moved on since the timer was set
+        self.m.log.info("[GroupId %s] Member %s fenced from the group because %s.", group_id, member_id,
+                        "the member session expired" if cause == "session_timeout"
+                        else f"it failed to transition from epoch {epoch} within the rebalance timeout")
+        return self.fence(group, member, cause)
+
+    # ------------------------------------------------------------ timers
+
+    def schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+        self.m.timer.schedule(("consumer-session", group_id, member_id),
+                              self.m.config.consumer_group_session_timeout_ms,
+                              lambda: self._expire(group_id, member_id, "session_timeout", None))
+
+    def schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
+        epoch = member.member_epoch
+        self.m.timer.schedule(("consumer-rebalance", group_id, member.member_id), max(member.rebalance_timeout_ms, 0),
+                              lambda: self._expire(group_id, member.member_id, "rebalance_timeout", epoch))
+
+    def _expire(self, group_id: str, member_id: str, cause: str, epoch: int | None) -> None:
+        self.m.submit(group_id, lambda: self._fence_operation(group_id, member_id, cause, epoch),
+                      lambda _result: None, lambda _e, _msg: None)
+
+    def cancel_timers(self, group_id: str, member_id: str) -> None:
+        self.m.timer.cancel(("consumer-session", group_id, member_id))
+        self.m.timer.cancel(("consumer-rebalance", group_id, member_id))

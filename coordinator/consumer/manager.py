@@ -1,0 +1,204 @@
+"""ConsumerGroupManager: the consumer groups (KIP-848) of one `__consumer_offsets` shard.
+
+It owns the groups, their timers (session and rebalance timeouts) and one queue of operations per
+group: an operation computes records from the group as the log has it, and the next operation on that
+group starts only once those records are durable and replayed (or failed). So two heartbeats of one
+group never compute from the same state, and what is in memory is exactly what the log says.
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.config import GroupConfig
+from coordinator.consumer import records as r
+from coordinator.consumer.consumer_group import ConsumerGroup, PartitionOwnedTwice
+from coordinator.consumer.member import UNREVOKED_PARTITIONS
+from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
+from coordinator.core import map_write_error
+from coordinator.events import CoordinatorEvents
+from coordinator.timers import Clock, Timer
+from protocol.errors import DecodeError, ErrorCode
+
+Write = Callable[[list, Callable[[ErrorCode], None]], None]
+MAX_BATCH = 64  # operations of one group written as one append
+
+
+class GroupError(Exception):
+    """An operation refused: the error code and message the client gets; nothing is written."""
+
+    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or error.name)
+        self.error = error
+        self.message = message
+
+
+# An operation: () -> (records, result, after) or raises GroupError. `after` runs once the records are
+# durable and replayed (timers, events), before the result is handed to the callback.
+Operation = Callable[[], tuple[list, Any, Callable[[], None] | None]]
+
+
+class ConsumerGroupManager:
+    def __init__(self, partition_name: str, config: GroupConfig, clock: Clock, timer: Timer,
+                 log: logging.Logger, events: CoordinatorEvents, write: Write,
+                 topics: TopicsImage = NO_TOPICS) -> None:
+        self.partition_name = partition_name
+        self.config = config
+        self.clock = clock
+        self.timer = timer
+        self.log = log
+        self.events = events
+        self.write = write
+        self.topics = topics
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._lanes: dict[str, deque] = {}
+        self.live = False
+        # group id -> None (no classic group of that id), True (an empty one), False (one with members)
+        self.classic_group_is_empty: Callable[[str], bool | None] = lambda _group_id: None
+        from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat  # it uses this module's names
+        self.heartbeats = ConsumerGroupHeartbeat(self)
+
+    # ------------------------------------------------------------ replay
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        try:
+            record = r.decode(key, value)
+        except DecodeError as e:
+            self.log.warning("Skipping undecodable consumer group record: %s", e)
+            return
+        group = self.groups.get(record.group_id)
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[record.group_id] = ConsumerGroup(record.group_id)
+        try:
+            group.replay(record)
+        except PartitionOwnedTwice as e:  # a log written by a faulty coordinator: keep loading, say so
+            self.log.error("%s", e)
+        if record.type == r.GROUP_METADATA and value is None and group.is_empty():
+            del self.groups[record.group_id]
+
+    def load(self, records: dict[bytes, bytes]) -> None:
+        """A loaded partition's surviving consumer group records (raw key -> value); by record type, so
+        a member's subscription comes before its assignment."""
+        for key in sorted(records, key=lambda k: k[:2]):
+            self.replay(key, records[key])
+
+    def on_loaded(self) -> None:
+        """Every member gets a fresh session (those gone expire); revocations in progress a fresh
+        rebalance timeout (Kafka's GroupMetadataManager.onLoaded)."""
+        self.live = True
+        for group in self.groups.values():
+            for member in group.members.values():
+                self.heartbeats.schedule_session_timeout(group.group_id, member.member_id)
+                if member.state == UNREVOKED_PARTITIONS:
+                    self.heartbeats.schedule_rebalance_timeout(group.group_id, member)
+
+    def on_unloaded(self) -> int:
+        gone = len(self.groups)
+        for group in self.groups.values():
+            for member_id in group.members:
+                self.heartbeats.cancel_timers(group.group_id, member_id)
+        for lane in self._lanes.values():
+            for _op, callback, failure in lane:
+                callback(failure(ErrorCode.NOT_COORDINATOR, None))
+        self._lanes.clear()
+        self.groups.clear()
+        self.live = False
+        return gone
+
+    # ------------------------------------------------------------ operations, one group at a time
+
+    def submit(self, group_id: str, op: Operation, callback: Callable[[Any], None],
+               failure: Callable[[ErrorCode, str | None], Any]) -> None:
+        lane = self._lanes.get(group_id)
+        if lane is not None:
+            lane.append((op, callback, failure))
+            return
+        self._lanes[group_id] = deque()
+        self._run(group_id, op, callback, failure)
+
+    def _run(self, group_id: str, op: Operation, callback, failure) -> None:
+        """Run `op` and whatever queued behind it (up to MAX_BATCH) as one batch: each computes from the
+        group as the batch so far leaves it -- a scratch copy, replayed with the batch's records -- and
+        the batch's records go out as one append. The group itself changes only when they are durable
+        (the shard replays them); if the append fails, nothing changed and every op of the batch fails.
+        So a burst of heartbeats costs one durable write, not one each."""
+        while True:
+            batch = [(op, callback, failure)]
+            lane = self._lanes.get(group_id)
+            while lane and len(batch) < MAX_BATCH:
+                batch.append(lane.popleft())
+            records, done = self._compute(group_id, batch)
+            if records:
+                self.write(records, lambda error, done=done: self._written(group_id, error, done))
+                return
+            self._answer(done)
+            lane = self._lanes.get(group_id)
+            if not lane:
+                self._lanes.pop(group_id, None)
+                return
+            op, callback, failure = lane.popleft()
+
+    def _compute(self, group_id: str, batch: list) -> tuple[list, list]:
+        durable = self.groups.get(group_id)
+        scratch: ConsumerGroup | None = None
+        records: list = []
+        done: list = []
+        try:
+            for i, (op, callback, failure) in enumerate(batch):
+                try:
+                    out, result, after = op()
+                except GroupError as e:
+                    callback(failure(e.error, e.message))
+                    continue
+                done.append((result, after, callback, failure))
+                if not out:
+                    continue
+                records += out
+                if i + 1 < len(batch):  # the next op computes from the group with these records
+                    if scratch is None:
+                        scratch = durable.copy() if durable is not None else ConsumerGroup(group_id)
+                        self.groups[group_id] = scratch
+                    self._replay_into(scratch, out)
+        finally:
+            if durable is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = durable
+        return records, done
+
+    def _replay_into(self, scratch: ConsumerGroup, records: list) -> None:
+        for key, value, *_ in records:
+            if r.record_type(key) is None:
+                continue  # e.g. the tombstone of a classic group being replaced
+            try:
+                scratch.replay(r.decode(key, value))
+            except PartitionOwnedTwice as e:
+                self.log.error("%s", e)
+
+    def _answer(self, done: list) -> None:
+        for result, after, callback, _failure in done:
+            if after is not None and self.live:  # an unloaded shard schedules no timers
+                after()
+            callback(result)
+
+    def busy(self, group_id: str) -> bool:
+        """A write of the group is in flight (its state is about to change)."""
+        return group_id in self._lanes
+
+    def _written(self, group_id: str, error: ErrorCode, done: list) -> None:
+        if error == ErrorCode.NONE:
+            self._answer(done)
+        else:
+            self.log.warning("Writing records of consumer group %s failed: %s", group_id, error.name)
+            for _result, _after, callback, failure in done:
+                callback(failure(map_write_error(error), None))
+        lane = self._lanes.get(group_id)
+        if not lane:
+            self._lanes.pop(group_id, None)
+            return
+        op, callback, failure = lane.popleft()
+        self._run(group_id, op, callback, failure)

@@ -1,0 +1,28 @@
+"""Who may commit and fetch a consumer group's offsets (Kafka's ConsumerGroup.validateOffsetCommit,
+validateOffsetFetch): a member of the group in its current epoch (STALE_MEMBER_EPOCH otherwise), using
+OffsetCommit v9+; or anyone (admin tools, manual assignment) with epoch -1 while the group is empty."""
+from __future__ import annotations
+
+from coordinator.consumer.consumer_group import ConsumerGroup
+from protocol.errors import ErrorCode
+
+
+def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int,
+                           transactional: bool = False) -> ErrorCode:
+    if member_epoch < 0 and group.is_empty():
+        return ErrorCode.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if not transactional and api_version < 9:
+        return ErrorCode.UNSUPPORTED_VERSION
+    return ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+
+
+def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
+    if member_id is None and member_epoch < 0:
+        return ErrorCode.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH

@@ -1,0 +1,171 @@
+"""KIP-848's `__consumer_offsets` records, in Kafka 4's formats (GroupCoordinatorRecordHelpers).
+
+The key's int16 version is the record type (group-coordinator/src/main/resources/common/message):
+
+    3  ConsumerGroupMetadata               value: the group epoch
+    4  ConsumerGroupPartitionMetadata      value: the subscribed topics' ids and partition counts
+    5  ConsumerGroupMemberMetadata         value: a member's subscription, client and timeouts
+    6  ConsumerGroupTargetAssignmentMetadata  value: the assignment epoch
+    7  ConsumerGroupTargetAssignmentMember    value: a member's target partitions
+    8  ConsumerGroupCurrentMemberAssignment   value: a member's epochs, state, owned and revoking partitions
+
+Values are version 0, flexible. A delete is a null value (a tombstone). Encoded and decoded with the
+generated codecs of the vendored JSON definitions (protocol/kafka_json).
+"""
+from __future__ import annotations
+
+import uuid
+from typing import NamedTuple
+
+from coordinator.consumer.member import Assignment, ConsumerGroupMember
+from protocol import messages as m
+from protocol.errors import DecodeError
+
+GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
+TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
+RECORD_TYPES = range(3, 9)
+_NAMES = {GROUP_METADATA: "Metadata", PARTITION_METADATA: "PartitionMetadata", MEMBER_METADATA: "MemberMetadata",
+          TARGET_METADATA: "TargetAssignmentMetadata", TARGET_MEMBER: "TargetAssignmentMember",
+          CURRENT_ASSIGNMENT: "CurrentMemberAssignment"}
+_MEMBER_KEYED = {MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT}
+_NO_HEADERS: tuple = ()
+
+TopicMetadata = tuple[uuid.UUID, int]  # (topic id, partitions)
+
+
+class ConsumerRecord(NamedTuple):
+    type: int
+    group_id: str
+    member_id: str | None
+    value: object | None  # the decoded value message; None for a tombstone
+
+
+def record_type(key) -> int | None:
+    """The consumer group record type of a raw key, or None for any other record."""
+    if len(key) < 2:
+        return None
+    version = int.from_bytes(key[:2], "big", signed=True)
+    return version if version in RECORD_TYPES else None
+
+
+def _key(rtype: int, group_id: str, member_id: str | None = None) -> bytes:
+    name = f"ConsumerGroup{_NAMES[rtype]}Key"
+    fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
+    return m.encode_versioned(name, m.message_class(name)(**fields), rtype)
+
+
+def _value(rtype: int, value) -> bytes:
+    return m.encode_versioned(f"ConsumerGroup{_NAMES[rtype]}Value", value, 0)
+
+
+def _cls(rtype: int):
+    return m.message_class(f"ConsumerGroup{_NAMES[rtype]}Value")
+
+
+def decode(key, value) -> ConsumerRecord:
+    """Decode a consumer group record (DecodeError if it is not one)."""
+    rtype = record_type(key)
+    if rtype is None:
+        raise DecodeError("not a consumer group record", api="ConsumerGroupRecord", offset=0)
+    k, _ = m.decode_versioned(f"ConsumerGroup{_NAMES[rtype]}Key", key)
+    v = None if value is None else m.decode_versioned(f"ConsumerGroup{_NAMES[rtype]}Value", value)[0]
+    return ConsumerRecord(rtype, k.group_id, k.member_id if rtype in _MEMBER_KEYED else None, v)
+
+
+# ---------------------------------------------------------------- assignments
+
+def _topic_partitions(struct_cls, assignment: Assignment) -> list:
+    return [struct_cls(topic_id=t, partitions=sorted(p)) for t, p in sorted(assignment.items()) if p]
+
+
+def assignment_of(topic_partitions) -> Assignment:
+    out: dict[uuid.UUID, frozenset[int]] = {}
+    for tp in topic_partitions or ():
+        if tp.partitions:
+            out[tp.topic_id] = out.get(tp.topic_id, frozenset()) | frozenset(tp.partitions)
+    return out
+
+
+# ---------------------------------------------------------------- the factory
+
+def group_epoch_record(group_id: str, epoch: int, cause: str | None = None, reason: str = "",
+                       trigger_member: str = ""):
+    """The group epoch; an epoch bump carries why (the kcoord.rebalance.* headers of docs/CONTRACTS.md)."""
+    headers = _NO_HEADERS if cause is None else (
+        ("kcoord.rebalance.cause", cause.encode()), ("kcoord.rebalance.reason", reason.encode()),
+        ("kcoord.rebalance.trigger_member", trigger_member.encode()))
+    return (_key(GROUP_METADATA, group_id), _value(GROUP_METADATA, _cls(GROUP_METADATA)(epoch=epoch)), headers)
+
+
+def group_epoch_tombstone(group_id: str):
+    return (_key(GROUP_METADATA, group_id), None, _NO_HEADERS)
+
+
+def subscription_metadata_record(group_id: str, metadata: dict[str, TopicMetadata]):
+    cls = _cls(PARTITION_METADATA)
+    topics = [cls.TopicMetadata(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
+              for name, (tid, n) in sorted(metadata.items())]
+    return (_key(PARTITION_METADATA, group_id), _value(PARTITION_METADATA, cls(topics=topics)), _NO_HEADERS)
+
+
+def subscription_metadata_tombstone(group_id: str):
+    return (_key(PARTITION_METADATA, group_id), None, _NO_HEADERS)
+
+
+def member_subscription_record(group_id: str, member: ConsumerGroupMember):
+    value = _cls(MEMBER_METADATA)(
+        instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
+        client_host=member.client_host, subscribed_topic_names=sorted(member.subscribed_topic_names),
+        subscribed_topic_regex=member.subscribed_topic_regex, rebalance_timeout_ms=member.rebalance_timeout_ms,
+        server_assignor=member.server_assignor_name, classic_member_metadata=None)
+    return (_key(MEMBER_METADATA, group_id, member.member_id), _value(MEMBER_METADATA, value), _NO_HEADERS)
+
+
+def member_subscription_tombstone(group_id: str, member_id: str):
+    return (_key(MEMBER_METADATA, group_id, member_id), None, _NO_HEADERS)
+
+
+def target_epoch_record(group_id: str, epoch: int):
+    value = _cls(TARGET_METADATA)(assignment_epoch=epoch)
+    return (_key(TARGET_METADATA, group_id), _value(TARGET_METADATA, value), _NO_HEADERS)
+
+
+def target_epoch_tombstone(group_id: str):
+    return (_key(TARGET_METADATA, group_id), None, _NO_HEADERS)
+
+
+def target_member_record(group_id: str, member_id: str, assignment: Assignment):
+    cls = _cls(TARGET_MEMBER)
+    value = cls(topic_partitions=_topic_partitions(cls.TopicPartition, assignment))
+    return (_key(TARGET_MEMBER, group_id, member_id), _value(TARGET_MEMBER, value), _NO_HEADERS)
+
+
+def target_member_tombstone(group_id: str, member_id: str):
+    return (_key(TARGET_MEMBER, group_id, member_id), None, _NO_HEADERS)
+
+
+def current_assignment_record(group_id: str, member: ConsumerGroupMember):
+    cls = _cls(CURRENT_ASSIGNMENT)
+    value = cls(member_epoch=member.member_epoch, previous_member_epoch=member.previous_member_epoch,
+                state=member.state,
+                assigned_partitions=_topic_partitions(cls.TopicPartitions, member.assigned_partitions),
+                partitions_pending_revocation=_topic_partitions(cls.TopicPartitions,
+                                                                member.partitions_pending_revocation))
+    return (_key(CURRENT_ASSIGNMENT, group_id, member.member_id), _value(CURRENT_ASSIGNMENT, value), _NO_HEADERS)
+
+
+def current_assignment_tombstone(group_id: str, member_id: str):
+    return (_key(CURRENT_ASSIGNMENT, group_id, member_id), None, _NO_HEADERS)
+
+
+def member_removal(group_id: str, member_id: str) -> list:
+    """Kafka's removeMember: the member's current assignment, target and subscription, in that order."""
+    return [current_assignment_tombstone(group_id, member_id), target_member_tombstone(group_id, member_id),
+            member_subscription_tombstone(group_id, member_id)]
+
+
+def group_deletion(group_id: str) -> list:
+    """A group without members: its target epoch, subscription metadata and epoch (Kafka's
+    ConsumerGroup.createGroupTombstoneRecords)."""
+    return [target_epoch_tombstone(group_id), subscription_metadata_tombstone(group_id),
+            group_epoch_tombstone(group_id)]

@@ -1,0 +1,35 @@
+"""Regular expression subscriptions (KIP-848's SubscribedTopicRegex, ConsumerGroupHeartbeat v1).
+
+Kafka compiles them with RE2/J and a topic is subscribed when the whole name matches. Here Python's
+`re` (fullmatch) serves the common subset; what RE2 refuses and `re` would accept -- lookaround and
+backreferences -- is refused too (INVALID_REGULAR_EXPRESSION). Not supported here although RE2/J has
+them: \\Q...\\E quoting and \\p{..} Unicode classes (refused as invalid by `re`). Internal topics never
+match. The resolution is recomputed from the topics image whenever the group's subscription metadata
+is (each heartbeat), so a new matching topic bumps the group epoch on the next heartbeat (Kafka 4 runs
+it in the background and records the result; see docs in coordinator/consumer/__init__.py).
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+_NOT_RE2 = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=")
+
+
+class InvalidRegex(ValueError):
+    pass
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_regex(pattern: str) -> re.Pattern:
+    if _NOT_RE2.search(pattern):
+        raise InvalidRegex(f"SubscribedTopicRegex {pattern} is not a valid regular expression (RE2 syntax).")
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise InvalidRegex(f"SubscribedTopicRegex {pattern} is not a valid regular expression: {e}.") from None
+
+
+def matching_topics(pattern: str, names) -> set[str]:
+    compiled = compile_regex(pattern)
+    return {name for name in names if compiled.fullmatch(name)}

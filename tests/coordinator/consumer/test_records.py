@@ -1,0 +1,42 @@
+"""KIP-848 records byte for byte as Kafka 4 writes them (GroupCoordinatorRecordHelpers with the
+group-coordinator/src/main/resources/common/message/ConsumerGroup*.json definitions): key = int16 record
+type + the key struct (not flexible); value = int16 version 0 + the flexible value struct."""
+from __future__ import annotations
+
+import uuid
+
+from coordinator.consumer import records as r
+from coordinator.consumer.member import UNREVOKED_PARTITIONS, ConsumerGroupMember
+
+T = uuid.UUID("00000000-0000-0000-0000-0000000000aa")
+
+
+def test_group_epoch_record():
+    key, value, _ = r.group_epoch_record("g", 5)
+    assert key == b"\x00\x03" + b"\x00\x01g"
+    assert value == b"\x00\x00" + b"\x00\x00\x00\x05" + b"\x00"  # epoch, no tagged fields
+
+
+def test_current_assignment_record():
+    member = ConsumerGroupMember("m", member_epoch=3, previous_member_epoch=2, state=UNREVOKED_PARTITIONS,
+                                 assigned_partitions={T: frozenset({1})}, partitions_pending_revocation={T: frozenset({2, 0})})
+    key, value, _ = r.current_assignment_record("g", member)
+    assert key == b"\x00\x08" + b"\x00\x01g" + b"\x00\x01m"
+    topic_partitions = lambda *ps: T.bytes + bytes([len(ps) + 1]) + b"".join(p.to_bytes(4, "big") for p in ps) + b"\x00"  # noqa: E731
+    assert value == (b"\x00\x00" + (3).to_bytes(4, "big") + (2).to_bytes(4, "big") + b"\x01"
+                     + b"\x02" + topic_partitions(1) + b"\x02" + topic_partitions(0, 2) + b"\x00")
+
+
+def test_member_metadata_record_and_tombstones():
+    member = ConsumerGroupMember("m", client_id="c", client_host="/h", subscribed_topic_names=frozenset({"t"}),
+                                 rebalance_timeout_ms=7)
+    key, value, _ = r.member_subscription_record("g", member)
+    assert key == b"\x00\x05\x00\x01g\x00\x01m"
+    # instance id null, rack id null, "c", "/h", ["t"], regex null, 7, assignor null, no tagged fields
+    assert value == b"\x00\x00" + b"\x00" + b"\x00" + b"\x02c" + b"\x03/h" + b"\x02\x02t" + b"\x00" + \
+        (7).to_bytes(4, "big") + b"\x00" + b"\x00"
+    assert [(k[:2], v) for k, v, _ in r.member_removal("g", "m")] == [(b"\x00\x08", None), (b"\x00\x07", None),
+                                                                       (b"\x00\x05", None)]
+    decoded = r.decode(key, value)
+    assert (decoded.type, decoded.group_id, decoded.member_id, decoded.value.subscribed_topic_names) == \
+        (r.MEMBER_METADATA, "g", "m", ["t"])
