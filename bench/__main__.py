@@ -17,7 +17,7 @@ from bench.runner import RESULTS, enable_profiling, save, settings, table
 
 # ours first (ceiling is every throughput figure's baseline), then colleagues' modules
 OURS = ["ceiling", "heartbeat", "heartbeat_tls", "rebalance", "offsets", "load", "memory", "e2e"]
-THEIRS = ["codec", "storage", "coordinator_load", "clean_start", "analytics", "fixture", "consumer_groups"]
+THEIRS = ["codec", "storage", "coordinator_load", "clean_start", "analytics", "fixture", "consumer_groups", "transactions"]
 ALL = OURS + THEIRS
 
 

@@ -23,7 +23,14 @@ from broker.data.dynamic_broker_configs import DynamicBrokerConfigs
 from broker.data.fetch_wait import FetchWaiters
 from broker.data.group_configs import GroupConfigStore
 from broker.data.producers import ProducerStateManager
-from broker.data.topics import CONSUMER_OFFSETS, TopicManager, consumer_offsets_configs
+from broker.data.topics import (
+    CONSUMER_OFFSETS,
+    TRANSACTION_STATE,
+    TopicManager,
+    consumer_offsets_configs,
+    transaction_state_configs,
+)
+from broker.data.txn_index import TxnIndex
 from broker.data.visibility import Visibility
 from broker.fault_injector import FaultInjector
 from broker.hooks import Hooks
@@ -67,6 +74,8 @@ class Broker:
         self.fetch_waiters = FetchWaiters()
         self.visibility = Visibility(self.fetch_waiters, self.metrics)  # high watermark moves, long polls wake
         self.groups: Any = None        # the coordinator runtime, when coordinator.runtime provides one
+        self.transactions: Any = None  # txn.runtime.TransactionRuntime (the transaction coordinator)
+        self.txn_index = TxnIndex()    # last stable offsets and aborted transactions per data partition
         self.server: KafkaServer | None = None
         self.security: Any = None      # broker.security.manager.Security: listeners' TLS/SASL, SCRAM, ACLs
         self.listeners: list[BoundListener] = []
@@ -89,13 +98,15 @@ class Broker:
         # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
         # under the delete policy (retention would drop coordinator state).
         self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs, topic_configs={
-            CONSUMER_OFFSETS: self.log_config(consumer_offsets_configs(self.config))})
+            CONSUMER_OFFSETS: self.log_config(consumer_offsets_configs(self.config)),
+            TRANSACTION_STATE: self.log_config(transaction_state_configs(self.config))})
         self.topics = TopicManager(self)
         self.producers = ProducerStateManager(self.log_dir, self.logs)
         # Retention and compaction run in the background (Kafka's log cleaner / retention check).
         self.logs.start_maintenance(min(self.config.get("log.retention.check.interval.ms"),
                                         self.config.get("log.cleaner.backoff.ms")) / 1000.0)
         await self._start_groups()
+        await self._start_transactions()
         from broker.security.manager import Security
 
         self.security = Security(self.config, self.log_dir)  # ConfigError when a store cannot be read
@@ -118,6 +129,8 @@ class Broker:
         # The coordinator goes first, as Kafka's does when it gives up its partitions: parked JoinGroup /
         # SyncGroup requests are answered NOT_COORDINATOR at once (clients look for the coordinator
         # again) instead of holding the connection drain below until its timeout.
+        if self.transactions is not None:  # markers still to write finish on the next load
+            await self.transactions.close()
         if self.groups is not None and hasattr(self.groups, "close"):
             await self.groups.close()
         if self.server is not None:
@@ -150,6 +163,22 @@ class Broker:
         create = getattr(runtime, "create", None)
         if create is not None:
             self.groups = await create(self)
+
+    async def _start_transactions(self) -> None:
+        from broker.data.txn_markers import MarkerWriter
+        from txn.runtime import TransactionRuntime
+        from txn.state_manager import TxnConfig
+
+        self.transactions = TransactionRuntime(
+            TxnConfig.from_properties(self.config.get), self.transaction_state_log, MarkerWriter(self),
+            self.producers.allocate_id,
+            lambda p: self.logs.get(TRANSACTION_STATE, p) if self.topics.get(TRANSACTION_STATE) else None)
+        await self.transactions.start()
+
+    def transaction_state_log(self, partition: int) -> Any:
+        """The PartitionLog of `__transaction_state-<partition>`, creating the topic on first use."""
+        self.topics.ensure_transaction_state()
+        return self.logs.get_or_create(TRANSACTION_STATE, partition)
 
     async def _start_metrics(self) -> None:
         port = self.config.get("metrics.port")

@@ -239,6 +239,16 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("offsets.commit.timeout.ms", 5000, _int(1, INT32_MAX), "Longest wait for a durable commit."),
     _p("offsets.load.buffer.size", 5242880, _int(1, INT32_MAX), "Read size while loading __consumer_offsets."),
     _p("offset.metadata.max.bytes", 4096, _int(0, INT32_MAX), "Largest commit metadata string."),
+    # --- transaction coordinator
+    _p("transaction.state.log.num.partitions", 50, _int(1, 10_000), "Partitions of __transaction_state."),
+    _p("transaction.state.log.segment.bytes", 104857600, _int(14, INT32_MAX), "Segment size of __transaction_state."),
+    _p("transaction.max.timeout.ms", 900000, _int(1, INT32_MAX), "Largest transaction timeout a producer may ask for."),
+    _p("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, _int(1, INT32_MAX),
+       "How often transactions open past their timeout are aborted."),
+    _p("transactional.id.expiration.ms", 604800000, _int(1, INT32_MAX),
+       "A transactional id idle (no transaction) this long is removed from __transaction_state."),
+    _p("transaction.remove.expired.transaction.cleanup.interval.ms", 3600000, _int(1, INT32_MAX),
+       "How often expired transactional ids are removed."),
     # --- metrics (kcoord-specific)
     _p("metrics.port", -1, _int(-1, 65535),
        "kcoord: Prometheus text endpoint (GET /metrics) port on metrics.host; -1 = off, 0 = any free port."),

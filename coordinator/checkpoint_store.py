@@ -24,6 +24,7 @@ from typing import NamedTuple
 from coordinator import checkpoint
 from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
+from protocol.control_records import COMMIT, marker_type
 from protocol.record_kv import batch_key_values, fold_key_values
 from protocol.records import iter_batches
 from storage.fs import read_file, replace_file
@@ -99,8 +100,8 @@ def load_steps(partition_log, partition: int, now_ms: int, load_partition,
     records: list = []
     replayed = 0
     end = start
-    for reached in _read_chunks(partition_log, start, None,
-                                lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset))):
+    take = lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset))  # noqa: E731
+    for reached in _read_chunks(partition_log, start, None, take, state.transactional, records.extend):
         end = reached
         state.replay(records, log)
         replayed += len(records)
@@ -142,12 +143,16 @@ def remove(partition_log) -> None:
     partition_log.fs.remove(checkpoint_path(partition_log))
 
 
-def read_tail(partition_log, from_offset: int, up_to: int | None = None) -> tuple[list, int]:
+def read_tail(partition_log, from_offset: int, up_to: int | None = None,
+              open_transactions: dict | None = None) -> tuple[list, int]:
     """(key, value) of every record in [from_offset, up_to) (up_to: default the log end, else a
-    batch boundary such as the recovery point), and the offset just past the last batch read."""
+    batch boundary such as the recovery point), and the offset just past the last batch read (or where
+    the first transaction still open begins: see `_read`). `open_transactions` gets the records of
+    those, by producer id."""
     records: list = []
     offset = _read(partition_log, from_offset, up_to,
-                   lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset)))
+                   lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset)),
+                   open_transactions, records.extend)
     return records, offset
 
 
@@ -157,23 +162,34 @@ def read_tail_latest(partition_log, from_offset: int, up_to: int | None = None) 
     paused and free the dict before they resume: a collection would walk its entries for nothing."""
     latest: dict = {}
     offset = _read(partition_log, from_offset, up_to,
-                   lambda batch, header, offset: fold_key_values(latest, batch, header, offset))
+                   lambda batch, header, offset: fold_key_values(latest, batch, header, offset), None, latest.update)
     return latest, offset
 
 
-def _read(partition_log, from_offset: int, up_to: int | None, take) -> int:
+def _read(partition_log, from_offset: int, up_to: int | None, take, open_transactions: dict | None = None,
+          take_records=None) -> int:
     """`take(batch, header, offset)` for each data batch holding offsets in [from_offset, up_to), in order;
-    returns the offset just past the last batch read."""
+    returns the offset just past the last batch read (or where the first transaction still open begins,
+    see `_read_chunks`)."""
     offset = from_offset
-    for reached in _read_chunks(partition_log, from_offset, up_to, take):
+    for reached in _read_chunks(partition_log, from_offset, up_to, take, open_transactions, take_records):
         offset = reached
     return offset
 
 
-def _read_chunks(partition_log, from_offset: int, up_to: int | None, take) -> Iterator[int]:
-    """`_read`, yielding the offset reached after each READ_CHUNK bytes read."""
+def _read_chunks(partition_log, from_offset: int, up_to: int | None, take,
+                 open_transactions: dict | None = None, take_records=None) -> Iterator[int]:
+    """`_read`, yielding the offset reached after each READ_CHUNK bytes read.
+
+    Transactional batches (TxnOffsetCommit's) are held back until their producer's marker: their records
+    go to `take_records` at the marker if it commits, and are dropped if it aborts (what Kafka's replay of
+    the marker does); a tombstone meanwhile drops its key from them (as Kafka's replay of a tombstone drops
+    pending offsets). Those with no marker yet go to `open_transactions` (producer id -> records), and the
+    last offset yielded is then where the first of them begins, so a checkpoint never covers an open
+    transaction: the next read from there sees it whole."""
     end = partition_log.log_end_offset if up_to is None else min(up_to, partition_log.log_end_offset)
     offset = from_offset
+    held = _OpenTransactions()
     while offset < end:
         data = partition_log.read(offset, READ_CHUNK, max_offset=end)
         progressed = False
@@ -182,13 +198,56 @@ def _read_chunks(partition_log, from_offset: int, up_to: int | None, take) -> It
                 continue
             if header.base_offset >= end:
                 break
-            if not header.is_control:
+            if header.is_transactional:
+                committed = held.add(batch, header, offset)
+                if committed:
+                    take_records(committed)
+            elif not header.is_control:
+                if held:
+                    held.plain(batch, header, offset)
                 take(batch, header, offset)
             offset = header.next_offset
             progressed = True
         if not progressed:
             break
         yield offset
+    if held:
+        if open_transactions is not None:
+            open_transactions.update(held.records)
+        yield max(from_offset, min(held.first_offset.values()))
+
+
+class _OpenTransactions:
+    """The records of transactions whose marker is not read yet, by producer id."""
+
+    __slots__ = ("records", "first_offset")
+
+    def __init__(self) -> None:
+        self.records: dict[int, list] = {}
+        self.first_offset: dict[int, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.records)
+
+    def add(self, batch, header, offset: int) -> list | None:
+        """A transactional batch: data is held; a marker ends its producer's transaction and returns the
+        records to apply (COMMIT) or None."""
+        pid = header.producer_id
+        kvs = batch_key_values(batch, header, offset)
+        if not header.is_control:
+            self.records.setdefault(pid, []).extend(kvs)
+            self.first_offset.setdefault(pid, header.base_offset)
+            return None
+        records = self.records.pop(pid, None)
+        self.first_offset.pop(pid, None)
+        return records if kvs and marker_type(kvs[0][0]) == COMMIT else None
+
+    def plain(self, batch, header, offset: int) -> None:
+        """A non-transactional batch read while transactions are open: its tombstones drop those keys."""
+        gone = {key for key, value in batch_key_values(batch, header, offset) if value is None}
+        if gone:
+            for pid, kvs in self.records.items():
+                self.records[pid] = [kv for kv in kvs if kv[0] not in gone]
 
 
 def write(partition_log, partition: int, state: PartitionState, offset: int, written_ms: int) -> int:

@@ -32,6 +32,12 @@ from coordinator.results import (
     OffsetFetchPartition,
     OffsetFetchResult,
 )
+from coordinator.txn_offsets import (
+    PendingTransactionalOffsets,
+    TxnOffsetCommitRecords,
+    txn_offset_commit_error,
+    validate_txn_offset_commit,
+)
 from protocol.consumer_offsets import OffsetCommitValue
 from protocol.errors import ErrorCode
 
@@ -79,6 +85,7 @@ class OffsetMetadataManager:
         self.log = groups.log
         self.offsets: dict[str, Offsets] = {}                      # group id -> committed, never empty
         self.pending: dict[str, dict[TopicPartition, int]] = {}    # group id -> writes in flight per partition
+        self.transactional = PendingTransactionalOffsets()         # TxnOffsetCommit's, until their marker
         self.consumer_groups: dict = {}  # the shard's consumer groups (KIP-848): they validate their own commits
 
     def committed(self, group_id: str) -> Offsets:
@@ -89,6 +96,8 @@ class OffsetMetadataManager:
     def replay_offsets(self, group_id: str, records: dict[TopicPartition, OffsetCommitValue | None]) -> None:
         """Apply durable OffsetCommit records of one group (None: a tombstone)."""
         live = apply_offset_records(self.offsets.get(group_id) or {}, records)
+        if self.transactional.open_by_group and not all(records.values()):  # tombstones drop pending ones too
+            self.transactional.drop(group_id, [tp for tp, v in records.items() if v is None])
         if live:
             self.offsets[group_id] = live
             self.groups.ensure_group(group_id)
@@ -197,6 +206,43 @@ class OffsetMetadataManager:
         if not pending:
             del self.pending[group_id]
 
+    # ------------------------------------------------------------ TxnOffsetCommit (KIP-98/447)
+
+    def handle_txn_commit_offsets(self, request: OffsetCommit, producer_id: int, producer_epoch: int,
+                                  callback: CommitCallback) -> None:
+        """OffsetMetadataManager.commitTransactionalOffset: validate, then write the offsets as a
+        transactional batch; they are pending (coordinator.txn_offsets) until the transaction's marker."""
+        group = self.groups.get_group(request.group_id)
+        if group is None:
+            error = ErrorCode.ILLEGAL_GENERATION if request.generation_id >= 0 else ErrorCode.NONE
+        else:
+            error = validate_txn_offset_commit(group, request.member_id, request.group_instance_id,
+                                               request.generation_id)
+        if error != ErrorCode.NONE:
+            return self._fail(request, error, callback)
+        written, too_large = _values_with_metadata(request.offsets, self.groups.now_ms(), -1,
+                                                   self.config.offset_metadata_max_bytes)
+        results: dict[TopicPartition, ErrorCode] = dict.fromkeys(written, ErrorCode.NONE)
+        results.update(too_large)
+        if not written:
+            return callback(results)
+
+        def on_written(error: ErrorCode) -> None:
+            if error != ErrorCode.NONE:
+                mapped = txn_offset_commit_error(error, map_write_error)
+                for tp in written:
+                    results[tp] = mapped
+            callback(results)
+
+        self.groups.write(TxnOffsetCommitRecords(request.group_id, written, producer_id, producer_epoch), on_written)
+
+    def replay_end_transaction_marker(self, producer_id: int, commit: bool) -> None:
+        """The transaction's marker is durable: its pending offsets become committed, or are dropped."""
+        ended = self.transactional.end(producer_id)
+        if commit:
+            for group_id, values in ended.items():
+                self.replay_offsets(group_id, values)
+
     # ------------------------------------------------------------ OffsetFetch
 
     def handle_fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None,
@@ -206,7 +252,7 @@ class OffsetMetadataManager:
         pending = self.pending.get(group_id, _NO_OFFSETS)
         out = []
         for tp in (list(offsets) if partitions is None else partitions):
-            if require_stable and tp in pending:
+            if require_stable and (tp in pending or self.transactional.has_pending(group_id, tp)):
                 out.append(OffsetFetchPartition(tp[0], tp[1], error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 continue
             v = offsets.get(tp)
@@ -219,8 +265,11 @@ class OffsetMetadataManager:
     # ------------------------------------------------------------ tombstones
 
     def delete_all_offsets(self, group_id: str) -> list[Record]:
-        """Tombstones for every committed offset of the group (DeleteGroups)."""
-        return [offset_commit_tombstone(group_id, t, p) for t, p in self.committed(group_id)]
+        """Tombstones for every committed offset of the group (DeleteGroups), and for partitions with only
+        pending transactional offsets (their replay drops those, as Kafka's deleteAllOffsets)."""
+        committed = self.committed(group_id)
+        pending_only = self.transactional.partitions(group_id) - committed.keys()
+        return [offset_commit_tombstone(group_id, t, p) for t, p in [*committed, *sorted(pending_only)]]
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
                        ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode], list[Record]]:

@@ -37,7 +37,7 @@ Offsets = dict[tuple[str, int], OffsetCommitValue]
 
 
 class PartitionState:
-    __slots__ = ("metadata", "offsets", "undecoded", "_decode_group", "consumer_records")
+    __slots__ = ("metadata", "offsets", "undecoded", "_decode_group", "consumer_records", "transactional")
 
     def __init__(self, undecoded: dict | None = None,
                  decode_group: Callable[[str, object], tuple[bytes | None, Offsets]] | None = None) -> None:
@@ -47,6 +47,9 @@ class PartitionState:
         # KIP-848 consumer group records (coordinator.consumer.records), kept raw: key -> last value
         self.consumer_records: dict[bytes, bytes] = {}
         self._decode_group = decode_group
+        # producer id -> its transactional records with no marker yet at the end of the log read (a load
+        # makes them pending; never in a checkpoint, whose offset stays before them)
+        self.transactional: dict[int, list] = {}
 
     def __eq__(self, other) -> bool:  # decodes both first (tests compare states)
         if not isinstance(other, PartitionState):

@@ -222,6 +222,32 @@ class GroupCoordinatorService:
             return callback((shard, {}))
         shard.delete_offsets(group_id, list(partitions), callback)
 
+    # ------------------------------------------------------------ transactions (coordinator.txn_offsets)
+
+    def txn_commit_offsets(self, request: OffsetCommit, producer_id: int, producer_epoch: int,
+                           callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
+        """TxnOffsetCommit: the front door's checks as OffsetCommit's ("" is INVALID_GROUP_ID, as Kafka's
+        isGroupIdNotEmpty), then pending offsets of the producer's transaction."""
+        shard = self._shard_or_error(request.group_id)
+        if isinstance(shard, ErrorCode):
+            return callback({(p.topic, p.partition): shard for p in request.offsets})
+        shard.offsets.handle_txn_commit_offsets(request, producer_id, producer_epoch, callback)
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                             callback: Callable[[ErrorCode], None]) -> None:
+        """A transaction marker for `__consumer_offsets-<partition>` (GroupCoordinatorService.completeTransaction)."""
+        if not self.active:
+            return callback(E.COORDINATOR_NOT_AVAILABLE)
+        shard = self.shards.get(partition)
+        if shard is None:
+            if partition in self.loading:
+                return callback(E.COORDINATOR_LOAD_IN_PROGRESS)
+            if self.owned_partitions is not None:
+                return callback(E.NOT_COORDINATOR)
+            shard = self.shards[partition] = self._new_shard(partition)
+            shard.on_loaded()
+        shard.complete_transaction(producer_id, producer_epoch, commit, callback)
+
     # ------------------------------------------------------------ DescribeGroups, ListGroups, DeleteGroups
 
     def describe_groups(self, group_ids: Iterable[str | None], request_version: int) -> list[DescribedGroup]:

@@ -30,6 +30,7 @@ from coordinator.offset_manager import OffsetMetadataManager
 from coordinator.partition_state import PartitionState
 from coordinator.records import OffsetCommitRecords, Record, group_metadata_tombstone, offset_commit_tombstone
 from coordinator.timers import Clock, Timer
+from coordinator.txn_offsets import TxnMarkerRecords
 from protocol.consumer_offsets import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -94,6 +95,10 @@ class GroupCoordinatorShard:
     # ------------------------------------------------------------ ... replay in
 
     def replay_records(self, records: Iterable[Record]) -> None:
+        replay_into = getattr(records, "replay_into", None)
+        if replay_into is not None:  # transactional offsets and markers (coordinator.txn_offsets)
+            replay_into(self)
+            return
         if isinstance(records, OffsetCommitRecords):  # a commit: its typed values, no decoding
             self.offsets.replay_offsets(records.group_id, records.values)
             return
@@ -139,6 +144,8 @@ class GroupCoordinatorShard:
                 else:  # what that replay leaves in a fresh shard, without the copy
                     self.offsets.offsets[group_id] = offsets
                     self.groups.ensure_group(group_id)
+        while state.transactional:  # transactions without a marker yet (once, whatever the slices)
+            self.offsets.transactional.replay_records(*state.transactional.popitem())
         return len(self.groups.groups)
 
     def load_consumer_groups(self, state: PartitionState) -> None:
@@ -190,6 +197,12 @@ class GroupCoordinatorShard:
 
         self.write(records, written)
 
+    def complete_transaction(self, producer_id: int, producer_epoch: int, commit: bool,
+                             then: Callable[[ErrorCode], None]) -> None:
+        """The transaction coordinator's marker for this partition (GroupCoordinatorShard.replayEndTransactionMarker
+        once durable): the producer's pending offsets are applied (COMMIT) or dropped (ABORT)."""
+        self.write(TxnMarkerRecords(producer_id, producer_epoch, commit), lambda error: then(map_write_error(error)))
+
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
                        callback: Callable[[tuple[ErrorCode, dict[TopicPartition, ErrorCode]]], None]) -> None:
         error, results, records = self.offsets.delete_offsets(group_id, partitions)
@@ -210,7 +223,8 @@ class GroupCoordinatorShard:
             if tps:
                 self.log.info("Expiring %d offsets of group %s", len(tps), group.group_id)
             left = len(self.offsets.committed(group.group_id)) - len(tps)
-            if group.is_(S.EMPTY) and left == 0 and group.group_id not in self.offsets.pending:
+            if group.is_(S.EMPTY) and left == 0 and group.group_id not in self.offsets.pending \
+                    and not self.offsets.transactional.has_group(group.group_id):
                 records.append(group_metadata_tombstone(group.group_id))
                 self.log.info("Group %s expires in generation %d (no members, no offsets)", group.group_id,
                               group.generation_id)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from coordinator.config import GroupConfig
 from coordinator.events import CoordinatorEvents
 from coordinator.group_manager import GroupMetadataManager
+from coordinator.record_batch import build_coordinator_batch
 from coordinator.records import Record
 from coordinator.results import (
     JoinGroupResult,
@@ -48,6 +49,12 @@ class Append:
     callback: Callable[[ErrorCode], None]
     done: bool = False
     error: ErrorCode | None = None  # how it was completed
+    source: object = None  # the records object the coordinator handed over
+
+    def to_batch(self) -> bytes:
+        """The v2 batch the real writer appends for it (transactional and control batches included)."""
+        to_batch = getattr(self.source, "to_batch", None)
+        return to_batch(0) if to_batch is not None else build_coordinator_batch(self.records)
 
 
 @dataclass
@@ -59,7 +66,7 @@ class RecordingWriter:
     appends: list[Append] = field(default_factory=list)
 
     def append(self, partition: int, records: list[Record], callback: Callable[[ErrorCode], None]) -> None:
-        entry = Append(partition, list(records), callback)
+        entry = Append(partition, list(records), callback, source=records)
         self.appends.append(entry)
         if self.auto:
             self._finish(entry, self.auto_error)

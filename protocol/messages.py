@@ -29,6 +29,9 @@ SERVED_APIS = (
     "IncrementalAlterConfigs", "DescribeLogDirs", "SaslHandshake", "SaslAuthenticate", "CreateAcls", "DescribeAcls",
     "DeleteAcls", "DescribeUserScramCredentials", "AlterUserScramCredentials", "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
+    # transactions (KIP-98)
+    "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
+    "DescribeTransactions", "ListTransactions", "DescribeProducers", "WriteTxnMarkers",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") + tuple(

@@ -7,6 +7,13 @@ fsynced. The log's owner then renames each `.cleaned` over its `.log` — an ato
 crash at any point leaves either the old or the new segment, and recovery deletes any leftover
 `.cleaned` file. Segments are cleaned one to one (same base offset, same name).
 
+Transactions (as Kafka's LogCleaner): records of aborted transactions are removed and never count as a
+key's latest value; a transaction whose marker is not in the cleaned segments yet is left as it is and
+does not count either; markers stay. A committed transaction's records count from its COMMIT marker on,
+less the keys a tombstone deleted in between, which is how kcoord's group coordinator applies
+transactional offsets (live and on load), so compaction never changes what a load gives. (Kafka orders them by their own offsets instead; the two differ only
+for a key written outside the transaction between its records and its marker.)
+
 Tombstones follow KIP-534: the first clean that keeps a tombstone stamps its batch with a delete
 horizon (now + delete.retention.ms, in the base timestamp, attribute bit 6); a later clean after
 the horizon drops it. Cleaned batches keep their base offset and last offset delta, so offsets
@@ -17,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
+from protocol.control_records import COMMIT, marker_type
 from protocol.records import BatchHeader, Record, build_batch, iter_record_tuples, parse_batch_header
 from storage.fs import FS
 from storage.segment import CLEANED_SUFFIX, SegmentState
@@ -64,30 +72,60 @@ class CleanStats:
 class OffsetMap:
     latest: dict[bytes, int]           # key -> offset of its latest record
     last_producer_batch: dict[int, int]  # producer id -> base offset of its last batch
+    aborted: set[int] = dataclasses.field(default_factory=set)    # base offsets of aborted transactions' batches
+    undecided: set[int] = dataclasses.field(default_factory=set)  # ... of transactions with no marker here
 
 
 def build_offset_map(segments: list[LogSegment]) -> OffsetMap:
-    """What the cleaner must know about the segments it cleans: latest offset per key, and each
-    idempotent producer's last batch."""
+    """What the cleaner must know about the segments it cleans: latest offset per key, each idempotent
+    producer's last batch, and which transactional batches were aborted or are not decided yet."""
     latest: dict[bytes, int] = {}
     last_producer_batch: dict[int, int] = {}
+    open_txns: dict[int, list[tuple[int, list[tuple[int, bytes]]]]] = {}  # producer id -> its batches' keys
+    aborted: set[int] = set()
     for segment in segments:
         for _, header, batch in segment.scan():
             if header.producer_id >= 0:
                 last_producer_batch[header.producer_id] = header.base_offset
             if header.is_control:
+                if header.is_transactional:
+                    batches = open_txns.pop(header.producer_id, [])
+                    if _is_commit(batch, header):
+                        for _base, keys in batches:
+                            latest.update((key, offset) for offset, key in keys)
+                    else:
+                        aborted.update(base for base, _keys in batches)
                 continue
-            for offset, _ts, key, _value, _headers in iter_record_tuples(batch, header):
-                if key is not None:
-                    latest[key] = offset
-    return OffsetMap(latest, last_producer_batch)
+            records = [(offset, key, value) for offset, _ts, key, value, _headers in iter_record_tuples(batch, header)
+                       if key is not None]
+            keys = [(offset, key) for offset, key, _value in records]
+            if header.is_transactional:
+                open_txns.setdefault(header.producer_id, []).append((header.base_offset, keys))
+                continue
+            if open_txns:  # a tombstone drops the key from the open transactions (as their loader does)
+                gone = {key for _offset, key, value in records if value is None}
+                if gone:
+                    for batches in open_txns.values():
+                        for i, (base, txn_keys) in enumerate(batches):
+                            batches[i] = (base, [(o, k) for o, k in txn_keys if k not in gone])
+            latest.update((key, offset) for offset, key in keys)
+    undecided = {base for batches in open_txns.values() for base, _keys in batches}
+    return OffsetMap(latest, last_producer_batch, aborted, undecided)
+
+
+def _is_commit(batch, header: BatchHeader) -> bool:
+    for _offset, _ts, key, _value, _headers in iter_record_tuples(batch, header):
+        return marker_type(key) == COMMIT
+    return False
 
 
 def filter_batch(header: BatchHeader, batch, offsets: OffsetMap, now_ms: int,
                  delete_retention_ms: int) -> tuple[bytes | None, int, bool]:
     """(the batch as it should be after cleaning or None to drop it, records removed, changed?)"""
-    if header.is_control:
+    if header.is_control or header.base_offset in offsets.undecided:
         return bytes(batch), 0, False
+    if header.base_offset in offsets.aborted:
+        return None, header.records_count, True
     latest = offsets.latest
     records = list(iter_record_tuples(batch, header))
     horizon = header.delete_horizon_ms

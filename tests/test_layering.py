@@ -6,12 +6,13 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OURS = {"protocol", "storage", "coordinator", "broker", "analytics", "bench"}
+OURS = {"protocol", "storage", "coordinator", "txn", "broker", "analytics", "bench"}
 ALLOWED = {
     "protocol": set(),
     "storage": {"protocol"},
     "coordinator": {"protocol", "storage"},
-    "broker": {"protocol", "storage", "coordinator"},
+    "txn": {"protocol", "storage"},
+    "broker": {"protocol", "storage", "coordinator", "txn"},
     "analytics": {"protocol", "storage"},
     "bench": OURS - {"bench"},
 }
@@ -53,6 +54,14 @@ def test_pure_coordinator_does_no_io():
             if top in {"asyncio", "socket", "uvloop", "selectors", "threading"}:
                 bad.append(f"{path.relative_to(ROOT)}:{lineno} imports {top}")
     assert not bad, "pure coordinator modules must not do I/O:\n" + "\n".join(bad)
+
+
+def test_pure_transaction_coordinator_does_no_io():
+    """txn/ as coordinator/: only txn/runtime.py binds it to asyncio and storage."""
+    bad = [f"{path.relative_to(ROOT)}:{lineno} imports {top}" for path in package_files("txn")
+           if path.name != "runtime.py" for lineno, top in imported_top_levels(path)
+           if top in {"asyncio", "socket", "uvloop", "selectors", "threading", "storage"}]
+    assert not bad, "pure transaction-coordinator modules must not do I/O:\n" + "\n".join(bad)
 
 
 def test_the_check_can_fail(tmp_path):

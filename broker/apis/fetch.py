@@ -21,7 +21,8 @@ Fetch sessions: we refuse to create them, exactly as a Kafka broker whose sessio
 (max.incremental.fetch.session.cache.slots=0): a request for a new session (id 0, epoch 0) gets a full
 response with session_id 0, so the client keeps sending full fetches; an incremental fetch for a
 session id gets FETCH_SESSION_ID_NOT_FOUND, any other epoch without a session INVALID_FETCH_SESSION_EPOCH.
-There are no transactions, so read_committed sees the same data (last stable offset = high watermark).
+read_committed (isolation_level 1) reads below the last stable offset and gets the aborted transactions
+of what it reads (KIP-98; broker.data.txn_index); read_uncommitted reads below the high watermark.
 Consumers read below the high watermark only (broker.data.visibility: the durable offset when every
 append is fsynced); an offset between it and the log end answers empty, as in Kafka. The reading and
 the long poll are broker.data.fetch_read's.
@@ -49,7 +50,8 @@ async def handle(ctx, request):
     wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
                              p.current_leader_epoch if v >= 9 else -1)
               for name, t in topics for p in t.partitions]
-    reads = iter(await read_when_ready(broker, wanted, request.max_bytes, request.min_bytes, request.max_wait_ms))
+    reads = iter(await read_when_ready(broker, wanted, request.max_bytes, request.min_bytes, request.max_wait_ms,
+                                       request.isolation_level))
     FT, PD = m.FetchResponse.FetchableTopicResponse, m.FetchResponse.PartitionData
     responses = []
     for name, t in topics:
@@ -58,13 +60,18 @@ async def handle(ctx, request):
             r = next(reads)
             ok = r.error == ErrorCode.NONE
             partitions.append(PD(partition_index=p.partition, error_code=r.error, high_watermark=r.high_watermark,
-                                 last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
-                                 aborted_transactions=[] if ok else None, preferred_read_replica=-1,
+                                 last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
+                                 aborted_transactions=_aborted(r) if ok else None, preferred_read_replica=-1,
                                  records=r.records))
             _count(broker, name, r)
         responses.append(FT(topic=name or "", topic_id=t.topic_id, partitions=partitions) if v >= 13
                          else FT(topic=name, partitions=partitions))
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+
+
+def _aborted(r) -> list:
+    AT = m.FetchResponse.AbortedTransaction
+    return [AT(producer_id=pid, first_offset=first) for pid, first in (r.aborted or ())]
 
 
 def _session_error(session_id: int, epoch: int) -> ErrorCode | None:

@@ -9,7 +9,8 @@ Versions:
   v4: batched CoordinatorKeys, one result per key (KIP-699)
   v5: TRANSACTION_ABORTABLE may be returned (KIP-890); nothing changes for groups
   v6: KeyType 2, share groups (KIP-932) — not served here: COORDINATOR_NOT_AVAILABLE
-Key type 1 (transaction) answers COORDINATOR_NOT_AVAILABLE: there is no transaction coordinator.
+Key type 1 (transaction): this node, once the transaction coordinator runs (txn.runtime); a partition
+still loading is led here all the same (its requests answer COORDINATOR_LOAD_IN_PROGRESS).
 """
 from __future__ import annotations
 
@@ -30,7 +31,12 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
         if not ctx.broker.groups.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return ErrorCode.NONE, None
-    if key_type == TRANSACTION_KEY or (key_type == SHARE_KEY and ctx.api_version >= 6):
+    if key_type == TRANSACTION_KEY:
+        txns = getattr(ctx.broker, "transactions", None)
+        if txns is None or not txns.coordinator.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+        return ErrorCode.NONE, None
+    if key_type == SHARE_KEY and ctx.api_version >= 6:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "This broker has no coordinator for that key type."
     return ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}."
 

@@ -1,14 +1,15 @@
-"""InitProducerId (key 22): a producer id and epoch for an idempotent producer.
+"""InitProducerId (key 22): a producer id and epoch, for an idempotent or a transactional producer.
 
-Versions (we serve 0-4):
+Versions (we serve 0-5):
   v0: transactional_id (null for idempotence only), transaction timeout
   v1: same as v0
   v2: flexible
   v3: producer_id/epoch in the request, to bump the epoch of a known id (KIP-360)
-  v4: same as v3
-Ids come from fsynced blocks, so they are never reused after a restart. Transactions are not
-supported: a non-null transactional_id gets TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which every client
-reports as a clear, fatal error rather than retrying forever.
+  v4: PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH instead, as KafkaApis maps it)
+  v5: TRANSACTION_ABORTABLE may be returned (KIP-890)
+Idempotent ids come from fsynced blocks, so they are never reused after a restart. A transactional id
+goes to the transaction coordinator (txn.coordinator.handle_init_producer_id): epoch bump, fencing of
+an older producer of the same id, abort of its open transaction.
 """
 from __future__ import annotations
 
@@ -17,12 +18,22 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 
-@api(key=22, name="InitProducerId", min_version=0, max_version=4)
+@api(key=22, name="InitProducerId", min_version=0, max_version=5)
 async def handle(ctx, request):
-    if request.transactional_id is not None:
-        return m.InitProducerIdResponse(throttle_time_ms=0, producer_id=-1, producer_epoch=-1,
-                                        error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     pid_in = request.producer_id if ctx.api_version >= 3 else -1
     epoch_in = request.producer_epoch if ctx.api_version >= 3 else -1
+    if request.transactional_id is not None:
+        txns = getattr(ctx.broker, "transactions", None)
+        if txns is None:
+            error, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+        elif (pid_in < 0) != (epoch_in < 0):  # KafkaApis: a producer id without an epoch, or the reverse
+            error, pid, epoch = ErrorCode.INVALID_REQUEST, -1, -1
+        else:
+            expected = (pid_in, epoch_in) if pid_in >= 0 else None
+            error, pid, epoch = await txns.coordinator.handle_init_producer_id(
+                request.transactional_id, request.transaction_timeout_ms, expected)
+        if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+            error = ErrorCode.INVALID_PRODUCER_EPOCH
+        return m.InitProducerIdResponse(throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch)
     error, pid, epoch = ctx.broker.producers.init_producer(pid_in, epoch_in)
     return m.InitProducerIdResponse(throttle_time_ms=0, error_code=error, producer_id=pid, producer_epoch=epoch)

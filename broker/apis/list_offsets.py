@@ -2,7 +2,7 @@
 
 Versions (we serve 1-11):
   v1: one offset per partition (v0's old_style_offsets array is gone), timestamp in the response
-  v2: isolation_level (read_committed sees the same offsets here: no transactions)
+  v2: isolation_level: read_committed sees offsets below the last stable offset only (KIP-98)
   v3: same as v2
   v4: current_leader_epoch in the request (fencing, as Fetch), leader_epoch in the response
   v5: same as v4
@@ -39,7 +39,8 @@ async def handle(ctx, request):
         parts = []
         for p in t.partitions:
             code, offset, timestamp = _lookup(ctx.broker, t.name, p.partition_index, p.timestamp, ctx.api_version,
-                                              p.current_leader_epoch if ctx.api_version >= 4 else -1)
+                                              p.current_leader_epoch if ctx.api_version >= 4 else -1,
+                                              request.isolation_level if ctx.api_version >= 2 else 0)
             parts.append(R.ListOffsetsPartitionResponse(
                 partition_index=p.partition_index, error_code=code, timestamp=timestamp, offset=offset,
                 leader_epoch=_epoch(ctx.broker, t.name, p.partition_index, code, offset)))
@@ -59,7 +60,7 @@ def _epoch(broker, topic: str, partition: int, code: ErrorCode, offset: int) -> 
 
 
 def _lookup(broker, topic: str, partition: int, timestamp: int, version: int,
-            current_leader_epoch: int) -> tuple[ErrorCode, int, int]:
+            current_leader_epoch: int, isolation_level: int = 0) -> tuple[ErrorCode, int, int]:
     plog = broker.topics.log(topic, partition)
     if plog is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
@@ -72,7 +73,8 @@ def _lookup(broker, topic: str, partition: int, timestamp: int, version: int,
         return ErrorCode.NONE, plog.log_start_offset, -1
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing is tiered or waiting to be
         return ErrorCode.NONE, -1, -1
-    hw = high_watermark(plog)
+    # Kafka's lastFetchableOffset: the last stable offset for read_committed, else the high watermark.
+    hw = broker.txn_index.last_stable_offset(plog) if isolation_level == 1 else high_watermark(plog)
     if timestamp == LATEST:
         return ErrorCode.NONE, hw, -1
     found = plog.offset_for_timestamp(timestamp)  # storage also knows MAX_TIMESTAMP

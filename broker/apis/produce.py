@@ -10,7 +10,7 @@ message definitions we generate codecs from start at 3):
   v8: record_errors and error_message in the response (KIP-467)
   v9: flexible
   v10: current leader / node endpoints tagged fields (KIP-951; unused by a single node)
-  v11: TRANSACTION_ABORTABLE possible (KIP-890; no transactions here)
+  v11: TRANSACTION_ABORTABLE possible (KIP-890)
   v12: same as v11 (KIP-890 part 2)
   v13: topics by topic id (KIP-516); UNKNOWN_TOPIC_ID for an id we do not know
 acks=0: no response; if any partition failed the connection is closed, as Kafka does, so the client
@@ -18,6 +18,8 @@ notices. acks=1/-1: the response is sent once the append is fsynced (group commi
 log.flush.interval.messages=1 (kcoord's default) promises; only then does the high watermark cover it
 (broker.data.visibility), whatever the acks. Idempotent batches (producer id >= 0) go
 through the producer state: duplicates of one of the last 5 batches get their original offsets back.
+Transactional batches are verified against the transaction coordinator first (KIP-890: the partition must
+be in the producer's ongoing transaction) and open the partition's transaction (broker.data.txn_index).
 Per-partition checks and the append are broker.data.append's.
 """
 from __future__ import annotations
@@ -33,14 +35,15 @@ from protocol.errors import ErrorCode
 async def handle(ctx, request):
     broker = ctx.broker
     acks = request.acks
-    refused = _refusal(acks, request.transactional_id)
+    refused = _refusal(acks)
     by_id = ctx.api_version >= 13
     results: list[tuple[object, list[tuple[int, Appended]]]] = []
     for topic_data in request.topic_data:
         key = topic_data.topic_id if by_id else topic_data.name
         name = _topic_name(broker, topic_data.topic_id) if by_id else topic_data.name
         results.append((key, [
-            (p.index, refused or (append_partition(broker, name, p.index, p.records) if name is not None
+            (p.index, refused or (append_partition(broker, name, p.index, p.records, request.transactional_id)
+                                  if name is not None
                                   else Appended(ErrorCode.UNKNOWN_TOPIC_ID)))
             for p in topic_data.partition_data]))
     appended = [a for _name, parts in results for _index, a in parts]
@@ -68,12 +71,10 @@ def _topic_name(broker, topic_id) -> str | None:
     return topic.name if topic is not None else None
 
 
-def _refusal(acks: int, transactional_id: str | None) -> Appended | None:
+def _refusal(acks: int) -> Appended | None:
     """What every partition answers when the request itself is refused."""
     if acks not in (0, 1, -1):
         return Appended(ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks} is not 0, 1 or -1")
-    if transactional_id is not None:
-        return Appended(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported by this broker")
     return None
 
 

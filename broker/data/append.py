@@ -30,7 +30,8 @@ class Appended:
     log: Any = None  # the PartitionLog to publish before answering (None: nothing was taken)
 
 
-def append_partition(broker: Any, topic_name: str, index: int, records: Any) -> Appended:
+def append_partition(broker: Any, topic_name: str, index: int, records: Any,
+                     transactional_id: str | None = None) -> Appended:
     topic = broker.topics.get(topic_name)
     plog = broker.topics.log(topic_name, index)
     if topic is None or plog is None:
@@ -45,6 +46,10 @@ def append_partition(broker: Any, topic_name: str, index: int, records: Any) -> 
         return Appended(exc.code, exc.message)
     tp = (topic_name, index)
     idempotent = header.producer_id >= 0
+    if header.is_transactional:
+        refused = verify_transactional(broker, transactional_id, tp, header)
+        if refused is not None:
+            return Appended(refused, log_start_offset=plog.log_start_offset)
     if idempotent:
         verdict = broker.producers.check(tp, plog, header)
         if isinstance(verdict, ErrorCode):
@@ -64,6 +69,32 @@ def append_partition(broker: Any, topic_name: str, index: int, records: Any) -> 
     broker.metrics.inc("kcoord_produced_bytes_total", len(batch), topic=topic_name)
     if idempotent:
         broker.producers.record(tp, header, info.base_offset, info.last_offset, header.max_timestamp)
+    if header.is_transactional:
+        broker.txn_index.on_append(plog, header.producer_id, info.base_offset)
     # Storage stamps LogAppendTime when the topic's message.timestamp.type asks for it.
     return Appended(ErrorCode.NONE, base_offset=info.base_offset, log_start_offset=plog.log_start_offset,
                     log_append_time_ms=info.log_append_time_ms, log=plog)
+
+
+# What a failed verification answers a producer (ReplicaManager.appendRecords' postVerificationCallback and
+# AddPartitionsToTxnManager): retriable coordinator errors become NOT_ENOUGH_REPLICAS, which clients retry.
+_VERIFY_ERRORS = {
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.TRANSACTION_ABORTABLE: ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+}
+
+
+def verify_transactional(broker: Any, transactional_id: str | None, tp: tuple[str, int], header: Any) -> ErrorCode | None:
+    """KIP-890 verification: a transactional batch is taken only if its partition is in the producer's
+    ongoing transaction, at its current epoch (None: take it)."""
+    txns = getattr(broker, "transactions", None)
+    if transactional_id is None or txns is None:
+        return ErrorCode.INVALID_TXN_STATE
+    error = txns.coordinator.verify_partitions(transactional_id, header.producer_id, header.producer_epoch, [tp])[tp]
+    if error == ErrorCode.NONE:
+        return None
+    return _VERIFY_ERRORS.get(error, error)

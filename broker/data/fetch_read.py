@@ -1,6 +1,9 @@
 """Reading for Fetch: partitions below their high watermark within the byte limits, long-polling until
 min_bytes are there (Kafka's DelayedFetch, reduced to one node). The handler decodes and encodes.
 
+read_committed (isolation level 1, KIP-98) reads below the last stable offset only, and each partition
+carries the aborted transactions overlapping what it returns (broker.data.txn_index).
+
 Limits as KIP-74: partition_max_bytes per partition and max_bytes for the whole response, except that
 the first data in the response is a whole batch even if it is larger, so a consumer always progresses.
 """
@@ -12,6 +15,9 @@ from typing import Any
 
 from broker.data.visibility import high_watermark
 from protocol.errors import ErrorCode
+from protocol.records import iter_batches
+
+READ_COMMITTED = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +35,8 @@ class PartitionRead:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: bytes | None = None
+    last_stable_offset: int = -1
+    aborted: list | None = None  # (producer id, first offset) of aborted transactions in `records`
 
 
 def leader_epoch_error(plog: Any, current_leader_epoch: int) -> ErrorCode:
@@ -40,34 +48,36 @@ def leader_epoch_error(plog: Any, current_leader_epoch: int) -> ErrorCode:
 
 
 async def read_when_ready(broker: Any, wanted: list[PartitionFetch], max_bytes: int, min_bytes: int,
-                          max_wait_ms: int) -> list[PartitionRead]:
+                          max_wait_ms: int, isolation_level: int = 0) -> list[PartitionRead]:
     """Read now; if less than min_bytes came back, wait for the high watermark of one of the
     partitions to move (or max_wait_ms, or shutdown) and read again."""
     deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
     known = [(w.topic, w.partition) for w in wanted if w.topic is not None]
     while True:
-        reads, total = read(broker.topics, wanted, max_bytes)
+        reads, total = read(broker.topics, wanted, max_bytes, broker.txn_index, isolation_level)
         # A partition error answers at once, as Kafka's DelayedFetch completes on one.
         failed = any(r.error for r in reads)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or failed or remaining <= 0 or broker.stopping or not known:
             return reads
         if not await broker.fetch_waiters.wait(known, remaining):
-            return read(broker.topics, wanted, max_bytes)[0]
+            return read(broker.topics, wanted, max_bytes, broker.txn_index, isolation_level)[0]
 
 
-def read(topics: Any, wanted: list[PartitionFetch], max_bytes: int) -> tuple[list[PartitionRead], int]:
+def read(topics: Any, wanted: list[PartitionFetch], max_bytes: int, txn_index: Any = None,
+         isolation_level: int = 0) -> tuple[list[PartitionRead], int]:
     """One pass over the partitions, in request order; returns the reads and the bytes read."""
     reads = []
     total = 0
     for w in wanted:
-        result = _read_partition(topics, w, max_bytes - total, first=total == 0)
+        result = _read_partition(topics, w, max_bytes - total, total == 0, txn_index, isolation_level)
         total += len(result.records or b"")
         reads.append(result)
     return reads, total
 
 
-def _read_partition(topics: Any, w: PartitionFetch, budget_left: int, first: bool) -> PartitionRead:
+def _read_partition(topics: Any, w: PartitionFetch, budget_left: int, first: bool, txn_index: Any,
+                    isolation_level: int) -> PartitionRead:
     if w.topic is None:
         return PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
     plog = topics.log(w.topic, w.partition)
@@ -77,14 +87,28 @@ def _read_partition(topics: Any, w: PartitionFetch, budget_left: int, first: boo
     if fenced:
         return PartitionRead(fenced)
     start, end, hw = plog.log_start_offset, plog.log_end_offset, high_watermark(plog)
+    lso = hw if txn_index is None else txn_index.last_stable_offset(plog)
     if not start <= w.fetch_offset <= end:
-        return PartitionRead(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start)
+        return PartitionRead(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, None, lso)
     records = b""
     budget = min(w.partition_max_bytes, budget_left)
-    # Between the high watermark and the log end there is nothing to read yet (as in Kafka).
-    if w.fetch_offset < hw and (budget > 0 or first):
+    # Between the high watermark and the log end there is nothing to read yet (as in Kafka);
+    # read_committed stops at the last stable offset.
+    limit = lso if isolation_level == READ_COMMITTED else hw
+    if w.fetch_offset < limit and (budget > 0 or first):
         # Storage returns at least one whole batch: right only for the first data in the response.
-        records = plog.read(w.fetch_offset, max(budget, 1), max_offset=hw)
+        records = plog.read(w.fetch_offset, max(budget, 1), max_offset=limit)
         if not first and len(records) > budget:
             records = b""
-    return PartitionRead(ErrorCode.NONE, hw, start, records)
+    aborted = None
+    if isolation_level == READ_COMMITTED and txn_index is not None:
+        aborted = txn_index.aborted_between(plog, w.fetch_offset, _end_of(records, limit)) if records else []
+    return PartitionRead(ErrorCode.NONE, hw, start, records, lso, aborted)
+
+
+def _end_of(records: bytes, limit: int) -> int:
+    """The offset after the last batch in `records` (whole batches), at most `limit`."""
+    last = None
+    for _pos, header, _batch in iter_batches(records):
+        last = header
+    return limit if last is None else min(limit, last.next_offset)

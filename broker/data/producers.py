@@ -72,9 +72,10 @@ class ProducerStateManager:
                 return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
             if producer_epoch + 1 < MAX_EPOCH:
                 return ErrorCode.NONE, producer_id, producer_epoch + 1
-        return ErrorCode.NONE, self._allocate_id(), 0
+        return ErrorCode.NONE, self.allocate_id(), 0
 
-    def _allocate_id(self) -> int:
+    def allocate_id(self) -> int:
+        """A new producer id (the transaction coordinator takes its ids from here too)."""
         if self._next_id >= self._block_end:
             self._block_end = self._next_id + ID_BLOCK_SIZE
             tmp = self._path + ".tmp"
@@ -113,6 +114,27 @@ class ProducerStateManager:
         self._apply(state, header.producer_id, header.producer_epoch, header.base_sequence,
                     header.base_sequence + header.last_offset_delta, first_offset, last_offset, timestamp)
 
+    def on_marker(self, tp: TopicPartition, log: Any, producer_id: int, epoch: int) -> None:
+        """A transaction marker was appended: a higher epoch (the coordinator fenced the producer) resets
+        the producer's entry, so batches of the old epoch are refused."""
+        self._fence(self._state(tp, log), producer_id, epoch)
+
+    @staticmethod
+    def _fence(state: dict[int, ProducerEntry], producer_id: int, epoch: int) -> None:
+        entry = state.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            state[producer_id] = ProducerEntry(epoch)
+
+    def epoch_of(self, tp: TopicPartition, log: Any, producer_id: int) -> int:
+        """The producer's epoch in this partition (-1: unknown here)."""
+        entry = self._state(tp, log).get(producer_id)
+        return -1 if entry is None else entry.epoch
+
+    def active_producers(self, tp: TopicPartition, log: Any) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp) of the partition's producers (DescribeProducers)."""
+        return [(pid, e.epoch, e.last_seq, e.batches[-1].timestamp if e.batches else -1)
+                for pid, e in sorted(self._state(tp, log).items())]
+
     def forget_topic(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:
             del self._partitions[tp]
@@ -142,7 +164,9 @@ class ProducerStateManager:
             for _pos, h, _batch in iter_batches(data):
                 if h.last_offset < offset:
                     continue
-                if h.producer_id >= 0 and h.base_sequence >= 0:
+                if h.is_control and h.producer_id >= 0:
+                    self._fence(state, h.producer_id, h.producer_epoch)
+                elif h.producer_id >= 0 and h.base_sequence >= 0:
                     self._apply(state, h.producer_id, h.producer_epoch, h.base_sequence,
                                 h.base_sequence + h.last_offset_delta, h.base_offset, h.last_offset,
                                 h.max_timestamp)

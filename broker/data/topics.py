@@ -22,6 +22,7 @@ from protocol.errors import ErrorCode
 log = logging.getLogger("kcoord.topics")
 
 CONSUMER_OFFSETS = OFFSETS_TOPIC  # coordinator.core owns the name
+TRANSACTION_STATE = "__transaction_state"  # txn.state_manager.TRANSACTION_STATE_TOPIC
 METADATA_FILE = "kcoord-topics.json"
 MAX_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -58,6 +59,15 @@ def consumer_offsets_configs(config: Any) -> dict[str, str]:
     return {"cleanup.policy": "compact", "segment.bytes": str(config.get("offsets.topic.segment.bytes"))}
 
 
+def transaction_state_configs(config: Any) -> dict[str, str]:
+    """__transaction_state as Kafka creates it (transaction.state.log.* properties): compacted."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(config.get("transaction.state.log.segment.bytes"))}
+
+
+def internal_configs(config: Any, name: str) -> dict[str, str]:
+    return transaction_state_configs(config) if name == TRANSACTION_STATE else consumer_offsets_configs(config)
+
+
 class TopicError(Exception):
     def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
@@ -74,7 +84,7 @@ class Topic:
 
     @property
     def internal(self) -> bool:
-        return self.name == CONSUMER_OFFSETS
+        return self.name in (CONSUMER_OFFSETS, TRANSACTION_STATE)
 
 
 def validate_topic_name(name: str | None) -> None:
@@ -186,7 +196,7 @@ class TopicManager:
                 # No metadata at all (a data directory from an older kcoord or another tool):
                 # adopt the partitions so their data stays reachable.
                 log.warning("adopting topic %s found on disk with %d partitions", name, count)
-                configs = consumer_offsets_configs(self.config) if name == CONSUMER_OFFSETS else {}
+                configs = internal_configs(self.config, name) if name in (CONSUMER_OFFSETS, TRANSACTION_STATE) else {}
                 self._add(Topic(name, uuid.uuid4(), count, configs))
                 adopted = True
         if adopted:
@@ -206,7 +216,7 @@ class TopicManager:
     def _open_partitions(self, topic: Topic) -> None:
         overrides = topic.configs
         if topic.internal:  # whatever the metadata says (or lacks), e.g. after adopting a data dir
-            overrides = {**overrides, **consumer_offsets_configs(self.config)}
+            overrides = {**overrides, **internal_configs(self.config, topic.name)}
         cfg = self.broker.log_config(overrides)
         for p in range(topic.partitions):
             self.logs.get_or_create(topic.name, p, config=cfg)
@@ -295,6 +305,7 @@ class TopicManager:
         self._save()
         self.logs.delete_topic(name)
         self.broker.producers.forget_topic(name)
+        self.broker.txn_index.forget_topic(name)
         log.info("deleted topic %s (id %s)", name, topic.topic_id)
 
     def check_add_partitions(self, name: str, count: int, assignments: list[list[int]] | None) -> Topic:
@@ -355,7 +366,7 @@ class TopicManager:
 
     def maybe_auto_create(self, name: str) -> Topic | None:
         """Kafka's auto.create.topics.enable: create an unknown, valid, non-internal name."""
-        if not self.config.get("auto.create.topics.enable") or name == CONSUMER_OFFSETS:
+        if not self.config.get("auto.create.topics.enable") or name in (CONSUMER_OFFSETS, TRANSACTION_STATE):
             return None
         try:
             validate_topic_name(name)
@@ -368,4 +379,11 @@ class TopicManager:
         if topic is None:
             topic = self.create(CONSUMER_OFFSETS, self.config.get("offsets.topic.num.partitions"),
                                 consumer_offsets_configs(self.config))
+        return topic
+
+    def ensure_transaction_state(self) -> Topic:
+        topic = self._topics.get(TRANSACTION_STATE)
+        if topic is None:
+            topic = self.create(TRANSACTION_STATE, self.config.get("transaction.state.log.num.partitions"),
+                                transaction_state_configs(self.config))
         return topic

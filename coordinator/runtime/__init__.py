@@ -195,6 +195,8 @@ class GroupRuntime:
         for start in range(0, len(group_ids), LOAD_SLICE):
             shard.load(state, keep, group_ids[start:start + LOAD_SLICE])
             await asyncio.sleep(0)
+        if state.transactional:  # open transactions' offsets, of groups with nothing else in the log
+            shard.load(state, keep, [])
         return result
 
     async def _maybe_hold(self, partition: int) -> None:
@@ -274,6 +276,17 @@ class GroupRuntime:
         """The commit's per-partition errors once durable: to `callback` if given, else the Reply."""
         reply = Reply() if callback is None else callback
         self.service.commit_offsets(request, reply)
+        return reply
+
+    def txn_commit_offsets(self, request: OffsetCommit, producer_id: int, producer_epoch: int) -> Reply:
+        reply = Reply()
+        self.service.txn_commit_offsets(request, producer_id, producer_epoch, reply)
+        return reply
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> Reply:
+        """A transaction marker written to `__consumer_offsets-<partition>` and replayed: awaits the error."""
+        reply = Reply()
+        self.service.complete_transaction(partition, producer_id, producer_epoch, commit, reply)
         return reply
 
     def fetch_offsets(self, group_id: str, partitions, require_stable: bool, member_id: str | None = None,

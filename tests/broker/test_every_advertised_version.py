@@ -6,6 +6,7 @@ An API registered without a scenario here fails, so a newly advertised version c
 """
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 
@@ -228,6 +229,10 @@ def init_producer_id(c, v, env):
     resp = call(c, 22, v, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
                                                   producer_id=-1, producer_epoch=-1))
     assert resp.producer_id >= 0
+    begin_txn(c, f"init-v{v}")  # loaded
+    txn = call(c, 22, v, m.InitProducerIdRequest(transactional_id=f"init-v{v}", transaction_timeout_ms=60000,
+                                                 producer_id=-1, producer_epoch=-1))
+    assert (txn.error_code, txn.producer_epoch) == (ErrorCode.NONE, 1)
     return resp
 
 
@@ -262,6 +267,86 @@ def describe_cluster(c, v, env):
     resp = call(c, 60, v, m.DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1))
     assert [b.port for b in resp.brokers] == [c.sock.getpeername()[1]]
     return resp
+
+
+def begin_txn(c: RawKafka, txn_id: str) -> tuple[int, int]:
+    """A transactional producer id and epoch (InitProducerId v4, retried while the coordinator loads)."""
+    for _ in range(200):
+        resp = call(c, 22, 4, m.InitProducerIdRequest(transactional_id=txn_id, transaction_timeout_ms=60000,
+                                                      producer_id=-1, producer_epoch=-1))
+        if resp.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            assert resp.error_code == ErrorCode.NONE
+            return resp.producer_id, resp.producer_epoch
+        time.sleep(0.05)
+    raise AssertionError("the transaction coordinator did not load")
+
+
+def add_partitions_to_txn(c, v, env):
+    txn_id = f"add-partitions-v{v}"
+    pid, epoch = begin_txn(c, txn_id)
+    R = m.AddPartitionsToTxnRequest
+    topics = [R.AddPartitionsToTxnTopic(name=TOPIC, partitions=[0])]
+    if v < 4:
+        return call(c, 24, v, R(v3_and_below_transactional_id=txn_id, v3_and_below_producer_id=pid,
+                                v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics))
+    return call(c, 24, v, R(transactions=[R.AddPartitionsToTxnTransaction(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, verify_only=False, topics=topics)]))
+
+
+def add_offsets_to_txn(c, v, env):
+    txn_id = f"add-offsets-v{v}"
+    pid, epoch = begin_txn(c, txn_id)
+    return call(c, 25, v, m.AddOffsetsToTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                                   group_id=f"add-offsets-v{v}"))
+
+
+def end_txn(c, v, env):
+    txn_id = f"end-txn-v{v}"
+    pid, epoch = begin_txn(c, txn_id)
+    assert error_codes(call(c, 25, 3, m.AddOffsetsToTxnRequest(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, group_id=txn_id))) == [ErrorCode.NONE]
+    return call(c, 26, v, m.EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                          committed=True))
+
+
+def txn_offset_commit(c, v, env):
+    txn_id = group = f"txn-offset-commit-v{v}"
+    pid, epoch = begin_txn(c, txn_id)
+    assert error_codes(call(c, 25, 3, m.AddOffsetsToTxnRequest(
+        transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, group_id=group))) == [ErrorCode.NONE]
+    R = m.TxnOffsetCommitRequest
+    T = R.TxnOffsetCommitRequestTopic
+    return call(c, 28, v, R(transactional_id=txn_id, group_id=group, producer_id=pid, producer_epoch=epoch,
+                            generation_id=-1, member_id="", group_instance_id=None, topics=[T(
+                                name=TOPIC, partitions=[T.TxnOffsetCommitRequestPartition(
+                                    partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                    committed_metadata="")])]))
+
+
+def describe_transactions(c, v, env):
+    begin_txn(c, "describe-txn")
+    resp = call(c, 65, v, m.DescribeTransactionsRequest(transactional_ids=["describe-txn"]))
+    assert [t.transaction_state for t in resp.transaction_states] == ["Empty"]
+    return resp
+
+
+def list_transactions(c, v, env):
+    begin_txn(c, f"list-txn-v{v}")
+    resp = call(c, 66, v, m.ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1))
+    assert f"list-txn-v{v}" in {t.transactional_id for t in resp.transaction_states}
+    return resp
+
+
+def describe_producers(c, v, env):
+    R = m.DescribeProducersRequest
+    return call(c, 61, v, R(topics=[R.TopicRequest(name=TOPIC, partition_indexes=[0])]))
+
+
+def write_txn_markers(c, v, env):
+    Rq = m.WriteTxnMarkersRequest
+    return call(c, 27, v, Rq(markers=[Rq.WritableTxnMarker(
+        producer_id=999_999, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[Rq.WritableTxnMarker.WritableTxnMarkerTopic(name=TOPIC, partition_indexes=[0])])]))
 
 
 def create_partitions(c, v, env):
@@ -367,6 +452,8 @@ SCENARIOS: dict[int, Callable] = {
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
     47: offset_delete, 60: describe_cluster, 68: consumer_group_heartbeat, 69: consumer_group_describe,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
+    24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
+    61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,
 }
 
 

@@ -15,7 +15,8 @@ from tests.support.raw_kafka import RawKafka
 # Kafka 4.2's ranges (kafka-python's broker_version_data), but Produce from 3: the message definitions start
 # there (Kafka advertises 0-2 only to refuse them).
 ADVERTISED = {0: (3, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2),
-              22: (0, 4), 23: (2, 4), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 2)}
+              22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 2),
+              24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 1)}
 
 
 def api_versions(c: RawKafka, version: int):

@@ -60,14 +60,15 @@ def test_find_coordinator_every_version(server, client, version):
         resp = client.request(m.FindCoordinatorRequest(key_type=0, coordinator_keys=["g1", "g2"]), version)
         assert [(c.key, c.error_code, c.host, c.port) for c in resp.coordinators] == [
             ("g1", E.NONE, host, int(port)), ("g2", E.NONE, host, int(port))]
+        # key type 1: the transaction coordinator, this node too (txn/)
         txn = client.request(m.FindCoordinatorRequest(key_type=1, coordinator_keys=["tx"]), version)
-        assert txn.coordinators[0].error_code == E.COORDINATOR_NOT_AVAILABLE
+        assert [(c.error_code, c.port) for c in txn.coordinators] == [(E.NONE, int(port))]
     else:
         resp = client.request(m.FindCoordinatorRequest(key="g1", key_type=0), version)
         assert (resp.error_code, resp.host, resp.port) == (E.NONE, host, int(port))
         if version >= 1:
             txn = client.request(m.FindCoordinatorRequest(key="tx", key_type=1), version)
-            assert txn.error_code == E.COORDINATOR_NOT_AVAILABLE and txn.node_id == -1
+            assert (txn.error_code, txn.port) == (E.NONE, int(port))
 
 
 @pytest.mark.parametrize("commit_version", [2, 5, 7, 8, 9])

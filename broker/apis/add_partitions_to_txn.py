@@ -1,0 +1,60 @@
+"""AddPartitionsToTxn (key 24): add data partitions to a producer's ongoing transaction.
+
+Versions (we serve 0-5, as Kafka 4 does):
+  v0: transactional_id, producer id/epoch, topics -> per-partition errors
+  v1: same as v0
+  v2: PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH instead)
+  v3: flexible
+  v4: batched: several transactions per request, verify_only, a top-level error (KIP-890; what brokers
+      send to the transaction coordinator to verify a transactional produce)
+  v5: TRANSACTION_ABORTABLE may be returned (KIP-890)
+As KafkaApis.handleAddPartitionsToTxnRequest: a partition we do not know fails the whole transaction
+(UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED); otherwise one error for all its
+partitions, from the coordinator.
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from protocol import messages as m
+from protocol.errors import ErrorCode
+
+R = m.AddPartitionsToTxnResponse
+
+
+@api(key=24, name="AddPartitionsToTxn", min_version=0, max_version=5)
+async def handle(ctx, request):
+    v = ctx.api_version
+    if v < 4:
+        topics = _results(await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                                     request.v3_and_below_producer_epoch, request.v3_and_below_topics, False))
+        return R(throttle_time_ms=0, results_by_topic_v3_and_below=topics)
+    results = []
+    for t in request.transactions:
+        errors = await _one(ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics, t.verify_only)
+        results.append(R.AddPartitionsToTxnResult(transactional_id=t.transactional_id, topic_results=_results(errors)))
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, results_by_transaction=results)
+
+
+async def _one(ctx, transactional_id, producer_id, epoch, topics, verify_only) -> dict[tuple[str, int], ErrorCode]:
+    partitions = [(t.name, p) for t in topics for p in t.partitions]
+    txns = getattr(ctx.broker, "transactions", None)
+    if txns is None:
+        return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    unknown = [tp for tp in partitions if ctx.broker.topics.log(*tp) is None]
+    if unknown:
+        return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in partitions}
+    if verify_only:
+        return txns.coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
+    error = await txns.coordinator.handle_add_partitions(transactional_id, producer_id, epoch, partitions)
+    if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
+        error = ErrorCode.INVALID_PRODUCER_EPOCH
+    return dict.fromkeys(partitions, error)
+
+
+def _results(errors: dict[tuple[str, int], ErrorCode]) -> list:
+    by_topic: dict[str, list] = {}
+    for (topic, partition), error in errors.items():
+        by_topic.setdefault(topic, []).append(
+            R.AddPartitionsToTxnPartitionResult(partition_index=partition, partition_error_code=error))
+    return [R.AddPartitionsToTxnTopicResult(name=topic, results_by_partition=parts) for topic, parts in by_topic.items()]

@@ -1,0 +1,86 @@
+"""TxnOffsetCommit (key 28): a transactional producer commits a group's offsets inside its transaction.
+
+Versions (we serve 0-4):
+  v0: transactional_id, group_id, producer id/epoch, offsets
+  v1: same as v0
+  v2: committed_leader_epoch per partition
+  v3: flexible; member_id, group_instance_id, generation_id: checked as KIP-447 asks (ILLEGAL_GENERATION,
+      UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)
+  v4: TRANSACTION_ABORTABLE may be returned (KIP-890)
+v5 (implicit AddOffsetsToTxn, transaction version 2) is not served (see end_txn.py).
+As Kafka 4 (GroupCoordinatorService.commitTransactionalOffsets, scheduleTransactionalWriteOperation): the
+group's `__consumer_offsets` partition must be in the producer's ongoing transaction at its epoch (else
+INVALID_TXN_STATE / INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING; retriable coordinator errors
+answer COORDINATOR_NOT_AVAILABLE), then the offsets are written as a transactional batch and stay
+pending until the transaction's marker (coordinator.txn_offsets). As KafkaApis.handleTxnOffsetCommitRequest:
+partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION and only the others go on; v0-1 get
+COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS.
+"""
+from __future__ import annotations
+
+from broker.data.append import verify_transactional
+from broker.registry import api
+from coordinator.results import OffsetCommit, OffsetCommitRequestPartition
+from protocol import messages as m
+from protocol.consumer_offsets import OFFSETS_TOPIC, partition_for
+from protocol.errors import ErrorCode
+
+R = m.TxnOffsetCommitResponse
+
+
+class _Producer:  # what verify_transactional reads of a batch header
+    __slots__ = ("producer_id", "producer_epoch")
+
+    def __init__(self, producer_id: int, producer_epoch: int) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+
+@api(key=28, name="TxnOffsetCommit", min_version=0, max_version=4)
+async def handle(ctx, request):
+    v = ctx.api_version
+    broker = ctx.broker
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets = []
+    for t in request.topics:
+        known = broker.topics.get(t.name)
+        for p in t.partitions:
+            if known is None or not 0 <= p.partition_index < known.partitions:
+                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                offsets.append(OffsetCommitRequestPartition(
+                    t.name, p.partition_index, p.committed_offset,
+                    p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
+    if offsets:  # as KafkaApis: only partitions that exist go on to the coordinator
+        error = _verify(broker, request)
+        if error is not None:
+            errors.update({(p.topic, p.partition): error for p in offsets})
+        else:
+            commit = OffsetCommit(request.group_id, request.member_id if v >= 3 else "",
+                                  request.group_instance_id if v >= 3 else None,
+                                  request.generation_id if v >= 3 else -1, offsets, -1, v)
+            errors.update(await broker.groups.txn_commit_offsets(commit, request.producer_id, request.producer_epoch))
+    if v < 2:  # KafkaApis (KAFKA-7296): clients before 2.0 do not know the loading error
+        errors = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if e == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e
+                  for tp, e in errors.items()}
+    return _response(request, errors)
+
+
+def _verify(broker, request) -> ErrorCode | None:
+    """The group's offsets partition must be in the transaction (KIP-890 verification)."""
+    if broker.groups is None or not request.group_id:
+        return ErrorCode.INVALID_GROUP_ID if broker.groups is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    tp = (OFFSETS_TOPIC, partition_for(request.group_id, broker.config.get("offsets.topic.num.partitions")))
+    error = verify_transactional(broker, request.transactional_id, tp,
+                                 _Producer(request.producer_id, request.producer_epoch))
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE if error == ErrorCode.NOT_ENOUGH_REPLICAS else error
+
+
+def _response(request, errors: dict[tuple[str, int], ErrorCode]):
+    topics = []
+    for t in request.topics:
+        topics.append(R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            R.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition(
+                partition_index=p.partition_index, error_code=errors.get((t.name, p.partition_index), ErrorCode.NONE))
+            for p in t.partitions]))
+    return R(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,30 @@
+"""WriteTxnMarkers (key 27): write COMMIT/ABORT markers to partitions (KafkaApis.handleWriteTxnMarkersRequest).
+
+Versions (we serve 1, Kafka 4.0's baseline; v0 was removed in 4.0):
+  v1: flexible; per marker: producer id and epoch, result, coordinator epoch, partitions
+kcoord's own transaction coordinator writes its markers in-process (broker.data.txn_markers); this API
+is what admin tools send to abort a hanging transaction (kafka-transactions.sh abort, KIP-664). Per
+partition: UNKNOWN_TOPIC_OR_PARTITION for one we do not have, INVALID_PRODUCER_EPOCH when the producer
+already wrote with a newer epoch there, KAFKA_STORAGE_ERROR when the append or its fsync failed;
+`__consumer_offsets` partitions go through the group coordinator (pending transactional offsets).
+"""
+from __future__ import annotations
+
+from broker.registry import api
+from protocol import messages as m
+
+R = m.WriteTxnMarkersResponse
+T = R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
+
+
+@api(key=27, name="WriteTxnMarkers", min_version=1, max_version=1)
+async def handle(ctx, request):
+    writer = ctx.broker.transactions.markers
+    results = []
+    for marker in request.markers:
+        partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
+        errors = await writer.write(marker.producer_id, marker.producer_epoch, marker.transaction_result, partitions)
+        results.append(R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
+            T(name=t.name, partitions=[T.WritableTxnMarkerPartitionResult(partition_index=p, error_code=errors[(t.name, p)])
+                                       for p in t.partition_indexes]) for t in marker.topics]))
+    return R(markers=results)

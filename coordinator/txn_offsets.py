@@ -1,0 +1,157 @@
+"""Transactional offsets (KIP-98/447): TxnOffsetCommit's offsets, pending per producer until the
+transaction's marker commits them (applied as committed offsets) or aborts them (dropped).
+
+Kafka's OffsetMetadataManager.commitTransactionalOffset / replay(producerId, ...) /
+replayEndTransactionMarker and GroupCoordinatorShard.replayEndTransactionMarker, in kcoord's shape:
+
+* `TxnOffsetCommitRecords` are a commit's OffsetCommit records written as a *transactional* batch
+  (the producer id and epoch in the batch header, as Kafka's coordinator runtime writes them);
+  replaying them (live, once durable; or by a load that found no marker yet) makes them pending.
+* `TxnMarkerRecords` is the COMMIT/ABORT control batch the transaction coordinator's marker writes to
+  `__consumer_offsets-N`; replaying it applies or drops that producer's pending offsets.
+* While a group has pending offsets for a partition, OffsetFetch with require_stable answers
+  UNSTABLE_OFFSET_COMMIT for it, and the group is not expired.
+The loader (coordinator.checkpoint_store) holds transactional records back until their marker, so a
+replay of the log applies exactly the committed ones; those still open at the end become pending.
+A committed transaction's offsets take effect at its marker, live, on load and through compaction
+(storage.cleaner) alike; Kafka instead keeps whichever commit record has the larger log offset, which
+differs only when the group also commits outside the transaction between its offsets and its marker.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from coordinator.group_state import GroupState
+from coordinator.records import Record, _offset_commit_record_list
+from protocol.consumer_offsets import OffsetCommitValue, decode_key, decode_offset_commit_value
+from protocol.control_records import end_txn_marker_batch
+from protocol.errors import ErrorCode
+from protocol.records import build_batch
+
+TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, OffsetCommitValue]
+
+
+class TxnOffsetCommitRecords(Sequence[Record]):
+    """One TxnOffsetCommit's records: a transactional batch of OffsetCommit records."""
+
+    __slots__ = ("group_id", "values", "producer_id", "producer_epoch")
+
+    def __init__(self, group_id: str, values: Offsets, producer_id: int, producer_epoch: int) -> None:
+        self.group_id = group_id
+        self.values = values
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, index):
+        return _offset_commit_record_list(self.group_id, self.values)[index]
+
+    def to_batch(self, compression: int = 0, timestamp_ms: int | None = None) -> bytes:
+        return build_batch(_offset_commit_record_list(self.group_id, self.values), compression=compression,
+                           producer_id=self.producer_id, producer_epoch=self.producer_epoch, transactional=True,
+                           timestamp_ms=timestamp_ms)
+
+    def replay_into(self, shard) -> None:
+        shard.offsets.transactional.replay_offsets(self.producer_id, self.group_id, self.values)
+
+
+class TxnMarkerRecords(Sequence[Record]):
+    """The COMMIT/ABORT marker of one producer's transaction (a control batch, no data records)."""
+
+    __slots__ = ("producer_id", "producer_epoch", "commit")
+
+    def __init__(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.commit = commit
+
+    def __len__(self) -> int:
+        return 0
+
+    def __getitem__(self, index):
+        raise IndexError(index)
+
+    def to_batch(self, compression: int = 0, timestamp_ms: int | None = None) -> bytes:
+        return end_txn_marker_batch(self.producer_id, self.producer_epoch, self.commit, timestamp_ms=timestamp_ms)
+
+    def replay_into(self, shard) -> None:
+        shard.offsets.replay_end_transaction_marker(self.producer_id, self.commit)
+
+
+@dataclass(slots=True)
+class PendingTransactionalOffsets:
+    """producer id -> group -> partition -> the pending value (Kafka's pendingTransactionalOffsets and
+    openTransactionsByGroup)."""
+    by_producer: dict[int, dict[str, Offsets]]
+    open_by_group: dict[str, set[int]]
+
+    def __init__(self) -> None:
+        self.by_producer = {}
+        self.open_by_group = {}
+
+    def replay_offsets(self, producer_id: int, group_id: str, values: Offsets) -> None:
+        self.by_producer.setdefault(producer_id, {}).setdefault(group_id, {}).update(values)
+        self.open_by_group.setdefault(group_id, set()).add(producer_id)
+
+    def replay_records(self, producer_id: int, records) -> None:
+        """Transactional (key, value) records read from the log by a load (their marker not yet seen)."""
+        for key, value, *_ in records:
+            k = decode_key(key)
+            if hasattr(k, "topic") and value is not None:
+                self.replay_offsets(producer_id, k.group, {(k.topic, k.partition): decode_offset_commit_value(value)})
+
+    def end(self, producer_id: int) -> dict[str, Offsets]:
+        """The producer's transaction ended: its pending offsets by group, no longer pending."""
+        offsets = self.by_producer.pop(producer_id, {})
+        for group_id in offsets:
+            producers = self.open_by_group.get(group_id)
+            if producers is not None:
+                producers.discard(producer_id)
+                if not producers:
+                    del self.open_by_group[group_id]
+        return offsets
+
+    def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
+        return any(tp in self.by_producer[pid].get(group_id, ()) for pid in self.open_by_group.get(group_id, ()))
+
+    def has_group(self, group_id: str) -> bool:
+        return group_id in self.open_by_group
+
+    def partitions(self, group_id: str) -> set[TopicPartition]:
+        return {tp for pid in self.open_by_group.get(group_id, ()) for tp in self.by_producer[pid].get(group_id, ())}
+
+    def drop(self, group_id: str, tps) -> None:
+        """A (non-transactional) tombstone removes the partitions' pending offsets too."""
+        for pid in list(self.open_by_group.get(group_id, ())):
+            group = self.by_producer[pid].get(group_id, {})
+            for tp in tps:
+                group.pop(tp, None)
+
+
+# What TxnOffsetCommit's write errors answer (Kafka's GroupCoordinatorService.commitTransactionalOffsets:
+# the same mapping as OffsetCommit's).
+def txn_offset_commit_error(error: ErrorCode, mapper: Callable[[ErrorCode], ErrorCode]) -> ErrorCode:
+    if error in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return mapper(error)
+
+
+def validate_txn_offset_commit(group, member_id: str, group_instance_id: str | None, generation_id: int) -> ErrorCode:
+    """ClassicGroup.validateOffsetCommit(isTransactional=true) (KIP-447): the member and generation are
+    checked when the request names them; older versions (no member) commit to any group state."""
+    if group.is_(GroupState.DEAD):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if generation_id < 0 and group.is_(GroupState.EMPTY):
+        return ErrorCode.NONE
+    if generation_id >= 0 or member_id or group_instance_id is not None:
+        if group_instance_id is not None and group.is_static_member_fenced(group_instance_id, member_id):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE

@@ -1,0 +1,36 @@
+"""What admin tools read of the transaction coordinator: ListTransactions and DescribeTransactions
+(TransactionStateManager.listTransactionStates, TransactionCoordinator.handleDescribeTransactions)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from protocol.errors import ErrorCode
+from txn.metadata import TransactionMetadata, TxnState
+from txn.state_manager import TransactionStateManager
+
+_BY_NAME = {s.kafka_name: s for s in TxnState}
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    error: ErrorCode
+    unknown_state_filters: list[str]
+    transactions: list[TransactionMetadata]
+
+
+def list_transactions(state: TransactionStateManager, producer_ids: set[int], state_names: list[str],
+                      duration_ms: int, now_ms: int) -> Listed:
+    """Every transactional id matching the filters; Dead ones never; COORDINATOR_LOAD_IN_PROGRESS while any
+    partition loads. A duration filter keeps transactions that started more than duration_ms ago."""
+    if state.loading:
+        return Listed(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [], [])
+    unknown = [name for name in state_names if name not in _BY_NAME]
+    wanted = {_BY_NAME[name] for name in state_names if name in _BY_NAME}
+
+    def include(md: TransactionMetadata) -> bool:
+        return (md.state != TxnState.DEAD
+                and (not producer_ids or md.producer_id in producer_ids)
+                and (not state_names or md.state in wanted)
+                and not (duration_ms >= 0 and now_ms - md.start_ms <= duration_ms))
+
+    return Listed(ErrorCode.NONE, unknown, [md for md in state.all() if include(md)])

@@ -1,0 +1,283 @@
+"""TransactionCoordinator: InitProducerId, AddPartitionsToTxn (and its verify-only form), AddOffsetsToTxn,
+EndTxn and the timeout abort (Kafka's TransactionCoordinator.scala, transaction version 1 semantics).
+
+Each handler validates against the metadata, prepares a transition (TxnTransit: the record's value) and
+awaits its append to `__transaction_state-N`; the metadata changes only when the record is durable, by
+the replay a load also uses (TransactionStateManager.replay). While a transition is in flight the id
+answers CONCURRENT_TRANSACTIONS. EndTxn answers once PrepareCommit/PrepareAbort is durable; the markers
+are then written to every partition of the transaction (data partitions and `__consumer_offsets`) and
+only after that CompleteCommit/CompleteAbort -- so a crash in between completes the transaction when the
+partition is loaded again (`on_loaded`), never half of it.
+
+Injected: `append(partition, key, value) -> ErrorCode` (awaits durability), `write_markers(producer_id,
+epoch, commit, partitions)` (awaits every marker durable, retrying itself), `allocate_producer_id()`,
+`clock.now_ms()`, `spawn(coroutine, key)` for work that outlives the request (keyed by transactional id
+for the markers), `sleep(seconds)`.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+
+from protocol.errors import ErrorCode
+from txn.log_format import encode_key, encode_value
+from txn.metadata import (
+    COMPLETE,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TransactionMetadata,
+    TxnState,
+    TxnTransit,
+    is_epoch_exhausted,
+)
+from txn.state_manager import TransactionStateManager
+
+E = ErrorCode
+S = TxnState
+TopicPartition = tuple[str, int]
+log = logging.getLogger("kcoord.txn")
+RETRY_BACKOFF_S = 0.5
+
+
+class TransactionCoordinator:
+    def __init__(self, state: TransactionStateManager, *, append: Callable[[int, bytes, bytes], Awaitable[ErrorCode]],
+                 write_markers: Callable[[int, int, bool, set], Awaitable[None]],
+                 allocate_producer_id: Callable[[], int], clock, spawn: Callable[..., None],
+                 sleep: Callable[[float], Awaitable[None]]) -> None:
+        self.state = state
+        self._append_record = append
+        self._write_markers = write_markers
+        self._allocate = allocate_producer_id
+        self.clock = clock
+        self._spawn = spawn
+        self._sleep = sleep
+        self.active = True
+
+    # ------------------------------------------------------------ records out, replay in
+
+    async def _append(self, md: TransactionMetadata, transit: TxnTransit) -> ErrorCode:
+        partition = self.state.partition_for(md.transactional_id)
+        key, value = encode_key(md.transactional_id), encode_value(transit.value)
+        error = await self._append_record(partition, key, value)
+        if error == E.NONE:
+            self.state.replay(partition, key, value, transit)
+        else:
+            md.pending_state = None
+            log.info("appending %s of %s failed: %s", transit.state.name, md.transactional_id, error.name)
+        return error
+
+    def _lookup(self, transactional_id: str | None) -> ErrorCode | TransactionMetadata | None:
+        if not self.active:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if not transactional_id:
+            return E.INVALID_REQUEST
+        return self.state.get_state(transactional_id)
+
+    def _producer(self, transactional_id: str, producer_id: int, epoch: int) -> ErrorCode | TransactionMetadata:
+        """The id's metadata if the producer id and epoch are its current ones, else the error: unknown id
+        or producer id INVALID_PRODUCER_ID_MAPPING, another epoch PRODUCER_FENCED."""
+        md = self._lookup(transactional_id)
+        if md is None or (not isinstance(md, ErrorCode) and md.producer_id != producer_id):
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if not isinstance(md, ErrorCode) and md.producer_epoch != epoch:
+            return E.PRODUCER_FENCED
+        return md
+
+    # ------------------------------------------------------------ InitProducerId
+
+    async def handle_init_producer_id(self, transactional_id: str, timeout_ms: int,
+                                      expected: tuple[int, int] | None) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch) for a transactional id; `expected` (producer id, epoch) from v3 (KIP-360)."""
+        if transactional_id == "":
+            return E.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if not self.state.validate_timeout(timeout_ms):
+            return E.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        md = self._lookup(transactional_id)
+        if isinstance(md, ErrorCode):
+            return md, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if md is None:
+            md = self.state.put_if_absent(TransactionMetadata(
+                transactional_id, self._allocate(), timeout_ms=timeout_ms, last_update_ms=self.clock.now_ms()))
+        result = self._prepare_init(md, timeout_ms, expected)
+        if isinstance(result, ErrorCode):
+            return result, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if result is None:  # Ongoing: abort it with a fenced epoch; the client retries
+            error = await self._abort_fenced(md)
+            return (E.CONCURRENT_TRANSACTIONS if error == E.NONE else error), NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        error = await self._append(md, result)
+        if error != E.NONE:
+            if md.producer_epoch == NO_PRODUCER_EPOCH:  # never written: the new id leaves no trace
+                self.state.remove_if_unwritten(md)
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        log.info("Initialized transactionalId %s with producerId %d and producer epoch %d", transactional_id,
+                 md.producer_id, md.producer_epoch)
+        return E.NONE, md.producer_id, md.producer_epoch
+
+    def _prepare_init(self, md: TransactionMetadata, timeout_ms: int,
+                      expected: tuple[int, int] | None) -> ErrorCode | TxnTransit | None:
+        if md.pending:
+            return E.CONCURRENT_TRANSACTIONS
+        if expected is not None and not self._valid_expected(md, *expected):
+            return E.PRODUCER_FENCED
+        now = self.clock.now_ms()
+        match md.state:
+            case S.PREPARE_COMMIT | S.PREPARE_ABORT:
+                return E.CONCURRENT_TRANSACTIONS
+            case S.EMPTY | S.COMPLETE_COMMIT | S.COMPLETE_ABORT:
+                if md.is_epoch_exhausted() and (expected is None or expected[1] == md.producer_epoch):
+                    return md.prepare_producer_id_rotation(self._allocate(), timeout_ms, now, expected is not None)
+                transit = md.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1], now)
+                return E.PRODUCER_FENCED if isinstance(transit, str) else transit
+            case S.ONGOING:
+                return None
+            case _:
+                raise AssertionError(f"{md.transactional_id} in state {md.state.name}")
+
+    @staticmethod
+    def _valid_expected(md: TransactionMetadata, producer_id: int, epoch: int) -> bool:
+        return (md.producer_epoch == NO_PRODUCER_EPOCH or producer_id == md.producer_id
+                or (producer_id == md.previous_producer_id and is_epoch_exhausted(epoch)))
+
+    # ------------------------------------------------------------ AddPartitionsToTxn, AddOffsetsToTxn
+
+    async def handle_add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                                    partitions: Iterable[TopicPartition]) -> ErrorCode:
+        partitions = set(partitions)
+        md = self._producer(transactional_id, producer_id, epoch)
+        if isinstance(md, ErrorCode):
+            return md
+        if md.pending or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return E.CONCURRENT_TRANSACTIONS
+        if md.state == S.ONGOING and partitions <= md.partitions:
+            return E.NONE
+        return await self._append(md, md.prepare_add_partitions(partitions, self.clock.now_ms()))
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn v4+ verify_only (handleVerifyPartitionsInTransaction): is each partition in
+        the ongoing transaction? Nothing is written."""
+        partitions = list(partitions)
+        md = self._producer(transactional_id, producer_id, epoch)
+        if not isinstance(md, ErrorCode) and md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            md = E.CONCURRENT_TRANSACTIONS
+        if isinstance(md, ErrorCode):
+            return dict.fromkeys(partitions, md)
+        return {tp: E.NONE if tp in md.partitions else E.TRANSACTION_ABORTABLE for tp in partitions}
+
+    # ------------------------------------------------------------ EndTxn
+
+    async def handle_end_transaction(self, transactional_id: str, producer_id: int, epoch: int,
+                                     commit: bool) -> ErrorCode:
+        # Transaction version 1: the epoch must be the current one (the client never bumps it itself).
+        md = self._producer(transactional_id, producer_id, epoch)
+        if isinstance(md, ErrorCode):
+            return md
+        if md.pending:
+            return E.CONCURRENT_TRANSACTIONS
+        match md.state:
+            case S.ONGOING:
+                return await self._prepare_end(md, commit, md.producer_epoch)
+            case S.COMPLETE_COMMIT:
+                return E.NONE if commit else E.INVALID_TXN_STATE
+            case S.COMPLETE_ABORT:
+                return E.NONE if not commit else E.INVALID_TXN_STATE
+            case S.PREPARE_COMMIT:
+                return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
+            case S.PREPARE_ABORT:
+                return E.CONCURRENT_TRANSACTIONS if not commit else E.INVALID_TXN_STATE
+            case _:  # Empty
+                return E.INVALID_TXN_STATE
+
+    async def _prepare_end(self, md: TransactionMetadata, commit: bool, epoch: int) -> ErrorCode:
+        state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        error = await self._append(md, md.prepare_abort_or_commit(state, self.clock.now_ms(), epoch))
+        if error == E.NONE:
+            self._spawn(self._complete(md.transactional_id, md.producer_id, md.producer_epoch, commit,
+                                       set(md.partitions)), md.transactional_id)
+        return error
+
+    async def _abort_fenced(self, md: TransactionMetadata) -> ErrorCode:
+        """The coordinator aborts an ongoing transaction itself (InitProducerId of a new producer, the
+        timeout): the abort carries the epoch + 1, so the old producer is fenced everywhere."""
+        error = await self._prepare_end(md, False, md.fenced_epoch())
+        if error != E.NONE:
+            md.has_failed_epoch_fence = True
+        return error
+
+    async def _complete(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                        partitions: set) -> None:
+        """Markers to every partition, then CompleteCommit/CompleteAbort (retried until written or the
+        partition is gone: a load finishes what is left)."""
+        while partitions:
+            try:
+                await self._write_markers(producer_id, epoch, commit, partitions)
+                break
+            except Exception:  # never give up on markers: the transaction would stay prepared
+                log.exception("writing the markers of %s failed; retrying", transactional_id)
+                await self._sleep(RETRY_BACKOFF_S)
+        while True:
+            md = self.state.get_state(transactional_id)
+            if not isinstance(md, TransactionMetadata) or md.producer_id != producer_id \
+                    or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                return
+            if not md.pending:
+                error = await self._append(md, md.prepare_complete(self.clock.now_ms()))
+                if error == E.NONE:
+                    log.debug("%s: %s", transactional_id, md.state.name)
+                    return
+            await self._sleep(RETRY_BACKOFF_S)
+
+    # ------------------------------------------------------------ background: loads, timeouts
+
+    def on_loaded(self, partition: int) -> None:
+        """A loaded partition's transactions left in PrepareCommit/PrepareAbort: write their markers and
+        complete them (Kafka's loadTransactionsForTxnTopicPartition -> addTxnMarkersToSend)."""
+        for md in list(self.state.partitions.get(partition, {}).values()):
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                log.info("completing %s of %s after a load", md.state.name, md.transactional_id)
+                self._spawn(self._complete(md.transactional_id, md.producer_id, md.producer_epoch,
+                                           md.state == S.PREPARE_COMMIT, set(md.partitions)), md.transactional_id)
+
+    def timed_out(self, now_ms: int) -> list[TransactionMetadata]:
+        return [md for md in self.state.all()
+                if md.state == S.ONGOING and not md.pending and md.start_ms + md.timeout_ms < now_ms]
+
+    async def abort_timed_out_transactions(self) -> int:
+        """Abort every transaction open past its timeout, fencing its producer (abortTimedOutTransactions)."""
+        count = 0
+        for md in self.timed_out(self.clock.now_ms()):
+            log.info("aborting transaction %s (producer id %d epoch %d): open past its timeout of %d ms",
+                     md.transactional_id, md.producer_id, md.producer_epoch, md.timeout_ms)
+            if md.state == S.ONGOING and not md.pending and await self._abort_fenced(md) == E.NONE:
+                count += 1
+        return count
+
+    async def remove_expired_transactional_ids(self) -> int:
+        """Transactional ids with no transaction for transactional.id.expiration.ms are deleted: a tombstone
+        in `__transaction_state`, the metadata gone once it is durable (Kafka's
+        TransactionStateManager.removeExpiredTransactionalIds, through the Dead state)."""
+        now = self.clock.now_ms()
+        expired = [md for md in self.state.all() if md.state in COMPLETE and not md.pending
+                   and md.last_update_ms + self.state.config.id_expiration_ms <= now]
+        removed = 0
+        for md in expired:
+            if md.pending or md.state not in COMPLETE:
+                continue  # taken up again meanwhile
+            md.pending_state = S.DEAD
+            partition = self.state.partition_for(md.transactional_id)
+            key = encode_key(md.transactional_id)
+            error = await self._append_record(partition, key, None)
+            if error == E.NONE:
+                self.state.replay(partition, key, None)
+                removed += 1
+                log.info("removed the expired transactional id %s", md.transactional_id)
+            else:
+                md.pending_state = None
+        return removed
+
+    def describe(self, transactional_id: str) -> ErrorCode | TransactionMetadata:
+        md = self._lookup(transactional_id)
+        if md is None or (isinstance(md, TransactionMetadata) and md.state == S.DEAD):
+            return E.TRANSACTIONAL_ID_NOT_FOUND
+        return md
+
