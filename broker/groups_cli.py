@@ -18,8 +18,9 @@ import sys
 from dataclasses import dataclass
 
 from broker import consumer_groups_cli
-from broker.client import KafkaWireClient, WireError
-from broker.security.client_login import LoginFailed, add_command_config, use_command_config
+from broker.client import KafkaWireClient
+from broker.security.client_login import add_command_config, use_command_config
+from broker.tool_run import run_tool
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -302,16 +303,11 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command in TIMER_COMMANDS:
         return timers_main(args)
-    try:
+    def action() -> None:
         use_command_config(args)
         run(args, sys.stdout)
-    except GroupsError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    except (OSError, WireError, LoginFailed) as exc:
-        print(f"Error: cannot talk to {args.bootstrap_server}: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    return run_tool(args.bootstrap_server, action, GroupsError)
 
 
 if __name__ == "__main__":

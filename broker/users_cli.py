@@ -13,10 +13,11 @@ import argparse
 import secrets
 import sys
 
-from broker.client import KafkaWireClient, WireError
-from broker.security.client_login import LoginFailed, add_command_config, use_command_config
+from broker.client import KafkaWireClient
+from broker.security.client_login import add_command_config, use_command_config
 from broker.security.scram import HASHES, MIN_ITERATIONS, make_credential, salted_password
 from broker.security.scram_store import MECHANISM_TYPES, TYPE_OF, ScramStore
+from broker.tool_run import run_tool
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
@@ -90,19 +91,15 @@ def _print(users: dict[str, dict[str, int]], out) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    try:
+
+    def action() -> None:
         if args.log_dirs:
             run_offline(args, sys.stdout)
         else:
             use_command_config(args)
             run_online(args, sys.stdout)
-    except UsersError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    except (OSError, WireError, LoginFailed) as exc:
-        print(f"Error: cannot talk to {args.bootstrap_server}: {exc}", file=sys.stderr)
-        return 1
-    return 0
+
+    return run_tool(args.bootstrap_server, action, UsersError)
 
 
 if __name__ == "__main__":
