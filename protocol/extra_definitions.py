@@ -122,6 +122,14 @@ message ConsumerGroupTargetAssignmentMemberValue data valid=0 flexible=0+
     TopicId uuid 0+
     Partitions []int32 0+
 
+message ConsumerGroupRegularExpressionKey data valid=16
+  GroupId string 16
+  RegularExpression string 16
+message ConsumerGroupRegularExpressionValue data valid=0 flexible=0+
+  Topics []string 0+
+  Version int64 0+
+  Timestamp int64 0+
+
 message ConsumerGroupCurrentMemberAssignmentKey data valid=8
   GroupId string 8
   MemberId string 8
