@@ -104,6 +104,8 @@ class _Group:
             self._set(self.target, mid, None if r["tombstone"] else r["partitions"])
         elif t == cr.CURRENT_ASSIGNMENT:
             self._set(self.current, mid, r)
+            if self.open is not None and not r["tombstone"] and mid in self.open["member_meta"]:
+                self.open["current"][mid] = r    # kept past the member's tombstones: what it held at the end
             self._check_reconciled(r["timestamp"])
         elif t == cr.TARGET_EPOCH:
             if self.open is not None and not r["tombstone"] and r["epoch"] == self.open["generation"]:
@@ -146,7 +148,8 @@ class _Group:
             tombstone=False, timestamp=r["timestamp"], log_partition=r["log_partition"], log_offset=r["log_offset"],
             cause=headers.get(HEADER + "cause"), reason=headers.get(HEADER + "reason"),
             trigger_member=headers.get(HEADER + "trigger_member"), inferred_cause=cause, cause_detail=detail,
-            assignment_epoch=None, reconciled_timestamp=None, member_meta=now, target=None)
+            assignment_epoch=None, reconciled_timestamp=None, member_meta=now, target=None,
+            current={mid: c for mid, c in self.current.items() if mid in now})
         self.prev_members = now
         self.regexes_changed, self.metadata_changed = [], False
 
@@ -171,10 +174,10 @@ class _Group:
         g, self.open = self.open, None
         if g is None:
             return
-        meta, target = g.pop("member_meta"), g.pop("target")
+        meta, target, current = g.pop("member_meta"), g.pop("target"), g.pop("current")
         members = []
         for mid, m in sorted(meta.items()):
-            c = self.current.get(mid) or {}
+            c = current.get(mid) or {}
             members.append({
                 "member_id": mid, "group_instance_id": m["instance_id"], "client_id": m["client_id"],
                 "client_host": m["client_host"], "rebalance_timeout_ms": m["rebalance_timeout_ms"],
@@ -202,8 +205,11 @@ def replay(records: list[dict]) -> list[dict]:
 def replay_table(table: pa.Table) -> pa.Table:
     """Spark's applyInArrow function: one group's consumer_records rows -> its generations."""
     rows = table.sort_by([("log_partition", "ascending"), ("log_offset", "ascending")]).to_pylist()
-    for r in rows:   # a map column arrives as a list of (key, value) pairs
+    for r in rows:   # as the decoder gives them: a map as a dict, structs as tuples
         h = r["headers"]
         r["headers"] = dict(h) if isinstance(h, list) else h
+        for f in ("topics", "partitions", "pending_revocation"):
+            if r[f] is not None:
+                r[f] = [tuple(x.values()) for x in r[f]]
     out = replay(rows)
     return pa.Table.from_pylist(out, schema=SCHEMA) if out else SCHEMA.empty_table()
