@@ -1,6 +1,6 @@
 """The pipeline over a store written by the REAL kcoord server for a KIP-848 group: confluent-kafka
 consumers with `group.protocol=consumer` join, leave (epoch -1) and are killed (fenced when their session
-expires) while a classic kafka-python group runs beside them. Each group epoch must be a generation with
+expires) while a classic kafka-python group runs beside them; the emptied group is then deleted. Each group epoch must be a generation with
 its members, and each bump a rebalance with the cause the coordinator recorded; the cause inferred from
 the records alone (what a Kafka broker's store offers) must agree with it as far as records can tell.
 Records and the order they are written in: Kafka 4's GroupMetadataManager.consumerGroupHeartbeat."""
@@ -48,6 +48,13 @@ def reconciled(server, names):
     return (g.group_epoch,) if done else None
 
 
+def delete_group(server):
+    """DeleteGroups once the last member's leave emptied the group (NON_EMPTY_GROUP until then)."""
+    with KafkaWireClient.connect(server.bootstrap) as client:
+        (result,) = client.request(m.DeleteGroupsRequest(groups_names=[GROUP]), 2).results
+    return (True,) if result.error_code == 0 else None
+
+
 def settle(server, consumers, what):
     names = {c.name for c in consumers}
     wait_until(lambda: all(c.alive for c in consumers) and disjoint_cover([c.assignment for c in consumers],
@@ -82,6 +89,7 @@ def history(tmp_path_factory, spark):
         c3.kill()                                             # dies: fenced when its session expires
         settled.append(({"c1"}, settle(server, [c1], "c3 expired")))
         c1.terminate()
+        wait_until(lambda: delete_group(server), 30, "DeleteGroups of the emptied group")
         wait_until(lambda: classic.committed(), 60, "the classic group committed\n" + classic.describe())
         classic.terminate()
     finally:
@@ -110,7 +118,10 @@ def test_each_group_epoch_is_a_generation_and_its_bump_a_rebalance_with_its_caus
     for r in rebalances:
         assert r["cause_source"] == "header" and r["inferred_cause"] == RECORDS_SAY[r["cause"]], r
     assert rebalances[-1]["is_empty"]
-    assert {r["group_type"] for r in rows(out, "generations", GROUP)} == {"consumer"}
+    gens = rows(out, "generations", GROUP)
+    assert {r["group_type"] for r in gens} == {"consumer"}
+    # DeleteGroups wrote the group's tombstones (ConsumerGroup.createGroupTombstoneRecords): the last row.
+    assert [r["tombstone"] for r in gens] == [False] * len(rebalances) + [True]
 
 
 def test_settled_epochs_have_their_target_and_reconciliation(history):
