@@ -19,7 +19,8 @@ assignment record (type 8). Replaying them in log order gives, for every epoch:
       subscription_changed  a kept member's topic names or regex changed;
       regex_resolved        a regular expression record (type 16) resolved to other topics;
       metadata_changed      the subscribed topics' metadata changed (type 4, or Kafka 4.1's metadata hash);
-      unknown               none of the above shows in the records.
+      unknown               none of the above shows in the records, or the log holds no earlier epoch
+                            of the group (compaction keeps only the latest record of each key).
 Pure Python over dicts (consumer_records.SCHEMA fields); `replay_table` is the Arrow form Spark calls.
 """
 from collections import Counter
@@ -45,8 +46,12 @@ def _subscription(m: dict) -> tuple:
     return (tuple(m["subscribed_topic_names"] or ()), m["subscribed_topic_regex"])
 
 
-def infer_cause(prev: dict | None, now: dict, regexes_changed: list, metadata_changed: bool) -> tuple[str, str]:
-    """(cause, detail) of an epoch bump; prev/now map member id -> member metadata (prev None: first epoch)."""
+def infer_cause(prev: dict | None, now: dict, regexes_changed: list, metadata_changed: bool,
+                epoch: int = 1) -> tuple[str, str]:
+    """(cause, detail) of an epoch bump; prev/now map member id -> member metadata (prev None: the first
+    epoch in the log, which is the group's first only at epoch 1: compaction drops older epochs)."""
+    if prev is None and epoch != 1 and not any(m["classic_session_timeout_ms"] is not None for m in now.values()):
+        return "unknown", "no earlier epoch in the log (compacted away)"
     before = prev or {}
     joined = sorted(set(now) - set(before))
     removed = sorted(set(before) - set(now))
@@ -139,7 +144,7 @@ class _Group:
         self.close()
         now = dict(self.members)
         cause, detail = infer_cause(self.prev_members, now, self.regexes_changed,
-                                    self.metadata_changed or hash_changed)
+                                    self.metadata_changed or hash_changed, r["epoch"])
         headers = r["headers"] or {}
         assignors = Counter(m["server_assignor"] for m in now.values() if m["server_assignor"])
         self.open = dict(

@@ -150,5 +150,7 @@ def test_the_report_shows_the_consumer_group(history):
     out, settled = history
     text = open(f"{out}/report.html", encoding="utf-8").read()
     section = text[text.index("Consumer groups (KIP-848)"):]
-    assert f"<td>{GROUP}</td>" in section and f"<td>{CLASSIC}</td>" not in section
+    assert f"<td>{CLASSIC}</td>" not in section
+    row = section[section.index(f"<td>{GROUP}</td>"):]
+    assert "<td>deleted</td>" in row[:row.index("</tr>")]
     assert len(settled) == 5

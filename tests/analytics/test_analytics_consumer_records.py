@@ -83,7 +83,9 @@ def test_cause_inference_from_member_sets_and_subscriptions():
     assert consumer_epochs.infer_cause({"a": a}, {"a": a}, ["x"], True)[0] == "regex_resolved"
     assert consumer_epochs.infer_cause({"a": a}, {"a": a}, [], True)[0] == "metadata_changed"
     assert consumer_epochs.infer_cause({"a": a}, {"a": a}, [], False)[0] == "unknown"
-    assert consumer_epochs.infer_cause(None, {"a": dict(a, classic_session_timeout_ms=1)}, [], False)[0] == "migration"
+    assert consumer_epochs.infer_cause(None, {"a": dict(a, classic_session_timeout_ms=1)}, [], False, 7)[0] == \
+        "migration"
+    assert consumer_epochs.infer_cause(None, {"a": a}, [], False, 4)[0] == "unknown"   # older epochs compacted
 
 
 @pytest.fixture(scope="module")
