@@ -17,6 +17,7 @@ import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+from pyspark.sql import Window  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from analytics import pipeline  # noqa: E402
@@ -192,6 +193,51 @@ def health_chart(spark, out):
                   + _top_note(len(pdf), total, "groups")), pdf, total
 
 
+def _partitions(col):
+    return F.aggregate(F.transform(F.coalesce(col, F.array()), lambda m: F.coalesce(F.size(m), F.lit(0))), F.lit(0), lambda a, b: a + b)
+
+
+def consumer_groups(spark, out):
+    """KIP-848 groups: their latest epoch, its members, target vs owned partitions and whether the members
+    reconciled to it. Omitted when the store has no consumer group."""
+    gens = pipeline.read(spark, out, "generations").where(F.col("group_type") == "consumer").drop("cause")
+    causes = pipeline.read(spark, out, "rebalances").select("group", "generation", "log_offset", "cause")
+    w = Window.partitionBy("group").orderBy(F.desc("log_partition"), F.desc("log_offset"))
+    epochs = gens.where(~F.col("tombstone")).groupBy("group").agg(F.count("*").alias("epochs"))
+    latest = (gens.withColumn("n", F.row_number().over(w)).where(F.col("n") == 1)
+              .join(epochs, "group", "left").join(causes, ["group", "generation", "log_offset"], "left")
+              .orderBy("group").limit(HEALTH_ROWS))
+    total = gens.select("group").distinct().count()
+    pdf = latest.select(
+        "group", "tombstone", F.coalesce("epochs", F.lit(0)).alias("epochs"), F.col("generation").alias("epoch"),
+        "member_count", F.coalesce("protocol", F.lit("(default)")).alias("assignor"), "cause",
+        F.when(F.col("assignment_epoch").isNotNull(),
+               _partitions(F.transform("members", lambda m: m["assignment"]))).alias("target"),
+        _partitions(F.transform("members", lambda m: m["current_assignment"])).alias("owned"),
+        _partitions(F.transform("members", lambda m: m["pending_revocation"])).alias("revoking"),
+        "reconcile_ms").toPandas()
+    if pdf.empty:
+        return ""
+
+    def state(row):
+        if row["tombstone"]:
+            return "deleted"
+        if pd.isna(row["target"]):
+            return "target not computed"
+        return f"yes, in {int(row['reconcile_ms'])} ms" if not pd.isna(row["reconcile_ms"]) else "not yet"
+
+    pdf["reconciled"] = pdf.apply(state, axis=1)
+    for col in ("epoch", "member_count", "target"):
+        pdf[col] = pdf[col].map(lambda v: "" if pd.isna(v) else str(int(v)))
+    pdf = pdf.drop(columns=["tombstone", "reconcile_ms"]).rename(columns={
+        "epoch": "group epoch", "member_count": "members", "cause": "last cause",
+        "target": "target partitions", "owned": "owned at epoch end", "revoking": "pending revocation"})
+    title = "Consumer groups (KIP-848), latest epoch" + (f", first {len(pdf)} of {total}" if total > len(pdf) else "")
+    return _table(title, pdf) + ("<p>Group epochs are the generations of consumer groups. Target: the "
+                                 "partitions the assignor gave the members at the epoch; owned: what they "
+                                 "held when it ended; reconciled: every member held exactly its target.</p>")
+
+
 def build(spark, out) -> str:
     as_of = pipeline.read(spark, out, "health_groups").agg(F.max("as_of_ms")).collect()[0][0]
     as_of_text = when(as_of) if as_of else "n/a"
@@ -200,10 +246,12 @@ def build(spark, out) -> str:
               .select(F.date_format("time", "yyyy-MM-dd HH:mm:ss").alias("time (UTC)"), "group", "generation",
                       "cause", "cause_source", F.col("members_joined_count").alias("joined"),
                       F.col("members_left_count").alias("left"), F.col("members_kept_count").alias("kept"),
-                      F.col("partitions_moved").alias("moved"), "join_ms", "sync_ms", "pause_ms").toPandas())
-    for col in ("join_ms", "sync_ms", "pause_ms"):       # nullable longs come back as floats: "1226.0"
+                      F.col("partitions_moved").alias("moved"), "join_ms", "sync_ms", "reconcile_ms", "pause_ms")
+              .toPandas())
+    for col in ("join_ms", "sync_ms", "reconcile_ms", "pause_ms"):   # nullable longs come back as floats: "1226.0"
         recent[col] = recent[col].map(lambda v: "" if pd.isna(v) else str(int(v)))
-    recent = recent.rename(columns={"join_ms": "join (ms)", "sync_ms": "sync (ms)", "pause_ms": "pause (ms)"})
+    recent = recent.rename(columns={"join_ms": "join (ms)", "sync_ms": "sync (ms)", "reconcile_ms": "reconcile (ms)",
+                                    "pause_ms": "pause (ms)"})
     counts = {name: pipeline.read(spark, out, name).count()
               for name in ("offset_commits", "generations", "rebalances")}
     parts = [
@@ -215,6 +263,7 @@ def build(spark, out) -> str:
                .rename(columns={"totallag": "totallag (records)", "maxlag": "maxlag (records)"})),
         _table(f"Latest {len(recent)} of {counts['rebalances']} rebalances" if counts["rebalances"] > len(recent)
                else "Latest rebalances", recent),
+        consumer_groups(spark, out),
     ]
     summary = " · ".join(_plural(v, k.replace("_", " ").removesuffix("s")) for k, v in counts.items())
     return PAGE.format(when=html.escape(as_of_text), summary=html.escape(summary), body="\n".join(parts))

@@ -7,23 +7,28 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from analytics import batches, frames, group_metadata, offsets, vector
+from analytics import batches, consumer_records, frames, group_metadata, offsets, vector
 from analytics.batches import CONTROL, TIMESTAMP_LOG_APPEND, TRANSACTIONAL
 from analytics.transactions import COMMIT, visible_batches
 
 CHUNK_RECORDS = 32_768    # records per vectorised pass: small enough that its arrays stay in cache
 
-_ASSIGNMENT = pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32())]))
-_MEMBER = pa.struct([
+ASSIGNMENT = pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32())]))
+# A classic member's fields, then a consumer-protocol (KIP-848) member's (null for classic members):
+# `assignment` is then its target at the epoch, `current_assignment` what it owned when the epoch ended.
+MEMBER = pa.struct([
     ("member_id", pa.string()), ("group_instance_id", pa.string()), ("client_id", pa.string()),
     ("client_host", pa.string()), ("rebalance_timeout_ms", pa.int32()), ("session_timeout_ms", pa.int32()),
-    ("subscribed_topics", pa.list_(pa.string())), ("assignment", _ASSIGNMENT),
+    ("subscribed_topics", pa.list_(pa.string())), ("assignment", ASSIGNMENT),
+    ("subscribed_topic_regex", pa.string()), ("server_assignor", pa.string()), ("member_epoch", pa.int32()),
+    ("current_assignment", ASSIGNMENT), ("pending_revocation", ASSIGNMENT),
 ])
+CLASSIC_ONLY = (None,) * 5
 GROUPS_SCHEMA = pa.schema([
     ("log_partition", pa.int32()), ("log_offset", pa.int64()), ("timestamp", pa.int64()),
     ("group", pa.string()), ("tombstone", pa.bool_()), ("value_version", pa.int16()),
     ("protocol_type", pa.string()), ("generation", pa.int32()), ("protocol", pa.string()),
-    ("leader", pa.string()), ("state_timestamp", pa.int64()), ("members", pa.list_(_MEMBER)),
+    ("leader", pa.string()), ("state_timestamp", pa.int64()), ("members", pa.list_(MEMBER)),
     ("headers", pa.map_(pa.string(), pa.string())),   # all record headers (kcoord.rebalance.*)
 ])
 
@@ -124,6 +129,23 @@ class SegmentDecoder:
                 else:
                     yield row
 
+    def consumer_group_rows(self) -> Iterator[tuple]:
+        """KIP-848 consumer group records (types 3-8, 16) as tuples in consumer_records.SCHEMA order."""
+        types = np.array(consumer_records.TYPES)
+        for rows in self._chunks():
+            arena, f, meta, kt = self._decode_chunk(rows)
+            for i in np.flatnonzero(np.isin(kt, types)).tolist():
+                row = consumer_row(arena.data, f, meta, i)
+                if row is None:
+                    self.skipped_records += 1
+                else:
+                    yield row
+
+    def consumer_groups(self) -> Iterator[pa.RecordBatch]:
+        rows = list(self.consumer_group_rows())
+        if rows:
+            yield consumer_records.to_batch(rows)
+
     def groups(self) -> Iterator[pa.RecordBatch]:
         rows = list(self.group_rows())
         if rows:
@@ -150,6 +172,17 @@ def _record_headers(data, pos, end) -> dict:
     return out
 
 
+def consumer_row(data, f, meta, i):
+    kp, vp, vlen = int(f.key_pos[i]), int(f.value_pos[i]), int(f.value_len[i])
+    try:
+        headers = _record_headers(data, int(f.headers_pos[i]), int(f.end[i]))
+    except (group_metadata.Truncated, UnicodeDecodeError):
+        return None
+    position = (int(meta["log_partition"][i]), int(meta["log_offset"][i]), int(meta["timestamp"][i]))
+    return consumer_records.row(data[kp:kp + int(f.key_len[i])], None if vlen < 0 else data[vp:vp + vlen],
+                                position, headers)
+
+
 def group_row(data, f, meta, i):
     kp, vp, vlen = int(f.key_pos[i]), int(f.value_pos[i]), int(f.value_len[i])
     try:
@@ -164,7 +197,7 @@ def group_row(data, f, meta, i):
         return head + (None,) * 7 + (headers,)
     members = [(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
                 m["rebalance_timeout_ms"], m["session_timeout_ms"], m["subscribed_topics"],
-                m["assignment"]) for m in value["members"]]
+                m["assignment"]) + CLASSIC_ONLY for m in value["members"]]
     return head + (value["value_version"], value["protocol_type"], value["generation"], value["protocol"],
                    value["leader"], value["state_timestamp"], members, headers)
 

@@ -3,6 +3,7 @@
 Options: `path` (log dirs, comma-separated), `records`:
   - "commits": offset commits from `__consumer_offsets-N` (offsets.SCHEMA), decoded vectorised;
   - "groups":  GroupMetadata records with members, assignments and record headers (GROUPS_SCHEMA);
+  - "consumer_groups": KIP-848 consumer group records, key types 3-8 and 16 (consumer_records.SCHEMA);
   - "batches": one row per batch of the data topics (BATCH_SCHEMA, headers only); internal topics
     (`__consumer_offsets`, `__transaction_state`, `__cluster_metadata`, ...) are left out.
   `verify_crc` ("true"): stop a segment at its first batch whose CRC does not match.
@@ -14,7 +15,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from analytics import layout
 
-MODES = ("commits", "groups", "batches")
+MODES = ("commits", "groups", "consumer_groups", "batches")
 
 
 class SegmentPartition(InputPartition):
@@ -24,9 +25,10 @@ class SegmentPartition(InputPartition):
 
 
 def _arrow_schema(mode):
-    from analytics import offsets, segment
+    from analytics import consumer_records, offsets, segment
 
-    return {"commits": offsets.SCHEMA, "groups": segment.GROUPS_SCHEMA, "batches": segment.BATCH_SCHEMA}[mode]
+    return {"commits": offsets.SCHEMA, "groups": segment.GROUPS_SCHEMA, "consumer_groups": consumer_records.SCHEMA,
+            "batches": segment.BATCH_SCHEMA}[mode]
 
 
 class KcoordLogSource(DataSource):
@@ -73,7 +75,8 @@ class KcoordLogReader(DataSourceReader):
             yield batch_summaries(buf, seg.topic, seg.partition, self.verify_crc)
             return
         decoder = SegmentDecoder(buf, seg.partition, partition.later_paths, self.verify_crc)
-        yield from (decoder.commits() if self.mode == "commits" else decoder.groups())
+        yield from {"commits": decoder.commits, "groups": decoder.groups,
+                    "consumer_groups": decoder.consumer_groups}[self.mode]()
 
 
 def load(spark, log_dirs, records):
@@ -87,6 +90,10 @@ def commits(spark, log_dirs):
 
 def groups(spark, log_dirs):
     return load(spark, log_dirs, "groups")
+
+
+def consumer_groups(spark, log_dirs):
+    return load(spark, log_dirs, "consumer_groups")
 
 
 def data_batches(spark, log_dirs):

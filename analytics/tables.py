@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analytics import source
+from analytics import consumer_epochs, source
 
 HEADER = "kcoord.rebalance."
 STRING_ARRAY = "array<string>"
@@ -48,23 +48,45 @@ def _by_group_log_order():
     return Window.partitionBy("group").orderBy("log_partition", "log_offset")
 
 
-def generations(spark, log_dirs, scope: Scope) -> DataFrame:
-    """One row per GroupMetadata record (a completed generation, an Empty group, or a tombstone)."""
+def _classic_generations(spark, log_dirs, scope: Scope) -> DataFrame:
     raw = scope.rows(source.groups(spark, log_dirs))
-    w = _by_group_log_order()
     h = F.col("headers")
     return raw.select(
-        "group", "generation", "protocol_type", "protocol", "leader", "state_timestamp",
-        F.coalesce(F.size("members"), F.lit(0)).alias("member_count"),
-        (~F.col("tombstone") & (F.coalesce(F.size("members"), F.lit(0)) == 0)).alias("is_empty"),
-        "tombstone", "timestamp", _time("timestamp").alias("time"), "log_partition", "log_offset",
-        F.transform("members", lambda m: m["member_id"]).alias("member_ids"),
+        "group", "generation", "protocol_type", "protocol", "leader", "state_timestamp", "tombstone",
+        "timestamp", "log_partition", "log_offset", "members",
         h[HEADER + "cause"].alias("cause"), h[HEADER + "reason"].alias("reason"),
         h[HEADER + "trigger_member"].alias("trigger_member"),
         h[HEADER + "start_ms"].cast("long").alias("rebalance_start_ms"),
         h[HEADER + "join_ms"].cast("long").alias("join_ms"),
-        h[HEADER + "sync_ms"].cast("long").alias("sync_ms"),
-        "members",
+        h[HEADER + "sync_ms"].cast("long").alias("sync_ms"), F.lit("classic").alias("group_type"),
+    )
+
+
+def consumer_generations(spark, log_dirs, scope: Scope) -> DataFrame:
+    """KIP-848 groups: their records replayed per group (consumer_epochs), one row per group epoch."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    raw = scope.rows(source.consumer_groups(spark, log_dirs))
+    return raw.groupBy("group").applyInArrow(consumer_epochs.replay_table, from_arrow_schema(
+        consumer_epochs.SCHEMA)).withColumn("group_type", F.lit("consumer"))
+
+
+def generations(spark, log_dirs, scope: Scope) -> DataFrame:
+    """One row per GroupMetadata record (a classic group's completed generation, Empty group, or
+    tombstone) and per consumer group epoch (or its tombstone); group_type says which ("classic" or
+    "consumer", as ListGroups names them; a classic group's protocol_type is "consumer" too)."""
+    both = _classic_generations(spark, log_dirs, scope).unionByName(
+        consumer_generations(spark, log_dirs, scope), allowMissingColumns=True)
+    w = _by_group_log_order()
+    size = F.coalesce(F.size("members"), F.lit(0))
+    return both.select(
+        "group", "group_type", "generation", "protocol_type", "protocol", "leader", "state_timestamp",
+        size.alias("member_count"), (~F.col("tombstone") & (size == 0)).alias("is_empty"),
+        "tombstone", "timestamp", _time("timestamp").alias("time"), "log_partition", "log_offset",
+        F.transform("members", lambda m: m["member_id"]).alias("member_ids"),
+        "cause", "reason", "trigger_member", "rebalance_start_ms", "join_ms", "sync_ms", "members",
+        "inferred_cause", "cause_detail", "assignment_epoch", "reconciled_timestamp",
+        (F.col("reconciled_timestamp") - F.col("timestamp")).alias("reconcile_ms"),
     ).withColumn("next_timestamp", F.lead("timestamp").over(w)) \
      .withColumn("duration_ms", F.col("next_timestamp") - F.col("timestamp"))
 
@@ -73,7 +95,7 @@ def generation_members(gens: DataFrame) -> DataFrame:
     m = F.col("m")
     return gens.where(~F.col("tombstone")).select(
         "group", "generation", "timestamp", "log_partition", "log_offset",
-        F.explode("members").alias("m"), "leader",
+        F.explode("members").alias("m"), "leader", "group_type",
     ).select(
         "group", "generation", "timestamp", "log_partition", "log_offset",
         m["member_id"].alias("consumer_id"), m["group_instance_id"].alias("group_instance_id"),
@@ -83,6 +105,9 @@ def generation_members(gens: DataFrame) -> DataFrame:
         m["subscribed_topics"].alias("subscribed_topics"), m["assignment"].alias("assignment"),
         F.coalesce(F.size(m["assignment"]), F.lit(0)).alias("assigned_partitions"),
         (m["member_id"] == F.col("leader")).alias("is_leader"),
+        "group_type", m["subscribed_topic_regex"].alias("subscribed_topic_regex"),
+        m["server_assignor"].alias("server_assignor"), m["member_epoch"].alias("member_epoch"),
+        m["current_assignment"].alias("current_assignment"), m["pending_revocation"].alias("pending_revocation"),
     )
 
 
@@ -96,7 +121,12 @@ def _owned(members_col):
 
 
 def _inferred_cause():
-    """What consecutive GroupMetadata values say when the record has no cause header (real Kafka)."""
+    """What consecutive GroupMetadata values say when the record has no cause header (real Kafka); a
+    consumer group's epoch carries its own (consumer_epochs)."""
+    return F.coalesce(F.col("inferred_cause"), _inferred_classic_cause())
+
+
+def _inferred_classic_cause():
     return (F.when(F.col("prev_generation").isNull(), "initial_join")
             .when(F.col("generation") == F.col("prev_generation"), "static_member_update")
             .when(F.size("members_joined") > 0, "member_joined")
@@ -131,10 +161,12 @@ def rebalances(gens: DataFrame, commits: DataFrame) -> DataFrame:
         .alias("partitions_moved"),
         "cause", "reason", "trigger_member", "rebalance_start_ms", "join_ms", "sync_ms",
         (F.col("timestamp") - F.col("prev_timestamp")).alias("previous_generation_ms"),
+        "group_type", "inferred_cause", "cause_detail", "assignment_epoch", "reconcile_ms",
     )
     r = r.withColumn("cause_source", F.when(F.col("cause").isNotNull(), "header").otherwise("inferred")) \
-        .withColumn("cause", F.coalesce(F.col("cause"), _inferred_cause())) \
-        .withColumn("rebalance_ms", F.col("join_ms") + F.col("sync_ms")) \
+        .withColumn("inferred_cause", _inferred_cause()) \
+        .withColumn("cause", F.coalesce(F.col("cause"), F.col("inferred_cause"))) \
+        .withColumn("rebalance_ms", F.coalesce(F.col("join_ms") + F.col("sync_ms"), F.col("reconcile_ms"))) \
         .withColumn("members_joined_count", F.size("members_joined")) \
         .withColumn("members_left_count", F.size("members_left")) \
         .withColumn("members_kept_count", F.size("members_kept"))

@@ -78,7 +78,8 @@ def test_tombstones_and_group_metadata_are_told_apart():
     assert [(r[1], r[3], r[4]) for r in groups] == [(2, "g", False), (3, "gone", True)]
     live = groups[0]
     assert live[5:12] == (3, "consumer", 3, "range", "m1", 5, [
-        ("m1", None, "c1", "/10.0.0.1", 300000, 45000, ["orders"], [("orders", 0), ("orders", 1)])])
+        ("m1", None, "c1", "/10.0.0.1", 300000, 45000, ["orders"], [("orders", 0), ("orders", 1)],
+         None, None, None, None, None)])     # the consumer-protocol member fields: none for a classic member
     assert live[12] == {"kcoord.rebalance.cause": "member_joined", "kcoord.rebalance.join_ms": "12"}
     (arrow,) = SegmentDecoder(buf, 7).groups()
     assert arrow.column("members").to_pylist()[0][0]["assignment"] == [
