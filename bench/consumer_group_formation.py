@@ -54,10 +54,12 @@ async def _stable(conn, group: str, members: int) -> bool:
     return g.group_state == "Stable" and len(g.members) == members
 
 
-async def consumer_formation(port: int, n: int, group: str) -> float:
+async def consumer_formation(port: int, n: int, group: str, formed: list | None = None) -> float:
+    """Seconds until the group is Stable; `formed`, if given, then gets each member's (id, epoch)."""
     conns = await open_many(port, n + 1)
     done = asyncio.Event()
     epochs = [0] * n  # each member's epoch as its last answer gave it
+    ids = [""] * n
 
     async def member(conn, k: int) -> None:
         member_id, epoch, owned = "", 0, {}
@@ -66,7 +68,7 @@ async def consumer_formation(port: int, n: int, group: str) -> float:
             if r.error_code:
                 raise RuntimeError(f"ConsumerGroupHeartbeat error {r.error_code}: {r.error_message}")
             member_id, epoch = r.member_id, r.member_epoch
-            epochs[k] = epoch
+            epochs[k], ids[k] = epoch, member_id
             if r.assignment is not None:
                 owned = {tp.topic_id: tp.partitions for tp in r.assignment.topic_partitions}
             try:
@@ -84,7 +86,10 @@ async def consumer_formation(port: int, n: int, group: str) -> float:
                 if t.done() and t.exception() is not None:
                     raise t.exception()
             await asyncio.sleep(0.01)
-        return time.monotonic() - t0
+        elapsed = time.monotonic() - t0
+        if formed is not None:
+            formed += zip(ids, epochs, strict=True)
+        return elapsed
     finally:
         done.set()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -92,10 +97,10 @@ async def consumer_formation(port: int, n: int, group: str) -> float:
             c.close()
 
 
-async def _create_topic(port: int) -> None:
+async def _create_topic(port: int, partitions: int = PARTITIONS) -> None:
     (conn,) = await open_many(port, 1)
     try:
-        await conn.call(w.CREATE_TOPICS, w.CREATE_TOPICS_V, w.create_topic(TOPIC, PARTITIONS))
+        await conn.call(w.CREATE_TOPICS, w.CREATE_TOPICS_V, w.create_topic(TOPIC, partitions))
     finally:
         conn.close()
 

@@ -68,15 +68,16 @@ def full(order: list[str], tids: list[uuid.UUID], sizes: list[int], current: dic
         for i, p in mine:
             taken[i][p] = 1
         kept[m] = mine
-    heap = [(len(kept[m]), m) for m in order]
+    # (count, position in id order): ints compare faster than ids, in the same order.
+    heap = [(len(kept[m]), k) for k, m in enumerate(order)]
     heapq.heapify(heap)
     added: dict[str, list] = {}
     for i, flags in enumerate(taken):
         p = flags.find(0)
         while p != -1:
-            count, m = heap[0]
-            added.setdefault(m, []).append((i, p))
-            heapq.heapreplace(heap, (count + 1, m))
+            count, k = heap[0]
+            added.setdefault(order[k], []).append((i, p))
+            heapq.heapreplace(heap, (count + 1, k))
             p = flags.find(0, p + 1)
     result, counts = {}, {}
     for m in order:
