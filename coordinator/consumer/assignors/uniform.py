@@ -4,8 +4,8 @@ When every member subscribes to the same topics (most groups): uniform_homogeneo
 incrementally when one member joins. Otherwise (Kafka's UniformHeterogeneousAssignmentBuilder's case):
 each member keeps the partitions of its current target that it still subscribes to (up to the ceiling
 of partitions/members); the others go, one at a time, to the subscribed member holding the fewest (a
-heap); then partitions move from a member to a less loaded one that also subscribes to them while that
-narrows a gap of two or more. It balances within what each member may take (Kafka's aim there), by a
+heap; topics with the fewest subscribers first); then partitions move from a member to a less loaded
+one that also subscribes to them while that narrows a gap of two or more. It balances within what each member may take (Kafka's aim there), by a
 simpler greedy method than Kafka's. Topics are numbered inside, so the loops hash small ints, not UUIDs.
 """
 from __future__ import annotations
@@ -68,7 +68,13 @@ class UniformAssignor:
                         flags[p] = 1
                         owned[m].setdefault(i, set()).add(p)
                         count[m] += 1
-        for i in range(len(tids)):
+        subscribers = [0] * len(tids)
+        for m in order:
+            for i in subs[m]:
+                subscribers[i] += 1
+        # Topics with the fewest subscribers first: their partitions can go to fewer members, and the
+        # others' then fill in around them -- far fewer moves left for _balance.
+        for i in sorted(range(len(tids)), key=lambda i: (subscribers[i], i)):
             heap = [(count[m], m) for m in order if i in subs[m]]
             if not heap:
                 continue

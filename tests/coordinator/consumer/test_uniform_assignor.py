@@ -97,3 +97,15 @@ def test_a_join_is_incremental_and_touches_only_the_members_it_takes_from(monkey
         assert len(changed) <= newcomer_count + 1
     assert len(calls) == 1
     assert sizes(result) == [1] * 1000
+
+
+def test_two_subscriptions_balance_without_moving_partitions_around():
+    """Half the members on one topic, half on it and another of the same size: the topic fewer members
+    take goes first, so the fill alone balances (every member 2 x partitions / members)."""
+    ids = [f"m{i:03d}" for i in range(100)]
+    one = AssignmentMemberSpec(None, None, frozenset({T1}))
+    both = AssignmentMemberSpec(None, None, frozenset({T1, T2}))
+    members = {m: both if i % 2 else one for i, m in enumerate(ids)}
+    result = UniformAssignor().assign(members, {T1: 1000, T2: 1000}, {})
+    assert sizes(result) == [20] * 100 and len(owners(result)) == 2000
+    assert all(T2 not in result[m] for i, m in enumerate(ids) if i % 2 == 0)
