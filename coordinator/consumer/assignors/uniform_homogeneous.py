@@ -43,8 +43,23 @@ def _assignment(tids: list[uuid.UUID], pairs) -> dict:
     return {tids[i]: frozenset(ps) for i, ps in out.items()}
 
 
-def _flat(index: dict, assignment: dict) -> list[tuple[int, int]]:
-    return sorted((index[t], p) for t, ps in assignment.items() for p in ps)
+def _shed(index: dict, assignment: dict, count: int) -> tuple[dict, list[tuple[int, int]]]:
+    """(what the member keeps, the `count` partitions it gives up: its highest), touching only the topics
+    it gives up partitions of."""
+    kept = dict(assignment)
+    freed: list[tuple[int, int]] = []
+    for t in sorted(assignment, key=index.__getitem__, reverse=True):
+        ps = sorted(assignment[t])
+        i, cut = index[t], max(len(ps) - count, 0)
+        freed += [(i, p) for p in ps[cut:]]
+        count -= len(ps) - cut
+        if cut:
+            kept[t] = frozenset(ps[:cut])
+        else:
+            del kept[t]
+        if not count:
+            break
+    return kept, freed
 
 
 def full(order: list[str], tids: list[uuid.UUID], sizes: list[int], current: dict) -> tuple[dict, Summary]:
@@ -105,9 +120,8 @@ def join(s: Summary, newcomer: str, current: dict) -> dict | None:
         m = above[k]
         keep = q + 1 if k < r else q
         if s.counts[m] > keep:
-            mine = _flat(index, current[m])
-            freed += mine[keep:]
-            result[m] = _assignment(tids, mine[:keep])
+            result[m], gone = _shed(index, current[m], s.counts[m] - keep)
+            freed += gone
             s.counts[m] = keep
     if len(freed) != q:  # the newcomer takes them all: it is the only member below q
         return None
