@@ -1,7 +1,7 @@
 """The uniform assignor's time against group size, in process: members x partitions from 10 x 100 up to
 1,000 x 10,000 (ten partitions a member, one topic).
 
-Per size, medians over reps of:
+Per size, medians over reps (each rep runs every size once, so the machine's drift hits all alike) of:
 - "from nothing": every partition unassigned (a new group's first target, in full);
 - "+1 member, full": one member joins a balanced group, computed from scratch (nothing remembered, as
   after a restart): the rule's whole cost, O(p log m + m log m);
@@ -40,28 +40,40 @@ def _timed(assignor: UniformAssignor, members: dict, topics: dict, current: dict
     return time.perf_counter() - t0
 
 
-def measure(members: int, reps: int) -> dict:
-    partitions = members * PER_MEMBER
-    topics = {T1: partitions}
-    specs, more = _specs(members), _specs(members)
-    more["member-joining"] = AssignmentMemberSpec(None, None, frozenset({T1}))
-    two = _specs(members, two=True)
-    balanced = UniformAssignor().assign(specs, topics, {})
-    times: dict[str, list[float]] = {c: [] for c in COLUMNS}
-    for _ in range(reps):
-        times["from nothing"].append(_timed(UniformAssignor(), specs, topics, {}))
-        times["+1 member, full"].append(_timed(UniformAssignor(), more, topics, balanced))
+class Size:
+    """One group size's inputs, built once."""
+
+    def __init__(self, members: int) -> None:
+        self.members, self.partitions = members, members * PER_MEMBER
+        self.topics = {T1: self.partitions}
+        self.specs, self.more = _specs(members), _specs(members)
+        self.more["member-joining"] = AssignmentMemberSpec(None, None, frozenset({T1}))
+        self.two = _specs(members, two=True)
+        self.balanced = UniformAssignor().assign(self.specs, self.topics, {})
+        self.times: dict[str, list[float]] = {c: [] for c in COLUMNS}
+
+    def measure_once(self) -> None:
+        t = self.times
+        t["from nothing"].append(_timed(UniformAssignor(), self.specs, self.topics, {}))
+        t["+1 member, full"].append(_timed(UniformAssignor(), self.more, self.topics, self.balanced))
         remembering = UniformAssignor()
-        remembering.assign(specs, topics, {})  # it now remembers this group's target
-        times["+1 member, incremental"].append(_timed(remembering, more, topics, balanced))
-        times["two subscriptions"].append(_timed(UniformAssignor(), two, {T1: partitions, T2: partitions}, {}))
-    return {"members": members, "partitions": partitions, **{f"{c} ms": median(v) * 1000 for c, v in times.items()}}
+        remembering.assign(self.specs, self.topics, {})  # it now remembers this group's target
+        t["+1 member, incremental"].append(_timed(remembering, self.more, self.topics, self.balanced))
+        t["two subscriptions"].append(
+            _timed(UniformAssignor(), self.two, {T1: self.partitions, T2: self.partitions}, {}))
+
+    def row(self) -> dict:
+        return {"members": self.members, "partitions": self.partitions,
+                **{f"{c} ms": median(v) * 1000 for c, v in self.times.items()}}
 
 
 def run(quick: bool = False) -> dict:
-    sizes = [10, 30, 100] if quick else [10, 30, 100, 300, 1000]
-    reps = 3 if quick else 7
-    rows = [measure(m, reps) for m in sizes]
+    sizes = [Size(m) for m in ([10, 30, 100] if quick else [10, 30, 100, 300, 1000])]
+    reps = 3 if quick else 9
+    for _ in range(reps):  # every size once per rep: drift in the machine's speed hits all sizes alike
+        for size in sizes:
+            size.measure_once()
+    rows = [size.row() for size in sizes]
     nlogn = [r["partitions"] * math.log2(r["partitions"]) for r in rows]
     for c in COLUMNS:
         base = rows[0][f"{c} ms"] / nlogn[0]

@@ -109,3 +109,25 @@ def test_two_subscriptions_balance_without_moving_partitions_around():
     result = UniformAssignor().assign(members, {T1: 1000, T2: 1000}, {})
     assert sizes(result) == [20] * 100 and len(owners(result)) == 2000
     assert all(T2 not in result[m] for i, m in enumerate(ids) if i % 2 == 0)
+
+
+def test_the_group_tells_the_assignor_when_every_member_subscribes_alike():
+    """Kafka's SubscriptionType from the per-topic subscriber counts (ModernGroup.subscriptionType): one
+    subscription for all -> the assignor is told it (and reads no member spec); a member changing its
+    subscription, or subscribing by regex, makes the group heterogeneous; a member never gets a topic it
+    does not subscribe to."""
+    from coordinator.consumer.target import _common_subscription
+    from coordinator.consumer.testing import ConsumerGroupContext
+
+    ctx = ConsumerGroupContext(topics={"foo": 4, "bar": 2})
+    a = ctx.heartbeat("g", "a", 0, topics=["foo", "bar"])
+    ctx.heartbeat("g", "b", 0, topics=["bar", "foo"])
+    group = ctx.consumer_group("g")
+    assert _common_subscription(group, dict(group.members), None, None) == {"foo", "bar"}
+    changed = group.members["b"].replace(subscribed_topic_names=frozenset({"foo"}))
+    assert _common_subscription(group, {**group.members, "b": changed}, changed, None) is None
+    regex = group.members["b"].replace(subscribed_topic_regex="f.*")
+    assert _common_subscription(group, {**group.members, "b": regex}, regex, None) is None
+    only_foo = ctx.heartbeat("g", "b", 2, topics=["foo"])
+    assert only_foo.error == 0 and ctx.topic_id("bar") not in (only_foo.assignment or {})
+    assert ctx.topic_id("bar") in ctx.consumer_group("g").target_assignment["a"] and a.error == 0
