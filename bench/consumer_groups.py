@@ -4,18 +4,13 @@ context with a writer that completes at once).
 Per group size N: a steady ConsumerGroupHeartbeat (nothing changes: no records) and a join of one more
 member (new subscription -> epoch bump -> target assignment over N+1 members -> records), each in µs.
 Baseline, measured in the same run: a classic Heartbeat of a member of a Stable group of the same size.
-And the uniform assignor alone, from nothing and with one member more (sticky), for members x partitions
-up to 1,000 x 10,000: its time over n log n (n = partitions), relative to the smallest size, should not grow.
+The uniform assignor alone, against group size: bench/uniform_assignor.py.
 """
 from __future__ import annotations
 
-import math
 import time
-import uuid
 
 from bench.runner import main, settings
-from coordinator.consumer.assignors import AssignmentMemberSpec
-from coordinator.consumer.assignors.uniform import UniformAssignor
 from coordinator.consumer.testing import ConsumerGroupContext
 
 PARTITIONS = 64
@@ -49,31 +44,11 @@ def measure(members: int, ops: int) -> dict:
             "classic heartbeat us (baseline)": round(baseline, 1), "steady/classic": round(steady / baseline, 2)}
 
 
-def measure_assignor(members: int, partitions: int) -> dict:
-    topic = uuid.uuid4()
-    specs = {f"m{i:05d}": AssignmentMemberSpec(None, None, frozenset({topic})) for i in range(members)}
-    assignor = UniformAssignor()
-    t0 = time.perf_counter()
-    first = assignor.assign(specs, {topic: partitions}, {})
-    fresh = time.perf_counter() - t0
-    specs["one-more"] = AssignmentMemberSpec(None, None, frozenset({topic}))
-    t0 = time.perf_counter()
-    assignor.assign(specs, {topic: partitions}, first)
-    sticky = time.perf_counter() - t0
-    return {"members": members, "partitions": partitions, "assign ms": round(fresh * 1000, 1),
-            "sticky +1 ms": round(sticky * 1000, 1), "_nlogn": partitions * math.log2(partitions)}
-
-
 def run(quick: bool = False) -> dict:
     sizes = [10, 100] if quick else [10, 100, 500]
     ops = 2000 if quick else 5000
     rows = [measure(n, ops) for n in sizes]
-    scale = [measure_assignor(m, p) for m, p in ([(10, 100), (100, 1000)] if quick else
-                                                 [(10, 100), (100, 1000), (1000, 10_000)])]
-    base = scale[0]["assign ms"] / scale[0]["_nlogn"]
-    for row in scale:
-        row["(ms / n log n) vs smallest"] = round(row["assign ms"] / row.pop("_nlogn") / base, 2)
-    return {"name": "consumer_groups", "settings": settings(partitions=PARTITIONS, ops=ops), "rows": rows + scale}
+    return {"name": "consumer_groups", "settings": settings(partitions=PARTITIONS, ops=ops), "rows": rows}
 
 
 if __name__ == "__main__":

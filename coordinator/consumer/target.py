@@ -8,9 +8,11 @@ ConsumerGroupTargetAssignmentMetadata with the new epoch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import compress
+from operator import attrgetter, is_not
 
 from coordinator.consumer import records as r
-from coordinator.consumer.assignors import AssignmentMemberSpec
+from coordinator.consumer.assignors import AssignmentMemberSpec, MemberSpecs
 from coordinator.consumer.consumer_group import ConsumerGroup
 from coordinator.consumer.member import Assignment, ConsumerGroupMember
 
@@ -29,24 +31,54 @@ def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated:
             current[updated.member_id] = current[removed]  # a static member's replacement inherits its target
         members[updated.member_id] = updated
     ids = {name: tid for name, (tid, _) in metadata.items()}
-    # Members subscribing to the same topics share one spec (most groups: all of them).
-    cache: dict = {}
-    specs = {}
-    for m in members.values():
-        key = (m.subscribed_topic_names, m.subscribed_topic_regex, m.instance_id, m.rack_id)
-        spec = cache.get(key)
+    specs_by_key: dict = {}
+
+    def spec_of(m: ConsumerGroupMember) -> AssignmentMemberSpec:
+        # Members subscribing to the same topics share one spec (most groups: all of them).
+        key = _spec_key(m)
+        spec = specs_by_key.get(key)
         if spec is None:
-            spec = cache[key] = AssignmentMemberSpec(m.instance_id, m.rack_id,
-                                                     frozenset(ids[t] for t in topics_of(m) if t in ids))
-        specs[m.member_id] = spec
+            spec = specs_by_key[key] = AssignmentMemberSpec(
+                m.instance_id, m.rack_id, frozenset(ids[t] for t in topics_of(m) if t in ids))
+        return spec
+
+    names = _common_subscription(group, members, updated, removed)
+    specs = MemberSpecs(members, spec_of, None if names is None else frozenset(ids[t] for t in names if t in ids))
     topics = {tid: n for tid, n in metadata.values()}
-    new = assignor.assign(specs, topics, current) if specs else {}
-    # Assignments hold no empty partition sets (assignors leave them out, records.assignment_of too).
-    records = [r.target_member_record(group.group_id, member_id, assignment)
-               for member_id, assignment in sorted(new.items())
-               if group.target_assignment.get(member_id, _NONE) != assignment]
+    new = assignor.assign(specs, topics, current) if members else {}
+    # Assignments hold no empty partition sets (assignors leave them out, records.assignment_of too). An
+    # assignor hands back an unchanged target as the same object: the identity test (in C) leaves only
+    # the members whose target may have changed to compare.
+    old = group.target_assignment
+    maybe = compress(new, map(is_not, new.values(), map(old.get, new)))
+    changed = sorted(m for m in maybe if new[m] != old.get(m, _NONE))
+    records = [r.target_member_record(group.group_id, member_id, new[member_id]) for member_id in changed]
     records.append(r.target_epoch_record(group.group_id, epoch))
     return new, records
 
 
+def _common_subscription(group: ConsumerGroup, members: dict, updated: ConsumerGroupMember | None,
+                         removed: str | None) -> frozenset[str] | None:
+    """The topic names every member subscribes to when they all subscribe to the same names and none by
+    regex (Kafka's ModernGroup.subscriptionType: HOMOGENEOUS), else None. From the group's per-topic
+    subscriber counts, adjusted for the member being replaced: O(topics), not O(members)."""
+    gone = [group.members[m] for m in {removed, updated and updated.member_id} if m in group.members]
+    if updated is not None and updated.subscribed_topic_regex:
+        return None
+    regexes = set(group.regexes) - {m.member_id for m in gone}
+    if regexes:
+        return None
+    counts = dict(group.topic_counts)
+    for m in gone:
+        for name in m.subscribed_topic_names:
+            counts[name] -= 1
+    for name in updated.subscribed_topic_names if updated is not None else ():
+        counts[name] = counts.get(name, 0) + 1
+    n = len(members)
+    if any(c not in (0, n) for c in counts.values()):
+        return None
+    return frozenset(name for name, c in counts.items() if c)
+
+
 _NONE: Assignment = {}
+_spec_key = attrgetter("subscribed_topic_names", "subscribed_topic_regex", "instance_id", "rack_id")

@@ -182,3 +182,30 @@ def test_load_probe_reads_serving_time_and_cpu_and_the_last_groups_offsets(tmp_p
     with KcoordServer(data_dir=str(tmp_path / "data")) as server:
         ready = arun(load.until_serving(server, probes, timeout=60))
     assert 0 < ready["cpu"] and 0 < ready["seconds"] and ready["offsets"] == {}
+
+
+def test_consumer_members_form_a_group_and_their_steady_heartbeats_are_answered():
+    """bench.consumer_heartbeat's members: formed over ConsumerGroupHeartbeat until Stable, then the C
+    generator's steady heartbeats (id and epoch only) are answered without an error."""
+    from bench import consumer_group_formation as formation
+    from bench import consumer_heartbeat
+    from bench.loadgen_server import KcoordServer
+    from bench.runner import arun
+
+    with KcoordServer(formation._OVERRIDES) as server:
+        arun(server.wait_ready(timeout=60))
+        arun(formation._create_topic(server.port, 6))
+        frames = consumer_heartbeat.form_consumer_groups(server.port, 4)
+        out = loadgen.drive(server.port, frames, 4, 0.3, 0.1, consumer_heartbeat.ERR_OFFSET)
+    assert len(frames) == 4
+    assert out["requests"] > 4 and out["errors"] == out["bad_corr"] == out["closed"] == 0
+
+
+def test_uniform_assignor_bench_reports_each_size_and_the_growth_exponent():
+    from bench import uniform_assignor
+
+    result = uniform_assignor.run(quick=True)
+    *sizes, exponents = result["rows"]
+    assert [r["partitions"] for r in sizes] == [100, 300, 1000]
+    assert all(r["+1 member, incremental ms"] > 0 and r["from nothing: per n log n vs smallest"] > 0 for r in sizes)
+    assert exponents["members"].startswith("exponent") and exponents["from nothing ms"] == exponents["from nothing ms"]

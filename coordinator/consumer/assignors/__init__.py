@@ -2,24 +2,17 @@
 (group.consumer.assignors lists uniform first).
 
 An assignor maps members to partitions: `assign(members, topics, current)` where members is
-member id -> AssignmentMemberSpec, topics is topic id -> partition count (the subscribed topics that
+member id -> AssignmentMemberSpec (a dict, or a MemberSpecs that builds them on demand), topics is topic id -> partition count (the subscribed topics that
 exist), current is member id -> the current target assignment (for stickiness). It returns
 member id -> {topic id: frozenset(partitions)} with every member present. Pure and deterministic.
 """
 from __future__ import annotations
 
-import uuid
-from typing import NamedTuple
-
 from coordinator.consumer.assignors.range import RangeAssignor
+from coordinator.consumer.assignors.spec import AssignmentMemberSpec, MemberSpecs
 from coordinator.consumer.assignors.uniform import UniformAssignor
 
-
-class AssignmentMemberSpec(NamedTuple):
-    instance_id: str | None
-    rack_id: str | None
-    subscribed_topic_ids: frozenset[uuid.UUID]
-
+__all__ = ["ASSIGNORS", "DEFAULT_ASSIGNOR", "AssignmentMemberSpec", "MemberSpecs"]
 
 ASSIGNORS = {a.name: a for a in (UniformAssignor(), RangeAssignor())}
 DEFAULT_ASSIGNOR = "uniform"

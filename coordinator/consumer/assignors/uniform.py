@@ -1,23 +1,43 @@
 """The uniform assignor (Kafka's UniformAssignor): balanced and sticky.
 
-Each member keeps the partitions of its current target that it still subscribes to (up to the ceiling
+When every member subscribes to the same topics (most groups): uniform_homogeneous's rule, computed
+incrementally when one member joins. Otherwise (Kafka's UniformHeterogeneousAssignmentBuilder's case):
+each member keeps the partitions of its current target that it still subscribes to (up to the ceiling
 of partitions/members); the others go, one at a time, to the subscribed member holding the fewest (a
-heap); then partitions move from a member to a less loaded one that also subscribes to them while that
-narrows a gap of two or more. With identical subscriptions every member ends with floor or ceil of
-partitions/members (Kafka's OptimizedUniformAssignmentBuilder); with different subscriptions it
-balances within what each member may take (UniformHeterogeneousAssignmentBuilder's aim), by a simpler
-greedy method than Kafka's. Topics are numbered inside, so the loops hash small ints, not UUIDs.
+heap; topics with the fewest subscribers first); then partitions move from a member to a less loaded
+one that also subscribes to them while that narrows a gap of two or more. It balances within what each member may take (Kafka's aim there), by a
+simpler greedy method than Kafka's. Topics are numbered inside, so the loops hash small ints, not UUIDs.
 """
 from __future__ import annotations
 
 import heapq
 import uuid
+from operator import attrgetter
+
+from coordinator.consumer.assignors.uniform_homogeneous import Memory
+
+_subscription = attrgetter("subscribed_topic_ids")
 
 
 class UniformAssignor:
     name = "uniform"
 
+    def __init__(self) -> None:
+        self.memory = Memory()
+
     def assign(self, members: dict, topics: dict[uuid.UUID, int], current: dict) -> dict:
+        if not members:
+            return {}
+        subscription = getattr(members, "homogeneous", None)  # a MemberSpecs may know it without looking
+        if subscription is None:
+            subscriptions = set(map(_subscription, members.values()))
+            subscription = subscriptions.pop() if len(subscriptions) == 1 else None
+        if subscription is not None:
+            tids = sorted(t for t in subscription if t in topics)
+            return self.memory.assign(members.keys(), tids, [topics[t] for t in tids], current)
+        return self.heterogeneous(members, topics, current)
+
+    def heterogeneous(self, members: dict, topics: dict[uuid.UUID, int], current: dict) -> dict:
         order = sorted(members)
         tids = sorted(topics)
         index = {tid: i for i, tid in enumerate(tids)}
@@ -48,7 +68,13 @@ class UniformAssignor:
                         flags[p] = 1
                         owned[m].setdefault(i, set()).add(p)
                         count[m] += 1
-        for i in range(len(tids)):
+        subscribers = [0] * len(tids)
+        for m in order:
+            for i in subs[m]:
+                subscribers[i] += 1
+        # Topics with the fewest subscribers first: their partitions can go to fewer members, and the
+        # others' then fill in around them -- far fewer moves left for _balance.
+        for i in sorted(range(len(tids)), key=lambda i: (subscribers[i], i)):
             heap = [(count[m], m) for m in order if i in subs[m]]
             if not heap:
                 continue
