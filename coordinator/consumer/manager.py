@@ -55,10 +55,13 @@ class ConsumerGroupManager:
         self.groups: dict[str, ConsumerGroup] = {}
         self._lanes: dict[str, deque] = {}
         self.live = False
-        # group id -> None (no classic group of that id), True (an empty one), False (one with members)
-        self.classic_group_is_empty: Callable[[str], bool | None] = lambda _group_id: None
-        from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat  # it uses this module's names
+        # the shard's classic groups (coordinator.group_manager.GroupMetadataManager): online migration
+        # reads a classic group to upgrade it, and hands a downgraded group's members over to it
+        self.classic = None
+        from coordinator.consumer.classic_members import ClassicMembers  # they use this module's names
+        from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
         self.heartbeats = ConsumerGroupHeartbeat(self)
+        self.classic_members = ClassicMembers(self)
 
     # ------------------------------------------------------------ replay
 
@@ -92,6 +95,10 @@ class ConsumerGroupManager:
         self.live = True
         for group in self.groups.values():
             for member in group.members.values():
+                if member.classic is not None:  # classic members have their own session timeout
+                    self.heartbeats.schedule_session_timeout(group.group_id, member.member_id,
+                                                             member.classic.session_timeout_ms)
+                    continue
                 self.heartbeats.schedule_session_timeout(group.group_id, member.member_id)
                 if member.state == UNREVOKED_PARTITIONS:
                     self.heartbeats.schedule_rebalance_timeout(group.group_id, member)
