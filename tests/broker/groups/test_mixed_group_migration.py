@@ -1,0 +1,125 @@
+"""Online migration (KIP-848) end to end: kafka-python members (classic protocol, JoinGroup) and a
+confluent-kafka member (`group.protocol=consumer`) in one group, under the default
+`group.consumer.migration.policy` (bidirectional). The group upgrades when the consumer-protocol member
+joins (GroupMetadataManager.consumerGroupHeartbeat -> convertToConsumerGroup), the kafka-python members
+live on in it (classicGroupJoinToConsumerGroup / classicGroupSyncToConsumerGroup /
+classicGroupHeartbeatToConsumerGroup), and it downgrades when that member leaves
+(consumerGroupFenceMember -> convertToClassicGroup); a producer runs throughout and every record is
+consumed."""
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from broker.client import KafkaWireClient
+from protocol import messages as m
+from protocol.errors import ErrorCode
+from tests.broker.groups import procs
+from tests.broker.groups.conftest import GroupTestServer
+from tests.broker.groups.procs import disjoint_cover, wait_until
+from tests.broker.groups.test_consumer_protocol import (
+    OVERRIDES,
+    KeyedProducer,
+    assert_no_redelivery_after_commit,
+)
+
+PARTITIONS = 6
+UPGRADED = "Converted the classic group to a consumer group."
+DOWNGRADED = "Converted the consumer group to a classic group."
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = GroupTestServer(tmp_path, dict(OVERRIDES), name="migration").start()
+    yield srv
+    srv.stop()
+
+
+def classic(server, group, topic, name):
+    return procs.python_consumer("kafka-python", server.bootstrap, group, topic, name)
+
+
+def modern(server, group, topic, name):
+    return procs.python_consumer("confluent", server.bootstrap, group, topic, name, group_protocol="consumer")
+
+
+def wait_cover(consumers, what: str) -> None:
+    wait_until(lambda: all(c.alive for c in consumers) and all(c.assignment for c in consumers)
+               and disjoint_cover([c.assignment for c in consumers], PARTITIONS), 90,
+               f"{what}: disjoint assignments covering every partition\n" + "\n".join(c.describe() for c in consumers))
+
+
+def describe(server, group):
+    with KafkaWireClient.connect(server.bootstrap) as client:
+        (modern_view,) = client.request(m.ConsumerGroupDescribeRequest(group_ids=[group],
+                                                                       include_authorized_operations=False)).groups
+        (classic_view,) = client.request(m.DescribeGroupsRequest(groups=[group],
+                                                                 include_authorized_operations=False), 5).groups
+    return modern_view, classic_view
+
+
+def test_mixed_group_upgrades_and_downgrades_as_members_come_and_go(server):
+    topic, group = "mixed", "mixed-group"
+    server.create_topic(topic, PARTITIONS)
+    producer = KeyedProducer(server.bootstrap, topic)
+    everyone = []
+    try:
+        k1, k2 = classic(server, group, topic, "k1"), classic(server, group, topic, "k2")
+        everyone += [k1, k2]
+        wait_cover([k1, k2], "a classic group of two kafka-python members")
+        assert UPGRADED not in server.log_text()
+
+        c1 = modern(server, group, topic, "c1")
+        everyone.append(c1)
+        wait_cover([k1, k2, c1], "the consumer-protocol member joined: the group upgraded")
+        assert UPGRADED in server.log_text()
+        modern_view, classic_view = describe(server, group)
+        # ConsumerGroupDescribe shows the classic members too; DescribeGroups (v5) sees no classic group
+        # (GroupMetadataManager.describeGroups: "Dead").
+        assert modern_view.error_code == ErrorCode.NONE and len(modern_view.members) == 3
+        assert classic_view.group_state == "Dead" and classic_view.members == []
+
+        c1.terminate()  # leaves (epoch -1): the last consumer-protocol member, so the group downgrades
+        wait_cover([k1, k2], "the consumer-protocol member left: the group downgraded")
+        wait_until(lambda: DOWNGRADED in server.log_text(), 30, "the downgrade")
+        modern_view, classic_view = describe(server, group)
+        assert modern_view.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        assert classic_view.protocol_type == "consumer" and len(classic_view.members) == 2
+
+        c2 = modern(server, group, topic, "c2")  # and up again
+        everyone.append(c2)
+        wait_cover([k1, k2, c2], "a second upgrade")
+        assert server.log_text().count(UPGRADED) == 2
+
+        sent = producer.stop()
+        wait_until(lambda: {k for c in everyone for _p, _o, k in c.records()} >= set(sent), 90,
+                   "every produced record consumed\n" + "\n".join(c.describe() for c in everyone))
+        assert_no_redelivery_after_commit(everyone)
+        # the coordinator never gave a partition to a member while another still owned it
+        # (ConsumerGroup would have logged PartitionOwnedTwice)
+        assert "still owned by another member" not in server.log_text()
+    finally:
+        producer.stop()
+        procs.stop_all(everyone)
+
+
+def test_upgraded_group_survives_a_restart(server):
+    """The upgrade is records like any other: a server SIGKILLed after it replays them on load and the
+    group is still a consumer group with its classic members (GroupCoordinatorShard.replay)."""
+    topic, group = "mixed-restart", "mixed-restart-group"
+    server.create_topic(topic, PARTITIONS)
+    members = [classic(server, group, topic, "k1")]
+    try:
+        wait_cover(members, "a classic group")
+        members.append(modern(server, group, topic, "c1"))
+        wait_cover(members, "upgraded")
+        before, _ = describe(server, group)
+    finally:
+        for member in members:  # killed: no LeaveGroup, the members stay in the log
+            member.kill()
+    server.restart(signal.SIGKILL)
+    after, _ = describe(server, group)
+    assert after.error_code == ErrorCode.NONE
+    assert after.group_epoch == before.group_epoch
+    assert sorted(mm.member_id for mm in after.members) == sorted(mm.member_id for mm in before.members)
