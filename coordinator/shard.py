@@ -113,10 +113,11 @@ class GroupCoordinatorShard:
                                                   else decode_offset_commit_value(value)})
         elif isinstance(k, GroupMetadataKey):
             if value is not None and k.group in self.consumer.groups:
-                # a classic generation stored while its group was being upgraded: the consumer group
-                # holds the id (a load skips it the same way)
+                # the consumer group holds the id (a load skips it the same way; ConsumerGroupManager.stale_classic)
                 self.log.info("Ignoring classic metadata of group %s: it is a consumer group", k.group)
+                self.consumer.stale_classic.add(k.group)
                 return
+            self.consumer.stale_classic.discard(k.group)
             self.groups.replay_group_metadata(k.group, None if value is None else decode_group_metadata_value(value))
         elif (rtype := consumer_records.record_type(key)) is not None:
             self.consumer.replay(key, value)
@@ -136,7 +137,9 @@ class GroupCoordinatorShard:
         for group_id in (sorted(state.groups()) if group_ids is None else group_ids):
             state.decode(group_id)
             value = state.metadata.get(group_id)
-            if value is not None and group_id not in self.consumer.groups:
+            if value is not None and group_id in self.consumer.groups:  # as replay ignores it
+                self.consumer.stale_classic.add(group_id)
+            elif value is not None:
                 self.groups.replay_group_metadata(group_id, decode_group_metadata_value(value))
             offsets = state.offsets.get(group_id)
             if offsets:
@@ -174,7 +177,7 @@ class GroupCoordinatorShard:
                 error = results[group_id] = (ErrorCode.NON_EMPTY_GROUP if self.consumer.busy(group_id)
                                              else consumer_describe.validate_delete_group(consumer_group))
                 if error == ErrorCode.NONE:
-                    records += self.offsets.delete_all_offsets(group_id) + consumer_describe.tombstones(consumer_group)
+                    records += self.offsets.delete_all_offsets(group_id) + self.consumer.deletion_records(consumer_group)
                 continue
             error = self.groups.validate_delete_group(group_id)
             results[group_id] = error
@@ -248,7 +251,7 @@ class GroupCoordinatorShard:
                 self.log.info("Expiring %d offsets of consumer group %s", len(tps), gid)
             left = len(self.offsets.committed(gid)) - len(tps)
             if group.is_empty() and left == 0 and gid not in self.offsets.pending and not self.consumer.busy(gid):
-                records += consumer_describe.tombstones(group)
+                records += self.consumer.deletion_records(group)
                 self.log.info("Consumer group %s expires in epoch %d (no members, no offsets)", gid, group.group_epoch)
         return records
 

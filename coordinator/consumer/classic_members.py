@@ -72,8 +72,7 @@ class ClassicMembers:
         if group is None:
             return [], CLASSIC_GROUP, None
         if group.is_empty():  # GroupMetadataManager.maybeDeleteEmptyConsumerGroup: a classic group takes the id
-            from coordinator.consumer.describe import tombstones
-            return tombstones(group), CLASSIC_GROUP, None
+            return m.deletion_records(group), CLASSIC_GROUP, None
         is_unknown = join.member_id == ""
         member_id = join.member_id or m.heartbeats.new_member_id()
         if len(group.members) >= m.config.consumer_group_max_size and member_id not in group.members:

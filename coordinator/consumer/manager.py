@@ -58,6 +58,10 @@ class ConsumerGroupManager:
         # the shard's classic groups (coordinator.group_manager.GroupMetadataManager): online migration
         # reads a classic group to upgrade it, and hands a downgraded group's members over to it
         self.classic = None
+        # ids whose log holds a classic GroupMetadata value after their consumer group's records (none of
+        # ours: classic requests queue behind a consumer group's write in flight); the shard ignores it,
+        # live and on load alike, and deleting the consumer group deletes it too
+        self.stale_classic: set[str] = set()
         from coordinator.consumer.classic_members import ClassicMembers  # they use this module's names
         from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
         self.heartbeats = ConsumerGroupHeartbeat(self)
@@ -191,6 +195,13 @@ class ConsumerGroupManager:
             if after is not None and self.live:  # an unloaded shard schedules no timers
                 after()
             callback(result)
+
+    def deletion_records(self, group: ConsumerGroup) -> list:
+        """The tombstones deleting an empty consumer group (and a stale classic value of its id)."""
+        from coordinator.consumer.describe import tombstones
+        from coordinator.records import group_metadata_tombstone
+        stale = [group_metadata_tombstone(group.group_id)] if group.group_id in self.stale_classic else []
+        return tombstones(group) + stale
 
     def busy(self, group_id: str) -> bool:
         """A write of the group is in flight (its state is about to change)."""

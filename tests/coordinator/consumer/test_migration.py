@@ -15,8 +15,9 @@ from coordinator.consumer.migration import assignment_from_bytes
 from coordinator.consumer.testing import ConsumerGroupContext
 from coordinator.consumer_protocol import encode_subscription
 from coordinator.group_state import GroupState
+from coordinator.testing import Capture
 from protocol import messages as m
-from protocol.consumer_offsets import decode_key
+from protocol.consumer_offsets import decode_key, encode_group_metadata_key, encode_group_metadata_value
 from protocol.errors import ErrorCode
 
 E = ErrorCode
@@ -271,3 +272,32 @@ def test_replay_after_upgrade_and_downgrade(ctx):
     f = fresh()
     assert f.consumer_group("g") is None and f.group("g").stored == ctx.group("g").stored
     assert assignment_from_bytes(ctx.group("g").stored.members[0].assignment, ctx.topics)
+
+
+def test_a_classic_record_for_a_consumer_group_id_is_ignored(ctx):
+    """Kafka applies an upgrade's records at once, so no classic write can follow it. Here classic requests for
+    an id whose consumer group has a write in flight queue behind it, so none should either; if a log still
+    holds a classic GroupMetadata value after the upgrade, it is ignored live and on load alike (the consumer
+    group holds the id), and deleting the consumer group deletes that value too: a reload brings nothing back."""
+    c = ConsumerGroupContext(topics={"foo": 6}, group_initial_rebalance_delay_ms=0,
+                             consumer_group_migration_policy="upgrade")
+    a, b = classic_group(c)
+    stale = c.group("g").stored
+    x = c.heartbeat("g", "", 0, topics=["foo"])
+    c.shard("g").write([(encode_group_metadata_key("g"), encode_group_metadata_value(stale), [])], lambda e: None)
+
+    def reload():
+        f = ConsumerGroupContext(topics={"foo": 6})
+        f.gc.load_partition(c.gc.partition_for("g"), [(k, v) for k, v, _ in c.writer.records])
+        return f
+
+    assert c.group("g") is None and c.consumer_group("g") is not None
+    assert reload().group("g") is None and reload().consumer_group("g") is not None
+    c.heartbeat("g", x.member_id, -1)
+    c.leave_async("g", (a, None, None), (b, None, None))
+    assert c.consumer_group("g").is_empty()
+    deleted = Capture()
+    c.delete_groups(["g"], deleted)
+    assert deleted.result == {"g": E.NONE}
+    f = reload()
+    assert f.group("g") is None and f.consumer_group("g") is None
