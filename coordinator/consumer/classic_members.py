@@ -104,6 +104,11 @@ class ClassicMembers:
         reconciled, cause = m.heartbeats.update_member(group, member, updated, replaced, owned, records, joined)
         result = JoinGroupResult(E.NONE, reconciled.member_id, reconciled.member_epoch, PROTOCOL_TYPE,
                                  join.protocols[0][0])
+        if replaced is not None and migration.validate_online_downgrade_with_replaced_member(m, group, replaced):
+            # the classic static member replaces the last consumer-protocol member: back to a classic group
+            records += migration.downgrade_records(m, group, replaced, reconciled)
+            changed = updated.subscription() != member.subscription()
+            return records, result, lambda: migration.after_downgrade(m, group, rebalance_too=changed)
 
         def after() -> None:
             self.cancel_join_timeout(gid, reconciled.member_id)

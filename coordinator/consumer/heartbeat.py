@@ -249,7 +249,7 @@ class ConsumerGroupHeartbeat:
         if epoch == 0:
             if existing is None:
                 return group.members.get(member_id) or ConsumerGroupMember(member_id), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and existing.classic is None:
                 raise GroupError(E.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
                                  f"{instance_id} cannot join the group because the instance id is owned by "
                                  f"{existing.member_id} member.")

@@ -62,11 +62,17 @@ def owned_partitions(subscription, topics: TopicsImage) -> list[tuple[uuid.UUID,
     return out
 
 
+class CustomAssignorUserData(Exception):
+    """A classic assignment carries user data a custom assignor needs: an upgrade would lose it."""
+
+
 def assignment_from_bytes(data: bytes, topics: TopicsImage) -> Assignment:
     """A classic member's assignment (ConsumerProtocolAssignment) by topic id; unknown topics dropped."""
     if not data:
         return {}
     value = m.decode_versioned("ConsumerProtocolAssignment", bytes(data))[0]
+    if value.user_data:
+        raise CustomAssignorUserData("userData from a custom assignor would be lost")
     out: dict[uuid.UUID, frozenset[int]] = {}
     for tp in value.assigned_partitions or ():
         topic = topics.topic(tp.topic)
@@ -141,6 +147,11 @@ def upgrade_records(manager: ConsumerGroupManager, classic: GroupMetadata) -> li
                 subscribed_topic_names=frozenset(subscription.topics or ()), assigned_partitions=assigned,
                 classic=ClassicMemberMetadata(cm.session_timeout_ms, tuple(
                     (n, bytes(d)) for n, d in cm.supported_protocols))), assigned))
+    except CustomAssignorUserData as e:  # Kafka 4.1+: UnsupportedVersionException in fromClassicGroup
+        manager.log.warning("Cannot upgrade classic group %s to consumer group: %s.", gid, e)
+        raise GroupError(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {gid} to consumer group because an "
+                                               "unsupported custom assignor is in use. Please refer to the documentation "
+                                               "or switch to a default assignor before re-attempting the upgrade.") from None
     except (DecodeError, ValueError, IndexError, KeyError) as e:
         manager.log.warning("Cannot upgrade classic group %s to consumer group because the embedded consumer "
                             "protocol is malformed: %s.", gid, e)
@@ -171,71 +182,89 @@ def replayed(group_id: str, records: list) -> ConsumerGroup:
 def validate_online_downgrade(manager: ConsumerGroupManager, group: ConsumerGroup, leaving_member_id: str) -> bool:
     """Kafka's validateOnlineDowngradeWithFencedMember: the leaving member is the last one using the
     consumer protocol, some classic member stays, the policy allows it and the classic group would fit."""
-    if not group.all_members_use_classic_protocol_except(leaving_member_id):
+    if not group.all_members_use_classic_protocol_except(leaving_member_id) or len(group.members) <= 1:
         return False
-    if len(group.members) <= 1:
+    return _downgrade_allowed(manager, group, len(group.members) - 1)
+
+
+def validate_online_downgrade_with_replaced_member(manager: ConsumerGroupManager, group: ConsumerGroup,
+                                                   replaced_member_id: str) -> bool:
+    """Kafka's validateOnlineDowngradeWithReplacedMember: a classic static member replaces the last member
+    using the consumer protocol."""
+    if not group.all_members_use_classic_protocol_except(replaced_member_id):
         return False
+    return _downgrade_allowed(manager, group, len(group.members))
+
+
+def _downgrade_allowed(manager: ConsumerGroupManager, group: ConsumerGroup, remaining: int) -> bool:
     if not manager.config.downgrade_enabled:
         manager.log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
                          "disabled.", group.group_id)
         return False
-    if len(group.members) - 1 > manager.config.group_max_size:
+    if remaining > manager.config.group_max_size:
         manager.log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
                          "than classic group max size.", group.group_id)
         return False
     return True
 
 
-def consumer_group_tombstones(group: ConsumerGroup) -> list:
-    """Kafka's ConsumerGroup.createGroupTombstoneRecords, in its order."""
-    gid, ids = group.group_id, list(group.members)
+def consumer_group_tombstones(group: ConsumerGroup, replaced: tuple[str, str] | None = None) -> list:
+    """Kafka's ConsumerGroup.createGroupTombstoneRecords, in its order; `replaced` (leaving id, joining id):
+    createGroupTombstoneRecordsWithReplacedMember, the joining member's records deleted in its stead."""
+    gid = group.group_id
+    ids = [replaced[1] if replaced is not None and i == replaced[0] else i for i in group.members]
     return ([r.current_assignment_tombstone(gid, i) for i in ids] + [r.target_member_tombstone(gid, i) for i in ids]
             + [r.target_epoch_tombstone(gid)] + [r.member_subscription_tombstone(gid, i) for i in ids]
             + [r.subscription_metadata_tombstone(gid), r.group_epoch_tombstone(gid)])
 
 
-def classic_group_of(group: ConsumerGroup, leaving_member_id: str, topics: TopicsImage, now_ms: int
-                     ) -> tuple[GroupMetadata, dict[str, bytes]]:
+def classic_group_of(group: ConsumerGroup, leaving_member_id: str, topics: TopicsImage, now_ms: int,
+                     joining: ConsumerGroupMember | None = None) -> tuple[GroupMetadata, dict[str, bytes]]:
     """Kafka's ClassicGroup.fromConsumerGroup: Stable at the group epoch, protocol type "consumer", each
-    remaining member assigned its target (in its protocol's version)."""
+    remaining member assigned its target (in its protocol's version); a `joining` static member takes the
+    leaving one's place and target."""
     classic = GroupMetadata(group.group_id, now_ms, GroupState.STABLE)
     classic.generation_id = group.group_epoch
     classic.protocol_type = "consumer"
-    for member in group.members.values():
-        if member.member_id == leaving_member_id or member.classic is None:
-            continue
+    members = [x for x in group.members.values() if x.member_id != leaving_member_id and x.classic is not None]
+    for member in members + ([joining] if joining is not None else []):
         classic.add(MemberMetadata(member.member_id, group.group_id, member.instance_id, member.client_id,
                                    member.client_host, member.rebalance_timeout_ms, member.classic.session_timeout_ms,
                                    "consumer", list(member.classic.supported_protocols)))
         if member.instance_id is not None:
             classic.add_static_member(member.instance_id, member.member_id)
     classic.protocol_name = classic.select_protocol()
-    assignment = {mid: assignment_to_bytes(group.target_assignment.get(mid, {}), topics,
-                                           protocol_version(cm.metadata(classic.protocol_name)))
+    def target(mid: str) -> Assignment:
+        return group.target_assignment.get(leaving_member_id if joining is not None and mid == joining.member_id
+                                           else mid, {})
+
+    assignment = {mid: assignment_to_bytes(target(mid), topics, protocol_version(cm.metadata(classic.protocol_name)))
                   for mid, cm in classic.members.items()}
     for mid, data in assignment.items():
         classic.members[mid].assignment = data
     return classic, assignment
 
 
-def downgrade_records(manager: ConsumerGroupManager, group: ConsumerGroup, leaving_member_id: str) -> list:
+def downgrade_records(manager: ConsumerGroupManager, group: ConsumerGroup, leaving_member_id: str,
+                      joining: ConsumerGroupMember | None = None) -> list:
     """The consumer group's tombstones, then the classic group's GroupMetadata record."""
-    classic, assignment = classic_group_of(group, leaving_member_id, manager.topics, manager.clock.now_ms())
+    classic, assignment = classic_group_of(group, leaving_member_id, manager.topics, manager.clock.now_ms(), joining)
     manager.log.info("[GroupId %s] Converted the consumer group to a classic group.", group.group_id)
-    return consumer_group_tombstones(group) + [group_metadata_record(classic, assignment)]
+    replaced = None if joining is None else (leaving_member_id, joining.member_id)
+    return consumer_group_tombstones(group, replaced) + [group_metadata_record(classic, assignment)]
 
 
-def after_downgrade(manager: ConsumerGroupManager, group: ConsumerGroup) -> None:
+def after_downgrade(manager: ConsumerGroupManager, group: ConsumerGroup, rebalance_too: bool = True) -> None:
     """Once the classic group is replayed: its members' sessions run on the classic side, and it
-    rebalances (the downgrade was triggered by a member leaving)."""
+    rebalances (unless a static member replaced another with the same subscription)."""
     for member_id in group.members:
         manager.heartbeats.cancel_timers(group.group_id, member_id)
-    manager.events.group_members(group.group_id, len(group.members) - 1)
     classic = manager.classic.get_group(group.group_id) if manager.classic is not None else None
     if classic is None:
         return
+    manager.events.group_members(group.group_id, len(classic.members))
     rebalance = manager.classic.rebalance
     for member in classic.all_member_metadata():
         rebalance.complete_and_schedule_next_heartbeat_expiration(classic, member)
-    rebalance.prepare_rebalance(classic, f"Downgrade group {group.group_id} from consumer to classic for member "
-                                         "leaving.", MIGRATION)
+    if rebalance_too:
+        rebalance.prepare_rebalance(classic, f"Downgrade group {group.group_id} from consumer to classic.", MIGRATION)

@@ -301,3 +301,30 @@ def test_a_classic_record_for_a_consumer_group_id_is_ignored(ctx):
     assert deleted.result == {"g": E.NONE}
     f = reload()
     assert f.group("g") is None and f.consumer_group("g") is None
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(ctx):
+    """classicGroupJoinToConsumerGroup step 4: getOrMaybeSubscribeStaticConsumerGroupMember replaces the static
+    member (replaceMember), then validateOnlineDowngradeWithReplacedMember / convertToClassicGroup with the joining
+    member (ConsumerGroup.createGroupTombstoneRecordsWithReplacedMember, ClassicGroup.fromConsumerGroup: the joiner
+    takes the replaced member's target). Same subscription: the classic group is Stable, no rebalance."""
+    a, b = classic_group(ctx)
+    x = ctx.heartbeat("g", "", 0, topics=["foo"], instance_id="i1")
+    for _ in range(3):
+        for mid in (a, b):
+            j = ctx.join("g", mid, protocols=[("range", sub())]).result
+            ctx.sync("g", mid, j.generation_id)
+        x = ctx.heartbeat("g", x.member_id, x.member_epoch, owned=x.assignment or {}, instance_id="i1")
+    group = ctx.consumer_group("g")
+    target = group.target_assignment[x.member_id]
+    assert target
+    joined = ctx.join("g", "", instance_id="i1", protocols=[("range", sub())]).result
+    assert joined.error == E.NONE and joined.protocol_type == "consumer"
+    assert ctx.consumer_group("g") is None
+    classic = ctx.group("g")
+    assert classic.is_(GroupState.STABLE) and sorted(classic.members) == sorted([a, b, joined.member_id])
+    assert classic.current_static_member_id("i1") == joined.member_id
+    mine = assignment_from_bytes(classic.members[joined.member_id].assignment, ctx.topics)
+    assert mine == target
+    synced = ctx.sync("g", joined.member_id, classic.generation_id, instance_id="i1").result
+    assert synced.error == E.NONE and assignment_from_bytes(synced.assignment, ctx.topics) == target

@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode as E
 
 GROUP = "g"
 CLASSIC = ["a", "b", "s"]   # "s" joins with a group.instance.id
-MODERN = ["x", "y"]
+MODERN = ["x", "y", "z"]   # "z" uses the instance id of "s": static members replace each other across protocols
 TOPICS = {"foo": 6}
 PROTOCOLS = [("range", encode_subscription(["foo"]))]
 
@@ -59,6 +59,8 @@ class MigrationMachine(RuleBasedStateMachine):
         self.ctx.sleep(1)
         if cap.called and cap.result.error == E.NONE:
             self.classic[client] = (cap.result.member_id, cap.result.generation_id)
+        elif cap.called:  # fenced, unknown...: it rejoins from scratch next time
+            self.classic.pop(client, None)
 
     @rule(client=st.sampled_from(CLASSIC))
     def classic_sync(self, client):
@@ -83,10 +85,11 @@ class MigrationMachine(RuleBasedStateMachine):
     @rule(client=st.sampled_from(MODERN))
     def modern_heartbeat(self, client):
         last = self.modern.get(client)
+        instance = "i-s" if client == "z" else None
         if last is None:
-            got = self.ctx.heartbeat(GROUP, "", 0, topics=["foo"])
+            got = self.ctx.heartbeat(GROUP, "", 0, topics=["foo"], instance_id=instance)
         else:
-            got = self.ctx.heartbeat(GROUP, last.member_id, last.member_epoch,
+            got = self.ctx.heartbeat(GROUP, last.member_id, last.member_epoch, instance_id=instance,
                                      owned=last.assignment if last.assignment is not None else None)
         if got is not None and got.error == E.NONE:
             if got.assignment is None and last is not None:
@@ -99,7 +102,7 @@ class MigrationMachine(RuleBasedStateMachine):
     def modern_leave(self, client):
         last = self.modern.pop(client, None)
         if last is not None:
-            self.ctx.heartbeat(GROUP, last.member_id, -1)
+            self.ctx.heartbeat(GROUP, last.member_id, -1, instance_id="i-s" if client == "z" else None)
 
     @rule(ms=st.sampled_from([500, 5_000, 11_000, 50_000]))
     def sleep(self, ms):
