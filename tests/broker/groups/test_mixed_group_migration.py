@@ -9,6 +9,7 @@ consumed."""
 from __future__ import annotations
 
 import signal
+import urllib.request
 
 import pytest
 
@@ -31,7 +32,7 @@ DOWNGRADED = "Converted the consumer group to a classic group."
 
 @pytest.fixture
 def server(tmp_path):
-    srv = GroupTestServer(tmp_path, dict(OVERRIDES), name="migration").start()
+    srv = GroupTestServer(tmp_path, dict(OVERRIDES, **{"metrics.port": "0"}), name="migration").start()
     yield srv
     srv.stop()
 
@@ -57,6 +58,14 @@ def describe(server, group):
         (classic_view,) = client.request(m.DescribeGroupsRequest(groups=[group],
                                                                  include_authorized_operations=False), 5).groups
     return modern_view, classic_view
+
+
+def rebalances(server, group: str, cause: str) -> float:
+    """kcoord_group_rebalances_total{group, cause}: the event sink's count (coordinator/events.py)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics").read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("kcoord_group_rebalances_total{") and f'group="{group}"' in line
+               and f'cause="{cause}"' in line)
 
 
 def test_mixed_group_upgrades_and_downgrades_as_members_come_and_go(server):
@@ -91,6 +100,8 @@ def test_mixed_group_upgrades_and_downgrades_as_members_come_and_go(server):
         everyone.append(c2)
         wait_cover([k1, k2, c2], "a second upgrade")
         assert server.log_text().count(UPGRADED) == 2
+        # each upgrade's and downgrade's epoch bump is told to the event sink as "migration"
+        assert rebalances(server, group, "migration") == 3
 
         sent = producer.stop()
         wait_until(lambda: {k for c in everyone for _p, _o, k in c.records()} >= set(sent), 90,

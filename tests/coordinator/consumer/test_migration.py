@@ -102,6 +102,8 @@ def test_upgrade_converts_the_classic_group(ctx):
     assert classic_a.classic.session_timeout_ms == 10_000 and classic_a.classic.supported_protocols == (("range", sub()),)
     assert classic_a.member_epoch == gen and sorted(classic_a.assigned_partitions[ctx.topic_id("foo")]) == [0, 2, 4]
     assert ("g", "migration") in ctx.events.rebalances
+    bumps = [dict(h) for k, _v, h in written if cr.record_type(k) == cr.GROUP_METADATA and h]
+    assert [b["kcoord.rebalance.cause"] for b in bumps] == [b"migration"]  # the createConsumerGroupRecords one has none
     assert_owned_once(group)
 
 
