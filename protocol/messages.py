@@ -38,7 +38,7 @@ DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") +
     # KIP-848's __consumer_offsets records (coordinator.consumer.records)
     f"ConsumerGroup{record}{part}" for record in ("Metadata", "MemberMetadata", "PartitionMetadata",
                                                   "TargetAssignmentMetadata", "TargetAssignmentMember",
-                                                  "CurrentMemberAssignment")
+                                                  "CurrentMemberAssignment", "RegularExpression")
     for part in ("Key", "Value"))
 
 _MESSAGE_NAMES = frozenset(

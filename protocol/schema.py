@@ -3,7 +3,8 @@ small field tree that the code generator walks.
 
 The JSON files are Kafka's own `clients/src/main/resources/common/message/*.json`, which kafka-python
 ships as package data; we read them in place. The few it lacks (ConsumerGroupHeartbeat,
-ConsumerGroupDescribe and the consumer group coordinator records) are vendored in protocol/kafka_json.
+ConsumerGroupDescribe and the consumer group coordinator records) are written out in our own notation
+in protocol/extra_definitions.py.
 """
 from __future__ import annotations
 
@@ -191,19 +192,14 @@ def _schema_dir() -> pathlib.Path:
     return pathlib.Path(spec.submodule_search_locations[0], *SCHEMA_PACKAGE.split(".")[1:])
 
 
-# Definitions kafka-python 3.0.12 does not ship (KIP-848's APIs and coordinator records): Kafka's own
-# JSON files, vendored as data with their license header.
-VENDORED_DIR = pathlib.Path(__file__).with_name("kafka_json")
-
-
 def read_json(name: str) -> dict:
-    """The raw JSON definition `name`.json from the installed kafka-python package, else from
-    protocol/kafka_json (comments stripped)."""
+    """The raw definition `name` (the dict shape of Kafka's JSON): from the installed kafka-python
+    package, else from protocol/extra_definitions (what kafka-python 3.0.12 does not ship)."""
     path = _schema_dir() / (name + ".json")
     if not path.exists():
-        path = VENDORED_DIR / (name + ".json")
-    text = path.read_text("utf-8")
-    return json.loads(_COMMENT.sub("", text))
+        from protocol.extra_definitions import DEFINITIONS
+        return DEFINITIONS[name]
+    return json.loads(_COMMENT.sub("", path.read_text("utf-8")))
 
 
 @functools.cache

@@ -10,7 +10,7 @@ The key's int16 version is the record type (group-coordinator/src/main/resources
     8  ConsumerGroupCurrentMemberAssignment   value: a member's epochs, state, owned and revoking partitions
 
 Values are version 0, flexible. A delete is a null value (a tombstone). Encoded and decoded with the
-generated codecs of the vendored JSON definitions (protocol/kafka_json).
+generated codecs of their definitions (protocol/extra_definitions.py).
 """
 from __future__ import annotations
 

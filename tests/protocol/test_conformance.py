@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from protocol import messages as m
-from protocol.schema import VENDORED_DIR, load_spec
+from protocol.extra_definitions import DEFINITIONS
+from protocol.schema import load_spec
 from tests.protocol.reference import (
     from_kafka_python,
     kafka_python_decode,
@@ -16,15 +17,15 @@ from tests.protocol.reference import (
     to_kafka_python,
 )
 
-# Definitions kafka-python does not ship (protocol/kafka_json): nothing to compare with, so they round-trip.
-VENDORED = {p.stem for p in VENDORED_DIR.glob("*.json")}
+# Definitions kafka-python does not ship (protocol/extra_definitions.py): nothing to compare with, so they round-trip.
+EXTRA = set(DEFINITIONS)
 
 
-def _all_cases(vendored: bool = False):
+def _all_cases(extra: bool = False):
     names = [api + kind for api in m.SERVED_APIS for kind in ("Request", "Response")]
     names += list(m.DATA_MESSAGES)
     for name in names:
-        if (name in VENDORED) != vendored:
+        if (name in EXTRA) != extra:
             continue
         low, high = load_spec(name).valid_versions
         for version in range(low, high + 1):
@@ -32,7 +33,7 @@ def _all_cases(vendored: bool = False):
 
 
 CASES = list(_all_cases())
-VENDORED_CASES = list(_all_cases(vendored=True))
+EXTRA_CASES = list(_all_cases(extra=True))
 
 
 def test_every_group_api_version_the_issue_names_is_covered():
@@ -69,8 +70,8 @@ def test_same_bytes_as_kafka_python_both_ways(name, version):
     check()
 
 
-@pytest.mark.parametrize(("name", "version"), VENDORED_CASES)
-def test_vendored_definitions_round_trip(name, version):
+@pytest.mark.parametrize(("name", "version"), EXTRA_CASES)
+def test_extra_definitions_round_trip(name, version):
     codec = m.codec(name, version)
 
     @settings(max_examples=12, deadline=None, database=None,
@@ -85,7 +86,7 @@ def test_vendored_definitions_round_trip(name, version):
     check()
 
 
-@pytest.mark.parametrize("name", [n for n in m.DATA_MESSAGES if n not in VENDORED])
+@pytest.mark.parametrize("name", [n for n in m.DATA_MESSAGES if n not in EXTRA])
 def test_versioned_data_matches_kafka_python_with_its_version_prefix(name):
     low, high = load_spec(name).valid_versions
 

@@ -1,0 +1,211 @@
+"""Message definitions that kafka-python's bundled JSON lacks, written out in our own short notation.
+
+kafka-python ships Kafka's message definitions for the client APIs; it has nothing for KIP-848's
+ConsumerGroupHeartbeat / ConsumerGroupDescribe or for the group coordinator's records. Kafka's
+definitions (clients/src/main/resources/common/message and group-coordinator/src/main/resources/
+common/message) are the spec these lines follow; they hold only the wire facts a codec needs.
+
+Notation, one field per line, nesting by two spaces:
+    Name type versions [nullable=V] [default=D] [tag=N tagged=V] [ignorable]
+A message starts with `message Name kind [api=K] valid=V [flexible=V]`; `struct Name` opens a shared
+struct of the message above (Kafka's "commonStructs"). Record keys are "data" messages whose only
+version is the record type (the key version on the wire).
+"""
+from __future__ import annotations
+
+_TEXT = """
+message ConsumerGroupHeartbeatRequest request api=68 valid=0-1 flexible=0+
+  GroupId string 0+
+  MemberId string 0+
+  MemberEpoch int32 0+
+  InstanceId string 0+ nullable=0+ default=null
+  RackId string 0+ nullable=0+ default=null
+  RebalanceTimeoutMs int32 0+ default=-1
+  SubscribedTopicNames []string 0+ nullable=0+ default=null
+  SubscribedTopicRegex string 1+ nullable=1+ default=null
+  ServerAssignor string 0+ nullable=0+ default=null
+  TopicPartitions []TopicPartitions 0+ nullable=0+ default=null
+    TopicId uuid 0+
+    Partitions []int32 0+
+
+message ConsumerGroupHeartbeatResponse response api=68 valid=0-1 flexible=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ nullable=0+ default=null
+  MemberId string 0+ nullable=0+ default=null
+  MemberEpoch int32 0+
+  HeartbeatIntervalMs int32 0+
+  Assignment Assignment 0+ nullable=0+ default=null
+    TopicPartitions []TopicPartitions 0+
+struct TopicPartitions
+  TopicId uuid 0+
+  Partitions []int32 0+
+
+message ConsumerGroupDescribeRequest request api=69 valid=0-1 flexible=0+
+  GroupIds []string 0+
+  IncludeAuthorizedOperations bool 0+
+
+message ConsumerGroupDescribeResponse response api=69 valid=0-1 flexible=0+
+  ThrottleTimeMs int32 0+
+  Groups []DescribedGroup 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ nullable=0+ default=null
+    GroupId string 0+
+    GroupState string 0+
+    GroupEpoch int32 0+
+    AssignmentEpoch int32 0+
+    AssignorName string 0+
+    Members []Member 0+
+      MemberId string 0+
+      InstanceId string 0+ nullable=0+ default=null
+      RackId string 0+ nullable=0+ default=null
+      MemberEpoch int32 0+
+      ClientId string 0+
+      ClientHost string 0+
+      SubscribedTopicNames []string 0+
+      SubscribedTopicRegex string 0+ nullable=0+ default=null
+      Assignment Assignment 0+
+      TargetAssignment Assignment 0+
+      MemberType int8 1+ default=-1 ignorable
+    AuthorizedOperations int32 0+ default=-2147483648
+struct TopicPartitions
+  TopicId uuid 0+
+  TopicName string 0+
+  Partitions []int32 0+
+struct Assignment
+  TopicPartitions []TopicPartitions 0+
+
+message ConsumerGroupMetadataKey data valid=3
+  GroupId string 3
+message ConsumerGroupMetadataValue data valid=0 flexible=0+
+  Epoch int32 0+
+
+message ConsumerGroupPartitionMetadataKey data valid=4
+  GroupId string 4
+message ConsumerGroupPartitionMetadataValue data valid=0 flexible=0+
+  Topics []TopicMetadata 0+
+    TopicId uuid 0+
+    TopicName string 0+
+    NumPartitions int32 0+
+    PartitionMetadata []PartitionMetadata 0+
+      Partition int32 0+
+      Racks []string 0+
+
+message ConsumerGroupMemberMetadataKey data valid=5
+  GroupId string 5
+  MemberId string 5
+message ConsumerGroupMemberMetadataValue data valid=0 flexible=0+
+  InstanceId string 0+ nullable=0+
+  RackId string 0+ nullable=0+
+  ClientId string 0+
+  ClientHost string 0+
+  SubscribedTopicNames []string 0+
+  SubscribedTopicRegex string 0+ nullable=0+
+  RebalanceTimeoutMs int32 0+ default=-1
+  ServerAssignor string 0+ nullable=0+
+  ClassicMemberMetadata ClassicMemberMetadata 0+ nullable=0+ tag=0 tagged=0+
+    SessionTimeoutMs int32 0+
+    SupportedProtocols []ClassicProtocol 0+
+      Name string 0+
+      Metadata bytes 0+
+
+message ConsumerGroupTargetAssignmentMetadataKey data valid=6
+  GroupId string 6
+message ConsumerGroupTargetAssignmentMetadataValue data valid=0 flexible=0+
+  AssignmentEpoch int32 0+
+
+message ConsumerGroupTargetAssignmentMemberKey data valid=7
+  GroupId string 7
+  MemberId string 7
+message ConsumerGroupTargetAssignmentMemberValue data valid=0 flexible=0+
+  TopicPartitions []TopicPartition 0+
+    TopicId uuid 0+
+    Partitions []int32 0+
+
+message ConsumerGroupRegularExpressionKey data valid=16
+  GroupId string 16
+  RegularExpression string 16
+message ConsumerGroupRegularExpressionValue data valid=0 flexible=0+
+  Topics []string 0+
+  Version int64 0+
+  Timestamp int64 0+
+
+message ConsumerGroupCurrentMemberAssignmentKey data valid=8
+  GroupId string 8
+  MemberId string 8
+message ConsumerGroupCurrentMemberAssignmentValue data valid=0 flexible=0+
+  MemberEpoch int32 0+
+  PreviousMemberEpoch int32 0+
+  State int8 0+
+  AssignedPartitions []TopicPartitions 0+
+  PartitionsPendingRevocation []TopicPartitions 0+
+struct TopicPartitions
+  TopicId uuid 0+
+  Partitions []int32 0+
+"""
+
+_RENAMES = {"nullable": "nullableVersions", "tagged": "taggedVersions", "tag": "tag", "default": "default"}
+
+
+def _field(words: list[str]) -> dict:
+    name, ftype, versions, *options = words
+    raw: dict = {"name": name, "type": ftype, "versions": versions}
+    for option in options:
+        key, _, value = option.partition("=")
+        if key == "ignorable":
+            raw["ignorable"] = True
+        elif key == "tag":
+            raw["tag"] = int(value)
+        else:
+            raw[_RENAMES[key]] = value
+    return raw
+
+
+def _parse(text: str) -> dict[str, dict]:
+    """Each message as the dict shape of Kafka's JSON, which protocol.schema.load_spec reads."""
+    messages: dict[str, dict] = {}
+    message: dict | None = None
+    stack: list[tuple[int, list]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        words = line.split()
+        if words[0] == "message":
+            name, kind, *options = words[1:]
+            message = {"name": name, "type": kind, "fields": [], "commonStructs": []}
+            for option in options:
+                key, _, value = option.partition("=")
+                message[{"api": "apiKey", "valid": "validVersions", "flexible": "flexibleVersions"}[key]] = (
+                    int(value) if key == "api" else value)
+            messages[name] = message
+            stack = [(2, message["fields"])]
+        elif words[0] == "struct":
+            struct = {"name": words[1], "versions": "0+", "fields": []}
+            message["commonStructs"].append(struct)
+            stack = [(2, struct["fields"])]
+        else:
+            # stack: (indent of the children, their list), innermost last
+            while stack[-1][0] > indent:
+                stack.pop()
+            if stack[-1][0] != indent:
+                raise ValueError(f"bad indent in definition line {line!r}")
+            raw = _field(words)
+            stack[-1][1].append(raw)
+            stack.append((indent + 2, raw.setdefault("fields", [])))
+    for message in messages.values():
+        _drop_empty(message["fields"])
+        for struct in message["commonStructs"]:
+            _drop_empty(struct["fields"])
+    return messages
+
+
+def _drop_empty(fields: list[dict]) -> None:
+    for raw in fields:
+        if raw["fields"]:
+            _drop_empty(raw["fields"])
+        else:
+            del raw["fields"]
+
+
+DEFINITIONS = _parse(_TEXT)
