@@ -37,8 +37,8 @@ def server(tmp_path):
     srv.stop()
 
 
-def classic(server, group, topic, name):
-    return procs.python_consumer("kafka-python", server.bootstrap, group, topic, name)
+def classic(server, group, topic, name, client="kafka-python"):
+    return procs.python_consumer(client, server.bootstrap, group, topic, name)
 
 
 def modern(server, group, topic, name):
@@ -68,13 +68,16 @@ def rebalances(server, group: str, cause: str) -> float:
                and f'cause="{cause}"' in line)
 
 
-def test_mixed_group_upgrades_and_downgrades_as_members_come_and_go(server):
+@pytest.mark.parametrize("classic_client", ["kafka-python", "confluent"])
+def test_mixed_group_upgrades_and_downgrades_as_members_come_and_go(server, classic_client):
+    """The acceptance test of issue 15 with kafka-python as the classic client; confluent-kafka with
+    `group.protocol=classic` (librdkafka's own JoinGroup/SyncGroup) as a second one."""
     topic, group = "mixed", "mixed-group"
     server.create_topic(topic, PARTITIONS)
     producer = KeyedProducer(server.bootstrap, topic)
     everyone = []
     try:
-        k1, k2 = classic(server, group, topic, "k1"), classic(server, group, topic, "k2")
+        k1, k2 = classic(server, group, topic, "k1", classic_client), classic(server, group, topic, "k2", classic_client)
         everyone += [k1, k2]
         wait_cover([k1, k2], "a classic group of two kafka-python members")
         assert UPGRADED not in server.log_text()
