@@ -137,3 +137,30 @@ def test_upgraded_group_survives_a_restart(server):
     assert after.error_code == ErrorCode.NONE
     assert after.group_epoch == before.group_epoch
     assert sorted(mm.member_id for mm in after.members) == sorted(mm.member_id for mm in before.members)
+
+
+def test_dead_members_are_fenced_and_the_group_downgrades(server):
+    """SIGKILLed members send no leave: a kafka-python member of the consumer group is fenced after its own
+    session timeout (convertToConsumerGroup schedules classicProtocolSessionTimeout), the consumer-protocol member
+    after group.consumer.session.timeout.ms -- and being the last one, its expiry downgrades the group
+    (consumerGroupFenceMemberOperation -> consumerGroupFenceMember -> convertToClassicGroup)."""
+    topic, group = "mixed-dead", "mixed-dead-group"
+    server.create_topic(topic, PARTITIONS)
+    k1, k2 = classic(server, group, topic, "k1"), classic(server, group, topic, "k2")
+    everyone = [k1, k2]
+    try:
+        wait_cover([k1, k2], "a classic group")
+        c1 = modern(server, group, topic, "c1")
+        everyone.append(c1)
+        wait_cover([k1, k2, c1], "upgraded")
+        k2.kill()
+        wait_cover([k1, c1], "the dead kafka-python member fenced")
+        assert "fenced from the group because the member session expired" in server.log_text()
+        assert DOWNGRADED not in server.log_text()
+        c1.kill()
+        wait_until(lambda: DOWNGRADED in server.log_text(), 60, "the downgrade after the session expiry")
+        wait_cover([k1], "the kafka-python member alone in the classic group")
+        _modern_view, classic_view = describe(server, group)
+        assert classic_view.group_state == "Stable" and [mm.client_id for mm in classic_view.members] == ["k1"]
+    finally:
+        procs.stop_all(everyone)
