@@ -114,7 +114,7 @@ class ClassicMembers:
             self.cancel_join_timeout(gid, reconciled.member_id)
             m.heartbeats.schedule_session_timeout(gid, reconciled.member_id, join.session_timeout_ms)
             m.timer.schedule(("consumer-sync", gid, reconciled.member_id), max(join.rebalance_timeout_ms, 0),
-                             lambda: m.heartbeats._expire(gid, reconciled.member_id, "sync_timeout", None))
+                             lambda: m.heartbeats.expire(gid, reconciled.member_id, "sync_timeout", None))
             if replaced is not None:
                 m.heartbeats.cancel_timers(gid, replaced)
             if cause is not None:
@@ -278,7 +278,7 @@ class ClassicMembers:
 
         def expired() -> None:
             self._join_timers.discard(key)
-            self.m.heartbeats._expire(group_id, member.member_id, "join_timeout", None)
+            self.m.heartbeats.expire(group_id, member.member_id, "join_timeout", None)
 
         self.m.timer.schedule(("consumer-join",) + key, max(member.rebalance_timeout_ms, 0), expired)
 

@@ -366,14 +366,15 @@ class ConsumerGroupHeartbeat:
         """`timeout_ms`: a classic member's own session timeout; else group.consumer.session.timeout.ms."""
         self.m.timer.schedule(("consumer-session", group_id, member_id),
                               self.m.config.consumer_group_session_timeout_ms if timeout_ms is None else timeout_ms,
-                              lambda: self._expire(group_id, member_id, "session_timeout", None))
+                              lambda: self.expire(group_id, member_id, "session_timeout", None))
 
     def schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         epoch = member.member_epoch
         self.m.timer.schedule(("consumer-rebalance", group_id, member.member_id), max(member.rebalance_timeout_ms, 0),
-                              lambda: self._expire(group_id, member.member_id, "rebalance_timeout", epoch))
+                              lambda: self.expire(group_id, member.member_id, "rebalance_timeout", epoch))
 
-    def _expire(self, group_id: str, member_id: str, cause: str, epoch: int | None) -> None:
+    def expire(self, group_id: str, member_id: str, cause: str, epoch: int | None) -> None:
+        """A timer fired (session, rebalance, or a classic member's join / sync timeout): fence the member."""
         self.m.submit(group_id, lambda: self._fence_operation(group_id, member_id, cause, epoch),
                       lambda _result: None, lambda _e, _msg: None)
 
