@@ -230,6 +230,8 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("group.consumer.max.size", INT32_MAX, _int(1, INT32_MAX), "Consumer groups (KIP-848): members per group."),
     _p("group.consumer.assignors", "uniform,range", _assignors,
        "Consumer groups: server-side assignors a member may ask for; the first is the default."),
+    _p("group.consumer.migration.policy", "bidirectional", _one_of("disabled", "upgrade", "downgrade", "bidirectional"),
+       "Online conversion of non-empty groups between the classic and the consumer protocol (KIP-848)."),
     _p("offsets.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __consumer_offsets."),
     _p("offsets.topic.replication.factor", 3, _int(1, 32767), "Accepted for compatibility; single node."),
     _p("offsets.topic.segment.bytes", 104857600, _int(14, INT32_MAX), "Segment size of __consumer_offsets."),

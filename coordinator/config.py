@@ -22,7 +22,11 @@ PROPERTY_NAMES = {
     "group.consumer.heartbeat.interval.ms": "consumer_group_heartbeat_interval_ms",
     "group.consumer.max.size": "consumer_group_max_size",
     "group.consumer.assignors": "consumer_group_assignors",
+    "group.consumer.migration.policy": "consumer_group_migration_policy",
 }
+# group.consumer.migration.policy (Kafka's ConsumerGroupMigrationPolicy): which online conversions of a
+# non-empty group between the classic and the consumer protocol are allowed.
+MIGRATION_POLICIES = ("disabled", "upgrade", "downgrade", "bidirectional")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,15 @@ class GroupConfig:
     consumer_group_heartbeat_interval_ms: int = 5000
     consumer_group_max_size: int = 2_147_483_647
     consumer_group_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    consumer_group_migration_policy: str = "bidirectional"  # Kafka 4's default
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_group_migration_policy in ("upgrade", "bidirectional")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_group_migration_policy in ("downgrade", "bidirectional")
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -57,6 +70,12 @@ class GroupConfig:
             if fld == "consumer_group_assignors":  # a list of names
                 kwargs[fld] = tuple(value) if isinstance(value, (list, tuple)) else tuple(
                     v.strip() for v in str(value).split(",") if v.strip())
+                continue
+            if fld == "consumer_group_migration_policy":
+                policy = str(value).strip().lower()
+                if policy not in MIGRATION_POLICIES:
+                    raise ValueError(f"{name} must be one of {', '.join(MIGRATION_POLICIES)}, got {value!r}")
+                kwargs[fld] = policy
                 continue
             try:
                 kwargs[fld] = int(value)

@@ -110,6 +110,14 @@ class GroupMetadataManager:
         if group_id not in self.groups and not self.is_consumer_group(group_id):
             self.groups[group_id] = GroupMetadata(group_id, self.now_ms())
 
+    def drop_upgraded(self, group_id: str) -> None:
+        """A consumer group took the id (online upgrade): the classic group goes; its parked requests are
+        told to rejoin (Kafka's convertToConsumerGroup: completeAllJoinFutures(REBALANCE_IN_PROGRESS))."""
+        group = self.groups.get(group_id)
+        if group is not None:
+            self.log.info("Classic group %s was upgraded to a consumer group", group_id)
+            self._drop(group, ErrorCode.REBALANCE_IN_PROGRESS)
+
     def _drop(self, group: GroupMetadata, answer: ErrorCode = ErrorCode.COORDINATOR_NOT_AVAILABLE) -> None:
         """Forget `group`: parked requests answered with `answer`, its timers cancelled, Dead."""
         for member in group.all_member_metadata():

@@ -29,6 +29,7 @@ REBALANCE_CAUSES = frozenset({
     "leader_rejoined", "sync_timeout", "join_timeout", "store_failure", "static_member_update",
     "group_max_size", "other",
     "subscription_changed", "rebalance_timeout",  # consumer groups (KIP-848): their epoch bumps' own causes
+    "migration",  # a group converted between the classic and the consumer protocol (online migration)
 })
 
 

@@ -30,11 +30,10 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
+from coordinator.consumer.classic_members import CLASSIC_GROUP
 from coordinator.consumer.describe import DescribedConsumerGroup
 from coordinator.consumer.describe import describe as describe_consumer_group
-from coordinator.consumer.describe import tombstones as consumer_tombstones
 from coordinator.consumer.heartbeat import HeartbeatResult
-from coordinator.consumer.manager import GroupError
 from coordinator.consumer.offsets import validate_offset_fetch
 from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import LOGGER_NAME, RecordWriter
@@ -134,25 +133,16 @@ class GroupCoordinatorService:
         if isinstance(shard, ErrorCode):
             return callback(JoinGroupResult(shard))
         join = JoinRequest.of(context, request)
-        consumer_group = shard.consumer.groups.get(request.group_id)
-        if consumer_group is None:
+        if not self._consumer_side(shard, request.group_id):
             return shard.groups.joins.handle_join_group(join, callback)
-        if not consumer_group.is_empty():  # Kafka serves classic members inside consumer groups; not here yet
-            return callback(JoinGroupResult(E.INCONSISTENT_GROUP_PROTOCOL, request.member_id))
+        shard.consumer.classic_members.join(join, lambda result: shard.groups.joins.handle_join_group(
+            join, callback) if result is CLASSIC_GROUP else callback(result))
 
-        def delete_empty_consumer_group():  # GroupMetadataManager.maybeDeleteEmptyConsumerGroup
-            group = shard.consumer.groups.get(request.group_id)
-            if group is not None and not group.is_empty():  # a member joined meanwhile
-                raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
-            return ([] if group is None else consumer_tombstones(group)), None, None
-
-        def replaced(error: JoinGroupResult | None) -> None:  # gone: a classic group takes the id
-            if error is not None:
-                return callback(error)
-            shard.groups.joins.handle_join_group(join, callback)
-
-        shard.consumer.submit(request.group_id, delete_empty_consumer_group, replaced,
-                              lambda error, _msg: JoinGroupResult(error, request.member_id))
+    @staticmethod
+    def _consumer_side(shard: GroupCoordinatorShard, group_id: str) -> bool:
+        """A classic request the consumer side takes (classic members of a consumer group): the id holds a
+        consumer group, or a write of one is in flight (e.g. an upgrade): it then runs once that is durable."""
+        return group_id in shard.consumer.groups or shard.consumer.busy(group_id)
 
     def consumer_group_heartbeat(self, context: RequestContext, request,
                                  callback: Callable[[HeartbeatResult], None]) -> None:
@@ -168,7 +158,11 @@ class GroupCoordinatorService:
         shard = self._shard_or_error(request.group_id)
         if isinstance(shard, ErrorCode):
             return callback(SyncGroupResult(shard))
-        shard.groups.syncs.handle_sync_group(request, context.api_version, callback)
+        syncs, version = shard.groups.syncs, context.api_version
+        if not self._consumer_side(shard, request.group_id):
+            return syncs.handle_sync_group(request, version, callback)
+        shard.consumer.classic_members.sync(request, version, lambda result: syncs.handle_sync_group(
+            request, version, callback) if result is CLASSIC_GROUP else callback(result))
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> ErrorCode:
@@ -178,9 +172,15 @@ class GroupCoordinatorService:
         shard = self.shard_for(group_id)
         if shard.__class__ is ErrorCode:
             return E.NONE if shard is E.COORDINATOR_LOAD_IN_PROGRESS else shard
+        consumer_group = shard.consumer.groups.get(group_id)
+        if consumer_group is not None:  # a classic member of a consumer group (online migration)
+            return shard.consumer.classic_members.heartbeat(consumer_group, member_id, group_instance_id, generation_id)
         return shard.groups.membership.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
-    def leave_group(self, context: RequestContext, request) -> LeaveGroupResult:
+    def leave_group(self, context: RequestContext, request,
+                    callback: Callable[[LeaveGroupResult], None] | None = None) -> LeaveGroupResult | None:
+        """Answered at once (returned) for a classic group; for a consumer group's classic members the
+        answer comes once their removal is durable: to `callback` (None returned)."""
         shard = self._shard_or_error(request.group_id)
         if isinstance(shard, ErrorCode):
             return LeaveGroupResult(shard)
@@ -189,7 +189,19 @@ class GroupCoordinatorService:
         else:
             members = [(m.member_id, m.group_instance_id, m.reason if context.api_version >= 5 else None)
                        for m in request.members]
-        return shard.groups.membership.handle_leave_group(request.group_id, members)
+        if not self._consumer_side(shard, request.group_id):
+            return shard.groups.membership.handle_leave_group(request.group_id, members)
+        done: list = []
+
+        def answer(result) -> None:
+            if result is CLASSIC_GROUP:
+                result = shard.groups.membership.handle_leave_group(request.group_id, members)
+            if callback is not None:
+                callback(result)
+            done.append(result)
+
+        shard.consumer.classic_members.leave(request.group_id, members, answer)
+        return done[0] if done and callback is None else None
 
     # ------------------------------------------------------------ offsets
 

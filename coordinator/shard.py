@@ -59,7 +59,7 @@ class GroupCoordinatorShard:
         self.consumer = ConsumerGroupManager(f"{OFFSETS_TOPIC}-{partition}", config, clock, timer, log, events,
                                              self.write, topics)
         # one namespace of group ids: a classic group and a consumer group never share one
-        self.consumer.classic_group_is_empty = self._classic_group_is_empty
+        self.consumer.classic = self.groups  # online migration reads and hands over classic groups
         self.groups.is_consumer_group = self.consumer.groups.__contains__
         self.offsets.consumer_groups = self.consumer.groups
         self._append_seq = itertools.count()
@@ -112,15 +112,17 @@ class GroupCoordinatorShard:
             self.offsets.replay_offsets(k.group, {(k.topic, k.partition): None if value is None
                                                   else decode_offset_commit_value(value)})
         elif isinstance(k, GroupMetadataKey):
+            if value is not None and k.group in self.consumer.groups:
+                # the consumer group holds the id (a load skips it the same way; ConsumerGroupManager.stale_classic)
+                self.log.info("Ignoring classic metadata of group %s: it is a consumer group", k.group)
+                self.consumer.stale_classic.add(k.group)
+                return
+            self.consumer.stale_classic.discard(k.group)
             self.groups.replay_group_metadata(k.group, None if value is None else decode_group_metadata_value(value))
-        elif consumer_records.record_type(key) is not None:
+        elif (rtype := consumer_records.record_type(key)) is not None:
             self.consumer.replay(key, value)
-
-    def _classic_group_is_empty(self, group_id: str) -> bool | None:
-        group = self.groups.get_group(group_id)
-        if group is None or group.is_(S.DEAD):
-            return None
-        return group.is_(S.EMPTY) and not group.members
+            if rtype == consumer_records.GROUP_METADATA and value is not None:
+                self.groups.drop_upgraded(consumer_records.decode(key, None).group_id)
 
     # ------------------------------------------------------------ loading and unloading
 
@@ -135,7 +137,9 @@ class GroupCoordinatorShard:
         for group_id in (sorted(state.groups()) if group_ids is None else group_ids):
             state.decode(group_id)
             value = state.metadata.get(group_id)
-            if value is not None:
+            if value is not None and group_id in self.consumer.groups:  # as replay ignores it
+                self.consumer.stale_classic.add(group_id)
+            elif value is not None:
                 self.groups.replay_group_metadata(group_id, decode_group_metadata_value(value))
             offsets = state.offsets.get(group_id)
             if offsets:
@@ -173,7 +177,7 @@ class GroupCoordinatorShard:
                 error = results[group_id] = (ErrorCode.NON_EMPTY_GROUP if self.consumer.busy(group_id)
                                              else consumer_describe.validate_delete_group(consumer_group))
                 if error == ErrorCode.NONE:
-                    records += self.offsets.delete_all_offsets(group_id) + consumer_describe.tombstones(consumer_group)
+                    records += self.offsets.delete_all_offsets(group_id) + self.consumer.deletion_records(consumer_group)
                 continue
             error = self.groups.validate_delete_group(group_id)
             results[group_id] = error
@@ -247,7 +251,7 @@ class GroupCoordinatorShard:
                 self.log.info("Expiring %d offsets of consumer group %s", len(tps), gid)
             left = len(self.offsets.committed(gid)) - len(tps)
             if group.is_empty() and left == 0 and gid not in self.offsets.pending and not self.consumer.busy(gid):
-                records += consumer_describe.tombstones(group)
+                records += self.consumer.deletion_records(group)
                 self.log.info("Consumer group %s expires in epoch %d (no members, no offsets)", gid, group.group_epoch)
         return records
 

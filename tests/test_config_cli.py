@@ -60,6 +60,7 @@ def test_file_then_overrides(tmp_path):
     ({"group.consumer.heartbeat.interval.ms": "50000", "group.consumer.max.heartbeat.interval.ms": "60000"},
      "group.consumer.heartbeat.interval.ms"),
     ({"group.consumer.assignors": "sticky"}, "group.consumer.assignors"),
+    ({"group.consumer.migration.policy": "sideways"}, "group.consumer.migration.policy"),
 ])
 def test_bad_properties_name_the_key(raw, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

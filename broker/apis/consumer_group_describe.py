@@ -4,6 +4,7 @@ its epoch, subscription, current assignment and target assignment.
 Versions:
   v0: GroupIds, IncludeAuthorizedOperations; per group ErrorCode, ErrorMessage, GroupState, GroupEpoch,
       AssignmentEpoch, AssignorName, Members, AuthorizedOperations
+  v1: MemberType per member (KIP-1099): 0 a classic member (online migration), 1 a consumer-protocol one
 Flexible from v0. An unknown group, or a classic one, answers GROUP_ID_NOT_FOUND.
 """
 from __future__ import annotations
@@ -20,7 +21,10 @@ def _assignment(topic_partitions) -> object:
                                           for tid, name, parts in topic_partitions])
 
 
-@api(key=69, name="ConsumerGroupDescribe", min_version=0, max_version=0)
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # MemberType (ConsumerGroupMember.asConsumerGroupDescribeMember)
+
+
+@api(key=69, name="ConsumerGroupDescribe", min_version=0, max_version=1)
 def handle(ctx, request):
     r = m.ConsumerGroupDescribeResponse
     operations = GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
@@ -30,7 +34,8 @@ def handle(ctx, request):
             member_id=mm.member_id, instance_id=mm.instance_id, rack_id=mm.rack_id, member_epoch=mm.member_epoch,
             client_id=mm.client_id, client_host=mm.client_host, subscribed_topic_names=mm.subscribed_topic_names,
             subscribed_topic_regex=mm.subscribed_topic_regex, assignment=_assignment(mm.assignment),
-            target_assignment=_assignment(mm.target_assignment)) for mm in g.members]
+            target_assignment=_assignment(mm.target_assignment),
+            member_type=CLASSIC_MEMBER if mm.classic else CONSUMER_MEMBER) for mm in g.members]
         ok = g.error == ErrorCode.NONE
         out.append(r.DescribedGroup(
             error_code=g.error, error_message=g.message, group_id=g.group_id, group_state=g.state,

@@ -13,14 +13,17 @@ member's error.
 from __future__ import annotations
 
 from broker.registry import api
+from coordinator.results import LeaveGroupResult
 from protocol import messages as m
 from protocol.errors import ErrorCode
 
 
 @api(key=13, name="LeaveGroup", min_version=0, max_version=5)
-def handle(ctx, request):
+async def handle(ctx, request):
     version = ctx.api_version
     result = ctx.broker.groups.leave_group(ctx.for_coordinator(), request)
+    if not isinstance(result, LeaveGroupResult):  # classic members of a consumer group: once durable
+        result = await result
     if version < 3:
         top = result.error or next((mm.error for mm in result.members if mm.error), ErrorCode.NONE)
         return m.LeaveGroupResponse(error_code=top)

@@ -12,6 +12,7 @@ import uuid
 from coordinator.consumer import records as r
 from coordinator.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
+    UNRELEASED_PARTITIONS,
     Assignment,
     ConsumerGroupMember,
 )
@@ -40,12 +41,14 @@ class ConsumerGroup:
         # A heartbeat's subscription metadata is then computed without walking every member.
         self.topic_counts: dict[str, int] = {}
         self.regexes: dict[str, str] = {}
+        self.num_classic_members = 0  # members using the classic protocol (online migration)
 
     def copy(self) -> ConsumerGroup:
         """An independent copy (members and assignments are immutable values, so shared)."""
         other = ConsumerGroup(self.group_id)
         other.group_epoch, other.assignment_epoch = self.group_epoch, self.assignment_epoch
         other.has_metadata_record = self.has_metadata_record
+        other.num_classic_members = self.num_classic_members
         for name in ("members", "static_members", "target_assignment", "subscription_metadata", "partition_epochs",
                      "topic_counts", "regexes"):
             setattr(other, name, dict(getattr(self, name)))
@@ -109,6 +112,38 @@ class ConsumerGroup:
             return default
         return max(sorted(counts), key=lambda name: counts[name])
 
+    # ------------------------------------------------------------ online migration (KIP-848)
+
+    def supports_classic_protocols(self, protocol_type: str, protocols: set[str]) -> bool:
+        """Kafka's ConsumerGroup.supportsClassicProtocols: type "consumer", and (unless the group is
+        empty) one of `protocols` is supported by every classic member."""
+        if protocol_type != "consumer":
+            return False
+        if self.is_empty():
+            return bool(protocols)
+        counts: dict[str, int] = {}
+        for member in self.members.values():
+            if member.classic is not None:
+                for name in {n for n, _ in member.classic.supported_protocols}:
+                    counts[name] = counts.get(name, 0) + 1
+        return any(counts.get(name, 0) == self.num_classic_members for name in protocols)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        member = self.members.get(member_id)
+        return (self.num_classic_members == len(self.members) - 1 and member is not None
+                and member.classic is None)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Kafka's ConsumerGroup.waitingOnUnreleasedPartition: a partition of its target is still owned
+        by another member."""
+        if member.state != UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, partitions in self.target_assignment.get(member.member_id, {}).items():
+            assigned = member.assigned_partitions.get(topic_id, frozenset())
+            if any(p not in assigned and self.current_partition_epoch(topic_id, p) != -1 for p in partitions):
+                return True
+        return False
+
     # ------------------------------------------------------------ replay
 
     def replay(self, record: r.ConsumerRecord) -> None:
@@ -132,7 +167,7 @@ class ConsumerGroup:
                         instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
                         client_host=v.client_host, subscribed_topic_names=frozenset(v.subscribed_topic_names),
                         subscribed_topic_regex=v.subscribed_topic_regex, rebalance_timeout_ms=v.rebalance_timeout_ms,
-                        server_assignor_name=v.server_assignor))
+                        server_assignor_name=v.server_assignor, classic=r.classic_metadata_of(v)))
             case r.TARGET_METADATA:
                 self.assignment_epoch = -1 if v is None else v.assignment_epoch
             case r.TARGET_MEMBER:
@@ -153,6 +188,8 @@ class ConsumerGroup:
                     self._update_member(old, new)
 
     def _count_subscriptions(self, member: ConsumerGroupMember, delta: int) -> None:
+        if member.classic is not None:
+            self.num_classic_members += delta
         for name in member.subscribed_topic_names:
             left = self.topic_counts.get(name, 0) + delta
             if left > 0:

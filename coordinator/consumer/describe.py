@@ -27,6 +27,7 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: TopicPartitions
     target_assignment: TopicPartitions
+    classic: bool = False  # joined with the classic protocol (online migration)
 
 
 @dataclass(slots=True)
@@ -55,7 +56,8 @@ def describe(group: ConsumerGroup, topics: TopicsImage, default_assignor: str = 
     members = [DescribedConsumerMember(
         m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
         sorted(m.subscribed_topic_names), m.subscribed_topic_regex, _named(m.assigned_partitions, topics),
-        _named(group.target_assignment.get(m.member_id, {}), topics)) for m in group.members.values()]
+        _named(group.target_assignment.get(m.member_id, {}), topics), m.classic is not None)
+        for m in group.members.values()]
     return DescribedConsumerGroup(group.group_id, ErrorCode.NONE, group.state, group.group_epoch,
                                   group.assignment_epoch, group.preferred_server_assignor(None, None, default_assignor),
                                   members)

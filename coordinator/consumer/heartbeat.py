@@ -14,6 +14,7 @@ import base64
 import os
 from typing import NamedTuple
 
+from coordinator.consumer import migration
 from coordinator.consumer import records as r
 from coordinator.consumer.assignors import ASSIGNORS
 from coordinator.consumer.consumer_group import ConsumerGroup
@@ -26,13 +27,15 @@ from coordinator.consumer.member import (
     ConsumerGroupMember,
     is_subset,
 )
+from coordinator.consumer.migration import MIGRATION
 from coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
 from coordinator.consumer.regex import InvalidRegex, compile_regex, matching_topics
 from coordinator.consumer.target import build_target_assignment
-from coordinator.records import group_metadata_tombstone
 from protocol.errors import ErrorCode
 
 E = ErrorCode
+_FENCE_REASONS = {"session_timeout": "the member session expired", "join_timeout": "the classic member failed to "
+                  "join within the rebalance timeout", "sync_timeout": "the member failed to sync within timeout"}
 
 
 class HeartbeatResult(NamedTuple):
@@ -114,24 +117,11 @@ class ConsumerGroupHeartbeat:
 
     # ------------------------------------------------------------ join / heartbeat
 
-    def _group_for(self, group_id: str, create: bool, records: list) -> ConsumerGroup:
-        group = self.m.groups.get(group_id)
-        if group is not None:
-            return group
-        if not create:
-            raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-        classic_empty = self.m.classic_group_is_empty(group_id)
-        if classic_empty is not None:
-            if not classic_empty:  # no online upgrade (yet): a live classic group keeps its id
-                raise GroupError(E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group")
-            records.append(group_metadata_tombstone(group_id))  # an empty classic group is replaced
-        return ConsumerGroup(group_id)
-
     def _heartbeat(self, context, req):
         m, gid, epoch = self.m, req.group_id, req.member_epoch
         owned = _owned(req)
         records: list = []
-        group = self._group_for(gid, epoch == 0, records)
+        group, upgraded = migration.get_or_maybe_create_group(self.m, gid, epoch == 0, records)
         member_id = req.member_id or self.new_member_id()
         if len(group.members) >= m.config.consumer_group_max_size and member_id not in group.members:
             raise GroupError(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
@@ -162,8 +152,44 @@ class ConsumerGroupHeartbeat:
             else member.subscribed_topic_names,
             subscribed_topic_regex=(getattr(req, "subscribed_topic_regex", None) or None)
             if getattr(req, "subscribed_topic_regex", None) is not None else member.subscribed_topic_regex,
-            client_id=context.client_id, client_host=context.client_host)
+            client_id=context.client_id, client_host=context.client_host, classic=None)
+        reconciled, cause = self.update_member(group, member, updated, replaced, owned, records, joined,
+                                               MIGRATION if upgraded else None)
 
+        full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
+                              and owned is not None)
+        result = HeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
+                                 m.config.consumer_group_heartbeat_interval_ms,
+                                 reconciled.assigned_partitions
+                                 if full or reconciled.assigned_partitions != member.assigned_partitions else None)
+
+        def after() -> None:
+            self.schedule_session_timeout(gid, reconciled.member_id)
+            if reconciled != updated:  # a revocation starts (its deadline) or ends
+                if reconciled.state == UNREVOKED_PARTITIONS:
+                    self.schedule_rebalance_timeout(gid, reconciled)
+                else:
+                    self.m.timer.cancel(("consumer-rebalance", gid, reconciled.member_id))
+            if replaced is not None:
+                self.cancel_timers(gid, replaced)
+            for other in group.members.values() if upgraded else ():  # the classic members' sessions run here
+                if other.classic is not None:
+                    self.schedule_session_timeout(gid, other.member_id, other.classic.session_timeout_ms)
+            if cause is not None:
+                self.m.events.rebalance(gid, cause)
+            g = self.m.groups.get(gid)
+            self.m.events.group_members(gid, len(g.members) if g else 0)
+
+        return records, result, after
+
+    def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
+                      replaced: str | None, owned, records: list, joined: bool, forced_cause: str | None = None
+                      ) -> tuple[ConsumerGroupMember, str | None]:
+        """Steps 1-3 of Kafka's consumerGroupHeartbeat (and classicGroupJoinToConsumerGroup): persist the
+        updated member, bump the group epoch if its subscription or the subscribed topics' metadata
+        changed (`forced_cause`: what the bump is then recorded as, e.g. "migration"), compute a new target if the group epoch
+        is ahead of it, and move the member one reconciliation step. -> (the member, the bump's cause)."""
+        m, gid = self.m, group.group_id
         cause = None
         if updated != member:
             records.append(r.member_subscription_record(gid, updated))
@@ -174,6 +200,8 @@ class ConsumerGroupHeartbeat:
         if metadata != group.subscription_metadata:
             records.append(r.subscription_metadata_record(gid, metadata))
             cause = cause or "metadata_changed"
+        if cause is not None and forced_cause is not None:
+            cause = forced_cause
         if cause is not None:
             group_epoch += 1
             reason = f"Member {updated.member_id} bumped the group epoch to {group_epoch} ({cause})."
@@ -199,29 +227,7 @@ class ConsumerGroupHeartbeat:
                 raise GroupError(E.FENCED_MEMBER_EPOCH, str(e)) from None
             if reconciled != updated:
                 records.append(r.current_assignment_record(gid, reconciled))
-
-        full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
-                              and owned is not None)
-        result = HeartbeatResult(E.NONE, None, reconciled.member_id, reconciled.member_epoch,
-                                 m.config.consumer_group_heartbeat_interval_ms,
-                                 reconciled.assigned_partitions
-                                 if full or reconciled.assigned_partitions != member.assigned_partitions else None)
-
-        def after() -> None:
-            self.schedule_session_timeout(gid, reconciled.member_id)
-            if reconciled != updated:  # a revocation starts (its deadline) or ends
-                if reconciled.state == UNREVOKED_PARTITIONS:
-                    self.schedule_rebalance_timeout(gid, reconciled)
-                else:
-                    self.m.timer.cancel(("consumer-rebalance", gid, reconciled.member_id))
-            if replaced is not None:
-                self.cancel_timers(gid, replaced)
-            if cause is not None:
-                self.m.events.rebalance(gid, cause)
-            g = self.m.groups.get(gid)
-            self.m.events.group_members(gid, len(g.members) if g else 0)
-
-        return records, result, after
+        return reconciled, cause
 
     def _check_epoch(self, member: ConsumerGroupMember, epoch: int, owned) -> None:
         """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member may be one epoch behind only if its
@@ -243,7 +249,7 @@ class ConsumerGroupHeartbeat:
         if epoch == 0:
             if existing is None:
                 return group.members.get(member_id) or ConsumerGroupMember(member_id), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and existing.classic is None:
                 raise GroupError(E.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
                                  f"{instance_id} cannot join the group because the instance id is owned by "
                                  f"{existing.member_id} member.")
@@ -326,6 +332,9 @@ class ConsumerGroupHeartbeat:
         """Kafka's consumerGroupFenceMember: the member's records go, the group epoch is bumped (the next
         heartbeat of another member computes the new target)."""
         gid = group.group_id
+        if migration.validate_online_downgrade(self.m, group, member.member_id):
+            return (migration.downgrade_records(self.m, group, member.member_id), response,
+                    lambda: migration.after_downgrade(self.m, group))
         records = r.member_removal(gid, member.member_id)
         metadata = self.subscription_metadata(group, exclude={member.member_id}, new=None)
         if metadata != group.subscription_metadata:
@@ -347,27 +356,29 @@ class ConsumerGroupHeartbeat:
         member = group.members.get(member_id) if group is not None else None
         if member is None or (epoch is not None and member.member_epoch != epoch):
             return [], None, None  # gone, or moved on since the timer was set
-        self.m.log.info("[GroupId %s] Member %s fenced from the group because %s.", group_id, member_id,
-                        "the member session expired" if cause == "session_timeout"
-                        else f"it failed to transition from epoch {epoch} within the rebalance timeout")
+        why = _FENCE_REASONS.get(cause, f"it failed to transition from epoch {epoch} within the rebalance timeout")
+        self.m.log.info("[GroupId %s] Member %s fenced from the group because %s.", group_id, member_id, why)
         return self.fence(group, member, cause)
 
     # ------------------------------------------------------------ timers
 
-    def schedule_session_timeout(self, group_id: str, member_id: str) -> None:
+    def schedule_session_timeout(self, group_id: str, member_id: str, timeout_ms: int | None = None) -> None:
+        """`timeout_ms`: a classic member's own session timeout; else group.consumer.session.timeout.ms."""
         self.m.timer.schedule(("consumer-session", group_id, member_id),
-                              self.m.config.consumer_group_session_timeout_ms,
-                              lambda: self._expire(group_id, member_id, "session_timeout", None))
+                              self.m.config.consumer_group_session_timeout_ms if timeout_ms is None else timeout_ms,
+                              lambda: self.expire(group_id, member_id, "session_timeout", None))
 
     def schedule_rebalance_timeout(self, group_id: str, member: ConsumerGroupMember) -> None:
         epoch = member.member_epoch
         self.m.timer.schedule(("consumer-rebalance", group_id, member.member_id), max(member.rebalance_timeout_ms, 0),
-                              lambda: self._expire(group_id, member.member_id, "rebalance_timeout", epoch))
+                              lambda: self.expire(group_id, member.member_id, "rebalance_timeout", epoch))
 
-    def _expire(self, group_id: str, member_id: str, cause: str, epoch: int | None) -> None:
+    def expire(self, group_id: str, member_id: str, cause: str, epoch: int | None) -> None:
+        """A timer fired (session, rebalance, or a classic member's join / sync timeout): fence the member."""
         self.m.submit(group_id, lambda: self._fence_operation(group_id, member_id, cause, epoch),
                       lambda _result: None, lambda _e, _msg: None)
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
         self.m.timer.cancel(("consumer-session", group_id, member_id))
         self.m.timer.cancel(("consumer-rebalance", group_id, member_id))
+        self.m.classic_members.cancel_timers(group_id, member_id)  # a classic member's join and sync

@@ -55,10 +55,17 @@ class ConsumerGroupManager:
         self.groups: dict[str, ConsumerGroup] = {}
         self._lanes: dict[str, deque] = {}
         self.live = False
-        # group id -> None (no classic group of that id), True (an empty one), False (one with members)
-        self.classic_group_is_empty: Callable[[str], bool | None] = lambda _group_id: None
-        from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat  # it uses this module's names
+        # the shard's classic groups (coordinator.group_manager.GroupMetadataManager): online migration
+        # reads a classic group to upgrade it, and hands a downgraded group's members over to it
+        self.classic = None
+        # ids whose log holds a classic GroupMetadata value after their consumer group's records (none of
+        # ours: classic requests queue behind a consumer group's write in flight); the shard ignores it,
+        # live and on load alike, and deleting the consumer group deletes it too
+        self.stale_classic: set[str] = set()
+        from coordinator.consumer.classic_members import ClassicMembers  # they use this module's names
+        from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
         self.heartbeats = ConsumerGroupHeartbeat(self)
+        self.classic_members = ClassicMembers(self)
 
     # ------------------------------------------------------------ replay
 
@@ -92,6 +99,10 @@ class ConsumerGroupManager:
         self.live = True
         for group in self.groups.values():
             for member in group.members.values():
+                if member.classic is not None:  # classic members have their own session timeout
+                    self.heartbeats.schedule_session_timeout(group.group_id, member.member_id,
+                                                             member.classic.session_timeout_ms)
+                    continue
                 self.heartbeats.schedule_session_timeout(group.group_id, member.member_id)
                 if member.state == UNREVOKED_PARTITIONS:
                     self.heartbeats.schedule_rebalance_timeout(group.group_id, member)
@@ -184,6 +195,13 @@ class ConsumerGroupManager:
             if after is not None and self.live:  # an unloaded shard schedules no timers
                 after()
             callback(result)
+
+    def deletion_records(self, group: ConsumerGroup) -> list:
+        """The tombstones deleting an empty consumer group (and a stale classic value of its id)."""
+        from coordinator.consumer.describe import tombstones
+        from coordinator.records import group_metadata_tombstone
+        stale = [group_metadata_tombstone(group.group_id)] if group.group_id in self.stale_classic else []
+        return tombstones(group) + stale
 
     def busy(self, group_id: str) -> bool:
         """A write of the group is in flight (its state is about to change)."""

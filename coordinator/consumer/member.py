@@ -26,6 +26,15 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A member that joined with the classic protocol (JoinGroup) lives in a consumer group with this
+    (Kafka's ConsumerGroupMemberMetadataValue.ClassicMemberMetadata): its session timeout and the
+    (name, metadata) of every protocol its JoinGroup offered, in its order."""
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumerGroupMember:
     member_id: str
     member_epoch: int = 0
@@ -41,6 +50,11 @@ class ConsumerGroupMember:
     server_assignor_name: str | None = None
     assigned_partitions: Assignment = field(default_factory=dict)
     partitions_pending_revocation: Assignment = field(default_factory=dict)
+    classic: ClassicMemberMetadata | None = None  # set for a member using the classic protocol
+
+    @property
+    def use_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def replace(self, **changes) -> ConsumerGroupMember:
         return dataclasses.replace(self, **changes)

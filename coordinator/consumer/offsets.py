@@ -1,6 +1,8 @@
 """Who may commit and fetch a consumer group's offsets (Kafka's ConsumerGroup.validateOffsetCommit,
 validateOffsetFetch): a member of the group in its current epoch (STALE_MEMBER_EPOCH otherwise), using
-OffsetCommit v9+; or anyone (admin tools, manual assignment) with epoch -1 while the group is empty."""
+OffsetCommit v9+; or anyone (admin tools, manual assignment) with epoch -1 while the group is empty. A
+classic member (online migration) commits with any version, its generation being its member epoch
+(ILLEGAL_GENERATION otherwise: validateMemberEpoch)."""
 from __future__ import annotations
 
 from coordinator.consumer.consumer_group import ConsumerGroup
@@ -14,9 +16,15 @@ def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: i
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if not transactional and api_version < 9:
+    if not transactional and member.classic is None and api_version < 9:
         return ErrorCode.UNSUPPORTED_VERSION
-    return ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+    return _validate_member_epoch(member, member_epoch)
+
+
+def _validate_member_epoch(member, member_epoch: int) -> ErrorCode:
+    if member_epoch == member.member_epoch:
+        return ErrorCode.NONE
+    return ErrorCode.ILLEGAL_GENERATION if member.classic is not None else ErrorCode.STALE_MEMBER_EPOCH
 
 
 def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> ErrorCode:
@@ -25,4 +33,4 @@ def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_ep
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    return ErrorCode.NONE if member_epoch == member.member_epoch else ErrorCode.STALE_MEMBER_EPOCH
+    return _validate_member_epoch(member, member_epoch)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import NamedTuple
 
-from coordinator.consumer.member import Assignment, ConsumerGroupMember
+from coordinator.consumer.member import Assignment, ClassicMemberMetadata, ConsumerGroupMember
 from protocol import messages as m
 from protocol.errors import DecodeError
 
@@ -113,12 +113,25 @@ def subscription_metadata_tombstone(group_id: str):
 
 
 def member_subscription_record(group_id: str, member: ConsumerGroupMember):
-    value = _cls(MEMBER_METADATA)(
+    cls = _cls(MEMBER_METADATA)
+    classic = None if member.classic is None else cls.ClassicMemberMetadata(
+        session_timeout_ms=member.classic.session_timeout_ms,
+        supported_protocols=[cls.ClassicMemberMetadata.ClassicProtocol(name=n, metadata=bytes(d))
+                             for n, d in member.classic.supported_protocols])
+    value = cls(
         instance_id=member.instance_id, rack_id=member.rack_id, client_id=member.client_id,
         client_host=member.client_host, subscribed_topic_names=sorted(member.subscribed_topic_names),
         subscribed_topic_regex=member.subscribed_topic_regex, rebalance_timeout_ms=member.rebalance_timeout_ms,
-        server_assignor=member.server_assignor_name, classic_member_metadata=None)
+        server_assignor=member.server_assignor_name, classic_member_metadata=classic)
     return (_key(MEMBER_METADATA, group_id, member.member_id), _value(MEMBER_METADATA, value), _NO_HEADERS)
+
+
+def classic_metadata_of(value) -> ClassicMemberMetadata | None:
+    """The ClassicMemberMetadata of a decoded ConsumerGroupMemberMetadataValue (None: consumer protocol)."""
+    c = value.classic_member_metadata
+    if c is None:
+        return None
+    return ClassicMemberMetadata(c.session_timeout_ms, tuple((p.name, bytes(p.metadata)) for p in c.supported_protocols))
 
 
 def member_subscription_tombstone(group_id: str, member_id: str):

@@ -58,3 +58,18 @@ class ConsumerGroupContext(CoordinatorContext):
         capture = Capture() if callback is None else callback
         self.gc.consumer_group_heartbeat(RequestContext("client", "/127.0.0.1", version), request, capture)
         return capture.result if callback is None and capture.called else None
+
+    # ------------------------------------------------------------ classic members (online migration)
+
+    def heartbeat_classic(self, group_id: str, member_id: str, generation_id: int, instance_id=None):
+        """A classic Heartbeat (the API's name is taken here by ConsumerGroupHeartbeat)."""
+        return CoordinatorContext.heartbeat(self, group_id, member_id, generation_id, instance_id)
+
+    def leave_async(self, group_id: str, *members):
+        """LeaveGroup; for a consumer group's classic members the answer comes once durable."""
+        got = Capture()
+        member = m.LeaveGroupRequest.MemberIdentity
+        request = m.LeaveGroupRequest(group_id=group_id, members=[
+            member(member_id=mid, group_instance_id=iid, reason=why) for mid, iid, why in members])
+        result = self.gc.leave_group(RequestContext("client", "/127.0.0.1", 5), request, got)
+        return result if result is not None else got.result

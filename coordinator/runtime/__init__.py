@@ -264,8 +264,11 @@ class GroupRuntime:
         """A Heartbeat's answer, at once (no Reply: heartbeats never wait, and they are most requests)."""
         return self.service.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
-    def leave_group(self, context: RequestContext, request) -> LeaveGroupResult:
-        return self.service.leave_group(context, request)
+    def leave_group(self, context: RequestContext, request) -> LeaveGroupResult | Reply:
+        """At once for a classic group; a Reply (awaited) when classic members leave a consumer group."""
+        reply = Reply()
+        result = self.service.leave_group(context, request, reply)
+        return reply if result is None else result
 
     def consumer_group_heartbeat(self, context: RequestContext, request) -> Reply:
         reply = Reply()

@@ -439,6 +439,8 @@ def consumer_group_describe(c, v, env):
     assert (g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == ("Stable", 1, 1, "uniform")
     (member,) = g.members
     assert (member.member_id, member.member_epoch) == (joined.member_id, 1)
+    if v >= 1:
+        assert member.member_type == 1  # a consumer-protocol member (KIP-1099)
     want = [(env["topic_id"], TOPIC, [0])]
     for a in (member.assignment, member.target_assignment):
         assert [(tp.topic_id, tp.topic_name, tp.partitions) for tp in a.topic_partitions] == want

@@ -254,10 +254,10 @@ def test_replay_rebuilds_the_same_group(ctx):
 
 def test_classic_join_to_a_consumer_group(ctx):
     """GroupMetadataManager.classicGroupJoinToClassicGroup: an empty consumer group is deleted
-    (maybeDeleteEmptyConsumerGroup) and a classic group takes its id; a non-empty one would take the member
-    in (classicGroupJoinToConsumerGroup) -- not served here: INCONSISTENT_GROUP_PROTOCOL."""
+    (maybeDeleteEmptyConsumerGroup) and a classic group takes its id; a non-empty one takes the member in
+    (classicGroupJoinToConsumerGroup: an unknown dynamic member first gets MEMBER_ID_REQUIRED)."""
     a = ctx.heartbeat("g", "", 0, topics=["foo"])
-    assert ctx.join("g").result.error == E.INCONSISTENT_GROUP_PROTOCOL
+    assert ctx.join("g").result.error == E.MEMBER_ID_REQUIRED
     ctx.heartbeat("g", a.member_id, -1)
     joined = ctx.join("g").result
     assert joined.error in (E.NONE, E.MEMBER_ID_REQUIRED)
