@@ -28,7 +28,7 @@ REBALANCE_CAUSES = frozenset({
     "initial_join", "member_joined", "member_left", "session_timeout", "metadata_changed",
     "leader_rejoined", "sync_timeout", "join_timeout", "store_failure", "static_member_update",
     "group_max_size", "other",
-    "subscription_changed", "rebalance_timeout",  # consumer groups (KIP-848): their epoch bumps' own causes
+    "subscription_changed", "rebalance_timeout", "regex_resolved",  # consumer groups (KIP-848): their own causes
     "migration",  # a group converted between the classic and the consumer protocol (online migration)
 })
 

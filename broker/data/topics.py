@@ -169,6 +169,9 @@ class TopicManager:
         self._path = os.path.join(broker.log_dir, METADATA_FILE)
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        # Bumped by every saved change and kept in the file: a monotonic stand-in for the offset of
+        # Kafka's metadata image (consumer groups record the version a regex was resolved at).
+        self.metadata_version = 0
         self._load()
 
     # -- persistence ------------------------------------------------------------------------------
@@ -177,6 +180,7 @@ class TopicManager:
         if have_metadata:
             with open(self._path, encoding="utf-8") as fh:
                 data = json.load(fh)
+            self.metadata_version = int(data.get("metadata_version", 0))
             for item in data.get("topics", []):
                 self._add(Topic(item["name"], uuid.UUID(item["id"]), int(item["partitions"]),
                                 dict(item.get("configs", {}))))
@@ -205,7 +209,8 @@ class TopicManager:
             self._open_partitions(topic)
 
     def _save(self) -> None:
-        write_json_atomically(self._path, {"version": 1, "topics": [
+        self.metadata_version += 1
+        write_json_atomically(self._path, {"version": 1, "metadata_version": self.metadata_version, "topics": [
             {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions, "configs": t.configs}
             for t in self._topics.values()]})
 

@@ -8,6 +8,7 @@ when it is free here -- and instance id -> member id for static members.
 from __future__ import annotations
 
 import uuid
+from typing import NamedTuple
 
 from coordinator.consumer import records as r
 from coordinator.consumer.member import (
@@ -18,6 +19,14 @@ from coordinator.consumer.member import (
 )
 
 EMPTY, ASSIGNING, RECONCILING, STABLE, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
+
+
+class ResolvedRegex(NamedTuple):
+    """Kafka's ResolvedRegularExpression: the topics a regex matched, at which topics metadata version
+    and when (ms)."""
+    topics: frozenset[str]
+    version: int
+    timestamp_ms: int
 
 
 class PartitionOwnedTwice(Exception):
@@ -41,6 +50,7 @@ class ConsumerGroup:
         # A heartbeat's subscription metadata is then computed without walking every member.
         self.topic_counts: dict[str, int] = {}
         self.regexes: dict[str, str] = {}
+        self.resolved_regexes: dict[str, ResolvedRegex] = {}  # regex -> its last recorded resolution
         self.num_classic_members = 0  # members using the classic protocol (online migration)
 
     def copy(self) -> ConsumerGroup:
@@ -50,7 +60,7 @@ class ConsumerGroup:
         other.has_metadata_record = self.has_metadata_record
         other.num_classic_members = self.num_classic_members
         for name in ("members", "static_members", "target_assignment", "subscription_metadata", "partition_epochs",
-                     "topic_counts", "regexes"):
+                     "topic_counts", "regexes", "resolved_regexes"):
             setattr(other, name, dict(getattr(self, name)))
         return other
 
@@ -168,6 +178,11 @@ class ConsumerGroup:
                         client_host=v.client_host, subscribed_topic_names=frozenset(v.subscribed_topic_names),
                         subscribed_topic_regex=v.subscribed_topic_regex, rebalance_timeout_ms=v.rebalance_timeout_ms,
                         server_assignor_name=v.server_assignor, classic=r.classic_metadata_of(v)))
+            case r.REGULAR_EXPRESSION:
+                if v is None:
+                    self.resolved_regexes.pop(record.regex, None)
+                else:
+                    self.resolved_regexes[record.regex] = ResolvedRegex(frozenset(v.topics), v.version, v.timestamp)
             case r.TARGET_METADATA:
                 self.assignment_epoch = -1 if v is None else v.assignment_epoch
             case r.TARGET_MEMBER:

@@ -75,7 +75,7 @@ def tombstones(group: ConsumerGroup) -> list:
     for member_id in group.target_assignment:
         if member_id not in group.members:
             out.append(r.target_member_tombstone(group.group_id, member_id))
-    return out + r.group_deletion(group.group_id)
+    return out + r.group_deletion(group.group_id, group.resolved_regexes)
 
 
 def subscribed_topics(group: ConsumerGroup) -> set[str]:

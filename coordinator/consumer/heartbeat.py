@@ -29,7 +29,8 @@ from coordinator.consumer.member import (
 )
 from coordinator.consumer.migration import MIGRATION
 from coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
-from coordinator.consumer.regex import InvalidRegex, compile_regex, matching_topics
+from coordinator.consumer.regex import InvalidRegex, compile_regex
+from coordinator.consumer.subscriptions import Subscriptions
 from coordinator.consumer.target import build_target_assignment
 from protocol.errors import ErrorCode
 
@@ -101,6 +102,10 @@ def validate(request, assignors: tuple[str, ...] = tuple(ASSIGNORS)) -> GroupErr
 class ConsumerGroupHeartbeat:
     def __init__(self, manager) -> None:
         self.m = manager
+        subscriptions = Subscriptions(manager)
+        self.regex_resolutions = subscriptions.regex_resolutions
+        self.subscription_metadata = subscriptions.subscription_metadata
+        self.topics_of = subscriptions.topics_of
         self.new_member_id = new_member_id
 
     # ------------------------------------------------------------ entry
@@ -196,10 +201,12 @@ class ConsumerGroupHeartbeat:
             if updated.subscription() != member.subscription():
                 cause = "member_joined" if joined else "subscription_changed"
         group_epoch = group.group_epoch
+        regex_records, re_resolved = self.regex_resolutions(group, exclude={member.member_id, replaced}, new=updated)
+        records += regex_records
         metadata = self.subscription_metadata(group, exclude={member.member_id, replaced}, new=updated)
         if metadata != group.subscription_metadata:
             records.append(r.subscription_metadata_record(gid, metadata))
-            cause = cause or "metadata_changed"
+            cause = cause or ("regex_resolved" if re_resolved else "metadata_changed")
         if cause is not None and forced_cause is not None:
             cause = forced_cause
         if cause is not None:
@@ -271,35 +278,6 @@ class ConsumerGroupHeartbeat:
         self._check_epoch(existing, epoch, owned)
         return existing, None
 
-    def subscription_metadata(self, group: ConsumerGroup, exclude: set, new: ConsumerGroupMember | None
-                              ) -> dict[str, r.TopicMetadata]:
-        gone = [group.members[m] for m in exclude if m in group.members]
-        names = {name for name, count in group.topic_counts.items()
-                 if count - sum(name in m.subscribed_topic_names for m in gone) > 0}
-        for member_id, regex in group.regexes.items():
-            if member_id not in exclude:
-                names |= self._matching(regex)
-        if new is not None:
-            names |= self.topics_of(new)
-        out = {}
-        for name in names:
-            topic = self.m.topics.topic(name)
-            if topic is not None:
-                out[name] = topic
-        return out
-
-    def topics_of(self, member: ConsumerGroupMember) -> frozenset[str]:
-        """The member's topics: its names, and those its regex matches now."""
-        if not member.subscribed_topic_regex:
-            return member.subscribed_topic_names
-        return member.subscribed_topic_names | self._matching(member.subscribed_topic_regex)
-
-    def _matching(self, regex: str) -> set[str]:
-        try:
-            return matching_topics(regex, self.m.topics.names())
-        except InvalidRegex:  # validated when it was sent; a log from elsewhere may still hold one
-            return set()
-
     # ------------------------------------------------------------ leave and fence
 
     def _leave(self, req):
@@ -336,6 +314,7 @@ class ConsumerGroupHeartbeat:
             return (migration.downgrade_records(self.m, group, member.member_id), response,
                     lambda: migration.after_downgrade(self.m, group))
         records = r.member_removal(gid, member.member_id)
+        records += self.regex_resolutions(group, exclude={member.member_id}, new=None)[0]
         metadata = self.subscription_metadata(group, exclude={member.member_id}, new=None)
         if metadata != group.subscription_metadata:
             records.append(r.subscription_metadata_record(gid, metadata))

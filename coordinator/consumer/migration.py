@@ -215,7 +215,8 @@ def consumer_group_tombstones(group: ConsumerGroup, replaced: tuple[str, str] | 
     ids = [replaced[1] if replaced is not None and i == replaced[0] else i for i in group.members]
     return ([r.current_assignment_tombstone(gid, i) for i in ids] + [r.target_member_tombstone(gid, i) for i in ids]
             + [r.target_epoch_tombstone(gid)] + [r.member_subscription_tombstone(gid, i) for i in ids]
-            + [r.subscription_metadata_tombstone(gid), r.group_epoch_tombstone(gid)])
+            + [r.subscription_metadata_tombstone(gid)]
+            + [r.regex_tombstone(gid, regex) for regex in sorted(group.resolved_regexes)] + [r.group_epoch_tombstone(gid)])
 
 
 def classic_group_of(group: ConsumerGroup, leaving_member_id: str, topics: TopicsImage, now_ms: int,

@@ -8,6 +8,8 @@ The key's int16 version is the record type (group-coordinator/src/main/resources
     6  ConsumerGroupTargetAssignmentMetadata  value: the assignment epoch
     7  ConsumerGroupTargetAssignmentMember    value: a member's target partitions
     8  ConsumerGroupCurrentMemberAssignment   value: a member's epochs, state, owned and revoking partitions
+    16 ConsumerGroupRegularExpression      key: group + regex; value: the topics it resolved to, when, at
+                                           which topics metadata version
 
 Values are version 0, flexible. A delete is a null value (a tombstone). Encoded and decoded with the
 generated codecs of their definitions (protocol/extra_definitions.py).
@@ -23,10 +25,11 @@ from protocol.errors import DecodeError
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
-RECORD_TYPES = range(3, 9)
+REGULAR_EXPRESSION = 16
+RECORD_TYPES = frozenset((3, 4, 5, 6, 7, 8, REGULAR_EXPRESSION))
 _NAMES = {GROUP_METADATA: "Metadata", PARTITION_METADATA: "PartitionMetadata", MEMBER_METADATA: "MemberMetadata",
           TARGET_METADATA: "TargetAssignmentMetadata", TARGET_MEMBER: "TargetAssignmentMember",
-          CURRENT_ASSIGNMENT: "CurrentMemberAssignment"}
+          CURRENT_ASSIGNMENT: "CurrentMemberAssignment", REGULAR_EXPRESSION: "RegularExpression"}
 _MEMBER_KEYED = {MEMBER_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT}
 _NO_HEADERS: tuple = ()
 
@@ -38,6 +41,7 @@ class ConsumerRecord(NamedTuple):
     group_id: str
     member_id: str | None
     value: object | None  # the decoded value message; None for a tombstone
+    regex: str | None = None  # the key's regular expression (REGULAR_EXPRESSION records)
 
 
 def record_type(key) -> int | None:
@@ -48,9 +52,11 @@ def record_type(key) -> int | None:
     return version if version in RECORD_TYPES else None
 
 
-def _key(rtype: int, group_id: str, member_id: str | None = None) -> bytes:
+def _key(rtype: int, group_id: str, member_id: str | None = None, regex: str | None = None) -> bytes:
     name = f"ConsumerGroup{_NAMES[rtype]}Key"
     fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
+    if regex is not None:
+        fields["regular_expression"] = regex
     return m.encode_versioned(name, m.message_class(name)(**fields), rtype)
 
 
@@ -69,6 +75,8 @@ def decode(key, value) -> ConsumerRecord:
         raise DecodeError("not a consumer group record", api="ConsumerGroupRecord", offset=0)
     k, _ = m.decode_versioned(f"ConsumerGroup{_NAMES[rtype]}Key", key)
     v = None if value is None else m.decode_versioned(f"ConsumerGroup{_NAMES[rtype]}Value", value)[0]
+    if rtype == REGULAR_EXPRESSION:
+        return ConsumerRecord(rtype, k.group_id, None, v, k.regular_expression)
     return ConsumerRecord(rtype, k.group_id, k.member_id if rtype in _MEMBER_KEYED else None, v)
 
 
@@ -171,14 +179,24 @@ def current_assignment_tombstone(group_id: str, member_id: str):
     return (_key(CURRENT_ASSIGNMENT, group_id, member_id), None, _NO_HEADERS)
 
 
+def regex_record(group_id: str, regex: str, topics, version: int, timestamp_ms: int):
+    """What `regex` resolved to (Kafka's newConsumerGroupRegularExpressionRecord: topics sorted)."""
+    value = _cls(REGULAR_EXPRESSION)(topics=sorted(topics), version=version, timestamp=timestamp_ms)
+    return (_key(REGULAR_EXPRESSION, group_id, regex=regex), _value(REGULAR_EXPRESSION, value), _NO_HEADERS)
+
+
+def regex_tombstone(group_id: str, regex: str):
+    return (_key(REGULAR_EXPRESSION, group_id, regex=regex), None, _NO_HEADERS)
+
+
 def member_removal(group_id: str, member_id: str) -> list:
     """Kafka's removeMember: the member's current assignment, target and subscription, in that order."""
     return [current_assignment_tombstone(group_id, member_id), target_member_tombstone(group_id, member_id),
             member_subscription_tombstone(group_id, member_id)]
 
 
-def group_deletion(group_id: str) -> list:
-    """A group without members: its target epoch, subscription metadata and epoch (Kafka's
-    ConsumerGroup.createGroupTombstoneRecords)."""
+def group_deletion(group_id: str, regexes=()) -> list:
+    """A group without members: its target epoch, subscription metadata, resolved regexes and epoch
+    (Kafka's ConsumerGroup.createGroupTombstoneRecords)."""
     return [target_epoch_tombstone(group_id), subscription_metadata_tombstone(group_id),
-            group_epoch_tombstone(group_id)]
+            *(regex_tombstone(group_id, regex) for regex in sorted(regexes)), group_epoch_tombstone(group_id)]

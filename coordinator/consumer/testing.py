@@ -28,6 +28,7 @@ class ConsumerGroupContext(CoordinatorContext):
         old = self.topics.topics.get(name)
         topic_id = old[0] if old else uuid.uuid5(uuid.NAMESPACE_DNS, name)
         self.topics.topics[name] = (topic_id, partitions)
+        self.topics.metadata_version += 1
         return topic_id
 
     def topic_id(self, name: str) -> uuid.UUID:

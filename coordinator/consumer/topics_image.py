@@ -18,12 +18,18 @@ class TopicsImage:
         """Every (non-internal) topic name, for regex subscriptions."""
         return []
 
+    def version(self) -> int:
+        """Rises with every topic change (Kafka: the metadata image's offset); recorded with a regex's
+        resolution."""
+        return 0
+
 
 class StaticTopicsImage(TopicsImage):
     """A fixed set of topics (tests): name -> (id, partitions)."""
 
     def __init__(self, topics: dict[str, tuple[uuid.UUID, int]] | None = None) -> None:
         self.topics = dict(topics or {})
+        self.metadata_version = 1  # tests that change `topics` may bump it
 
     def topic(self, name: str) -> tuple[uuid.UUID, int] | None:
         return self.topics.get(name)
@@ -33,6 +39,9 @@ class StaticTopicsImage(TopicsImage):
 
     def names(self) -> list[str]:
         return list(self.topics)
+
+    def version(self) -> int:
+        return self.metadata_version
 
 
 NO_TOPICS = TopicsImage()

@@ -84,6 +84,10 @@ class BrokerTopics(TopicsImage):
         topics = self.broker.topics
         return [] if topics is None else [t.name for t in topics.all() if not t.internal]
 
+    def version(self):
+        topics = self.broker.topics
+        return 0 if topics is None else topics.metadata_version
+
 
 class MetricsEvents(CoordinatorEvents):
     """The coordinator's events as broker metrics."""

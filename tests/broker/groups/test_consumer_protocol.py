@@ -174,7 +174,9 @@ def test_kcoord_groups_describe_shows_epochs_and_target_vs_current(kip848_server
 def test_regex_subscription_picks_up_a_new_topic(kip848_server):
     """librdkafka sends a `^`-pattern subscription as SubscribedTopicRegex (v1); the coordinator resolves it
     against the topics (whole-name match, as RE2/J's Pattern.matches) and a topic created later is
-    assigned after the next heartbeat (GroupMetadataManager: subscription metadata changed -> epoch bump)."""
+    assigned after the next heartbeat: the new resolution is recorded and bumps the group epoch
+    (GroupMetadataManager.handleRegularExpressionsResult; kcoord resolves on the heartbeat instead of in
+    the background)."""
     from confluent_kafka import Consumer
 
     server = kip848_server
@@ -199,7 +201,7 @@ def test_regex_subscription_picks_up_a_new_topic(kip848_server):
         poll_until(lambda: owned == {("re-a", p) for p in range(3)} | {("re-b", 0), ("re-b", 1)}, "re-b assigned")
     finally:
         consumer.close()
-    assert "Bumped group epoch to 2 (metadata_changed)" in server.log_text()
+    assert "Bumped group epoch to 2 (regex_resolved)" in server.log_text()
 
 
 def test_consumer_group_survives_a_restart_through_its_checkpoint(kip848_server):

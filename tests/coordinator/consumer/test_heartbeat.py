@@ -295,7 +295,34 @@ def test_regex_subscription_follows_topic_creation(ctx):
     ctx.add_topic("xfoo", 2)  # no whole-name match
     a2 = ctx.heartbeat("g", a.member_id, 1)
     assert a2.member_epoch == 2 and parts(ctx, a2, "food") == [0, 1] and parts(ctx, a2, "xfoo") == []
-    assert ("g", "metadata_changed") in ctx.events.rebalances
+    assert ("g", "regex_resolved") in ctx.events.rebalances
+
+
+def test_regex_resolutions_are_recorded_and_deleted(ctx):
+    """Kafka 4 records each regex's resolution (GroupCoordinatorRecordHelpers.
+    newConsumerGroupRegularExpressionRecord: topics sorted, metadata version, time) and deletes it when no
+    member uses the regex any more (newConsumerGroupRegularExpressionTombstone); replaying them restores
+    ConsumerGroup.resolvedRegularExpressions (GroupMetadataManager.replay(ConsumerGroupRegularExpressionKey))."""
+    def regex_records():
+        out = [r.decode(k, v) for k, v, _ in ctx.writer.records if r.record_type(k) == r.REGULAR_EXPRESSION]
+        ctx.writer.appends.clear()
+        return [(x.regex, None if x.value is None else (x.value.topics, x.value.version)) for x in out]
+
+    version = ctx.topics.metadata_version
+    a = ctx.heartbeat("g", "", 0, topics=None, regex="fo.*")
+    assert regex_records() == [("fo.*", (["foo"], version))]
+    resolved = ctx.consumer_group("g").resolved_regexes["fo.*"]
+    assert resolved.topics == {"foo"} and resolved.version == version and resolved.timestamp_ms == ctx.clock.now_ms()
+    b = ctx.heartbeat("g", "", 0, topics=None, regex="fo.*")
+    assert regex_records() == []  # already resolved to the same topics
+    ctx.add_topic("fox", 1)
+    a = ctx.heartbeat("g", a.member_id, a.member_epoch)
+    assert regex_records() == [("fo.*", (["foo", "fox"], version + 1))]
+    ctx.heartbeat("g", b.member_id, -1)
+    assert regex_records() == []  # a still uses it
+    ctx.heartbeat("g", a.member_id, a.member_epoch, topics=["bar"], regex="")
+    assert regex_records() == [("fo.*", None)]
+    assert ctx.consumer_group("g").resolved_regexes == {}
 
 
 def test_changing_the_regex_is_a_subscription_change(ctx):

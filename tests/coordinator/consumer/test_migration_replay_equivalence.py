@@ -16,7 +16,8 @@ from protocol.errors import ErrorCode as E
 
 GROUP = "g"
 CLASSIC = ["a", "b", "s"]   # "s" joins with a group.instance.id
-MODERN = ["x", "y", "z"]   # "z" uses the instance id of "s": static members replace each other across protocols
+MODERN = ["x", "y", "z"]   # "z" uses the instance id of "s": static members replace each other across protocols;
+#                            "y" subscribes by regex (its resolutions are records too)
 TOPICS = {"foo": 6}
 PROTOCOLS = [("range", encode_subscription(["foo"]))]
 
@@ -31,12 +32,12 @@ def projection(ctx: ConsumerGroupContext) -> dict:
     if group is not None:
         out["consumer"] = {name: getattr(group, name) for name in (
             "group_epoch", "assignment_epoch", "members", "static_members", "target_assignment",
-            "subscription_metadata", "partition_epochs", "num_classic_members")}
+            "subscription_metadata", "partition_epochs", "num_classic_members", "resolved_regexes")}
     return out
 
 
 def replayed(ctx: ConsumerGroupContext) -> dict:
-    fresh = ConsumerGroupContext(topics=TOPICS)
+    fresh = ConsumerGroupContext(topics={name: n for name, (_id, n) in ctx.topics.topics.items()})
     fresh.gc.load_partition(ctx.gc.partition_for(GROUP), [(k, v) for a in ctx.writer.durable() for k, v, *_ in a.records])
     return projection(fresh)
 
@@ -87,7 +88,8 @@ class MigrationMachine(RuleBasedStateMachine):
         last = self.modern.get(client)
         instance = "i-s" if client == "z" else None
         if last is None:
-            got = self.ctx.heartbeat(GROUP, "", 0, topics=["foo"], instance_id=instance)
+            got = (self.ctx.heartbeat(GROUP, "", 0, topics=None, regex="fo.*") if client == "y"
+                   else self.ctx.heartbeat(GROUP, "", 0, topics=["foo"], instance_id=instance))
         else:
             got = self.ctx.heartbeat(GROUP, last.member_id, last.member_epoch, instance_id=instance,
                                      owned=last.assignment if last.assignment is not None else None)
@@ -103,6 +105,10 @@ class MigrationMachine(RuleBasedStateMachine):
         last = self.modern.pop(client, None)
         if last is not None:
             self.ctx.heartbeat(GROUP, last.member_id, -1, instance_id="i-s" if client == "z" else None)
+
+    @rule(partitions=st.sampled_from([1, 2]))
+    def topic_matching_the_regex(self, partitions):
+        self.ctx.add_topic("fox", partitions)  # created, or its partition count changed
 
     @rule(ms=st.sampled_from([500, 5_000, 11_000, 50_000]))
     def sleep(self, ms):
