@@ -9,6 +9,8 @@ Versions (v0-v1 were removed in Kafka 4.0, KIP-896):
   v7: GroupInstanceId (KIP-345)
   v8: flexible encoding (KIP-482)
   v9: an unknown group answers GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION (KIP-848)
+  v10: topics named by TopicId only (Name is not on the wire); an id the broker does not know answers
+       UNKNOWN_TOPIC_ID for each of its partitions (KafkaApis.handleOffsetCommitRequest, KAFKA-14690)
 Partitions of topics (or partitions) that do not exist answer UNKNOWN_TOPIC_OR_PARTITION and are not
 stored, as Kafka's request handler does before the coordinator sees the commit.
 
@@ -71,7 +73,7 @@ def _response(request, errors: dict[tuple[str, int], ErrorCode] | ErrorCode) -> 
                 parts = [p or _accepted(i) for p, i in zip(parts, map(_index, t.partitions), strict=True)]
         else:
             parts = [_Partition(partition_index=p.partition_index, error_code=errors) for p in t.partitions]
-        out.append(_Topic(name=name, partitions=parts))
+        out.append(_Topic(name=name, topic_id=t.topic_id, partitions=parts))
     return m.OffsetCommitResponse(topics=out)
 
 
@@ -96,14 +98,28 @@ def _existing(known_topics, topics) -> tuple[list[OffsetCommitRequestPartition],
     return offsets, errors
 
 
-@api(key=8, name="OffsetCommit", min_version=2, max_version=9)
+def resolve_topic_ids(known_topics, topics) -> dict[tuple[str, int], ErrorCode]:
+    """v10: name each topic after its id, as Kafka's request handler does; a topic whose id is unknown
+    keeps the empty name and answers UNKNOWN_TOPIC_ID for every partition (no topic is named "")."""
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    for t in topics:
+        topic = known_topics.by_id(t.topic_id)
+        t.name = topic.name if topic is not None else ""
+        if topic is None:
+            errors.update((("", p.partition_index), ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partitions)
+    return errors
+
+
+@api(key=8, name="OffsetCommit", min_version=2, max_version=10)
 async def handle(ctx, request):
     version = ctx.api_version
     epochs = version >= 6
+    unknown_ids = resolve_topic_ids(ctx.broker.topics, request.topics) if version >= 10 else {}
     offsets, errors = _existing(ctx.broker.topics, (
         (t.name, list(map(_index, t.partitions)), map(_offset, t.partitions),
          map(_epoch, t.partitions) if epochs else repeat(-1), map(_metadata, t.partitions))
-        for t in request.topics))
+        for t in request.topics if t.name or version < 10))
+    errors.update(unknown_ids)
     if offsets or not errors:
         started = time.monotonic()
         reply = ctx.broker.groups.commit_offsets(OffsetCommit(
