@@ -15,9 +15,10 @@ Partitions of topics (or partitions) that do not exist answer UNKNOWN_TOPIC_OR_P
 stored, as Kafka's request handler does before the coordinator sees the commit.
 
 Every consumer commits all the time, so besides the handler it has a frame handler: the same
-answer, read from and written to whole frames directly (protocol/offset_commit_frames.py), and handed
-back as a future the server waits on (no task per commit). Both ask the coordinator the same way; the
-server uses the frame handler unless hooks are set or the frame is unusual.
+answer, read from and written to whole frames by code generated from the same message definitions
+(protocol/frames.py: partitions as columns), for the versions registered here, and handed back as a
+future the server waits on (no task per commit). Both ask the coordinator the same way; the server
+uses the frame handler unless hooks are set or the frame is unusual.
 """
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ import time
 from itertools import repeat
 from operator import attrgetter
 
-from broker.registry import api, frame_handler
+from broker.registry import api, frame_handler, version_range
 from coordinator.results import OffsetCommit, OffsetCommitRequestPartition
+from protocol import frames
 from protocol import messages as m
-from protocol import offset_commit_frames as frames
 from protocol.errors import ErrorCode
+
+API_KEY = 8
 
 NO_RETENTION = -1
 _Topic = m.OffsetCommitResponse.OffsetCommitResponseTopic
@@ -110,7 +113,7 @@ def resolve_topic_ids(known_topics, topics) -> dict[tuple[str, int], ErrorCode]:
     return errors
 
 
-@api(key=8, name="OffsetCommit", min_version=2, max_version=10)
+@api(key=API_KEY, name="OffsetCommit", min_version=2, max_version=10)
 async def handle(ctx, request):
     version = ctx.api_version
     epochs = version >= 6
@@ -137,24 +140,75 @@ async def handle(ctx, request):
     return _response(request, errors)
 
 
-@frame_handler(key=8)
+reader = frames.RequestReader("OffsetCommit", *version_range(API_KEY))
+writer = frames.ResponseWriter("OffsetCommit", *version_range(API_KEY))
+
+
+@frame_handler(key=API_KEY)
 def serve_frame(broker, frame):
     """`handle`, from and to whole frames: (0, response frame) at once, a future of it when the commit
     waits for its write, or None for a frame the reader does not take."""
-    request = frames.read_request(frame)
+    request = reader.read(frame)
     if request is None:
         return None
-    correlation_id, (version, group_id, generation_id, member_id, group_instance_id, retention_time_ms,
-                     topics) = request
-    offsets, errors = _existing(broker.topics, topics)
+    correlation_id, version, (group_id, generation_id, member_id, group_instance_id, retention_time_ms,
+                              topics) = request
+    unknown_ids = {}
+    if version >= 10:
+        topics, unknown_ids = _named_by_id(broker.topics, topics)
+    # a topic is (name, topic id, (indices, offsets, epochs, metadata)) and _existing takes one tuple
+    offsets, errors = _existing(broker.topics, ((name, *columns) for name, _id, columns in topics
+                                                if name or version < 10))
+    errors.update(unknown_ids)
     if not offsets and errors:
-        return 0, frames.response_frame(version, correlation_id, topics, errors)
+        return 0, response_frame(version, correlation_id, topics, errors)
     commit = _Commit(broker.metrics, version, correlation_id, topics, errors)
     # The front door `handle` reaches too, with the same request, and a callback that answers the frame.
     broker.groups.commit_offsets(OffsetCommit(
         group_id, member_id, group_instance_id if version >= 7 else None, generation_id, offsets,
         retention_time_ms if version <= 4 else NO_RETENTION, version), commit)
     return commit.answer()
+
+
+def _named_by_id(known_topics, topics):
+    """resolve_topic_ids for the reader's topic tuples: (topics with their names, UNKNOWN_TOPIC_ID errors)."""
+    named, errors = [], {}
+    for _name, topic_id, columns in topics:
+        topic = known_topics.by_id(topic_id)
+        if topic is None:
+            errors.update((("", index), ErrorCode.UNKNOWN_TOPIC_ID) for index in columns[0])
+        named.append((topic.name if topic is not None else "", topic_id, columns))
+    return named, errors
+
+
+# The answer to a commit that every partition accepted is the same body for the same topics and
+# partitions, whatever the offsets: remembered by (version, error code, topics, partition indices).
+# Bounded: emptied when full.
+MAX_REMEMBERED = 1 << 12
+_remembered: dict[tuple, bytes] = {}
+
+
+def response_frame(version: int, correlation_id: int, topics, errors: int | dict[tuple[str, int], int]) -> bytes:
+    """The whole OffsetCommitResponse frame, throttle_time_ms 0, answering every partition of `topics`
+    (the reader's, names resolved), in order: with one error code for all, or by (topic name,
+    partition index) from `errors`."""
+    if isinstance(errors, dict):
+        codes = set(errors.values())
+        if len(codes) <= 1:  # what the general handler does too: then one code answers all
+            errors = codes.pop() if codes else 0
+    if isinstance(errors, dict):
+        body = writer.body(version, 0, [(name, topic_id, (columns[0], [errors[(name, i)] for i in columns[0]]))
+                                        for name, topic_id, columns in topics])
+    else:
+        key = (version, errors, *[(name, topic_id, columns[0]) for name, topic_id, columns in topics])
+        body = _remembered.get(key)
+        if body is None:
+            body = writer.body(version, 0, [(name, topic_id, (columns[0], (errors,) * len(columns[0])))
+                                            for name, topic_id, columns in topics])
+            if len(_remembered) >= MAX_REMEMBERED:
+                _remembered.clear()
+            _remembered[key] = body
+    return writer.wrap(version, correlation_id, body)
 
 
 class _Commit:
@@ -200,4 +254,4 @@ class _Commit:
             errors = self._stored
         # error code 0: the general path's metric reads the response's top-level error_code, which
         # OffsetCommitResponse has not
-        return 0, frames.response_frame(self._version, self._correlation_id, self._topics, errors)
+        return 0, response_frame(self._version, self._correlation_id, self._topics, errors)
