@@ -200,7 +200,8 @@ def response_frame(version: int, correlation_id: int, topics, errors: int | dict
         body = writer.body(version, 0, [(name, topic_id, (columns[0], [errors[(name, i)] for i in columns[0]]))
                                         for name, topic_id, columns in topics])
     else:
-        key = (version, errors, *[(name, topic_id, columns[0]) for name, topic_id, columns in topics])
+        # a topic by its name (hashing a UUID costs a Python call), by its id where no topic has it
+        key = (version, errors, *[(name or topic_id, columns[0]) for name, topic_id, columns in topics])
         body = _remembered.get(key)
         if body is None:
             body = writer.body(version, 0, [(name, topic_id, (columns[0], (errors,) * len(columns[0])))
