@@ -101,7 +101,7 @@ def error_response(api_key: int, request: Any, code: ErrorCode) -> Any:
 
 
 def _offset_commit(cls: Any, request: Any, response: Any, code: int) -> None:
-    response.topics = [cls.OffsetCommitResponseTopic(name=t.name, partitions=[
+    response.topics = [cls.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
         cls.OffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
         for p in t.partitions]) for t in request.topics]
 

@@ -103,7 +103,7 @@ def describe_group(client: KafkaWireClient, group: str, must_exist: bool = True)
 
 
 def committed_offsets(client: KafkaWireClient, group: str) -> dict[tuple[str, int], int]:
-    version = client.best_version(9)
+    version = min(client.best_version(9), 9)  # v10 names topics by id only; we show names
     if version >= 8:
         request = m.OffsetFetchRequest(groups=[m.OffsetFetchRequest.OffsetFetchRequestGroup(
             group_id=group, topics=None)], require_stable=False)

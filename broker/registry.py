@@ -71,6 +71,13 @@ def frame_handler(*, key: int) -> Callable[[FrameHandler], FrameHandler]:
     return register
 
 
+def version_range(key: int) -> tuple[int, int]:
+    """(min, max) version registered for `key` so far: what a module's frame handler serves, read
+    right after the module registers its `api` (no import of the other modules)."""
+    spec = _APIS[key]
+    return spec.min_version, spec.max_version
+
+
 def load_all() -> None:
     """Import every module in broker/apis/ once, so each registers itself."""
     global _loaded

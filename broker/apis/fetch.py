@@ -9,7 +9,9 @@ Versions (we serve 4-18; magic-2 batches need v4+):
   v9: current_leader_epoch per partition (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when it is not ours)
   v10: same as v9
   v11: rack_id, preferred_read_replica
-  v12: flexible; last_fetched_epoch, diverging epoch
+  v12: flexible; last_fetched_epoch: when the client's log diverges from ours (its epoch ends earlier
+       here, or is older than ours), an empty read with diverging_epoch = (epoch, end offset) to
+       truncate to, as Kafka's Partition.readRecords; an epoch we cannot place -> OFFSET_OUT_OF_RANGE
   v13: topics by topic id (UNKNOWN_TOPIC_ID for an id we do not know)
   v14: same as v13
   v15: replica_state replaces replica_id
@@ -48,7 +50,7 @@ async def handle(ctx, request):
     broker = ctx.broker
     topics = [(_topic_name(broker, t, v), t) for t in request.topics]
     wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                             p.current_leader_epoch if v >= 9 else -1)
+                             p.current_leader_epoch if v >= 9 else -1, p.last_fetched_epoch if v >= 12 else -1)
               for name, t in topics for p in t.partitions]
     reads = iter(await read_when_ready(broker, wanted, request.max_bytes, request.min_bytes, request.max_wait_ms,
                                        request.isolation_level))
@@ -62,11 +64,18 @@ async def handle(ctx, request):
             partitions.append(PD(partition_index=p.partition, error_code=r.error, high_watermark=r.high_watermark,
                                  last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
                                  aborted_transactions=_aborted(r) if ok else None, preferred_read_replica=-1,
-                                 records=r.records))
+                                 records=r.records, diverging_epoch=_diverging(r)))
             _count(broker, name, r)
         responses.append(FT(topic=name or "", topic_id=t.topic_id, partitions=partitions) if v >= 13
                          else FT(topic=name, partitions=partitions))
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+
+
+def _diverging(r):
+    if r.diverging_epoch is None:
+        return None  # not written (a tagged field)
+    epoch, end_offset = r.diverging_epoch
+    return m.FetchResponse.EpochEndOffset(epoch=epoch, end_offset=end_offset)
 
 
 def _aborted(r) -> list:

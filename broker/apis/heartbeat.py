@@ -8,18 +8,21 @@ Versions:
   v4: flexible encoding (KIP-482)
 
 The most frequent request of all (every member, every heartbeat.interval.ms), so besides the
-handler it has a frame handler: the same answer, read from and written to whole frames directly
-(protocol/heartbeat_frames.py). Both ask the coordinator the same way; the server uses the frame
-handler unless hooks are set or the frame is unusual.
+handler it has a frame handler: the same answer, read from and written to whole frames by code
+generated from the same message definitions (protocol/frames.py), for the versions registered here.
+Both ask the coordinator the same way; the server uses the frame handler unless hooks are set or the
+frame is unusual.
 """
 from __future__ import annotations
 
-from broker.registry import api, frame_handler
-from protocol import heartbeat_frames
+from broker.registry import api, frame_handler, version_range
+from protocol import frames
 from protocol import messages as m
 
+API_KEY = 12
 
-@api(key=12, name="Heartbeat", min_version=0, max_version=heartbeat_frames.MAX_VERSION)
+
+@api(key=API_KEY, name="Heartbeat", min_version=0, max_version=4)
 def handle(ctx, request):
     # Not a coroutine: the coordinator answers a heartbeat at once, so the server serves it inline.
     error = ctx.broker.groups.heartbeat(
@@ -31,11 +34,17 @@ def handle(ctx, request):
     return m.HeartbeatResponse(error_code=error)
 
 
-@frame_handler(key=12)
+# A member sends the same bytes every time but for the correlation id: the reader remembers them.
+reader = frames.RequestReader("Heartbeat", *version_range(API_KEY), remember=True)
+writer = frames.ResponseWriter("Heartbeat", *version_range(API_KEY))
+_frames = writer.frames  # frame_v<N>(correlation_id, throttle_time_ms, error_code) by version N
+
+
+@frame_handler(key=API_KEY)
 def serve_frame(broker, frame):
-    request = heartbeat_frames.read_request(frame)
+    request = reader.read(frame)
     if request is None:
         return None
-    correlation_id, (version, group_id, generation_id, member_id, group_instance_id) = request
+    correlation_id, version, (group_id, generation_id, member_id, group_instance_id) = request
     error = broker.groups.heartbeat(group_id, member_id, group_instance_id, generation_id)
-    return error, heartbeat_frames.response_frame(version, correlation_id, error)
+    return error, _frames[version](correlation_id, 0, error)  # throttle_time_ms 0

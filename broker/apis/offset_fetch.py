@@ -12,6 +12,10 @@ Versions (v0, offsets in ZooKeeper, was removed in Kafka 4.0, KIP-896):
   v9: MemberId / MemberEpoch for KIP-848 groups: a consumer group answers UNKNOWN_MEMBER_ID or
       STALE_MEMBER_EPOCH unless they name a member in its current epoch (or are null/-1: admin tools);
       not checked for classic groups
+  v10: topics named by TopicId only (KafkaApis.fetchOffsetsForGroup / fetchAllOffsetsForGroup,
+       KAFKA-14691): a requested id the broker does not know answers UNKNOWN_TOPIC_ID on each of its
+       partitions (offset -1), after the known topics and only when the group has no error; when every
+       topic is fetched, a topic that no longer exists (no id to name it by) is left out
 v2-v7 answer a group-level error with that error alone and no partitions, as Kafka does.
 """
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 from broker.registry import api
 from coordinator.results import OffsetFetchResult
 from protocol import messages as m
+from protocol.errors import ErrorCode
 
 
 def _fetch(groups, group_id: str, topics, require_stable: bool, member_id: str | None = None,
@@ -30,18 +35,56 @@ def _fetch(groups, group_id: str, topics, require_stable: bool, member_id: str |
     return groups.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
 
 
-def _topics(topic_type, partition_type, partitions) -> list:
-    """Response topics (of the version's struct types) for OffsetFetchPartition results."""
+def _topics(topic_type, partition_type, partitions, topic_ids=None) -> list:
+    """Response topics (of the version's struct types) for OffsetFetchPartition results; `topic_ids`
+    (v10) maps each name to its id, and a topic without one is left out."""
     by_topic: dict[str, list] = {}
     for p in partitions:
         by_topic.setdefault(p.topic, []).append(p)
-    return [topic_type(name=name, partitions=[
-        partition_type(partition_index=p.partition, committed_offset=p.offset,
-                       committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
-        for p in parts]) for name, parts in by_topic.items()]
+    out = []
+    for name, parts in by_topic.items():
+        topic = topic_type(name=name, partitions=[
+            partition_type(partition_index=p.partition, committed_offset=p.offset,
+                           committed_leader_epoch=p.leader_epoch, metadata=p.metadata, error_code=p.error)
+            for p in parts])
+        if topic_ids is not None:
+            topic.topic_id = topic_ids(name)
+            if topic.topic_id is None:
+                continue
+        out.append(topic)
+    return out
 
 
-@api(key=9, name="OffsetFetch", min_version=1, max_version=9)
+def _group_v10(broker, g, require_stable: bool, group_type):
+    """One group's answer at v10: ids resolved to names before the coordinator is asked."""
+    topic_type = group_type.OffsetFetchResponseTopics
+    partition_type = topic_type.OffsetFetchResponsePartitions
+    known, unknown, ids = None, [], {}
+    if g.topics is not None:
+        known = []
+        for t in g.topics:
+            topic = broker.topics.by_id(t.topic_id)
+            if topic is None:
+                unknown.append(topic_type(topic_id=t.topic_id, partitions=[
+                    partition_type(partition_index=p, committed_offset=-1, metadata="",
+                                   error_code=ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
+            else:
+                t.name = topic.name
+                ids[topic.name] = t.topic_id
+                known.append(t)
+        topic_ids = ids.get
+    else:
+        def topic_ids(name):
+            topic = broker.topics.get(name)
+            return topic.topic_id if topic is not None else None
+    result = _fetch(broker.groups, g.group_id, known, require_stable, g.member_id, g.member_epoch)
+    topics = _topics(topic_type, partition_type, result.partitions, topic_ids)
+    if not result.error:  # a group-level error answers alone (Kafka adds the id errors only to a success)
+        topics += unknown
+    return group_type(group_id=g.group_id, error_code=result.error, topics=topics)
+
+
+@api(key=9, name="OffsetFetch", min_version=1, max_version=10)
 def handle(ctx, request):
     version = ctx.api_version
     groups = ctx.broker.groups
@@ -50,6 +93,9 @@ def handle(ctx, request):
         group_type = m.OffsetFetchResponse.OffsetFetchResponseGroup
         topic_type = group_type.OffsetFetchResponseTopics
         partition_type = topic_type.OffsetFetchResponsePartitions
+        if version >= 10:
+            return m.OffsetFetchResponse(groups=[
+                _group_v10(ctx.broker, g, require_stable, group_type) for g in request.groups])
         out = []
         for g in request.groups:
             member = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)

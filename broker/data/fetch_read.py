@@ -27,6 +27,7 @@ class PartitionFetch:
     fetch_offset: int
     partition_max_bytes: int
     current_leader_epoch: int = -1  # -1: the client does not ask for fencing (Fetch before v9)
+    last_fetched_epoch: int = -1  # the epoch of the last batch the client read (Fetch v12+); -1: no check
 
 
 @dataclass(slots=True)
@@ -37,6 +38,7 @@ class PartitionRead:
     records: bytes | None = None
     last_stable_offset: int = -1
     aborted: list | None = None  # (producer id, first offset) of aborted transactions in `records`
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) where the client's log left ours
 
 
 def leader_epoch_error(plog: Any, current_leader_epoch: int) -> ErrorCode:
@@ -55,8 +57,8 @@ async def read_when_ready(broker: Any, wanted: list[PartitionFetch], max_bytes: 
     known = [(w.topic, w.partition) for w in wanted if w.topic is not None]
     while True:
         reads, total = read(broker.topics, wanted, max_bytes, broker.txn_index, isolation_level)
-        # A partition error answers at once, as Kafka's DelayedFetch completes on one.
-        failed = any(r.error for r in reads)
+        # A partition error or a diverging epoch answers at once, as Kafka's DelayedFetch completes on one.
+        failed = any(r.error or r.diverging_epoch for r in reads)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or failed or remaining <= 0 or broker.stopping or not known:
             return reads
@@ -88,6 +90,12 @@ def _read_partition(topics: Any, w: PartitionFetch, budget_left: int, first: boo
         return PartitionRead(fenced)
     start, end, hw = plog.log_start_offset, plog.log_end_offset, high_watermark(plog)
     lso = hw if txn_index is None else txn_index.last_stable_offset(plog)
+    if w.last_fetched_epoch >= 0:
+        diverged = _divergence(plog, w, start)
+        if diverged is not None:
+            if diverged == ErrorCode.OFFSET_OUT_OF_RANGE:
+                return PartitionRead(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, None, lso)
+            return PartitionRead(ErrorCode.NONE, hw, start, b"", lso, diverging_epoch=diverged)
     if not start <= w.fetch_offset <= end:
         return PartitionRead(ErrorCode.OFFSET_OUT_OF_RANGE, hw, start, None, lso)
     records = b""
@@ -104,6 +112,19 @@ def _read_partition(topics: Any, w: PartitionFetch, budget_left: int, first: boo
     if isolation_level == READ_COMMITTED and txn_index is not None:
         aborted = txn_index.aborted_between(plog, w.fetch_offset, _end_of(records, limit)) if records else []
     return PartitionRead(ErrorCode.NONE, hw, start, records, lso, aborted)
+
+
+def _divergence(plog: Any, w: PartitionFetch, start: int) -> tuple[int, int] | ErrorCode | None:
+    """Kafka's Partition.readRecords with a LastFetchedEpoch: where that epoch ends in our log (the epoch
+    cache's endOffsetFor). Not known -> OFFSET_OUT_OF_RANGE; a fetch offset below the log start ->
+    OFFSET_OUT_OF_RANGE whatever the epochs; our epoch older than the client's, or ending before its
+    fetch offset -> the client's log diverges: (epoch, end offset) to truncate to; else None (read)."""
+    epoch, end_offset = plog.end_offset_for_epoch(w.last_fetched_epoch)
+    if epoch < 0 or end_offset < 0 or w.fetch_offset < start:
+        return ErrorCode.OFFSET_OUT_OF_RANGE
+    if epoch < w.last_fetched_epoch or end_offset < w.fetch_offset:
+        return epoch, end_offset
+    return None
 
 
 def _end_of(records: bytes, limit: int) -> int:

@@ -62,12 +62,13 @@ def create_topic(c: RawKafka, name: str, version: int = 7):
         timeout_ms=5000, validate_only=False))
 
 
-def commit(c: RawKafka, group: str, version: int = 8, **member):
+def commit(c: RawKafka, group: str, version: int = 8, topic_id: uuid.UUID | None = None, **member):
+    """Commit COMMITTED to TOPIC's partition 0 (by `topic_id` from v10, where names are not sent)."""
     R = m.OffsetCommitRequest
     return call(c, 8, version, R(group_id=group, generation_id_or_member_epoch=member.get("generation", -1),
                                  member_id=member.get("member_id", ""), group_instance_id=None,
                                  retention_time_ms=-1, topics=[R.OffsetCommitRequestTopic(
-                                     name=TOPIC, partitions=[R.OffsetCommitRequestPartition(
+                                     name=TOPIC, topic_id=topic_id, partitions=[R.OffsetCommitRequestPartition(
                                          partition_index=0, committed_offset=COMMITTED,
                                          committed_leader_epoch=-1, committed_metadata="")])]))
 
@@ -139,7 +140,10 @@ def metadata(c, v, env):
 
 
 def offset_commit(c, v, env):
-    return commit(c, f"commit-v{v}", version=v)
+    resp = commit(c, f"commit-v{v}", version=v, topic_id=env["topic_id"] if v >= 10 else None)
+    if v >= 10:  # answered by id (KafkaApis.handleOffsetCommitRequest)
+        assert [t.topic_id for t in resp.topics] == [env["topic_id"]]
+    return resp
 
 
 def offset_fetch(c, v, env):
@@ -147,9 +151,12 @@ def offset_fetch(c, v, env):
     if v >= 8:
         resp = call(c, 9, v, R(groups=[R.OffsetFetchRequestGroup(
             group_id=GROUP_WITH_OFFSETS, member_id=None, member_epoch=-1,
-            topics=[R.OffsetFetchRequestGroup.OffsetFetchRequestTopics(name=TOPIC, partition_indexes=[0])])],
+            topics=[R.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                name=TOPIC, topic_id=env["topic_id"] if v >= 10 else None, partition_indexes=[0])])],
             require_stable=False))
         partition = resp.groups[0].topics[0].partitions[0]
+        if v >= 10:  # answered by id (KafkaApis.fetchOffsetsForGroup)
+            assert resp.groups[0].topics[0].topic_id == env["topic_id"]
     else:
         resp = call(c, 9, v, R(group_id=GROUP_WITH_OFFSETS, require_stable=False,
                                topics=[R.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])]))

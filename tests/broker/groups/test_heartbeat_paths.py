@@ -8,9 +8,10 @@ import select
 
 import pytest
 
+from broker.apis import heartbeat as heartbeat_api
 from broker.app import Broker
 from broker.client import KafkaWireClient
-from protocol import heartbeat_frames
+from broker.registry import version_range
 from protocol import messages as m
 from protocol.errors import ErrorCode as E
 from tests.broker.groups.rawgroup import subscription
@@ -60,7 +61,7 @@ def answers(port: int, member_id: str, generation: int, static_member_id: str) -
     out = {}
     with KafkaWireClient.connect(f"127.0.0.1:{port}", client_id="paths") as client:
         for what, request, first in cases(member_id, generation, static_member_id):
-            for version in range(first, heartbeat_frames.MAX_VERSION + 1):
+            for version in range(first, version_range(HEARTBEAT)[1] + 1):
                 out[what, version] = client.request(request, version)
     return out
 
@@ -81,8 +82,8 @@ async def formed(kcoord_broker: Broker):
 async def test_frame_path_and_general_path_answer_alike(formed, monkeypatch):
     broker, port, member_id, generation, static_id = formed
     frames_read = []
-    real_read = heartbeat_frames.read_request
-    monkeypatch.setattr(heartbeat_frames, "read_request", lambda frame: frames_read.append(frame) or real_read(frame))
+    real_read = heartbeat_api.reader.read
+    monkeypatch.setattr(heartbeat_api.reader, "read", lambda frame: frames_read.append(frame) or real_read(frame))
 
     fast = await asyncio.to_thread(answers, port, member_id, generation, static_id)
     assert len(frames_read) == len(fast)  # every heartbeat went to the frame handler first

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import select
+import uuid
 
 import pytest
 
+from broker.apis import offset_commit as offset_commit_api
 from broker.app import Broker
 from broker.client import KafkaWireClient
 from broker.config import BrokerConfig
+from broker.registry import version_range
 from coordinator.runtime import FAULT_FILE_ENV
 from protocol import messages as m
-from protocol import offset_commit_frames
 from protocol.errors import ErrorCode as E
 from protocol.headers import encode_request_frame
 from tests.broker.groups.test_heartbeat_paths import join_and_sync, join_request
@@ -22,8 +24,9 @@ from tests.support.fixtures import TEST_DEFAULTS
 from tests.support.raw_kafka import RawKafka
 
 OFFSET_COMMIT, HEARTBEAT, METADATA = 8, 12, 3
-VERSIONS = range(offset_commit_frames.MIN_VERSION, offset_commit_frames.MAX_VERSION + 1)
+VERSIONS = range(version_range(OFFSET_COMMIT)[0], version_range(OFFSET_COMMIT)[1] + 1)
 TOPIC = "t"
+NOPE_ID = uuid.UUID(int=0xABC)  # v10 names topics by id: "nope" has this one, which no topic has
 Topic = m.OffsetCommitRequest.OffsetCommitRequestTopic
 Partition = Topic.OffsetCommitRequestPartition
 
@@ -98,7 +101,8 @@ def cases(stable: tuple[str, int], completing: tuple[str, int]) -> list[tuple[st
 
 EXPECTED = {  # case -> every partition's code, or {(topic, partition): code}, or {version: code}
     "stored": E.NONE, "stored, null metadata": E.NONE, "no topics": E.NONE,
-    "unknown topic": E.UNKNOWN_TOPIC_OR_PARTITION,
+    # from v10 a topic is named by its id: an id no topic has is UNKNOWN_TOPIC_ID (KafkaApis.handleOffsetCommitRequest)
+    "unknown topic": {v: E.UNKNOWN_TOPIC_ID if v >= 10 else E.UNKNOWN_TOPIC_OR_PARTITION for v in VERSIONS},
     "unknown partition": {("t", 0): E.NONE, ("t", 7): E.UNKNOWN_TOPIC_OR_PARTITION,
                           ("t", -1): E.UNKNOWN_TOPIC_OR_PARTITION},
     "mixed": {("t", 2): E.NONE, ("t", 9): E.UNKNOWN_TOPIC_OR_PARTITION, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION,
@@ -114,12 +118,20 @@ EXPECTED = {  # case -> every partition's code, or {(topic, partition): code}, o
 }
 
 
-def answers(port: int, fault, stable, completing) -> dict[tuple[str, int], bytes]:
+def by_id(request: m.OffsetCommitRequest, ids: dict[str, uuid.UUID]) -> m.OffsetCommitRequest:
+    """The request's topics with their ids too (v10 sends only those)."""
+    for t in request.topics:
+        t.topic_id = ids[t.name]
+    return request
+
+
+def answers(port: int, fault, stable, completing, ids: dict[str, uuid.UUID]) -> dict[tuple[str, int], bytes]:
     """Every case at every version on one connection: the raw response frames."""
     out = {}
     with RawKafka(port, client_id="paths") as c:
         correlation_id = 0
         for what, request in cases(stable, completing):
+            by_id(request, ids)
             for version in VERSIONS:
                 if what == "failed write":
                     fault.touch()
@@ -130,18 +142,22 @@ def answers(port: int, fault, stable, completing) -> dict[tuple[str, int], bytes
     return out
 
 
-def codes(version: int, frame: bytes) -> list[tuple[tuple[str, int], int]]:
+def codes(version: int, frame: bytes, ids: dict[str, uuid.UUID]) -> list[tuple[tuple[str, int], int]]:
+    """((topic name, partition), error code) of every partition answered (v10 answers by id)."""
     header = 5 if version >= 8 else 4  # correlation id (and the header's tag section)
     response, _ = m.response_codec(OFFSET_COMMIT, version).decode(frame, header)
-    return [((t.name, p.partition_index), p.error_code) for t in response.topics for p in t.partitions]
+    names = {topic_id: name for name, topic_id in ids.items()}
+    return [((t.name if version < 10 else names[t.topic_id], p.partition_index), p.error_code)
+            for t in response.topics for p in t.partitions]
 
 
 async def test_frame_path_and_general_path_answer_alike(served, monkeypatch):
     broker, port, fault, stable, completing = served
     taken = []
-    real_read = offset_commit_frames.read_request
-    monkeypatch.setattr(offset_commit_frames, "read_request",
+    real_read = offset_commit_api.reader.read
+    monkeypatch.setattr(offset_commit_api.reader, "read",
                         lambda frame: taken.append(real_read(frame) is not None) or real_read(frame))
+    ids = {TOPIC: broker.topics.get(TOPIC).topic_id, "nope": NOPE_ID}
 
     asked = []  # what the coordinator's front door was asked, but the callback
     real_commit = broker.groups.service.commit_offsets
@@ -152,7 +168,7 @@ async def test_frame_path_and_general_path_answer_alike(served, monkeypatch):
 
     monkeypatch.setattr(broker.groups.service, "commit_offsets", recording)
 
-    fast = await asyncio.to_thread(answers, port, fault, stable, completing)
+    fast = await asyncio.to_thread(answers, port, fault, stable, completing, ids)
     asked_fast = list(asked)
     assert taken == [what != "metadata with text" for what, _ in cases(stable, completing) for _ in VERSIONS]
 
@@ -160,7 +176,7 @@ async def test_frame_path_and_general_path_answer_alike(served, monkeypatch):
     broker.hooks.after(OFFSET_COMMIT, lambda ctx, req, resp: seen.append(ctx.api_version))  # the general path
     taken.clear()
     asked.clear()
-    general = await asyncio.to_thread(answers, port, fault, stable, completing)
+    general = await asyncio.to_thread(answers, port, fault, stable, completing, ids)
     assert taken == [] and len(seen) == len(general)
 
     assert fast == general
@@ -170,8 +186,10 @@ async def test_frame_path_and_general_path_answer_alike(served, monkeypatch):
     retained = [request.retention_time_ms for request in asked if request.group_id == "simple"]
     assert set(retained) == {-1, 3_600_000}
     for (what, version), frame in fast.items():
-        got = codes(version, frame)
+        got = codes(version, frame, ids)
         expected = EXPECTED.get(what)
+        if what == "mixed" and version >= 10:
+            expected = {**expected, ("nope", 0): E.UNKNOWN_TOPIC_ID}
         if what == "failed write":
             assert {code for _, code in got} - {E.NONE}, "a failed write must not answer NONE"
         elif what == "no topics":
@@ -222,8 +240,8 @@ async def test_requests_behind_a_pending_commit_are_answered_in_order(served, mo
     after it, in order, though their own answers are ready at once."""
     broker, port, _fault, (member_id, generation), _ = served
     taken = []
-    real_read = offset_commit_frames.read_request
-    monkeypatch.setattr(offset_commit_frames, "read_request",
+    real_read = offset_commit_api.reader.read
+    monkeypatch.setattr(offset_commit_api.reader, "read",
                         lambda frame: taken.append(real_read(frame) is not None) or real_read(frame))
     held = HeldCommits(broker, monkeypatch)
     c = await asyncio.to_thread(RawKafka, port)
