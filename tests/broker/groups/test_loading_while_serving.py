@@ -64,7 +64,12 @@ def held(tmp_path_factory):
             c.request(m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=TOPIC)],
                                         allow_auto_topic_creation=True), 9)
             for group, offset in ((SERVED, 11), (HELD, 22)):
-                assert _commit(c, group, offset).topics[0].partitions[0].error_code == E.NONE
+                # the first start loads its (empty) partitions after the port opens: retry as a client does
+                deadline = time.monotonic() + BOUND_S
+                while (error := _commit(c, group, offset).topics[0].partitions[0].error_code) == LOADING:
+                    assert time.monotonic() < deadline, f"{group}'s partition still loading"
+                    time.sleep(0.05)
+                assert error == E.NONE
         srv.stop()
         hold.write_text(str(HELD_PARTITION))
         srv.start()  # returns once the port is open: the held partition has not loaded
