@@ -339,8 +339,12 @@ def describe_transactions(c, v, env):
 
 def list_transactions(c, v, env):
     begin_txn(c, f"list-txn-v{v}")
-    resp = call(c, 66, v, m.ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1))
-    assert f"list-txn-v{v}" in {t.transactional_id for t in resp.transaction_states}
+    resp = call(c, 66, v, m.ListTransactionsRequest(state_filters=[], producer_id_filters=[], duration_filter=-1,
+                                                    transactional_id_pattern=f"list-txn-v{v}" if v >= 2 else None))
+    listed = {t.transactional_id for t in resp.transaction_states}
+    assert f"list-txn-v{v}" in listed
+    if v >= 2:
+        assert listed == {f"list-txn-v{v}"}
     return resp
 
 

@@ -180,7 +180,8 @@ def test_txn_offset_commit_pending_until_the_marker(raw):
 def test_describe_and_list_transactions(raw):
     """handleDescribeTransactions: state, producer, timeout, partitions; an unknown id
     TRANSACTIONAL_ID_NOT_FOUND. listTransactionStates: state and producer id filters, unknown state names
-    listed back, the duration filter (v1) keeps transactions older than it."""
+    listed back, the duration filter (v1) keeps transactions older than it, the transactional id pattern (v2,
+    KIP-1152; ListTransactionsResponse.json: "This API can return InvalidRegularExpression")."""
     _, pid, epoch = init_pid(raw, "t-admin", timeout_ms=45000)
     assert add_partitions(raw, "t-admin", pid, epoch, [("wire", 0), ("wire", 1)]) == {
         ("wire", 0): E.NONE, ("wire", 1): E.NONE}
@@ -192,10 +193,11 @@ def test_describe_and_list_transactions(raw):
     assert described.transaction_start_time_ms > 0
     assert unknown.error_code == E.TRANSACTIONAL_ID_NOT_FOUND
 
-    def listed(version=1, states=(), pids=(), duration=-1):
+    def listed(version=1, states=(), pids=(), duration=-1, pattern=None, error=E.NONE):
         resp = raw.request(66, version, m.ListTransactionsRequest(
-            state_filters=list(states), producer_id_filters=list(pids), duration_filter=duration))
-        assert resp.error_code == E.NONE
+            state_filters=list(states), producer_id_filters=list(pids), duration_filter=duration,
+            transactional_id_pattern=pattern))
+        assert resp.error_code == error
         return {t.transactional_id: (t.producer_id, t.transaction_state) for t in resp.transaction_states}, \
             resp.unknown_state_filters
 
@@ -206,6 +208,11 @@ def test_describe_and_list_transactions(raw):
     time.sleep(0.05)
     assert "t-admin" in listed(duration=10)[0]
     assert "t-admin" in listed(version=0)[0]
+    # v2 (KIP-1152): the whole id matches the pattern; "" or null lists all; a bad pattern is refused
+    assert "t-admin" in listed(version=2, pattern="t-ad.*")[0]
+    assert "t-admin" not in listed(version=2, pattern="t-ad")[0]
+    assert "t-admin" in listed(version=2, pattern="")[0]
+    assert listed(version=2, pattern="t-(", error=E.INVALID_REGULAR_EXPRESSION)[0] == {}
     assert end_txn(raw, "t-admin", pid, epoch, False) == E.NONE
 
 
