@@ -79,10 +79,12 @@ def _next(member: ConsumerGroupMember, member_epoch: int, target_epoch: int, tar
 
     if revoking and owns_revoked_partitions(owned, revoking):
         # Revoke first: the member stays in `member_epoch`, waiting for its acknowledgement.
-        return member.with_epoch(member_epoch).replace(state=UNREVOKED_PARTITIONS, assigned_partitions=frozen(assigned),
-                                                       partitions_pending_revocation=revoking)
+        return member.replace(previous_member_epoch=member.member_epoch, member_epoch=member_epoch,
+                              state=UNREVOKED_PARTITIONS, assigned_partitions=frozen(assigned),
+                              partitions_pending_revocation=revoking)
     for topic_id, partitions in to_assign.items():
         assigned.setdefault(topic_id, set()).update(partitions)
-    return member.with_epoch(target_epoch).replace(state=UNRELEASED_PARTITIONS if unreleased else STABLE,
-                                                   assigned_partitions=frozen(assigned),
-                                                   partitions_pending_revocation={})
+    # (Kafka's updateMemberEpoch: the current epoch becomes the previous one)
+    return member.replace(previous_member_epoch=member.member_epoch, member_epoch=target_epoch,
+                          state=UNRELEASED_PARTITIONS if unreleased else STABLE,
+                          assigned_partitions=frozen(assigned), partitions_pending_revocation={})
