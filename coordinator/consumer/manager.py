@@ -75,6 +75,11 @@ class ConsumerGroupManager:
         except DecodeError as e:
             self.log.warning("Skipping undecodable consumer group record: %s", e)
             return
+        self.replay_record(record)
+
+    def replay_record(self, record: r.ConsumerRecord) -> None:
+        """Replay a decoded record (one read from the log, or one we wrote: records.Written)."""
+        value = record.value
         group = self.groups.get(record.group_id)
         if group is None:
             if value is None:
@@ -182,11 +187,11 @@ class ConsumerGroupManager:
         return records, done
 
     def _replay_into(self, scratch: ConsumerGroup, records: list) -> None:
-        for key, value, *_ in records:
-            if r.record_type(key) is None:
+        for record in records:
+            if r.record_type(record[0]) is None:
                 continue  # e.g. the tombstone of a classic group being replaced
             try:
-                scratch.replay(r.decode(key, value))
+                scratch.replay(r.decoded(record))
             except PartitionOwnedTwice as e:
                 self.log.error("%s", e)
 
