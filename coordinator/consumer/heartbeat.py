@@ -22,7 +22,6 @@ from coordinator.consumer.manager import GroupError
 from coordinator.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    STABLE,
     UNREVOKED_PARTITIONS,
     Assignment,
     ConsumerGroupMember,
@@ -31,6 +30,7 @@ from coordinator.consumer.member import (
 from coordinator.consumer.migration import MIGRATION
 from coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
 from coordinator.consumer.regex import InvalidRegex, compile_regex
+from coordinator.consumer.steady import steady_heartbeat
 from coordinator.consumer.subscriptions import Subscriptions
 from coordinator.consumer.target import build_target_assignment
 from protocol.errors import ErrorCode
@@ -124,7 +124,7 @@ class ConsumerGroupHeartbeat:
     # ------------------------------------------------------------ join / heartbeat
 
     def _heartbeat(self, context, req):
-        steady = self._steady(context, req)
+        steady = steady_heartbeat(self, context, req)  # the common case, answered without the full path
         if steady is not None:
             return steady
         m, gid, epoch = self.m, req.group_id, req.member_epoch
@@ -190,33 +190,6 @@ class ConsumerGroupHeartbeat:
             self.m.events.group_members(gid, len(g.members) if g else 0)
 
         return records, result, after
-
-    def _steady(self, context, req):
-        """A heartbeat that changes nothing -- the member is reconciled at the group's epoch, sends no
-        subscription field, from the same client, and the subscribed topics are as they were -- answered as
-        the full path would (no records, no assignment), without building the updated member. None: take
-        the full path. (What it reports owning only matters to a member being reconciled.)"""
-        if (req.member_epoch <= 0 or req.instance_id is not None or req.rack_id is not None
-                or req.rebalance_timeout_ms != -1 or req.subscribed_topic_names is not None
-                or getattr(req, "subscribed_topic_regex", None) is not None or req.server_assignor is not None):
-            return None
-        group = self.m.groups.get(req.group_id)
-        member = group.members.get(req.member_id) if group is not None else None
-        if (member is None or member.member_epoch != req.member_epoch or member.state != STABLE
-                or member.classic is not None or group.group_epoch > group.assignment_epoch
-                or member.member_epoch != group.assignment_epoch or member.client_id != context.client_id
-                or member.client_host != context.client_host
-                or self.subscription_metadata(group, {member.member_id}, member) != group.subscription_metadata):
-            return None
-        gid, member_id = req.group_id, member.member_id
-
-        def after() -> None:
-            self.schedule_session_timeout(gid, member_id)
-            g = self.m.groups.get(gid)
-            self.m.events.group_members(gid, len(g.members) if g else 0)
-
-        return [], HeartbeatResult(E.NONE, None, member_id, member.member_epoch,
-                                   self.m.config.consumer_group_heartbeat_interval_ms, None), after
 
     def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
                       replaced: str | None, owned, records: list, joined: bool, forced_cause: str | None = None

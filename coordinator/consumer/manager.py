@@ -174,7 +174,9 @@ class ConsumerGroupManager:
                 if not out:
                     continue
                 records += out
-                if i + 1 < len(batch):  # the next op computes from the group with these records
+                # the next op computes from the group with these records (and so, once they are durable,
+                # may the group itself: _Replayed)
+                if i + 1 < len(batch) or durable is not None:
                     if scratch is None:
                         scratch = durable.copy() if durable is not None else ConsumerGroup(group_id)
                         self.groups[group_id] = scratch
@@ -184,6 +186,8 @@ class ConsumerGroupManager:
                 self.groups.pop(group_id, None)
             else:
                 self.groups[group_id] = durable
+        if durable is not None and records and _Replayed.covers(group_id, records):
+            records = _Replayed(records, self, group_id, durable, scratch)
         return records, done
 
     def _replay_into(self, scratch: ConsumerGroup, records: list) -> None:
@@ -225,3 +229,37 @@ class ConsumerGroupManager:
             return
         op, callback, failure = lane.popleft()
         self._run(group_id, op, callback, failure)
+
+
+class _Replayed(list):
+    """A batch's records when the scratch group it computed from already holds all of them: replaying
+    them once durable (GroupCoordinatorShard.replay_records -> replay_into) installs that scratch group
+    instead of replaying every record a second time. Only when replaying them through the manager is
+    exactly replaying them into the group: every record is a consumer group record of this group, the
+    group exists, none deletes it; and only if nothing else replaced the group since (else they are
+    replayed one by one, as any records)."""
+
+    def __init__(self, records: list, manager: ConsumerGroupManager, group_id: str, durable: ConsumerGroup,
+                 scratch: ConsumerGroup) -> None:
+        super().__init__(records)
+        self.manager, self.group_id, self.durable, self.scratch = manager, group_id, durable, scratch
+        self.lane = manager._lanes.get(group_id)
+
+    @staticmethod
+    def covers(group_id: str, records: list) -> bool:
+        for record in records:
+            decoded = getattr(record, "decoded", None)
+            if decoded is None or decoded.group_id != group_id or (
+                    decoded.type == r.GROUP_METADATA and decoded.value is None):
+                return False
+        return True
+
+    def replay_into(self, shard) -> None:
+        m, gid = self.manager, self.group_id
+        if m.groups.get(gid) is not self.durable or m._lanes.get(gid) is not self.lane:
+            for record in self:
+                shard.replay_consumer(record.decoded)
+            return
+        m.groups[gid] = self.scratch
+        if any(record.decoded.type == r.GROUP_METADATA for record in self):
+            shard.groups.drop_upgraded(gid)  # (as replaying an epoch record does)
