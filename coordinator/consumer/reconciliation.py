@@ -75,7 +75,15 @@ def _next(member: ConsumerGroupMember, member_epoch: int, target_epoch: int, tar
             to_assign[topic_id] = free
 
     def frozen(a: dict) -> Assignment:
-        return {t: frozenset(p) for t, p in a.items() if p}
+        # a topic's partitions as the target's own frozenset when they are all of it (records encode a
+        # frozenset once: record_values)
+        out = {}
+        for t, p in a.items():
+            if p:
+                wanted = target.get(t)
+                same = type(wanted) is frozenset and len(wanted) == len(p) and wanted == p
+                out[t] = wanted if same else frozenset(p)
+        return out
 
     if revoking and owns_revoked_partitions(owned, revoking):
         # Revoke first: the member stays in `member_epoch`, waiting for its acknowledgement.

@@ -3,7 +3,7 @@ ConsumerGroupCurrentMemberAssignmentValue (version 0, flexible) -- encoded strai
 and their decoded form as light tuples.
 
 Forming a group of n members writes O(n log n) of them; the generic codec builds a message object per
-record and per topic, then walks it. The bytes here are the codec's, field for field (tests compare
+record and per topic, then walks it. Assignments hold frozensets of partitions (member.Assignment). The bytes here are the codec's, field for field (tests compare
 them): int16 version 0; int32 member epoch, int32 previous epoch, int8 state (current assignment only);
 each partitions array compact (length + 1), a topic as its 16 id bytes, its int32 partitions compact,
 and an empty tagged-field section; an empty tagged-field section to end the value.
@@ -20,9 +20,10 @@ _EPOCHS = fixed_struct("iib")
 
 
 class TopicPartitions(NamedTuple):
-    """The decoded form of a TopicPartition(s) struct (same field names as the codec's)."""
+    """The decoded form of a TopicPartition(s) struct (same field names as the codec's); `partitions` is
+    the assignment's frozenset itself (replay makes a frozenset of it: the same object)."""
     topic_id: uuid.UUID
-    partitions: list[int]
+    partitions: frozenset[int]
 
 
 class TargetAssignmentMemberValue(NamedTuple):
@@ -38,15 +39,32 @@ class CurrentMemberAssignmentValue(NamedTuple):
 
 
 def topic_partitions(assignment) -> list[TopicPartitions]:
-    """By topic id, partitions ascending, topics without partitions left out (as records.py writes them)."""
-    return [TopicPartitions(t, sorted(p)) for t, p in sorted(assignment.items()) if p]
+    """By topic id, topics without partitions left out (as records.py writes them)."""
+    return [TopicPartitions(t, p if type(p) is frozenset else frozenset(p)) for t, p in sorted(assignment.items()) if p]
+
+
+# frozenset of partitions -> its encoding (compact length, int32s ascending): a member's target is written
+# once as its target and again as its assignment when it gets there (reconciliation hands back the target's
+# own frozenset), and sorting a large one is most of a record's cost. Bounded: cleared when full.
+_ENCODED: dict[frozenset, bytes] = {}
+_ENCODED_MAX = 4096
+
+
+def _partitions(partitions: frozenset[int]) -> bytes:
+    encoded = _ENCODED.get(partitions)
+    if encoded is None:
+        n = len(partitions)
+        encoded = uvarint_bytes(n + 1) + fixed_struct(f"{n}i").pack(*sorted(partitions))
+        if len(_ENCODED) >= _ENCODED_MAX:
+            _ENCODED.clear()
+        _ENCODED[partitions] = encoded
+    return encoded
 
 
 def _array(tps: list[TopicPartitions], parts: list) -> None:
     parts.append(uvarint_bytes(len(tps) + 1))
     for topic_id, partitions in tps:
-        n = len(partitions)
-        parts += (topic_id.bytes, uvarint_bytes(n + 1), fixed_struct(f"{n}i").pack(*partitions), EMPTY_TAGS)
+        parts += (topic_id.bytes, _partitions(partitions), EMPTY_TAGS)
 
 
 def encode_target(value: TargetAssignmentMemberValue) -> bytes:

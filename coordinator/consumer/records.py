@@ -115,7 +115,9 @@ def assignment_of(topic_partitions) -> Assignment:
     out: dict[uuid.UUID, frozenset[int]] = {}
     for tp in topic_partitions or ():
         if tp.partitions:
-            out[tp.topic_id] = out.get(tp.topic_id, frozenset()) | frozenset(tp.partitions)
+            known = out.get(tp.topic_id)
+            partitions = frozenset(tp.partitions)  # (a frozenset already: itself)
+            out[tp.topic_id] = partitions if known is None else known | partitions
     return out
 
 

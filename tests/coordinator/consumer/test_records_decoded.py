@@ -25,7 +25,7 @@ def _generic(rtype: int, value) -> bytes:
     """The value as the generated codec encodes it (what records.py used for every record)."""
     cls = r._cls(rtype)
     def tps(struct, tps_):
-        return [struct(topic_id=t, partitions=list(p)) for t, p in tps_]
+        return [struct(topic_id=t, partitions=sorted(p)) for t, p in tps_]
     if rtype == r.TARGET_MEMBER:
         msg = cls(topic_partitions=tps(cls.TopicPartition, value.topic_partitions))
     else:
