@@ -23,7 +23,11 @@ from coordinator.timers import Clock, Timer
 from protocol.errors import DecodeError, ErrorCode
 
 Write = Callable[[list, Callable[[ErrorCode], None]], None]
-MAX_BATCH = 64  # operations of one group written as one append
+# Operations of one group written as one append: at most MAX_BATCH, and no more once their records reach
+# MAX_BATCH_BYTES (half Kafka's default max.message.bytes: a batch stays an ordinary append). Larger batches
+# mean fewer appends to wait for while a group forms; they change no answer.
+MAX_BATCH = 256
+MAX_BATCH_BYTES = 512 * 1024
 
 
 class GroupError(Exception):
@@ -163,8 +167,12 @@ class ConsumerGroupManager:
         scratch: ConsumerGroup | None = None
         records: list = []
         done: list = []
+        size = 0
         try:
             for i, (op, callback, failure) in enumerate(batch):
+                if size >= MAX_BATCH_BYTES:  # the rest wait for the next append, first in line
+                    self._lanes[group_id].extendleft(reversed(batch[i:]))
+                    break
                 try:
                     out, result, after = op()
                 except GroupError as e:
@@ -174,6 +182,7 @@ class ConsumerGroupManager:
                 if not out:
                     continue
                 records += out
+                size += sum(len(record[0]) + len(record[1] or b"") for record in out)
                 # the next op computes from the group with these records (and so, once they are durable,
                 # may the group itself: _Replayed)
                 if i + 1 < len(batch) or durable is not None:

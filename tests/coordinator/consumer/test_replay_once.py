@@ -65,3 +65,20 @@ def test_a_failed_batch_changes_nothing():
     assert [a.error for a in answers] == [E.NONE] + [E.NOT_COORDINATOR] * 3
     assert _state(ctx) == before == _loaded(ctx)
     assert len(ctx.consumer_group(GROUP).members) == 2
+
+
+def test_a_batch_stops_at_its_byte_bound(monkeypatch):
+    """Operations past MAX_BATCH_BYTES wait for the next append, first in line, in their order."""
+    from coordinator.consumer import manager
+    monkeypatch.setattr(manager, "MAX_BATCH_BYTES", 1)
+    ctx = ConsumerGroupContext(topics={"t": 12})
+    ctx.heartbeat(GROUP, topics=["t"])
+    ctx.writer.auto = False
+    answers: list = []
+    for _ in range(4):  # one in flight, three queued behind it
+        ctx.heartbeat(GROUP, topics=["t"], callback=answers.append)
+    while ctx.writer.pending():
+        ctx.writer.complete_all()
+    assert [a.error for a in answers] == [E.NONE] * 4
+    assert [a.member_epoch for a in answers] == [2, 3, 4, 5]  # one join per append, in order
+    assert len(ctx.writer.durable()) == 5 and _state(ctx) == _loaded(ctx)
