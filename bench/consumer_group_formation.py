@@ -54,12 +54,16 @@ async def _stable(conn, group: str, members: int) -> bool:
     return g.group_state == "Stable" and len(g.members) == members
 
 
-async def consumer_formation(port: int, n: int, group: str, formed: list | None = None) -> float:
-    """Seconds until the group is Stable; `formed`, if given, then gets each member's (id, epoch)."""
+async def consumer_formation(port: int, n: int, group: str, formed: list | None = None,
+                             partitions: int | None = None) -> float:
+    """Seconds until the group is Stable; `formed`, if given, then gets each member's (id, epoch).
+    `partitions`: the subscribed topic's partition count, if known (then describe only once the members
+    hold them all)."""
     conns = await open_many(port, n + 1)
     done = asyncio.Event()
     epochs = [0] * n  # each member's epoch as its last answer gave it
     ids = [""] * n
+    holding = [0] * n  # how many partitions each member holds as its last assignment gave them
 
     async def member(conn, k: int) -> None:
         member_id, epoch, owned = "", 0, {}
@@ -71,6 +75,7 @@ async def consumer_formation(port: int, n: int, group: str, formed: list | None 
             epochs[k], ids[k] = epoch, member_id
             if r.assignment is not None:
                 owned = {tp.topic_id: tp.partitions for tp in r.assignment.topic_partitions}
+                holding[k] = sum(len(p) for p in owned.values())
             try:
                 await asyncio.wait_for(done.wait(), HB_S)
             except TimeoutError:
@@ -79,9 +84,12 @@ async def consumer_formation(port: int, n: int, group: str, formed: list | None 
     t0 = time.monotonic()
     tasks = [asyncio.ensure_future(member(c, k)) for k, c in enumerate(conns[:n])]
     try:
-        # Describing 1,000 members costs the server milliseconds: ask only once every member has an epoch
-        # and they all have the same one (necessary for Stable, not sufficient: the answer decides).
-        while min(epochs) == 0 or min(epochs) != max(epochs) or not await _stable(conns[n], group, n):
+        # Describing 1,000 members costs the server milliseconds: ask only once every member has an epoch,
+        # they all have the same one and together they hold every partition (necessary for Stable, not
+        # sufficient: the answer decides).
+        while (min(epochs) == 0 or min(epochs) != max(epochs)
+               or (partitions is not None and sum(holding) != partitions)
+               or not await _stable(conns[n], group, n)):
             for t in tasks:
                 if t.done() and t.exception() is not None:
                     raise t.exception()
@@ -124,7 +132,8 @@ def measure(n: int, reps: int) -> dict:
             return time.monotonic() - t0, proc_cpu_seconds(server.pid) - c0
 
         out = interleaved({
-            "consumer": lambda: timed(lambda i: arun(consumer_formation(server.port, n, f"kip848-{n}-{i}"))),
+            "consumer": lambda: timed(lambda i: arun(consumer_formation(server.port, n, f"kip848-{n}-{i}",
+                                                                        partitions=PARTITIONS))),
             "classic": lambda: timed(lambda i: arun(form_groups(server.port, {f"classic-{n}-{i}": n}, conns=n,
                                                                 hb_interval=HB_S))),
         }, reps)

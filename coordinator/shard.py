@@ -102,8 +102,12 @@ class GroupCoordinatorShard:
         if isinstance(records, OffsetCommitRecords):  # a commit: its typed values, no decoding
             self.offsets.replay_offsets(records.group_id, records.values)
             return
-        for key, value, *_ in records:
-            self.replay(key, value)
+        for record in records:
+            decoded = getattr(record, "decoded", None)
+            if decoded is not None:  # a consumer group record we wrote: its decoded form, no decoding
+                self.replay_consumer(decoded)
+            else:
+                self.replay(record[0], record[1])
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one record of this partition, as read from the log."""
@@ -123,6 +127,12 @@ class GroupCoordinatorShard:
             self.consumer.replay(key, value)
             if rtype == consumer_records.GROUP_METADATA and value is not None:
                 self.groups.drop_upgraded(consumer_records.decode(key, None).group_id)
+
+    def replay_consumer(self, record: consumer_records.ConsumerRecord) -> None:
+        """A KIP-848 consumer group record we wrote, as `replay` of its bytes would decode it."""
+        self.consumer.replay_record(record)
+        if record.type == consumer_records.GROUP_METADATA and record.value is not None:
+            self.groups.drop_upgraded(record.group_id)
 
     # ------------------------------------------------------------ loading and unloading
 

@@ -52,6 +52,7 @@ class ConsumerGroup:
         self.regexes: dict[str, str] = {}
         self.resolved_regexes: dict[str, ResolvedRegex] = {}  # regex -> its last recorded resolution
         self.num_classic_members = 0  # members using the classic protocol (online migration)
+        self.assignor_counts: dict[str, int] = {}  # server assignor name -> members asking for it
 
     def copy(self) -> ConsumerGroup:
         """An independent copy (members and assignments are immutable values, so shared)."""
@@ -60,7 +61,7 @@ class ConsumerGroup:
         other.has_metadata_record = self.has_metadata_record
         other.num_classic_members = self.num_classic_members
         for name in ("members", "static_members", "target_assignment", "subscription_metadata", "partition_epochs",
-                     "topic_counts", "regexes", "resolved_regexes"):
+                     "topic_counts", "regexes", "resolved_regexes", "assignor_counts"):
             setattr(other, name, dict(getattr(self, name)))
         return other
 
@@ -110,17 +111,16 @@ class ConsumerGroup:
     def preferred_server_assignor(self, old: ConsumerGroupMember | None, new: ConsumerGroupMember | None,
                                   default: str) -> str:
         """The assignor most members ask for (Kafka's computePreferredServerAssignor; ties: by name)."""
-        counts: dict[str, int] = {}
-        for member in self.members.values():
-            if old is not None and member.member_id == old.member_id:
-                continue
-            if member.server_assignor_name:
-                counts[member.server_assignor_name] = counts.get(member.server_assignor_name, 0) + 1
+        counts = dict(self.assignor_counts)  # kept by replay: O(assignors), not O(members)
+        previous = self.members.get(old.member_id) if old is not None else None
+        if previous is not None and previous.server_assignor_name:
+            counts[previous.server_assignor_name] -= 1
         if new is not None and new.server_assignor_name:
             counts[new.server_assignor_name] = counts.get(new.server_assignor_name, 0) + 1
-        if not counts:
+        names = sorted(name for name, count in counts.items() if count > 0)
+        if not names:
             return default
-        return max(sorted(counts), key=lambda name: counts[name])
+        return max(names, key=counts.__getitem__)
 
     # ------------------------------------------------------------ online migration (KIP-848)
 
@@ -205,6 +205,12 @@ class ConsumerGroup:
     def _count_subscriptions(self, member: ConsumerGroupMember, delta: int) -> None:
         if member.classic is not None:
             self.num_classic_members += delta
+        if member.server_assignor_name:
+            left = self.assignor_counts.get(member.server_assignor_name, 0) + delta
+            if left > 0:
+                self.assignor_counts[member.server_assignor_name] = left
+            else:
+                self.assignor_counts.pop(member.server_assignor_name, None)
         for name in member.subscribed_topic_names:
             left = self.topic_counts.get(name, 0) + delta
             if left > 0:
@@ -218,9 +224,11 @@ class ConsumerGroup:
 
     def _update_member(self, old: ConsumerGroupMember, new: ConsumerGroupMember) -> None:
         self._remove_partition_epochs(old)
-        if old.member_id in self.members:
+        if old.member_id not in self.members:
+            self._count_subscriptions(new, +1)
+        elif not _same_subscription(old, new):  # e.g. a new assignment: the counts stay as they are
             self._count_subscriptions(old, -1)
-        self._count_subscriptions(new, +1)
+            self._count_subscriptions(new, +1)
         self.members[new.member_id] = new
         if old.instance_id is not None and self.static_members.get(old.instance_id) == old.member_id:
             del self.static_members[old.instance_id]
@@ -252,3 +260,10 @@ class ConsumerGroup:
         if taken:  # after the update, so the group stays consistent with its records
             raise PartitionOwnedTwice(f"group {self.group_id}: member {member.member_id} is given {taken}, "
                                       "still owned by another member")
+
+
+def _same_subscription(a: ConsumerGroupMember, b: ConsumerGroupMember) -> bool:
+    """Whether the group's counts (_count_subscriptions) see the same member in `a` and `b`."""
+    return (a.subscribed_topic_names == b.subscribed_topic_names and a.subscribed_topic_regex == b.subscribed_topic_regex
+            and a.server_assignor_name == b.server_assignor_name and (a.classic is None) == (b.classic is None)
+            and a.member_id == b.member_id)

@@ -30,6 +30,7 @@ from coordinator.consumer.member import (
 from coordinator.consumer.migration import MIGRATION
 from coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
 from coordinator.consumer.regex import InvalidRegex, compile_regex
+from coordinator.consumer.steady import steady_heartbeat
 from coordinator.consumer.subscriptions import Subscriptions
 from coordinator.consumer.target import build_target_assignment
 from protocol.errors import ErrorCode
@@ -123,6 +124,9 @@ class ConsumerGroupHeartbeat:
     # ------------------------------------------------------------ join / heartbeat
 
     def _heartbeat(self, context, req):
+        steady = steady_heartbeat(self, context, req)  # the common case, answered without the full path
+        if steady is not None:
+            return steady
         m, gid, epoch = self.m, req.group_id, req.member_epoch
         owned = _owned(req)
         records: list = []

@@ -23,7 +23,11 @@ from coordinator.timers import Clock, Timer
 from protocol.errors import DecodeError, ErrorCode
 
 Write = Callable[[list, Callable[[ErrorCode], None]], None]
-MAX_BATCH = 64  # operations of one group written as one append
+# Operations of one group written as one append: at most MAX_BATCH, and no more once their records reach
+# MAX_BATCH_BYTES (half Kafka's default max.message.bytes: a batch stays an ordinary append). Larger batches
+# mean fewer appends to wait for while a group forms; they change no answer.
+MAX_BATCH = 256
+MAX_BATCH_BYTES = 512 * 1024
 
 
 class GroupError(Exception):
@@ -75,6 +79,11 @@ class ConsumerGroupManager:
         except DecodeError as e:
             self.log.warning("Skipping undecodable consumer group record: %s", e)
             return
+        self.replay_record(record)
+
+    def replay_record(self, record: r.ConsumerRecord) -> None:
+        """Replay a decoded record (one read from the log, or one we wrote: records.Written)."""
+        value = record.value
         group = self.groups.get(record.group_id)
         if group is None:
             if value is None:
@@ -158,8 +167,12 @@ class ConsumerGroupManager:
         scratch: ConsumerGroup | None = None
         records: list = []
         done: list = []
+        size = 0
         try:
             for i, (op, callback, failure) in enumerate(batch):
+                if size >= MAX_BATCH_BYTES:  # the rest wait for the next append, first in line
+                    self._lanes[group_id].extendleft(reversed(batch[i:]))
+                    break
                 try:
                     out, result, after = op()
                 except GroupError as e:
@@ -169,7 +182,10 @@ class ConsumerGroupManager:
                 if not out:
                     continue
                 records += out
-                if i + 1 < len(batch):  # the next op computes from the group with these records
+                size += sum(len(record[0]) + len(record[1] or b"") for record in out)
+                # the next op computes from the group with these records (and so, once they are durable,
+                # may the group itself: _Replayed)
+                if i + 1 < len(batch) or durable is not None:
                     if scratch is None:
                         scratch = durable.copy() if durable is not None else ConsumerGroup(group_id)
                         self.groups[group_id] = scratch
@@ -179,14 +195,16 @@ class ConsumerGroupManager:
                 self.groups.pop(group_id, None)
             else:
                 self.groups[group_id] = durable
+        if durable is not None and records and _Replayed.covers(group_id, records):
+            records = _Replayed(records, self, group_id, durable, scratch)
         return records, done
 
     def _replay_into(self, scratch: ConsumerGroup, records: list) -> None:
-        for key, value, *_ in records:
-            if r.record_type(key) is None:
+        for record in records:
+            if r.record_type(record[0]) is None:
                 continue  # e.g. the tombstone of a classic group being replaced
             try:
-                scratch.replay(r.decode(key, value))
+                scratch.replay(r.decoded(record))
             except PartitionOwnedTwice as e:
                 self.log.error("%s", e)
 
@@ -220,3 +238,37 @@ class ConsumerGroupManager:
             return
         op, callback, failure = lane.popleft()
         self._run(group_id, op, callback, failure)
+
+
+class _Replayed(list):
+    """A batch's records when the scratch group it computed from already holds all of them: replaying
+    them once durable (GroupCoordinatorShard.replay_records -> replay_into) installs that scratch group
+    instead of replaying every record a second time. Only when replaying them through the manager is
+    exactly replaying them into the group: every record is a consumer group record of this group, the
+    group exists, none deletes it; and only if nothing else replaced the group since (else they are
+    replayed one by one, as any records)."""
+
+    def __init__(self, records: list, manager: ConsumerGroupManager, group_id: str, durable: ConsumerGroup,
+                 scratch: ConsumerGroup) -> None:
+        super().__init__(records)
+        self.manager, self.group_id, self.durable, self.scratch = manager, group_id, durable, scratch
+        self.lane = manager._lanes.get(group_id)
+
+    @staticmethod
+    def covers(group_id: str, records: list) -> bool:
+        for record in records:
+            decoded = getattr(record, "decoded", None)
+            if decoded is None or decoded.group_id != group_id or (
+                    decoded.type == r.GROUP_METADATA and decoded.value is None):
+                return False
+        return True
+
+    def replay_into(self, shard) -> None:
+        m, gid = self.manager, self.group_id
+        if m.groups.get(gid) is not self.durable or m._lanes.get(gid) is not self.lane:
+            for record in self:
+                shard.replay_consumer(record.decoded)
+            return
+        m.groups[gid] = self.scratch
+        if any(record.decoded.type == r.GROUP_METADATA for record in self):
+            shard.groups.drop_upgraded(gid)  # (as replaying an epoch record does)

@@ -6,6 +6,7 @@ replay of those records installs it. Assignments map topic id -> frozenset of pa
 from __future__ import annotations
 
 import dataclasses
+import operator
 import uuid
 from dataclasses import dataclass, field
 
@@ -57,11 +58,18 @@ class ConsumerGroupMember:
         return self.classic is not None
 
     def replace(self, **changes) -> ConsumerGroupMember:
-        return dataclasses.replace(self, **changes)
+        """dataclasses.replace, without its per-field checks (members are replaced on every change)."""
+        values = _all_fields(self)
+        if not changes.keys() <= _FIELD_INDEX.keys():
+            raise TypeError(f"unknown fields {sorted(changes.keys() - _FIELD_INDEX.keys())}")
+        values = list(values)
+        for name, value in changes.items():
+            values[_FIELD_INDEX[name]] = value
+        return ConsumerGroupMember(*values)
 
     def with_epoch(self, epoch: int) -> ConsumerGroupMember:
         """Kafka's Builder.updateMemberEpoch: the current epoch becomes the previous one."""
-        return dataclasses.replace(self, previous_member_epoch=self.member_epoch, member_epoch=epoch)
+        return self.replace(previous_member_epoch=self.member_epoch, member_epoch=epoch)
 
     def is_reconciled_to(self, target_assignment_epoch: int) -> bool:
         return self.state == STABLE and self.member_epoch == target_assignment_epoch
@@ -69,6 +77,10 @@ class ConsumerGroupMember:
     def subscription(self) -> tuple:
         """What the target assignment depends on (a change bumps the group epoch)."""
         return self.subscribed_topic_names, self.subscribed_topic_regex
+
+
+_FIELD_INDEX = {f.name: i for i, f in enumerate(dataclasses.fields(ConsumerGroupMember))}
+_all_fields = operator.attrgetter(*_FIELD_INDEX)
 
 
 def partitions_count(assignment: Assignment) -> int:

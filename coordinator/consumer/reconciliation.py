@@ -75,14 +75,24 @@ def _next(member: ConsumerGroupMember, member_epoch: int, target_epoch: int, tar
             to_assign[topic_id] = free
 
     def frozen(a: dict) -> Assignment:
-        return {t: frozenset(p) for t, p in a.items() if p}
+        # a topic's partitions as the target's own frozenset when they are all of it (records encode a
+        # frozenset once: record_values)
+        out = {}
+        for t, p in a.items():
+            if p:
+                wanted = target.get(t)
+                same = type(wanted) is frozenset and len(wanted) == len(p) and wanted == p
+                out[t] = wanted if same else frozenset(p)
+        return out
 
     if revoking and owns_revoked_partitions(owned, revoking):
         # Revoke first: the member stays in `member_epoch`, waiting for its acknowledgement.
-        return member.with_epoch(member_epoch).replace(state=UNREVOKED_PARTITIONS, assigned_partitions=frozen(assigned),
-                                                       partitions_pending_revocation=revoking)
+        return member.replace(previous_member_epoch=member.member_epoch, member_epoch=member_epoch,
+                              state=UNREVOKED_PARTITIONS, assigned_partitions=frozen(assigned),
+                              partitions_pending_revocation=revoking)
     for topic_id, partitions in to_assign.items():
         assigned.setdefault(topic_id, set()).update(partitions)
-    return member.with_epoch(target_epoch).replace(state=UNRELEASED_PARTITIONS if unreleased else STABLE,
-                                                   assigned_partitions=frozen(assigned),
-                                                   partitions_pending_revocation={})
+    # (Kafka's updateMemberEpoch: the current epoch becomes the previous one)
+    return member.replace(previous_member_epoch=member.member_epoch, member_epoch=target_epoch,
+                          state=UNRELEASED_PARTITIONS if unreleased else STABLE,
+                          assigned_partitions=frozen(assigned), partitions_pending_revocation={})

@@ -16,9 +16,11 @@ generated codecs of their definitions (protocol/extra_definitions.py).
 """
 from __future__ import annotations
 
+import functools
 import uuid
 from typing import NamedTuple
 
+from coordinator.consumer import record_values as rv
 from coordinator.consumer.member import Assignment, ClassicMemberMetadata, ConsumerGroupMember
 from protocol import messages as m
 from protocol.errors import DecodeError
@@ -44,6 +46,30 @@ class ConsumerRecord(NamedTuple):
     regex: str | None = None  # the key's regular expression (REGULAR_EXPRESSION records)
 
 
+class Written(tuple):
+    """A record this coordinator writes: (key, value, headers) as the log gets it, and `.decoded`, the
+    ConsumerRecord its bytes decode to (the value message it was encoded from). Replaying it -- into a
+    batch's scratch group, and into the shard once durable -- then decodes nothing; a load decodes the
+    bytes and replays the same thing."""
+
+    decoded: ConsumerRecord
+
+
+def _written(rtype: int, group_id: str, member_id: str | None, value, headers: tuple = (),
+             encoded: bytes | None = None) -> Written:
+    if encoded is None and value is not None:
+        encoded = _value(rtype, value)
+    record = Written((_key(rtype, group_id, member_id), encoded, headers))
+    record.decoded = ConsumerRecord(rtype, group_id, member_id if rtype in _MEMBER_KEYED else None, value)
+    return record
+
+
+def decoded(record) -> ConsumerRecord:
+    """The ConsumerRecord of a (key, value, ...) record: carried if we wrote it, else decoded."""
+    carried = getattr(record, "decoded", None)
+    return carried if carried is not None else decode(record[0], record[1])
+
+
 def record_type(key) -> int | None:
     """The consumer group record type of a raw key, or None for any other record."""
     if len(key) < 2:
@@ -52,7 +78,9 @@ def record_type(key) -> int | None:
     return version if version in RECORD_TYPES else None
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _key(rtype: int, group_id: str, member_id: str | None = None, regex: str | None = None) -> bytes:
+    """A key's bytes (cached: a member's keys are written again at every epoch)."""
     name = f"ConsumerGroup{_NAMES[rtype]}Key"
     fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
     if regex is not None:
@@ -64,6 +92,7 @@ def _value(rtype: int, value) -> bytes:
     return m.encode_versioned(f"ConsumerGroup{_NAMES[rtype]}Value", value, 0)
 
 
+@functools.cache
 def _cls(rtype: int):
     return m.message_class(f"ConsumerGroup{_NAMES[rtype]}Value")
 
@@ -82,15 +111,13 @@ def decode(key, value) -> ConsumerRecord:
 
 # ---------------------------------------------------------------- assignments
 
-def _topic_partitions(struct_cls, assignment: Assignment) -> list:
-    return [struct_cls(topic_id=t, partitions=sorted(p)) for t, p in sorted(assignment.items()) if p]
-
-
 def assignment_of(topic_partitions) -> Assignment:
     out: dict[uuid.UUID, frozenset[int]] = {}
     for tp in topic_partitions or ():
         if tp.partitions:
-            out[tp.topic_id] = out.get(tp.topic_id, frozenset()) | frozenset(tp.partitions)
+            known = out.get(tp.topic_id)
+            partitions = frozenset(tp.partitions)  # (a frozenset already: itself)
+            out[tp.topic_id] = partitions if known is None else known | partitions
     return out
 
 
@@ -102,22 +129,22 @@ def group_epoch_record(group_id: str, epoch: int, cause: str | None = None, reas
     headers = _NO_HEADERS if cause is None else (
         ("kcoord.rebalance.cause", cause.encode()), ("kcoord.rebalance.reason", reason.encode()),
         ("kcoord.rebalance.trigger_member", trigger_member.encode()))
-    return (_key(GROUP_METADATA, group_id), _value(GROUP_METADATA, _cls(GROUP_METADATA)(epoch=epoch)), headers)
+    return _written(GROUP_METADATA, group_id, None, _cls(GROUP_METADATA)(epoch=epoch), headers)
 
 
 def group_epoch_tombstone(group_id: str):
-    return (_key(GROUP_METADATA, group_id), None, _NO_HEADERS)
+    return _written(GROUP_METADATA, group_id, None, None)
 
 
 def subscription_metadata_record(group_id: str, metadata: dict[str, TopicMetadata]):
     cls = _cls(PARTITION_METADATA)
     topics = [cls.TopicMetadata(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
               for name, (tid, n) in sorted(metadata.items())]
-    return (_key(PARTITION_METADATA, group_id), _value(PARTITION_METADATA, cls(topics=topics)), _NO_HEADERS)
+    return _written(PARTITION_METADATA, group_id, None, cls(topics=topics))
 
 
 def subscription_metadata_tombstone(group_id: str):
-    return (_key(PARTITION_METADATA, group_id), None, _NO_HEADERS)
+    return _written(PARTITION_METADATA, group_id, None, None)
 
 
 def member_subscription_record(group_id: str, member: ConsumerGroupMember):
@@ -131,7 +158,7 @@ def member_subscription_record(group_id: str, member: ConsumerGroupMember):
         client_host=member.client_host, subscribed_topic_names=sorted(member.subscribed_topic_names),
         subscribed_topic_regex=member.subscribed_topic_regex, rebalance_timeout_ms=member.rebalance_timeout_ms,
         server_assignor=member.server_assignor_name, classic_member_metadata=classic)
-    return (_key(MEMBER_METADATA, group_id, member.member_id), _value(MEMBER_METADATA, value), _NO_HEADERS)
+    return _written(MEMBER_METADATA, group_id, member.member_id, value)
 
 
 def classic_metadata_of(value) -> ClassicMemberMetadata | None:
@@ -143,40 +170,36 @@ def classic_metadata_of(value) -> ClassicMemberMetadata | None:
 
 
 def member_subscription_tombstone(group_id: str, member_id: str):
-    return (_key(MEMBER_METADATA, group_id, member_id), None, _NO_HEADERS)
+    return _written(MEMBER_METADATA, group_id, member_id, None)
 
 
 def target_epoch_record(group_id: str, epoch: int):
     value = _cls(TARGET_METADATA)(assignment_epoch=epoch)
-    return (_key(TARGET_METADATA, group_id), _value(TARGET_METADATA, value), _NO_HEADERS)
+    return _written(TARGET_METADATA, group_id, None, value)
 
 
 def target_epoch_tombstone(group_id: str):
-    return (_key(TARGET_METADATA, group_id), None, _NO_HEADERS)
+    return _written(TARGET_METADATA, group_id, None, None)
 
 
 def target_member_record(group_id: str, member_id: str, assignment: Assignment):
-    cls = _cls(TARGET_MEMBER)
-    value = cls(topic_partitions=_topic_partitions(cls.TopicPartition, assignment))
-    return (_key(TARGET_MEMBER, group_id, member_id), _value(TARGET_MEMBER, value), _NO_HEADERS)
+    value = rv.TargetAssignmentMemberValue(rv.topic_partitions(assignment))
+    return _written(TARGET_MEMBER, group_id, member_id, value, encoded=rv.encode_target(value))
 
 
 def target_member_tombstone(group_id: str, member_id: str):
-    return (_key(TARGET_MEMBER, group_id, member_id), None, _NO_HEADERS)
+    return _written(TARGET_MEMBER, group_id, member_id, None)
 
 
 def current_assignment_record(group_id: str, member: ConsumerGroupMember):
-    cls = _cls(CURRENT_ASSIGNMENT)
-    value = cls(member_epoch=member.member_epoch, previous_member_epoch=member.previous_member_epoch,
-                state=member.state,
-                assigned_partitions=_topic_partitions(cls.TopicPartitions, member.assigned_partitions),
-                partitions_pending_revocation=_topic_partitions(cls.TopicPartitions,
-                                                                member.partitions_pending_revocation))
-    return (_key(CURRENT_ASSIGNMENT, group_id, member.member_id), _value(CURRENT_ASSIGNMENT, value), _NO_HEADERS)
+    value = rv.CurrentMemberAssignmentValue(member.member_epoch, member.previous_member_epoch, member.state,
+                                            rv.topic_partitions(member.assigned_partitions),
+                                            rv.topic_partitions(member.partitions_pending_revocation))
+    return _written(CURRENT_ASSIGNMENT, group_id, member.member_id, value, encoded=rv.encode_current(value))
 
 
 def current_assignment_tombstone(group_id: str, member_id: str):
-    return (_key(CURRENT_ASSIGNMENT, group_id, member_id), None, _NO_HEADERS)
+    return _written(CURRENT_ASSIGNMENT, group_id, member_id, None)
 
 
 def regex_record(group_id: str, regex: str, topics, version: int, timestamp_ms: int):

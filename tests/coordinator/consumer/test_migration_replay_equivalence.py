@@ -32,7 +32,8 @@ def projection(ctx: ConsumerGroupContext) -> dict:
     if group is not None:
         out["consumer"] = {name: getattr(group, name) for name in (
             "group_epoch", "assignment_epoch", "members", "static_members", "target_assignment",
-            "subscription_metadata", "partition_epochs", "num_classic_members", "resolved_regexes")}
+            "subscription_metadata", "partition_epochs", "num_classic_members", "resolved_regexes", "topic_counts",
+            "regexes", "assignor_counts")}
     return out
 
 
