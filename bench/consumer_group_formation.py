@@ -1,8 +1,10 @@
 """KIP-848 group formation over TCP: N consumer-protocol members (one connection each) from nothing to
 every member holding its target assignment at the group epoch (ConsumerGroupDescribe: Stable).
 
-Each member sends ConsumerGroupHeartbeat epoch 0, then heartbeats every `hb` seconds reporting what it
-owns (it takes each assignment it is given at once, as librdkafka does after revoking). Baseline, same
+Each member sends ConsumerGroupHeartbeat epoch 0, then heartbeats every `hb` seconds; it takes each
+assignment it is given at once and acknowledges it with an immediate heartbeat reporting what it now
+owns (what the Java client and librdkafka do after reconciling), and otherwise leaves its owned partitions
+out (they are sent only when changed). Baseline, same
 run and server: N classic members forming one group (JoinGroup, SyncGroup, heartbeats every `hb`
 seconds) -- bench/loadgen_members.form_groups.
 """
@@ -38,13 +40,16 @@ _resp = m.codec("ConsumerGroupHeartbeatResponse", 1)
 _R = m.ConsumerGroupHeartbeatRequest
 
 
-def _heartbeat(group: str, member_id: str, epoch: int, owned: dict) -> bytes:
+def _heartbeat(group: str, member_id: str, epoch: int, owned: dict | None) -> bytes:
+    """`owned` None: unchanged since the member last sent it (not sent, as the Java client's HeartbeatState
+    and librdkafka leave it out)."""
     join = epoch == 0
     return _req.encode(_R(
         group_id=group, member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
         rebalance_timeout_ms=60_000 if join else -1, subscribed_topic_names=[TOPIC] if join else None,
         subscribed_topic_regex=None, server_assignor=None,
-        topic_partitions=[_R.TopicPartitions(topic_id=t, partitions=sorted(p)) for t, p in owned.items()]))
+        topic_partitions=None if owned is None else [_R.TopicPartitions(topic_id=t, partitions=sorted(p))
+                                                     for t, p in owned.items()]))
 
 
 async def _stable(conn, group: str, members: int) -> bool:
@@ -66,16 +71,21 @@ async def consumer_formation(port: int, n: int, group: str, formed: list | None 
     holding = [0] * n  # how many partitions each member holds as its last assignment gave them
 
     async def member(conn, k: int) -> None:
-        member_id, epoch, owned = "", 0, {}
+        member_id, epoch, owned, sent = "", 0, {}, None
         while not done.is_set():
-            r = _resp.decode(await conn.call(HEARTBEAT, 1, _heartbeat(group, member_id, epoch, owned)), 5)[0]
+            report = owned if owned != sent else None
+            r = _resp.decode(await conn.call(HEARTBEAT, 1, _heartbeat(group, member_id, epoch, report)), 5)[0]
             if r.error_code:
                 raise RuntimeError(f"ConsumerGroupHeartbeat error {r.error_code}: {r.error_message}")
+            sent = owned if report is not None else sent
             member_id, epoch = r.member_id, r.member_epoch
             epochs[k], ids[k] = epoch, member_id
             if r.assignment is not None:
-                owned = {tp.topic_id: tp.partitions for tp in r.assignment.topic_partitions}
-                holding[k] = sum(len(p) for p in owned.values())
+                new = {tp.topic_id: tp.partitions for tp in r.assignment.topic_partitions}
+                holding[k] = sum(len(p) for p in new.values())
+                if new != owned:  # reconciled at once: acknowledge it now, as the Java client and librdkafka do
+                    owned = new
+                    continue
             try:
                 await asyncio.wait_for(done.wait(), HB_S)
             except TimeoutError:

@@ -18,12 +18,13 @@ Handler = Callable[[Any, Any], Any | Awaitable[Any]]
 
 
 # A frame handler answers a whole request frame (size prefix included) without the general decode and
-# encode, for the few requests a busy broker mostly serves (Heartbeat, OffsetCommit). It returns
+# encode, for the few requests a busy broker mostly serves (Heartbeat, OffsetCommit,
+# ConsumerGroupHeartbeat); it is called with the broker, the frame and the client's host. It returns
 # (error code, whole response frame); or an asyncio.Future of that pair when the answer must wait (a
 # commit waits for its fsync: the connection serves nothing else meanwhile, as when a handler awaits);
 # or None -- having done nothing -- when it does not take this frame: the server then serves it through
 # `handler`, which gives the same answer (a test shows they agree).
-FrameHandler = Callable[[Any, bytes], "tuple[int, bytes] | asyncio.Future[tuple[int, bytes]] | None"]
+FrameHandler = Callable[[Any, bytes, str], "tuple[int, bytes] | asyncio.Future[tuple[int, bytes]] | None"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -248,7 +248,7 @@ class KafkaConnection(asyncio.Protocol):
             return False
         started = time.perf_counter()
         try:
-            answer = served[1](self.server.broker, frame)
+            answer = served[1](self.server.broker, frame, self.peer[0])
         except Exception:  # a handler bug: this connection only
             self._serving_failed()
             return True

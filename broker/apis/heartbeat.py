@@ -41,7 +41,7 @@ _frames = writer.frames  # frame_v<N>(correlation_id, throttle_time_ms, error_co
 
 
 @frame_handler(key=API_KEY)
-def serve_frame(broker, frame):
+def serve_frame(broker, frame, _client_host):
     request = reader.read(frame)
     if request is None:
         return None

@@ -145,7 +145,7 @@ writer = frames.ResponseWriter("OffsetCommit", *version_range(API_KEY))
 
 
 @frame_handler(key=API_KEY)
-def serve_frame(broker, frame):
+def serve_frame(broker, frame, _client_host):
     """`handle`, from and to whole frames: (0, response frame) at once, a future of it when the commit
     waits for its write, or None for a frame the reader does not take."""
     request = reader.read(frame)

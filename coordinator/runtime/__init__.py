@@ -274,8 +274,9 @@ class GroupRuntime:
         result = self.service.leave_group(context, request, reply)
         return reply if result is None else result
 
-    def consumer_group_heartbeat(self, context: RequestContext, request) -> Reply:
-        reply = Reply()
+    def consumer_group_heartbeat(self, context: RequestContext, request, callback: Callable | None = None) -> Reply:
+        """The heartbeat's result: to `callback` if given, else the Reply."""
+        reply = Reply() if callback is None else callback
         self.service.consumer_group_heartbeat(context, request, reply)
         return reply
 
