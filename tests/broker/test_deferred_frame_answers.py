@@ -56,7 +56,7 @@ def deferring_connection(broker, seq: int = 0) -> tuple[KafkaConnection, FakeTra
     """A connection whose frame handler for ApiVersions answers each frame with a new future."""
     futures: list[asyncio.Future] = []
 
-    def defer(_broker, frame):
+    def defer(_broker, frame, _client_host):
         futures.append(asyncio.get_running_loop().create_future())
         return futures[-1]
 
