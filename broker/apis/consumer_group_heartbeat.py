@@ -17,8 +17,7 @@ waits on when the coordinator answers once its records are durable (no task per 
 """
 from __future__ import annotations
 
-import asyncio
-
+from broker.frame_answer import FrameAnswer
 from broker.registry import api, frame_handler, version_range
 from coordinator.results import RequestContext as CoordinatorContext
 from protocol import frames
@@ -91,31 +90,15 @@ def response_frame(version: int, correlation_id: int, result) -> tuple[int, byte
                                result.heartbeat_interval_ms, assignment)
 
 
-class _Answer:
-    """The callback the heartbeat hands the coordinator: the response frame at once when it answers
-    before returning, else into a future once its records are durable."""
+class _Answer(FrameAnswer):
+    """The heartbeat's response frame, once the coordinator answers."""
 
-    __slots__ = ("_version", "_correlation_id", "_result", "_future")
+    __slots__ = ("_version", "_correlation_id")
 
     def __init__(self, version: int, correlation_id: int) -> None:
+        super().__init__()
         self._version = version
         self._correlation_id = correlation_id
-        self._result = None
-        self._future: asyncio.Future | None = None
 
-    def __call__(self, result) -> None:
-        if self._result is not None:  # the first answer counts
-            return
-        self._result = result
-        future = self._future
-        if future is not None and not future.done():
-            try:
-                future.set_result(response_frame(self._version, self._correlation_id, result))
-            except Exception as exc:  # a bug here must not reach the coordinator's writer: the connection fails
-                future.set_exception(exc)
-
-    def answer(self) -> tuple[int, bytes] | asyncio.Future:
-        if self._result is not None:
-            return response_frame(self._version, self._correlation_id, self._result)
-        self._future = asyncio.get_running_loop().create_future()
-        return self._future
+    def _frame(self, result) -> tuple[int, bytes]:
+        return response_frame(self._version, self._correlation_id, result)

@@ -22,12 +22,12 @@ uses the frame handler unless hooks are set or the frame is unusual.
 """
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from itertools import repeat
 from operator import attrgetter
 
+from broker.frame_answer import FrameAnswer
 from broker.registry import api, frame_handler, version_range
 from coordinator.results import OffsetCommit, OffsetCommitRequestPartition
 from protocol import frames
@@ -212,47 +212,28 @@ def response_frame(version: int, correlation_id: int, topics, errors: int | dict
     return writer.wrap(version, correlation_id, body)
 
 
-class _Commit:
-    """The callback a commit hands the coordinator: it makes the response frame, at once when the
-    coordinator answers before returning (a refused commit), else into a future once it is durable."""
+class _Commit(FrameAnswer):
+    """A commit's response frame, once the coordinator answers: at once for a refused commit, else once
+    it is durable."""
 
-    __slots__ = ("_metrics", "_version", "_correlation_id", "_topics", "_errors", "_started", "_stored",
-                 "_future")
+    __slots__ = ("_metrics", "_version", "_correlation_id", "_topics", "_errors", "_started")
 
     def __init__(self, metrics, version: int, correlation_id: int, topics, errors) -> None:
+        super().__init__()
         self._metrics = metrics
         self._version = version
         self._correlation_id = correlation_id
         self._topics = topics
         self._errors = errors
         self._started = time.monotonic()
-        self._stored = None
-        self._future: asyncio.Future | None = None
 
-    def __call__(self, stored) -> None:
-        if self._stored is not None:  # the first answer counts
-            return
-        self._stored = stored
-        future = self._future
-        if future is not None and not future.done():
-            try:
-                future.set_result(self._frame())
-            except Exception as exc:  # a bug here must not reach the coordinator's writer: the connection fails
-                future.set_exception(exc)
-
-    def answer(self) -> tuple[int, bytes] | asyncio.Future:
-        if self._stored is not None:
-            return self._frame()
-        self._future = asyncio.get_running_loop().create_future()
-        return self._future
-
-    def _frame(self) -> tuple[int, bytes]:
+    def _frame(self, stored) -> tuple[int, bytes]:
         self._metrics.commit_latency(time.monotonic() - self._started)  # request to durable answer
         errors = self._errors
         if errors:
-            errors.update(self._stored)
+            errors.update(stored)
         else:
-            errors = self._stored
+            errors = stored
         # error code 0: the general path's metric reads the response's top-level error_code, which
         # OffsetCommitResponse has not
         return 0, response_frame(self._version, self._correlation_id, self._topics, errors)

@@ -26,8 +26,7 @@ def steady_heartbeat(hb, context, req):
     if (member is None or member.member_epoch != req.member_epoch or member.state != STABLE
             or member.classic is not None or group.group_epoch > group.assignment_epoch
             or member.member_epoch != group.assignment_epoch or member.client_id != context.client_id
-            or member.client_host != context.client_host or group.regexes
-            or getattr(group, "resolved_regexes", None)
+            or member.client_host != context.client_host or group.regexes or group.resolved_regexes
             or hb.subscription_metadata(group, {member.member_id}, member) != group.subscription_metadata):
         return None
     gid, member_id = req.group_id, member.member_id
