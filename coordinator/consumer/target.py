@@ -26,9 +26,11 @@ def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated:
     current = dict(group.target_assignment)
     if removed is not None:
         members.pop(removed, None)
+    inherited = False
     if updated is not None:
         if removed is not None and removed in current and updated.member_id not in current:
             current[updated.member_id] = current[removed]  # a static member's replacement inherits its target
+            inherited = True
         members[updated.member_id] = updated
     ids = {name: tid for name, (tid, _) in metadata.items()}
     specs_by_key: dict = {}
@@ -43,14 +45,19 @@ def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated:
         return spec
 
     names = _common_subscription(group, members, updated, removed)
-    specs = MemberSpecs(members, spec_of, None if names is None else frozenset(ids[t] for t in names if t in ids))
+    joining = updated.member_id if updated is not None and updated.member_id not in current else None
+    specs = MemberSpecs(members, spec_of, None if names is None else frozenset(ids[t] for t in names if t in ids),
+                        joining)
     topics = {tid: n for tid, n in metadata.values()}
     new = assignor.assign(specs, topics, current) if members else {}
     # Assignments hold no empty partition sets (assignors leave them out, records.assignment_of too). An
-    # assignor hands back an unchanged target as the same object: the identity test (in C) leaves only
-    # the members whose target may have changed to compare.
+    # assignor hands back an unchanged target as the same object, and may say which members it changed
+    # (an incremental step: a few); else the identity test (in C) leaves only the members whose target
+    # may have changed to compare.
     old = group.target_assignment
-    maybe = compress(new, map(is_not, new.values(), map(old.get, new)))
+    maybe = None if inherited else getattr(new, "changed", None)  # (an inherited target differs from old)
+    if maybe is None:
+        maybe = compress(new, map(is_not, new.values(), map(old.get, new)))
     changed = sorted(m for m in maybe if new[m] != old.get(m, _NONE))
     records = [r.target_member_record(group.group_id, member_id, new[member_id]) for member_id in changed]
     records.append(r.target_epoch_record(group.group_id, epoch))

@@ -15,11 +15,16 @@ Written, one partition at a time (the file I/O in a worker thread):
   checkpoint reaches a quarter of delete.retention.ms (it would be refused at half);
 * at clean shutdown, for every loaded partition with a tail.
 A failed write is logged and costs only a longer replay next time.
+
+A checkpoint's read and fold run on the event loop, beside the requests: it waits until the coordinator
+has written nothing for QUIET_MS (a group forming or rebalancing writes without pause), and no longer
+than MAX_DEFER_MS after it started waiting. Only when it runs moves; the work is the same.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -29,6 +34,9 @@ from coordinator.gc_pause import gc_paused
 from coordinator.partition_state import PartitionState
 
 log = logging.getLogger("kcoord.coordinator.checkpoint")
+
+QUIET_MS = 100
+MAX_DEFER_MS = 2000
 
 
 class Checkpointer:
@@ -43,6 +51,9 @@ class Checkpointer:
         self._queue: dict[int, None] = {}  # partitions waiting, in order
         self._worker: asyncio.Task | None = None
         self._started = False  # requests only queue until the load is over: serving comes first
+        self._last_write: float | None = None  # time.monotonic() of the coordinator's last durable write
+        self._hurry: asyncio.Event | None = None  # set at close: stop waiting for a quiet moment
+        self.quiet_ms, self.max_defer_ms = QUIET_MS, MAX_DEFER_MS
 
     # ------------------------------------------------------------------ loading
     def load(self, partition: int,
@@ -67,6 +78,7 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ triggers
     def after_durable_write(self, partition: int) -> None:
+        self._last_write = time.monotonic()
         partition_log = self._log_for(partition)
         offset = self.covered.get(partition, (partition_log.log_start_offset, 0))[0]
         if partition_log.recovery_point - offset >= self.interval_records:
@@ -94,9 +106,27 @@ class Checkpointer:
 
     async def _drain(self) -> None:
         while self._queue:
+            await self._quiet()
+            if not self._queue:
+                return
             partition = next(iter(self._queue))
             del self._queue[partition]
             await self.write(partition)
+
+    async def _quiet(self) -> None:
+        """Until QUIET_MS passed without a durable write (at most MAX_DEFER_MS), or close() hurries."""
+        if self._hurry is None:
+            self._hurry = asyncio.Event()
+        start = time.monotonic()
+        while self._last_write is not None and not self._hurry.is_set():
+            now = time.monotonic()
+            wait = min(self._last_write + self.quiet_ms / 1000, start + self.max_defer_ms / 1000) - now
+            if wait <= 0:
+                return
+            try:
+                await asyncio.wait_for(self._hurry.wait(), wait)
+            except TimeoutError:
+                pass
 
     async def idle(self) -> None:
         """Wait until every requested checkpoint is written (or failed)."""
@@ -106,6 +136,8 @@ class Checkpointer:
     async def close(self, partitions) -> None:
         """Clean shutdown: finish queued work, then checkpoint every partition with a tail."""
         self._queue.clear()
+        if self._hurry is not None:
+            self._hurry.set()
         await self.idle()
         with gc_paused():  # the process is about to exit: no point collecting
             for partition in partitions:

@@ -275,3 +275,37 @@ def test_compaction_after_a_checkpoint_changes_nothing_a_load_sees(records, data
         state.replay(checkpoint_store.read_tail(plog, start)[0], LOG)
         assert state == _state(records)
         asyncio.run(mgr.close())
+
+
+def test_a_checkpoint_waits_for_a_quiet_moment_and_close_does_not(plog):
+    """A requested checkpoint runs once the coordinator has written nothing for quiet_ms (its read and
+    fold share the event loop with the requests); close() does not wait for that."""
+    from coordinator.runtime.checkpoints import Checkpointer
+    from coordinator.testing import ManualClock
+
+    _append(plog, [_commit_record("g", 0, 1)])
+
+    async def busy_then_quiet() -> None:
+        checkpoints = Checkpointer(lambda p: plog, ManualClock(), interval_records=1)
+        checkpoints.quiet_ms = 1000
+        checkpoints.start()
+        checkpoints.after_durable_write(0)  # requests it: one durable record, the interval
+        for _ in range(30):  # writes keep coming
+            await asyncio.sleep(0.01)
+            checkpoints.after_durable_write(0)
+            assert 0 not in checkpoints.covered
+        await checkpoints.idle()  # they stopped
+        assert checkpoints.covered[0][0] == 1
+
+    async def closing_while_busy() -> None:
+        checkpoints = Checkpointer(lambda p: plog, ManualClock(), interval_records=1)
+        checkpoints.quiet_ms = checkpoints.max_defer_ms = 600_000
+        checkpoints.start()
+        checkpoints.after_durable_write(0)
+        await asyncio.sleep(0.05)
+        await asyncio.wait_for(checkpoints.close([0]), 30)  # not the ten minutes
+        assert checkpoints.covered[0][0] == 1
+
+    asyncio.run(busy_then_quiet())
+    os.remove(checkpoint_store.checkpoint_path(plog))
+    asyncio.run(closing_while_busy())

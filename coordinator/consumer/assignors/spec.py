@@ -19,11 +19,12 @@ class MemberSpecs(Mapping):
     needs no more than that and the member ids never builds a spec: no Python step per member."""
 
     def __init__(self, members: Mapping, spec_of: Callable[[object], AssignmentMemberSpec],
-                 homogeneous: frozenset[uuid.UUID] | None = None) -> None:
+                 homogeneous: frozenset[uuid.UUID] | None = None, joining: str | None = None) -> None:
         self._members = members
         self._spec_of = spec_of
         self._specs: dict[str, AssignmentMemberSpec] = {}
         self.homogeneous = homogeneous
+        self.joining = joining  # the member the caller updates, when it has no target yet (a hint)
 
     def __getitem__(self, member_id: str) -> AssignmentMemberSpec:
         spec = self._specs.get(member_id)

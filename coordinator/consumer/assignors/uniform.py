@@ -34,7 +34,8 @@ class UniformAssignor:
             subscription = subscriptions.pop() if len(subscriptions) == 1 else None
         if subscription is not None:
             tids = sorted(t for t in subscription if t in topics)
-            return self.memory.assign(members.keys(), tids, [topics[t] for t in tids], current)
+            return self.memory.assign(members.keys(), tids, [topics[t] for t in tids], current,
+                                      getattr(members, "joining", None))
         return self.heterogeneous(members, topics, current)
 
     def heterogeneous(self, members: dict, topics: dict[uuid.UUID, int], current: dict) -> dict:

@@ -106,7 +106,7 @@ def full(order: list[str], tids: list[uuid.UUID], sizes: list[int], current: dic
     return result, Summary((tuple(tids), tuple(sizes)), order, counts, heavy, q, result)
 
 
-def join(s: Summary, newcomer: str, current: dict) -> dict | None:
+def join(s: Summary, newcomer: str, current: dict) -> Assigned | None:
     """The rule's outcome when `current` is s.result and `newcomer` (holding nothing) joins; updates s.
     None when the summary does not fit (then the caller computes in full)."""
     tids, sizes = s.key
@@ -114,8 +114,9 @@ def join(s: Summary, newcomer: str, current: dict) -> dict | None:
     # Those holding more than q keep q + 1 if among the first r of them, else q; all others keep theirs.
     above, start = (s.heavy, r) if q == s.q else (s.order, 0)
     index = {t: i for i, t in enumerate(tids)}
-    result = dict(current)
+    result = Assigned(current)
     freed: list = []
+    changed = [newcomer]
     for k in range(start, len(above)):
         m = above[k]
         keep = q + 1 if k < r else q
@@ -123,16 +124,26 @@ def join(s: Summary, newcomer: str, current: dict) -> dict | None:
             result[m], gone = _shed(index, current[m], s.counts[m] - keep)
             freed += gone
             s.counts[m] = keep
+            changed.append(m)
     if len(freed) != q:  # the newcomer takes them all: it is the only member below q
         return None
     freed.sort()
     result[newcomer] = _assignment(tids, freed)
+    result.changed = changed
     s.counts[newcomer] = q
     s.heavy = list(above[:r])
     s.q = q
     bisect.insort(s.order, newcomer)
     s.result = result
     return result
+
+
+class Assigned(dict):
+    """An assignor's result that may also name, in `changed`, every member whose target can differ from
+    the `current` it was given (the others hold the very same objects): the caller then compares only
+    those, not all the members. None: not known (compare them all)."""
+
+    changed: list[str] | None = None
 
 
 class Memory:
@@ -142,31 +153,42 @@ class Memory:
         self._summaries: OrderedDict[int, Summary] = OrderedDict()
         self._next = 0
 
-    def assign(self, member_ids, tids: list[uuid.UUID], sizes: list[int], current: dict) -> dict:
+    def assign(self, member_ids, tids: list[uuid.UUID], sizes: list[int], current: dict,
+               joining: str | None = None) -> dict:
+        """`joining`: the member likely to be the one newcomer, if the caller knows (a hint: checked)."""
         if not sum(sizes):
             return {m: {} for m in member_ids}
         key = (tuple(tids), tuple(sizes))
-        found = self._find(key, member_ids, current)
+        found = self._find(key, member_ids, current, joining)
         if found is not None:
             token, s, newcomer = found
             result = join(s, newcomer, current)
             if result is not None:
                 self._summaries.move_to_end(token)
-                return dict(result)
+                out = Assigned(result)  # s keeps its own
+                out.changed = result.changed
+                return out
             del self._summaries[token]
         result, s = full(sorted(member_ids), tids, sizes, current)
         self._remember(s)
         return dict(result)
 
-    def _find(self, key: tuple, member_ids, current: dict):
+    def _find(self, key: tuple, member_ids, current: dict, joining: str | None):
         if len(member_ids) != len(current) + 1:
             return None
-        newcomer = member_ids - current.keys()
-        if len(newcomer) != 1:
-            return None
+        if joining is not None and joining in member_ids and joining not in current:
+            # then it is the one newcomer iff every current member is still a member (a lookup each, in C)
+            if not member_ids >= current.keys():
+                return None
+            newcomer = joining
+        else:
+            missing = member_ids - current.keys()
+            if len(missing) != 1:
+                return None
+            newcomer = next(iter(missing))
         for token, s in reversed(self._summaries.items()):
             if s.key == key and len(s.result) == len(current) and s.result == current:
-                return token, s, next(iter(newcomer))
+                return token, s, newcomer
         return None
 
     def _remember(self, s: Summary) -> None:
