@@ -53,6 +53,10 @@ class ConsumerGroup:
         self.resolved_regexes: dict[str, ResolvedRegex] = {}  # regex -> its last recorded resolution
         self.num_classic_members = 0  # members using the classic protocol (online migration)
         self.assignor_counts: dict[str, int] = {}  # server assignor name -> members asking for it
+        # Rises whenever topic_counts or regexes change; with the topics image's version it keys the
+        # memo of the group's own subscription metadata (Subscriptions.subscription_metadata).
+        self.subscriptions_version = 0
+        self.metadata_memo: tuple | None = None
 
     def copy(self) -> ConsumerGroup:
         """An independent copy (members and assignments are immutable values, so shared)."""
@@ -60,6 +64,7 @@ class ConsumerGroup:
         other.group_epoch, other.assignment_epoch = self.group_epoch, self.assignment_epoch
         other.has_metadata_record = self.has_metadata_record
         other.num_classic_members = self.num_classic_members
+        other.subscriptions_version, other.metadata_memo = self.subscriptions_version, self.metadata_memo
         for name in ("members", "static_members", "target_assignment", "subscription_metadata", "partition_epochs",
                      "topic_counts", "regexes", "resolved_regexes", "assignor_counts"):
             setattr(other, name, dict(getattr(self, name)))
@@ -189,20 +194,27 @@ class ConsumerGroup:
                 if v is None:
                     self.target_assignment.pop(record.member_id, None)
                 else:
-                    self.target_assignment[record.member_id] = r.assignment_of(v.topic_partitions)
+                    carried = getattr(v, "assignment", None)  # (records we wrote carry it: record_values)
+                    self.target_assignment[record.member_id] = (
+                        carried if carried is not None else r.assignment_of(v.topic_partitions))
             case r.CURRENT_ASSIGNMENT:
                 old = self.members.get(record.member_id) or ConsumerGroupMember(record.member_id)
                 if v is None:  # the member leaves: it owns nothing any more
                     new = old.replace(member_epoch=LEAVE_GROUP_MEMBER_EPOCH, previous_member_epoch=-1,
                                       assigned_partitions={}, partitions_pending_revocation={})
                 else:
+                    assigned, pending = getattr(v, "assigned", None), getattr(v, "pending", None)
                     new = old.replace(member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
-                                      state=v.state, assigned_partitions=r.assignment_of(v.assigned_partitions),
-                                      partitions_pending_revocation=r.assignment_of(v.partitions_pending_revocation))
+                                      state=v.state,
+                                      assigned_partitions=assigned if assigned is not None
+                                      else r.assignment_of(v.assigned_partitions),
+                                      partitions_pending_revocation=pending if pending is not None
+                                      else r.assignment_of(v.partitions_pending_revocation))
                 if v is not None or record.member_id in self.members:
                     self._update_member(old, new)
 
     def _count_subscriptions(self, member: ConsumerGroupMember, delta: int) -> None:
+        self.subscriptions_version += 1
         if member.classic is not None:
             self.num_classic_members += delta
         if member.server_assignor_name:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import os
-from typing import NamedTuple
 
 from coordinator.consumer import migration
 from coordinator.consumer import records as r
@@ -23,14 +22,13 @@ from coordinator.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     UNREVOKED_PARTITIONS,
-    Assignment,
     ConsumerGroupMember,
     is_subset,
 )
 from coordinator.consumer.migration import MIGRATION
 from coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
 from coordinator.consumer.regex import InvalidRegex, compile_regex
-from coordinator.consumer.steady import steady_heartbeat
+from coordinator.consumer.steady import HeartbeatResult, steady_heartbeat
 from coordinator.consumer.subscriptions import Subscriptions
 from coordinator.consumer.target import build_target_assignment
 from protocol.errors import ErrorCode
@@ -38,15 +36,6 @@ from protocol.errors import ErrorCode
 E = ErrorCode
 _FENCE_REASONS = {"session_timeout": "the member session expired", "join_timeout": "the classic member failed to "
                   "join within the rebalance timeout", "sync_timeout": "the member failed to sync within timeout"}
-
-
-class HeartbeatResult(NamedTuple):
-    error: ErrorCode
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None  # None: not sent this time
 
 
 def new_member_id() -> str:
@@ -150,18 +139,24 @@ class ConsumerGroupHeartbeat:
             member, replaced = self._static_member(group, member_id, epoch, req.instance_id, owned, records)
         joined = member.member_id not in group.members and replaced is None
 
-        updated = member.replace(
-            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
-            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
-            else member.rebalance_timeout_ms,
-            server_assignor_name=req.server_assignor if req.server_assignor is not None
-            else member.server_assignor_name,
-            subscribed_topic_names=frozenset(req.subscribed_topic_names) if req.subscribed_topic_names is not None
-            else member.subscribed_topic_names,
-            subscribed_topic_regex=(getattr(req, "subscribed_topic_regex", None) or None)
-            if getattr(req, "subscribed_topic_regex", None) is not None else member.subscribed_topic_regex,
-            client_id=context.client_id, client_host=context.client_host, classic=None)
+        regex = getattr(req, "subscribed_topic_regex", None)
+        if (req.instance_id is None and req.rack_id is None and req.rebalance_timeout_ms == -1
+                and req.server_assignor is None and req.subscribed_topic_names is None and regex is None
+                and context.client_id == member.client_id and context.client_host == member.client_host
+                and member.classic is None):
+            updated = member  # a heartbeat that sends no field of the member (most do): no change to build
+        else:
+            updated = member.replace(
+                instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+                rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+                rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+                else member.rebalance_timeout_ms,
+                server_assignor_name=req.server_assignor if req.server_assignor is not None
+                else member.server_assignor_name,
+                subscribed_topic_names=frozenset(req.subscribed_topic_names)
+                if req.subscribed_topic_names is not None else member.subscribed_topic_names,
+                subscribed_topic_regex=(regex or None) if regex is not None else member.subscribed_topic_regex,
+                client_id=context.client_id, client_host=context.client_host, classic=None)
         reconciled, cause = self.update_member(group, member, updated, replaced, owned, records, joined,
                                                MIGRATION if upgraded else None)
 
@@ -200,14 +195,15 @@ class ConsumerGroupHeartbeat:
         is ahead of it, and move the member one reconciliation step. -> (the member, the bump's cause)."""
         m, gid = self.m, group.group_id
         cause = None
-        if updated != member:
+        if updated is not member and updated != member:
             records.append(r.member_subscription_record(gid, updated))
             if updated.subscription() != member.subscription():
                 cause = "member_joined" if joined else "subscription_changed"
         group_epoch = group.group_epoch
         regex_records, re_resolved = self.regex_resolutions(group, exclude={member.member_id, replaced}, new=updated)
         records += regex_records
-        metadata = self.subscription_metadata(group, exclude={member.member_id, replaced}, new=updated)
+        exclude = {member.member_id} if replaced is None else {member.member_id, replaced}
+        metadata = self.subscription_metadata(group, exclude=exclude, new=updated)
         if metadata != group.subscription_metadata:
             records.append(r.subscription_metadata_record(gid, metadata))
             cause = cause or ("regex_resolved" if re_resolved else "metadata_changed")

@@ -28,6 +28,10 @@ class TopicPartitions(NamedTuple):
 
 class TargetAssignmentMemberValue(NamedTuple):
     topic_partitions: list[TopicPartitions]
+    # The Assignment these fields hold (what a replay of the bytes builds), carried so that replaying the
+    # record installs this very object: the group's target then shares its values with the assignor's
+    # result (an incremental assignor compares them by identity). None: not carried.
+    assignment: dict | None = None
 
 
 class CurrentMemberAssignmentValue(NamedTuple):
@@ -36,11 +40,21 @@ class CurrentMemberAssignmentValue(NamedTuple):
     state: int
     assigned_partitions: list[TopicPartitions]
     partitions_pending_revocation: list[TopicPartitions]
+    assigned: dict | None = None  # as TargetAssignmentMemberValue.assignment, for the two fields
+    pending: dict | None = None
 
 
 def topic_partitions(assignment) -> list[TopicPartitions]:
     """By topic id, topics without partitions left out (as records.py writes them)."""
     return [TopicPartitions(t, p if type(p) is frozenset else frozenset(p)) for t, p in sorted(assignment.items()) if p]
+
+
+def as_replayed(assignment, tps: list[TopicPartitions]) -> dict:
+    """The Assignment a replay of `tps` (topic_partitions(assignment)) builds: `assignment` itself when it
+    is already that (every topic non-empty, its partitions a frozenset), else a new one."""
+    if len(tps) == len(assignment) and all(assignment[t] is p for t, p in tps):
+        return assignment
+    return {t: p for t, p in tps}
 
 
 # frozenset of partitions -> its encoding (compact length, int32s ascending): a member's target is written
@@ -61,10 +75,22 @@ def _partitions(partitions: frozenset[int]) -> bytes:
     return encoded
 
 
+_ID_BYTES: dict[uuid.UUID, bytes] = {}  # a topic id's 16 bytes (UUID.bytes computes them in Python each time)
+
+
+def _id_bytes(topic_id: uuid.UUID) -> bytes:
+    encoded = _ID_BYTES.get(topic_id)
+    if encoded is None:
+        if len(_ID_BYTES) >= _ENCODED_MAX:
+            _ID_BYTES.clear()
+        encoded = _ID_BYTES[topic_id] = topic_id.bytes
+    return encoded
+
+
 def _array(tps: list[TopicPartitions], parts: list) -> None:
     parts.append(uvarint_bytes(len(tps) + 1))
     for topic_id, partitions in tps:
-        parts += (topic_id.bytes, _partitions(partitions), EMPTY_TAGS)
+        parts += (_id_bytes(topic_id), _partitions(partitions), EMPTY_TAGS)
 
 
 def encode_target(value: TargetAssignmentMemberValue) -> bytes:

@@ -183,7 +183,8 @@ def target_epoch_tombstone(group_id: str):
 
 
 def target_member_record(group_id: str, member_id: str, assignment: Assignment):
-    value = rv.TargetAssignmentMemberValue(rv.topic_partitions(assignment))
+    tps = rv.topic_partitions(assignment)
+    value = rv.TargetAssignmentMemberValue(tps, rv.as_replayed(assignment, tps))
     return _written(TARGET_MEMBER, group_id, member_id, value, encoded=rv.encode_target(value))
 
 
@@ -192,9 +193,11 @@ def target_member_tombstone(group_id: str, member_id: str):
 
 
 def current_assignment_record(group_id: str, member: ConsumerGroupMember):
+    assigned, pending = member.assigned_partitions, member.partitions_pending_revocation
+    assigned_tps, pending_tps = rv.topic_partitions(assigned), rv.topic_partitions(pending)
     value = rv.CurrentMemberAssignmentValue(member.member_epoch, member.previous_member_epoch, member.state,
-                                            rv.topic_partitions(member.assigned_partitions),
-                                            rv.topic_partitions(member.partitions_pending_revocation))
+                                            assigned_tps, pending_tps, rv.as_replayed(assigned, assigned_tps),
+                                            rv.as_replayed(pending, pending_tps))
     return _written(CURRENT_ASSIGNMENT, group_id, member.member_id, value, encoded=rv.encode_current(value))
 
 

@@ -9,13 +9,24 @@ path (their resolution may write records).
 """
 from __future__ import annotations
 
-from coordinator.consumer.member import STABLE
+from typing import NamedTuple
+
+from coordinator.consumer.member import STABLE, Assignment
 from protocol.errors import ErrorCode
+
+
+class HeartbeatResult(NamedTuple):
+    """What a ConsumerGroupHeartbeat answers (heartbeat.py's, defined here where both paths build it)."""
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None  # None: not sent this time
 
 
 def steady_heartbeat(hb, context, req):
     """(records, result, after) as `hb._heartbeat` would give them, or None: take the full path."""
-    from coordinator.consumer.heartbeat import HeartbeatResult
     if (req.member_epoch <= 0 or req.instance_id is not None or req.rack_id is not None
             or req.rebalance_timeout_ms != -1 or req.subscribed_topic_names is not None
             or getattr(req, "subscribed_topic_regex", None) is not None or req.server_assignor is not None):

@@ -37,6 +37,23 @@ class Subscriptions:
 
     def subscription_metadata(self, group: ConsumerGroup, exclude: set, new: ConsumerGroupMember | None
                               ) -> dict[str, r.TopicMetadata]:
+        """The subscribed topics that exist, name -> (id, partitions), for the group with the members of
+        `exclude` taken out and `new` put in. (Not to be changed: it may be the group's memo.)"""
+        if new is not None and len(exclude) == 1 and new.member_id in exclude:
+            old = group.members.get(new.member_id)
+            if old is not None and (old is new or old.subscription() == new.subscription()):
+                # the group's own subscriptions, as they are: memoized until they or the topics change
+                key = (group.subscriptions_version, self.m.topics.version())
+                memo = group.metadata_memo
+                if memo is not None and memo[0] == key:
+                    return memo[1]
+                out = self._compute(group, exclude, new)
+                group.metadata_memo = (key, out)
+                return out
+        return self._compute(group, exclude, new)
+
+    def _compute(self, group: ConsumerGroup, exclude: set, new: ConsumerGroupMember | None
+                 ) -> dict[str, r.TopicMetadata]:
         gone = [group.members[m] for m in exclude if m in group.members]
         names = {name for name, count in group.topic_counts.items()
                  if count - sum(name in m.subscribed_topic_names for m in gone) > 0}

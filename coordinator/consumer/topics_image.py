@@ -29,7 +29,7 @@ class StaticTopicsImage(TopicsImage):
 
     def __init__(self, topics: dict[str, tuple[uuid.UUID, int]] | None = None) -> None:
         self.topics = dict(topics or {})
-        self.metadata_version = 1  # tests that change `topics` may bump it
+        self.metadata_version = 1  # a test that changes `topics` itself must bump it (memos are keyed by it)
 
     def topic(self, name: str) -> tuple[uuid.UUID, int] | None:
         return self.topics.get(name)

@@ -49,14 +49,16 @@ def _shed(index: dict, assignment: dict, count: int) -> tuple[dict, list[tuple[i
     kept = dict(assignment)
     freed: list[tuple[int, int]] = []
     for t in sorted(assignment, key=index.__getitem__, reverse=True):
-        ps = sorted(assignment[t])
-        i, cut = index[t], max(len(ps) - count, 0)
-        freed += [(i, p) for p in ps[cut:]]
-        count -= len(ps) - cut
-        if cut:
-            kept[t] = frozenset(ps[:cut])
-        else:
-            del kept[t]
+        ps, i = assignment[t], index[t]
+        if count < len(ps):  # its highest `count` (most often one): picked without sorting them all
+            gone = heapq.nlargest(count, ps) if count > 1 else [max(ps)]
+            gone.reverse()
+            freed += [(i, p) for p in gone]
+            kept[t] = ps.difference(gone)
+            break
+        freed += [(i, p) for p in sorted(ps)]
+        count -= len(ps)
+        del kept[t]
         if not count:
             break
     return kept, freed
