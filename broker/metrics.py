@@ -74,6 +74,7 @@ class Metrics:
         # request_done runs for every request: its series are looked up once per (api, error code)
         # rather than building and sorting label tuples each time.
         self._request_series: dict[tuple[str, int], _RequestSeries] = {}
+        self._group_members = self.gauges["kcoord_group_members"]
 
     # -- generic ----------------------------------------------------------------------------------
     def inc(self, name: str, value: float = 1.0, **labels: object) -> None:
@@ -118,7 +119,8 @@ class Metrics:
         self.inc("kcoord_group_rebalances_total", group=group, cause=cause)
 
     def group_members(self, group: str, members: int) -> None:
-        self.set_gauge("kcoord_group_members", members, group=group)
+        # set on every heartbeat: its one label built directly (what _labels(group=group) gives)
+        self._group_members[(("group", str(group)),)] = members
 
     def commit_latency(self, seconds: float) -> None:
         self.observe("kcoord_offset_commit_seconds", seconds)

@@ -1,11 +1,11 @@
 """One v2 record batch per coordinator write, built in one pass.
 
-The coordinator's records are small, carry no headers, and one write stamps them all with the same
-time, so every record has timestamp delta 0 and its varints (offset delta, key and value lengths,
-record length) are small non-negative numbers: they come from a precomputed table and each record
-is a handful of byte strings joined once. The bytes are exactly `protocol.records.build_batch`'s
-(tests/coordinator/test_record_batch.py proves it); anything outside that shape (headers,
-compression, long fields) is handed to `build_batch`.
+The coordinator's records are small, carry few headers (an epoch bump's rebalance headers), and one
+write stamps them all with the same time, so every record has timestamp delta 0 and its varints
+(offset delta, key, value and header lengths, record length) are small non-negative numbers: they
+come from a precomputed table and each record is a handful of byte strings joined once. The bytes are
+exactly `protocol.records.build_batch`'s (tests/coordinator/test_record_batch.py proves it); anything
+outside that shape (compression, long fields) is handed to `build_batch`.
 """
 from __future__ import annotations
 
@@ -42,16 +42,36 @@ class _Fallback(Exception):
     """The records do not fit the fast shape."""
 
 
+def _headers(headers) -> bytes:
+    """A record's header section: count, then each name and value (a null value: length -1)."""
+    varint = _VARINT
+    parts = [varint[len(headers)]]
+    for name, value in headers:
+        name = name.encode("utf-8") if isinstance(name, str) else name
+        parts += (varint[len(name)], name, _NULL) if value is None else (varint[len(name)], name,
+                                                                          varint[len(value)], value)
+    return b"".join(parts)
+
+
 def _payload(records: list) -> bytes:
     varint, head = _VARINT, _HEAD
     parts: list[bytes] = []
     extend = parts.extend
     try:
         for i, (key, value, headers) in enumerate(records):
-            if headers or key is None:
+            if key is None:
                 raise _Fallback
             klen = varint[len(key)]
-            if value is None:
+            if headers:  # e.g. the rebalance headers of an epoch bump
+                tail = _headers(headers)
+                if value is None:
+                    size = 1 + len(head[i]) + len(klen) + len(key) + len(tail)
+                    extend((varint[size], head[i], klen, key, _NULL, tail))
+                else:
+                    vlen = varint[len(value)]
+                    size = len(head[i]) + len(klen) + len(key) + len(vlen) + len(value) + len(tail)
+                    extend((varint[size], head[i], klen, key, vlen, value, tail))
+            elif value is None:
                 size = 2 + len(head[i]) + len(klen) + len(key)
                 extend((varint[size], head[i], klen, key, _NULL, _NO_HEADERS))
             else:
@@ -65,7 +85,7 @@ def _payload(records: list) -> bytes:
 
 def build_coordinator_batch(records: list, compression: int = NONE, timestamp_ms: int | None = None) -> bytes:
     """`build_batch(records, compression=compression, timestamp_ms=timestamp_ms)`, faster for
-    (key, value, headers) records without headers and without compression."""
+    (key, value, headers) records without compression."""
     if compression != NONE or not records:
         return build_batch(records, compression=compression, timestamp_ms=timestamp_ms)
     now_ms = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
