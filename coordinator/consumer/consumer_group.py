@@ -57,6 +57,9 @@ class ConsumerGroup:
         # memo of the group's own subscription metadata (Subscriptions.subscription_metadata).
         self.subscriptions_version = 0
         self.metadata_memo: tuple | None = None
+        # The assignor's step whose result target_assignment is, as the last target metadata record said;
+        # any target member record replayed after it clears it (record_values.TargetAssignmentMetadataValue).
+        self.target_token: object = None
 
     def copy(self) -> ConsumerGroup:
         """An independent copy (members and assignments are immutable values, so shared)."""
@@ -65,6 +68,7 @@ class ConsumerGroup:
         other.has_metadata_record = self.has_metadata_record
         other.num_classic_members = self.num_classic_members
         other.subscriptions_version, other.metadata_memo = self.subscriptions_version, self.metadata_memo
+        other.target_token = self.target_token
         for name in ("members", "static_members", "target_assignment", "subscription_metadata", "partition_epochs",
                      "topic_counts", "regexes", "resolved_regexes", "assignor_counts"):
             setattr(other, name, dict(getattr(self, name)))
@@ -190,7 +194,9 @@ class ConsumerGroup:
                     self.resolved_regexes[record.regex] = ResolvedRegex(frozenset(v.topics), v.version, v.timestamp)
             case r.TARGET_METADATA:
                 self.assignment_epoch = -1 if v is None else v.assignment_epoch
+                self.target_token = getattr(v, "token", None)
             case r.TARGET_MEMBER:
+                self.target_token = None
                 if v is None:
                     self.target_assignment.pop(record.member_id, None)
                 else:

@@ -34,6 +34,14 @@ class TargetAssignmentMemberValue(NamedTuple):
     assignment: dict | None = None
 
 
+class TargetAssignmentMetadataValue(NamedTuple):
+    """The carried form of a ConsumerGroupTargetAssignmentMetadataValue we write (its bytes are the
+    codec's): `token` names the assignor's step that computed the target these records install
+    (assignors/uniform_homogeneous.Memory); replaying the record hands it to the group. None: not carried."""
+    assignment_epoch: int
+    token: object = None
+
+
 class CurrentMemberAssignmentValue(NamedTuple):
     member_epoch: int
     previous_member_epoch: int

@@ -173,9 +173,13 @@ def member_subscription_tombstone(group_id: str, member_id: str):
     return _written(MEMBER_METADATA, group_id, member_id, None)
 
 
-def target_epoch_record(group_id: str, epoch: int):
+def target_epoch_record(group_id: str, epoch: int, token: object = None):
+    """`token`: the assignor's step whose target the records before this one install (record_values)."""
     value = _cls(TARGET_METADATA)(assignment_epoch=epoch)
-    return _written(TARGET_METADATA, group_id, None, value)
+    if token is None:
+        return _written(TARGET_METADATA, group_id, None, value)
+    return _written(TARGET_METADATA, group_id, None, rv.TargetAssignmentMetadataValue(epoch, token),
+                    encoded=_value(TARGET_METADATA, value))
 
 
 def target_epoch_tombstone(group_id: str):

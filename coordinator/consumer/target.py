@@ -47,7 +47,7 @@ def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated:
     names = _common_subscription(group, members, updated, removed)
     joining = updated.member_id if updated is not None and updated.member_id not in current else None
     specs = MemberSpecs(members, spec_of, None if names is None else frozenset(ids[t] for t in names if t in ids),
-                        joining)
+                        joining, None if inherited else group.target_token)
     topics = {tid: n for tid, n in metadata.values()}
     new = assignor.assign(specs, topics, current) if members else {}
     # Assignments hold no empty partition sets (assignors leave them out, records.assignment_of too). An
@@ -60,7 +60,12 @@ def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated:
         maybe = compress(new, map(is_not, new.values(), map(old.get, new)))
     changed = sorted(m for m in maybe if new[m] != old.get(m, _NONE))
     records = [r.target_member_record(group.group_id, member_id, new[member_id]) for member_id in changed]
-    records.append(r.target_epoch_record(group.group_id, epoch))
+    # The step's token goes with its records when, replayed, they leave the group's target exactly as
+    # `new`: the old entries (all members', an incremental step makes sure) and the changed ones.
+    token = getattr(new, "token", None)
+    if token is not None and (inherited or len(old) + sum(m not in old for m in changed) != len(new)):
+        token = None
+    records.append(r.target_epoch_record(group.group_id, epoch, token))
     return new, records
 
 

@@ -19,12 +19,14 @@ class MemberSpecs(Mapping):
     needs no more than that and the member ids never builds a spec: no Python step per member."""
 
     def __init__(self, members: Mapping, spec_of: Callable[[object], AssignmentMemberSpec],
-                 homogeneous: frozenset[uuid.UUID] | None = None, joining: str | None = None) -> None:
+                 homogeneous: frozenset[uuid.UUID] | None = None, joining: str | None = None,
+                 current_token: object = None) -> None:
         self._members = members
         self._spec_of = spec_of
         self._specs: dict[str, AssignmentMemberSpec] = {}
         self.homogeneous = homogeneous
         self.joining = joining  # the member the caller updates, when it has no target yet (a hint)
+        self.current_token = current_token  # the assignor step whose result the current target is (a hint)
 
     def __getitem__(self, member_id: str) -> AssignmentMemberSpec:
         spec = self._specs.get(member_id)

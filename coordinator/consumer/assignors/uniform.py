@@ -35,7 +35,7 @@ class UniformAssignor:
         if subscription is not None:
             tids = sorted(t for t in subscription if t in topics)
             return self.memory.assign(members.keys(), tids, [topics[t] for t in tids], current,
-                                      getattr(members, "joining", None))
+                                      getattr(members, "joining", None), getattr(members, "current_token", None))
         return self.heterogeneous(members, topics, current)
 
     def heterogeneous(self, members: dict, topics: dict[uuid.UUID, int], current: dict) -> dict:

@@ -27,13 +27,16 @@ MEMORY = 16  # groups remembered: the ones heartbeating now
 
 
 class Summary:
-    """What the incremental step needs of a result: `heavy` are the members holding q + 1, in id order."""
+    """What the incremental step needs of a result: `heavy` are the members holding q + 1, in id order.
+    `token`: a new object at each step, handed out with its result (the caller may write it with the
+    result's records, and give it back as the token of its current target)."""
 
-    __slots__ = ("key", "order", "counts", "heavy", "q", "result")
+    __slots__ = ("key", "order", "counts", "heavy", "q", "result", "token")
 
     def __init__(self, key: tuple, order: list[str], counts: dict[str, int], heavy: list[str], q: int,
                  result: dict) -> None:
         self.key, self.order, self.counts, self.heavy, self.q, self.result = key, order, counts, heavy, q, result
+        self.token = object()
 
 
 def _assignment(tids: list[uuid.UUID], pairs) -> dict:
@@ -137,15 +140,22 @@ def join(s: Summary, newcomer: str, current: dict) -> Assigned | None:
     s.q = q
     bisect.insort(s.order, newcomer)
     s.result = result
+    s.token = object()
     return result
+
+
+# Tests set it: every target found by its token is also compared with the current one, as without.
+VERIFY_TOKENS = False
 
 
 class Assigned(dict):
     """An assignor's result that may also name, in `changed`, every member whose target can differ from
     the `current` it was given (the others hold the very same objects): the caller then compares only
-    those, not all the members. None: not known (compare them all)."""
+    those, not all the members. None: not known (compare them all). `token`: the incremental step that
+    computed it from a `current` holding the members' targets only (Summary.token)."""
 
     changed: list[str] | None = None
+    token: object = None
 
 
 class Memory:
@@ -156,28 +166,43 @@ class Memory:
         self._next = 0
 
     def assign(self, member_ids, tids: list[uuid.UUID], sizes: list[int], current: dict,
-               joining: str | None = None) -> dict:
-        """`joining`: the member likely to be the one newcomer, if the caller knows (a hint: checked)."""
+               joining: str | None = None, current_token: object = None) -> dict:
+        """`joining`: the member likely to be the one newcomer, if the caller knows (a hint: checked).
+        `current_token`: the token of the step whose result `current` is, as far as the caller knows
+        (the group's target_token: no target change since that step's records)."""
         if not sum(sizes):
             return {m: {} for m in member_ids}
         key = (tuple(tids), tuple(sizes))
-        found = self._find(key, member_ids, current, joining)
+        found = self._find(key, member_ids, current, joining, current_token)
         if found is not None:
-            token, s, newcomer = found
+            slot, s, newcomer = found
             result = join(s, newcomer, current)
             if result is not None:
-                self._summaries.move_to_end(token)
+                self._summaries.move_to_end(slot)
                 out = Assigned(result)  # s keeps its own
-                out.changed = result.changed
+                out.changed, out.token = result.changed, s.token
                 return out
-            del self._summaries[token]
+            del self._summaries[slot]
         result, s = full(sorted(member_ids), tids, sizes, current)
         self._remember(s)
-        return dict(result)
+        return dict(result)  # (no token: `current` may hold entries of non-members; the next step compares)
 
-    def _find(self, key: tuple, member_ids, current: dict, joining: str | None):
+    def _find(self, key: tuple, member_ids, current: dict, joining: str | None, current_token: object):
         if len(member_ids) != len(current) + 1:
             return None
+        if current_token is not None and joining is not None and joining not in current and joining in member_ids:
+            for slot, s in reversed(self._summaries.items()):
+                if s.token is current_token:
+                    # `current` is s.result: the step's records made it, and any target record since would
+                    # have cleared the token (so no member left either: a leaving member's target goes with
+                    # it); the same size rules out stale entries beside it. So the joining member is the
+                    # one newcomer, without comparing them all.
+                    if s.key != key or len(s.result) != len(current):
+                        break
+                    if VERIFY_TOKENS:
+                        assert s.result == current and member_ids - current.keys() == {joining}
+                    return slot, s, joining
+            # not found: compare, as without a token
         if joining is not None and joining in member_ids and joining not in current:
             # then it is the one newcomer iff every current member is still a member (a lookup each, in C)
             if not member_ids >= current.keys():

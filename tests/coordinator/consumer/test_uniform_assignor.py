@@ -131,3 +131,25 @@ def test_the_group_tells_the_assignor_when_every_member_subscribes_alike():
     only_foo = ctx.heartbeat("g", "b", 2, topics=["foo"])
     assert only_foo.error == 0 and ctx.topic_id("bar") not in (only_foo.assignment or {})
     assert ctx.topic_id("bar") in ctx.consumer_group("g").target_assignment["a"] and a.error == 0
+
+
+def test_joins_through_the_group_find_their_step_by_its_token(monkeypatch):
+    """In a forming group each join finds the previous step by the token its records gave the group (no
+    comparison of every member's target), and the result is what comparing would give (VERIFY_TOKENS)."""
+    from coordinator.consumer.testing import ConsumerGroupContext
+
+    found = []
+    real_find = h.Memory._find
+
+    def find(self, key, member_ids, current, joining, token):
+        out = real_find(self, key, member_ids, current, joining, token)
+        found.append(out is not None and token is not None and out[1].token is token)
+        return out
+
+    monkeypatch.setattr(h.Memory, "_find", find)
+    ctx = ConsumerGroupContext({"t": 50})
+    for _ in range(20):
+        ctx.heartbeat("g", "", 0, topics=["t"])
+    assert found[0] is False and all(found[2:]), found  # the first join computes in full; then by token
+    group = ctx.consumer_group("g")
+    assert sizes(group.target_assignment) == [2] * 10 + [3] * 10
