@@ -101,11 +101,29 @@ def _array(tps: list[TopicPartitions], parts: list) -> None:
         parts += (_id_bytes(topic_id), _partitions(partitions), EMPTY_TAGS)
 
 
+_ONE_TOPIC = uvarint_bytes(2)
+
+
+def encode_target_one(topic_id: uuid.UUID, partitions: frozenset[int]) -> bytes:
+    """encode_target of a target holding partitions of one topic."""
+    return b"".join((_VERSION_0, _ONE_TOPIC, _id_bytes(topic_id), _partitions(partitions), EMPTY_TAGS, EMPTY_TAGS))
+
+
 def encode_target(value: TargetAssignmentMemberValue) -> bytes:
     parts = [_VERSION_0]
     _array(value.topic_partitions, parts)
     parts.append(EMPTY_TAGS)
     return b"".join(parts)
+
+
+def encode_current_one(member_epoch: int, previous_member_epoch: int, state: int, topic_id: uuid.UUID,
+                       partitions: frozenset[int]) -> bytes:
+    """encode_current of an assignment of one topic's partitions, with none pending revocation."""
+    return b"".join((_VERSION_0, _EPOCHS.pack(member_epoch, previous_member_epoch, state), _ONE_TOPIC,
+                     _id_bytes(topic_id), _partitions(partitions), EMPTY_TAGS, _NO_TOPICS, EMPTY_TAGS))
+
+
+_NO_TOPICS = uvarint_bytes(1)
 
 
 def encode_current(value: CurrentMemberAssignmentValue) -> bytes:

@@ -24,6 +24,7 @@ from coordinator.consumer import record_values as rv
 from coordinator.consumer.member import Assignment, ClassicMemberMetadata, ConsumerGroupMember
 from protocol import messages as m
 from protocol.errors import DecodeError
+from protocol.primitives import string16
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8
@@ -80,7 +81,19 @@ def record_type(key) -> int | None:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _key(rtype: int, group_id: str, member_id: str | None = None, regex: str | None = None) -> bytes:
-    """A key's bytes (cached: a member's keys are written again at every epoch)."""
+    """A key's bytes (cached: a member's keys are written again at every epoch). Keys are not flexible:
+    the int16 type, then int16-length strings; each new member's three keys are built so, not through
+    the codec's message objects (tests/coordinator/consumer/test_records.py compares the two)."""
+    if regex is None:
+        key = _TYPE_PREFIX[rtype] + string16(group_id, "group_id", rtype)
+        return key if member_id is None else key + string16(member_id, "member_id", rtype)
+    return _codec_key(rtype, group_id, member_id, regex)
+
+
+_TYPE_PREFIX = {t: t.to_bytes(2, "big") for t in RECORD_TYPES}
+
+
+def _codec_key(rtype: int, group_id: str, member_id: str | None = None, regex: str | None = None) -> bytes:
     name = f"ConsumerGroup{_NAMES[rtype]}Key"
     fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
     if regex is not None:
@@ -187,6 +200,12 @@ def target_epoch_tombstone(group_id: str):
 
 
 def target_member_record(group_id: str, member_id: str, assignment: Assignment):
+    if len(assignment) == 1:  # most targets: the partitions of one topic (what the general path gives)
+        ((topic_id, partitions),) = assignment.items()
+        if partitions and type(partitions) is frozenset:
+            value = rv.TargetAssignmentMemberValue([rv.TopicPartitions(topic_id, partitions)], assignment)
+            return _written(TARGET_MEMBER, group_id, member_id, value,
+                            encoded=rv.encode_target_one(topic_id, partitions))
     tps = rv.topic_partitions(assignment)
     value = rv.TargetAssignmentMemberValue(tps, rv.as_replayed(assignment, tps))
     return _written(TARGET_MEMBER, group_id, member_id, value, encoded=rv.encode_target(value))
@@ -198,6 +217,15 @@ def target_member_tombstone(group_id: str, member_id: str):
 
 def current_assignment_record(group_id: str, member: ConsumerGroupMember):
     assigned, pending = member.assigned_partitions, member.partitions_pending_revocation
+    if not pending and len(assigned) == 1:  # most: partitions of one topic, none being revoked
+        ((topic_id, partitions),) = assigned.items()
+        if partitions and type(partitions) is frozenset:
+            value = rv.CurrentMemberAssignmentValue(member.member_epoch, member.previous_member_epoch,
+                                                    member.state, [rv.TopicPartitions(topic_id, partitions)],
+                                                    [], assigned, pending)
+            return _written(CURRENT_ASSIGNMENT, group_id, member.member_id, value,
+                            encoded=rv.encode_current_one(value.member_epoch, value.previous_member_epoch,
+                                                          value.state, topic_id, partitions))
     assigned_tps, pending_tps = rv.topic_partitions(assigned), rv.topic_partitions(pending)
     value = rv.CurrentMemberAssignmentValue(member.member_epoch, member.previous_member_epoch, member.state,
                                             assigned_tps, pending_tps, rv.as_replayed(assigned, assigned_tps),

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import uuid
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from coordinator.consumer import records as r
 from coordinator.consumer.member import UNREVOKED_PARTITIONS, ConsumerGroupMember
 
@@ -40,3 +43,12 @@ def test_member_metadata_record_and_tombstones():
     decoded = r.decode(key, value)
     assert (decoded.type, decoded.group_id, decoded.member_id, decoded.value.subscribed_topic_names) == \
         (r.MEMBER_METADATA, "g", "m", ["t"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(rtype=st.sampled_from(sorted(r.RECORD_TYPES - {r.REGULAR_EXPRESSION})), group=st.text(max_size=40),
+       member=st.text(max_size=40))
+def test_keys_are_the_codecs_keys(rtype, group, member):
+    """records._key builds the non-flexible keys itself; the bytes are the generated codec's."""
+    member_id = member if rtype in r._MEMBER_KEYED else None
+    assert r._key.__wrapped__(rtype, group, member_id) == r._codec_key(rtype, group, member_id)
