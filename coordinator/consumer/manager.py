@@ -201,10 +201,13 @@ class ConsumerGroupManager:
 
     def _replay_into(self, scratch: ConsumerGroup, records: list) -> None:
         for record in records:
-            if r.record_type(record[0]) is None:
-                continue  # e.g. the tombstone of a classic group being replaced
+            decoded = getattr(record, "decoded", None)  # (what we write carries it)
+            if decoded is None:
+                if r.record_type(record[0]) is None:
+                    continue  # e.g. the tombstone of a classic group being replaced
+                decoded = r.decode(record[0], record[1])
             try:
-                scratch.replay(r.decoded(record))
+                scratch.replay(decoded)
             except PartitionOwnedTwice as e:
                 self.log.error("%s", e)
 

@@ -23,12 +23,13 @@ def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated:
                             removed: str | None = None) -> tuple[dict[str, Assignment], list]:
     """`topics_of(member)`: the topic names a member subscribes to (its names and its regex's matches)."""
     members = dict(group.members)
-    current = dict(group.target_assignment)
+    current = group.target_assignment  # (assignors read it, never change it)
     if removed is not None:
         members.pop(removed, None)
     inherited = False
     if updated is not None:
         if removed is not None and removed in current and updated.member_id not in current:
+            current = dict(current)
             current[updated.member_id] = current[removed]  # a static member's replacement inherits its target
             inherited = True
         members[updated.member_id] = updated
