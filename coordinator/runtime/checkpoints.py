@@ -35,7 +35,7 @@ from coordinator.partition_state import PartitionState
 
 log = logging.getLogger("kcoord.coordinator.checkpoint")
 
-QUIET_MS = 100
+QUIET_MS = 20
 MAX_DEFER_MS = 2000
 
 
