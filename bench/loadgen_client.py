@@ -66,7 +66,8 @@ class KafkaConn(asyncio.Protocol):
         self._pending[corr] = fut
         self.transport.write(w.frame(api_key, version, corr, body))
         try:
-            return await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):  # (wait_for wraps each call in more machinery)
+                return await fut
         finally:
             self._pending.pop(corr, None)
 
