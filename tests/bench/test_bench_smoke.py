@@ -209,3 +209,13 @@ def test_uniform_assignor_bench_reports_each_size_and_the_growth_exponent():
     assert [r["partitions"] for r in sizes] == [100, 300, 1000]
     assert all(r["+1 member, incremental ms"] > 0 and r["from nothing: per n log n vs smallest"] > 0 for r in sizes)
     assert exponents["members"].startswith("exponent") and exponents["from nothing ms"] == exponents["from nothing ms"]
+
+
+def test_formation_inprocess_forms_both_groups_and_reports_the_ratio():
+    """bench.formation_inprocess: a KIP-848 group of 100 reaches Stable (in a few rounds of heartbeats)
+    and the classic baseline forms; each row carries both medians and their ratio."""
+    from bench import formation_inprocess
+
+    assert 1 <= formation_inprocess.consumer_formation(100) <= 5
+    (row,) = formation_inprocess.run(quick=True)["rows"]
+    assert row["members"] == 100 and row["KIP-848 s"] > 0 and row["classic s (baseline)"] > 0 and row["ratio"] > 0
