@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from coordinator.consumer.assignors import AssignmentMemberSpec
 from coordinator.consumer.assignors import uniform_homogeneous as h
 from coordinator.consumer.assignors.uniform import UniformAssignor
+from protocol.errors import ErrorCode as E
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 
@@ -153,3 +154,38 @@ def test_joins_through_the_group_find_their_step_by_its_token(monkeypatch):
     assert found[0] is False and all(found[2:]), found  # the first join computes in full; then by token
     group = ctx.consumer_group("g")
     assert sizes(group.target_assignment) == [2] * 10 + [3] * 10
+
+
+def test_tokens_after_static_rejoins_leaves_and_partition_changes(monkeypatch):
+    """Joins between a static member's rejoin (it inherits its target), a member leaving, and a partition
+    count change: every target found by its token is the current one (VERIFY_TOKENS compares), joins after
+    each event find their step by token again, and the targets stay balanced."""
+    from coordinator.consumer.testing import ConsumerGroupContext
+
+    monkeypatch.setattr(h, "VERIFY_TOKENS", True)
+    by_token = []
+    real_find = h.Memory._find
+
+    def find(self, key, member_ids, current, joining, token):
+        out = real_find(self, key, member_ids, current, joining, token)
+        by_token.append(out is not None and token is not None and out[1].token is token)
+        return out
+
+    monkeypatch.setattr(h.Memory, "_find", find)
+    ctx = ConsumerGroupContext({"t": 30})
+    static = ctx.heartbeat("g", "", 0, topics=["t"], instance_id="i1")
+    dynamic = [ctx.heartbeat("g", "", 0, topics=["t"]) for _ in range(4)]
+    assert ctx.heartbeat("g", static.member_id, -2, instance_id="i1").error == E.NONE
+    ctx.heartbeat("g", "", 0, topics=["t"], instance_id="i1")  # a new member id inherits i1's target
+    assert ctx.heartbeat("g", dynamic[0].member_id, -1).error == E.NONE  # leaves
+    for _ in range(3):
+        ctx.heartbeat("g", "", 0, topics=["t"])
+    ctx.add_topic("t", 40)
+    for _ in range(3):
+        ctx.heartbeat("g", "", 0, topics=["t"])
+    # after each full computation (the first join, a rejoin's inherited target, the leave, the new partition
+    # count) the next join compares, and the ones after it find their step by token
+    assert by_token == [False, False, True, True, True, False, False, True, False, False, True], by_token
+    group = ctx.consumer_group("g")
+    assert sizes(group.target_assignment)[-1] - sizes(group.target_assignment)[0] <= 1
+    assert sum(sizes(group.target_assignment)) == 40
