@@ -223,50 +223,69 @@ class ClassicMembers:
                       lambda e, msg: LeaveGroupResult(e))
 
     def _leave(self, gid: str, members: list[tuple[str, str | None, str | None]]):
+        """Kafka 4's classicGroupLeaveToConsumerGroup (KAFKA-18188): any member may be named, whichever
+        protocol it uses -- by member id, or by instance id (member id "" is an admin's removal, e.g.
+        kafka-consumer-groups --delete / Admin.removeMembersFromConsumerGroup); each answer echoes the
+        request's identity. The members named validly are then fenced together (consumerGroupFenceMembers)."""
         group = self.m.groups.get(gid)
         if group is None:
             return [], CLASSIC_GROUP, None
-        records: list = []
         results: list[LeaveMemberResult] = []
-        gone: list[ConsumerGroupMember] = []
+        leaving: dict[str, ConsumerGroupMember] = {}
         for member_id, instance_id, reason in members:
+            why = "not provided" if reason is None else reason
             try:
                 if instance_id is None:
-                    member = _validate_member(group, member_id, None)
+                    member = group.members.get(member_id)
+                    if member is None:
+                        raise GroupError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {gid}.")
+                    self.m.log.info("[GroupId %s] Dynamic member %s has left group through explicit `LeaveGroup` "
+                                    "request; client reason: %s", gid, member_id, why)
                 else:
                     member = group.static_member(instance_id)
                     if member is None:
                         raise GroupError(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-                    if member_id != "" and member.member_id != member_id:  # "": an admin's removal
-                        raise GroupError(E.FENCED_INSTANCE_ID)
-                    if member.classic is None:
-                        raise GroupError(E.UNKNOWN_MEMBER_ID)
-                    member_id = member.member_id
+                    if member_id != "" and member.member_id != member_id:
+                        raise GroupError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                                               f"{instance_id} was fenced by member {member.member_id}.")
+                    self.m.log.info("[GroupId %s] Static member %s with instance id %s has left group through "
+                                    "explicit `LeaveGroup` request; client reason: %s", gid, member_id, instance_id,
+                                    why)
             except GroupError as e:
                 results.append(LeaveMemberResult(member_id, instance_id, e.error))
                 continue
-            self.m.log.info("[Group %s] Member %s has left group through explicit `LeaveGroup` request; client "
-                            "reason: %s", gid, member_id, reason or "not provided")
-            records += r.member_removal(gid, member_id)
             results.append(LeaveMemberResult(member_id, instance_id, E.NONE))
-            gone.append(member)
-        if records:
-            metadata = self.m.heartbeats.subscription_metadata(group, exclude={g.member_id for g in gone}, new=None)
-            if metadata != group.subscription_metadata:
-                records.append(r.subscription_metadata_record(gid, metadata))
-            records.append(r.group_epoch_record(gid, group.group_epoch + 1, "member_left",
-                                                f"Members {[g.member_id for g in gone]} left the group.",
-                                                gone[0].member_id))
+            leaving[member.member_id] = member
+        return self.fence_members(group, leaving, LeaveGroupResult(E.NONE, results))
+
+    def fence_members(self, group: ConsumerGroup, leaving: dict[str, ConsumerGroupMember], result):
+        """Kafka's consumerGroupFenceMembers: nothing named, nothing written; the last members using the
+        consumer protocol leaving classic ones behind: the downgrade; else their records go, regexes no one
+        uses any more are deleted, the subscription metadata follows, and the group epoch is bumped once."""
+        if not leaving:
+            return [], result, None
+        m, gid, ids = self.m, group.group_id, set(leaving)
+        if migration.validate_online_downgrade_with_fenced_members(m, group, ids):
+            return migration.downgrade_records(m, group, ids), result, lambda: migration.after_downgrade(m, group)
+        records: list = []
+        for member_id in leaving:
+            records += r.member_removal(gid, member_id)
+        records += m.heartbeats.regex_resolutions(group, exclude=ids, new=None)[0]
+        metadata = m.heartbeats.subscription_metadata(group, exclude=ids, new=None)
+        if metadata != group.subscription_metadata:
+            records.append(r.subscription_metadata_record(gid, metadata))
+        first = next(iter(leaving))
+        records.append(r.group_epoch_record(gid, group.group_epoch + 1, "member_left",
+                                            f"Members {list(leaving)} left the group.", first))
 
         def after() -> None:
-            for member in gone:
-                self.m.heartbeats.cancel_timers(gid, member.member_id)
-            if gone:
-                self.m.events.rebalance(gid, "member_left")
-                g = self.m.groups.get(gid)
-                self.m.events.group_members(gid, len(g.members) if g else 0)
+            for member_id in leaving:
+                m.heartbeats.cancel_timers(gid, member_id)
+            m.events.rebalance(gid, "member_left")
+            g = m.groups.get(gid)
+            m.events.group_members(gid, len(g.members) if g else 0)
 
-        return records, LeaveGroupResult(E.NONE, results), after
+        return records, result, after
 
     # ------------------------------------------------------------ timers
 
