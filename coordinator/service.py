@@ -263,11 +263,17 @@ class GroupCoordinatorService:
     # ------------------------------------------------------------ DescribeGroups, ListGroups, DeleteGroups
 
     def describe_groups(self, group_ids: Iterable[str | None], request_version: int) -> list[DescribedGroup]:
+        """A consumer group is no classic group (GroupMetadataManager.describeGroups -> classicGroup throws
+        GroupIdNotFoundException): "Dead", and from v6 GROUP_ID_NOT_FOUND with "Group X is not a classic group."."""
         out = []
         for group_id in group_ids:
             shard = self._shard_or_error(group_id, allow_empty=True)
             if isinstance(shard, ErrorCode):
                 out.append(DescribedGroup(group_id, shard, "", "", ""))
+            elif group_id in shard.consumer.groups:
+                v6 = request_version >= 6
+                out.append(DescribedGroup(group_id, E.GROUP_ID_NOT_FOUND if v6 else E.NONE, "Dead", "", "",
+                                          message=f"Group {group_id} is not a classic group." if v6 else None))
             else:
                 out.append(shard.groups.describe_group(group_id, request_version))
         return out

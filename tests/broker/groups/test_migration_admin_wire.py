@@ -118,3 +118,35 @@ def test_removing_the_last_consumer_protocol_member_downgrades(server):
             assert sorted(mm.member_id for mm in classic.members) == sorted(mm.member_id for mm in members)
     finally:
         close(members)
+
+
+def test_describe_groups_on_a_consumer_group_at_every_version(server):
+    """GroupMetadataManager.describeGroups: classicGroup(groupId) throws GroupIdNotFoundException("Group X is not
+    a classic group.") for a consumer group; from v6 (KIP-1043) that is GROUP_ID_NOT_FOUND with that message and
+    state "Dead", before v6 only state "Dead" with no error. Either way no protocol and no members (its classic
+    members included: ConsumerGroupDescribe describes them). KafkaApis.handleDescribeGroupsRequest fills the
+    authorized operations (v3+, when asked) only for groups answered without an error."""
+    members = classic_group(server, "mixed")
+    try:
+        with KafkaWireClient.connect(server.bootstrap) as client:
+            join_consumer(client, "mixed")
+            client.best_version(15)  # fetches ApiVersions
+            low, high = client.versions[15]
+            assert (low, high) == (0, 6)
+            for version in range(low, high + 1):
+                (group,) = client.request(m.DescribeGroupsRequest(groups=["mixed"], include_authorized_operations=True),
+                                          version).groups
+                got = (group.error_code, group.group_state, group.protocol_type, group.protocol_data, group.members)
+                if version >= 6:
+                    assert got == (E.GROUP_ID_NOT_FOUND, "Dead", "", "", []), version
+                    assert group.error_message == "Group mixed is not a classic group."
+                    assert group.authorized_operations == -(2**31)
+                else:
+                    assert got == (E.NONE, "Dead", "", "", []), version
+                    if version >= 3:  # READ, DELETE, DESCRIBE: no authorizer configured
+                        assert group.authorized_operations == (1 << 3) | (1 << 6) | (1 << 8), version
+            (unknown,) = client.request(m.DescribeGroupsRequest(groups=["nobody-here"],
+                                                                include_authorized_operations=False), 6).groups
+            assert (unknown.error_code, unknown.error_message) == (E.GROUP_ID_NOT_FOUND, "Group nobody-here not found.")
+    finally:
+        close(members)
