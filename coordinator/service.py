@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
-from coordinator.consumer.classic_members import CLASSIC_GROUP
+from coordinator.consumer.classic_members import CLASSIC_GROUP, PendingHeartbeat
 from coordinator.consumer.describe import DescribedConsumerGroup
 from coordinator.consumer.describe import describe as describe_consumer_group
 from coordinator.consumer.heartbeat import HeartbeatResult
@@ -165,17 +165,34 @@ class GroupCoordinatorService:
             request, version, callback) if result is CLASSIC_GROUP else callback(result))
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
-                  generation_id: int) -> ErrorCode:
-        """Fields, not a request object: the frame fast path calls this for every heartbeat."""
+                  generation_id: int) -> ErrorCode | PendingHeartbeat:
+        """Fields, not a request object: the frame fast path calls this for every heartbeat. An ErrorCode at
+        once, except while a consumer group's write (or an upgrade) of the id is in flight: then a
+        PendingHeartbeat answered once it is durable (Kafka's runtime defers a write operation without
+        records until the writes before it are committed)."""
         if not group_id:
             return E.INVALID_GROUP_ID if self.active else E.COORDINATOR_NOT_AVAILABLE
         shard = self.shard_for(group_id)
         if shard.__class__ is ErrorCode:
             return E.NONE if shard is E.COORDINATOR_LOAD_IN_PROGRESS else shard
-        consumer_group = shard.consumer.groups.get(group_id)
+        consumer = shard.consumer
+        if consumer.busy(group_id):
+            return self._heartbeat_after_writes(shard, group_id, member_id, group_instance_id, generation_id)
+        consumer_group = consumer.groups.get(group_id)
         if consumer_group is not None:  # a classic member of a consumer group (online migration)
-            return shard.consumer.classic_members.heartbeat(consumer_group, member_id, group_instance_id, generation_id)
+            return consumer.classic_members.heartbeat(consumer_group, member_id, group_instance_id, generation_id)
         return shard.groups.membership.heartbeat(group_id, member_id, group_instance_id, generation_id)
+
+    @staticmethod
+    def _heartbeat_after_writes(shard: GroupCoordinatorShard, group_id: str, member_id: str,
+                                group_instance_id: str | None, generation_id: int) -> ErrorCode | PendingHeartbeat:
+        pending = PendingHeartbeat()
+        membership = shard.groups.membership
+        shard.consumer.classic_members.heartbeat_after_writes(
+            group_id, member_id, group_instance_id, generation_id,
+            lambda result: pending(membership.heartbeat(group_id, member_id, group_instance_id, generation_id)
+                                   if result is CLASSIC_GROUP else result))
+        return pending if pending.error is None else pending.error
 
     def leave_group(self, context: RequestContext, request,
                     callback: Callable[[LeaveGroupResult], None] | None = None) -> LeaveGroupResult | None:

@@ -53,6 +53,34 @@ def _validate_member(group: ConsumerGroup, member_id: str, instance_id: str | No
     return member
 
 
+class PendingHeartbeat:
+    """A classic Heartbeat to a consumer group that has a write in flight. Kafka serves Heartbeat as a write
+    operation (GroupCoordinatorService.heartbeat: scheduleWriteOperation) that produces no records, and its
+    CoordinatorRuntime answers such an operation only once the writes before it are committed, computed from
+    the state they make. Here it queues behind the group's write and is answered once that is durable and
+    replayed; `then(callback)` gets the ErrorCode."""
+
+    __slots__ = ("error", "_callbacks")
+
+    def __init__(self) -> None:
+        self.error: ErrorCode | None = None
+        self._callbacks: list = []
+
+    def __call__(self, error: ErrorCode) -> None:
+        if self.error is not None:  # the first answer counts
+            return
+        self.error = error
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(error)
+
+    def then(self, callback) -> None:
+        if self.error is not None:
+            callback(self.error)
+        else:
+            self._callbacks.append(callback)
+
+
 class ClassicMembers:
     def __init__(self, manager: ConsumerGroupManager) -> None:
         self.m = manager
@@ -202,7 +230,8 @@ class ClassicMembers:
 
     def heartbeat(self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int
                   ) -> ErrorCode:
-        """Answered at once from the group as the log has it; it writes nothing."""
+        """Kafka's classicGroupHeartbeatToConsumerGroup: it writes nothing. With no write of the group in
+        flight it is answered at once from the group as the log has it; else see heartbeat_after_writes."""
         try:
             member = _validate_member(group, member_id, instance_id)
         except GroupError as e:
@@ -215,6 +244,18 @@ class ClassicMembers:
             self.schedule_join_timeout_if_absent(group.group_id, member)
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
+
+    def heartbeat_after_writes(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                               callback) -> None:
+        """The heartbeat, queued behind the group's writes in flight: answered (to `callback`) from the group
+        they leave, once durable; CLASSIC_GROUP if the id then holds no consumer group."""
+        def op():
+            group = self.m.groups.get(group_id)
+            if group is None:
+                return [], CLASSIC_GROUP, None
+            return [], self.heartbeat(group, member_id, instance_id, generation_id), None
+
+        self.m.submit(group_id, op, callback, lambda error, _message: error)
 
     # ------------------------------------------------------------ LeaveGroup
 
