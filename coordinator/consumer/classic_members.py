@@ -231,7 +231,7 @@ class ClassicMembers:
     def heartbeat(self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int
                   ) -> ErrorCode:
         """Kafka's classicGroupHeartbeatToConsumerGroup: it writes nothing. With no write of the group in
-        flight it is answered at once from the group as the log has it; else see heartbeat_after_writes."""
+        flight it is answered at once from the group as the log has it; else see heartbeat_or_pending."""
         try:
             member = _validate_member(group, member_id, instance_id)
         except GroupError as e:
@@ -245,17 +245,28 @@ class ClassicMembers:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 
-    def heartbeat_after_writes(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
-                               callback) -> None:
-        """The heartbeat, queued behind the group's writes in flight: answered (to `callback`) from the group
-        they leave, once durable; CLASSIC_GROUP if the id then holds no consumer group."""
+    def heartbeat_or_pending(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                             classic_heartbeat) -> ErrorCode | PendingHeartbeat:
+        """With no write of the group in flight, the answer at once. Else a PendingHeartbeat: queued behind those
+        writes, answered from the group they leave once durable; by `classic_heartbeat` (the classic group's
+        answer, same arguments) if the id then holds no consumer group (e.g. a downgrade was in flight)."""
+        group = self.m.groups.get(group_id)
+        if group is not None and not self.m.busy(group_id):
+            return self.heartbeat(group, member_id, instance_id, generation_id)
+        pending = PendingHeartbeat()
+
         def op():
             group = self.m.groups.get(group_id)
             if group is None:
                 return [], CLASSIC_GROUP, None
             return [], self.heartbeat(group, member_id, instance_id, generation_id), None
 
-        self.m.submit(group_id, op, callback, lambda error, _message: error)
+        def answer(result) -> None:
+            pending(classic_heartbeat(group_id, member_id, instance_id, generation_id) if result is CLASSIC_GROUP
+                    else result)
+
+        self.m.submit(group_id, op, answer, lambda error, _message: error)
+        return pending if pending.error is None else pending.error
 
     # ------------------------------------------------------------ LeaveGroup
 
