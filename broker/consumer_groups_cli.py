@@ -1,6 +1,9 @@
 """`kcoord groups describe` for KIP-848 consumer groups: ConsumerGroupDescribe (69) gives each member's
 epoch and its current and target assignment (Kafka's kafka-consumer-groups --describe --members
---verbose columns), and who owns which partition for the offsets table."""
+--verbose columns), and who owns which partition for the offsets table. A group with members of both
+protocols (online migration) gets Kafka's UPGRADED column: "true" for a member using the consumer
+protocol, "false" for a classic one, "-" when the server does not say (v1's MemberType; Kafka's
+ConsumerGroupCommand.printMembers shows the column only for such a group)."""
 from __future__ import annotations
 
 from broker.client import KafkaWireClient, WireError
@@ -38,13 +41,30 @@ def _show(assignment) -> str:
     return ";".join(parts) or "-"
 
 
+# ConsumerGroupDescribe v1's MemberType (KIP-1099); -1 (v0, or not said): unknown
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1
+_UPGRADED = {CLASSIC_MEMBER: "false", CONSUMER_MEMBER: "true"}
+
+
+def _migrating(described) -> bool:
+    """Members of both protocols (Kafka's hasClassicMember && hasConsumerMember)."""
+    types = {getattr(mm, "member_type", -1) for mm in described.members}
+    return CLASSIC_MEMBER in types and CONSUMER_MEMBER in types
+
+
+def member_columns(described) -> tuple[str, ...]:
+    return MEMBER_COLUMNS + (("UPGRADED",) if _migrating(described) else ())
+
+
 def member_rows(described) -> list[tuple[str, ...]]:
+    migrating = _migrating(described)
     rows = []
     for mm in sorted(described.members, key=lambda x: x.member_id):
         count = sum(len(tp.partitions) for tp in mm.assignment.topic_partitions)
-        rows.append((described.group_id, mm.member_id, mm.client_host, mm.client_id, str(count),
-                     str(mm.member_epoch), _show(mm.assignment), str(described.assignment_epoch),
-                     _show(mm.target_assignment)))
+        row = (described.group_id, mm.member_id, mm.client_host, mm.client_id, str(count),
+               str(mm.member_epoch), _show(mm.assignment), str(described.assignment_epoch),
+               _show(mm.target_assignment))
+        rows.append(row + ((_UPGRADED.get(getattr(mm, "member_type", -1), "-"),) if migrating else ()))
     return rows
 
 

@@ -284,7 +284,8 @@ def run(args, out) -> None:
             print_table(DESCRIBE_COLUMNS, [r.cells() for r in rows], out)
             if consumer_group is not None and consumer_group.members:
                 out.write("\n")
-                print_table(consumer_groups_cli.MEMBER_COLUMNS, consumer_groups_cli.member_rows(consumer_group), out)
+                print_table(consumer_groups_cli.member_columns(consumer_group),
+                            consumer_groups_cli.member_rows(consumer_group), out)
         elif args.command == "delete":
             delete_group(client, args.group)
             out.write(f"Deletion of requested consumer groups ('{args.group}') was successful.\n")

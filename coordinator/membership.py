@@ -24,6 +24,13 @@ _DEAD, _EMPTY, _PREPARING_REBALANCE = S.DEAD, S.EMPTY, S.PREPARING_REBALANCE
 _NONE, _REBALANCE_IN_PROGRESS = ErrorCode.NONE, ErrorCode.REBALANCE_IN_PROGRESS
 
 
+def leave_members(request, version: int) -> list[tuple[str, str | None, str | None]]:
+    """A LeaveGroup's (member_id, group_instance_id, reason); v0-v2 name one member by id."""
+    if version < 3:
+        return [(request.member_id, None, None)]
+    return [(m.member_id, m.group_instance_id, m.reason if version >= 5 else None) for m in request.members]
+
+
 class ClassicMembership:
     def __init__(self, manager: GroupMetadataManager) -> None:
         self.manager = manager

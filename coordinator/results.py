@@ -92,6 +92,7 @@ class DescribedGroup:
     protocol_type: str
     protocol_data: str
     members: list[DescribedMember] = field(default_factory=list)
+    message: str | None = None  # v6+ ErrorMessage, when the coordinator names why (KIP-1043)
 
 
 @dataclass(slots=True)

@@ -30,8 +30,8 @@ import logging
 from collections.abc import Callable, Iterable
 
 from coordinator.config import GroupConfig
-from coordinator.consumer.classic_members import CLASSIC_GROUP
-from coordinator.consumer.describe import DescribedConsumerGroup
+from coordinator.consumer.classic_members import CLASSIC_GROUP, PendingHeartbeat
+from coordinator.consumer.describe import DescribedConsumerGroup, not_a_classic_group
 from coordinator.consumer.describe import describe as describe_consumer_group
 from coordinator.consumer.heartbeat import HeartbeatResult
 from coordinator.consumer.offsets import validate_offset_fetch
@@ -39,6 +39,7 @@ from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import LOGGER_NAME, RecordWriter
 from coordinator.events import NO_EVENTS, CoordinatorEvents
 from coordinator.join import JoinRequest
+from coordinator.membership import leave_members
 from coordinator.partition_state import PartitionState
 from coordinator.results import (
     DescribedGroup,
@@ -165,30 +166,27 @@ class GroupCoordinatorService:
             request, version, callback) if result is CLASSIC_GROUP else callback(result))
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
-                  generation_id: int) -> ErrorCode:
-        """Fields, not a request object: the frame fast path calls this for every heartbeat."""
+                  generation_id: int) -> ErrorCode | PendingHeartbeat:
+        """Fields: the frame fast path calls this for every heartbeat (see ClassicMembers.heartbeat_or_pending)."""
         if not group_id:
             return E.INVALID_GROUP_ID if self.active else E.COORDINATOR_NOT_AVAILABLE
         shard = self.shard_for(group_id)
         if shard.__class__ is ErrorCode:
             return E.NONE if shard is E.COORDINATOR_LOAD_IN_PROGRESS else shard
-        consumer_group = shard.consumer.groups.get(group_id)
-        if consumer_group is not None:  # a classic member of a consumer group (online migration)
-            return shard.consumer.classic_members.heartbeat(consumer_group, member_id, group_instance_id, generation_id)
-        return shard.groups.membership.heartbeat(group_id, member_id, group_instance_id, generation_id)
+        consumer, classic = shard.consumer, shard.groups.membership
+        if group_id in consumer.groups or consumer.busy(group_id):  # a consumer group's classic member (migration)
+            return consumer.classic_members.heartbeat_or_pending(group_id, member_id, group_instance_id, generation_id,
+                                                                 classic.heartbeat)
+        return classic.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
     def leave_group(self, context: RequestContext, request,
                     callback: Callable[[LeaveGroupResult], None] | None = None) -> LeaveGroupResult | None:
-        """Answered at once (returned) for a classic group; for a consumer group's classic members the
-        answer comes once their removal is durable: to `callback` (None returned)."""
+        """Answered at once (returned) for a classic group; for a consumer group's members the answer comes
+        once their removal is durable: to `callback` (None returned)."""
         shard = self._shard_or_error(request.group_id)
         if isinstance(shard, ErrorCode):
             return LeaveGroupResult(shard)
-        if context.api_version < 3:
-            members = [(request.member_id, None, None)]
-        else:
-            members = [(m.member_id, m.group_instance_id, m.reason if context.api_version >= 5 else None)
-                       for m in request.members]
+        members = leave_members(request, context.api_version)
         if not self._consumer_side(shard, request.group_id):
             return shard.groups.membership.handle_leave_group(request.group_id, members)
         done: list = []
@@ -268,6 +266,8 @@ class GroupCoordinatorService:
             shard = self._shard_or_error(group_id, allow_empty=True)
             if isinstance(shard, ErrorCode):
                 out.append(DescribedGroup(group_id, shard, "", "", ""))
+            elif group_id in shard.consumer.groups:
+                out.append(not_a_classic_group(group_id, request_version))
             else:
                 out.append(shard.groups.describe_group(group_id, request_version))
         return out

@@ -8,7 +8,8 @@ Versions:
   v3: IncludeAuthorizedOperations, AuthorizedOperations (no authorizer here: every group operation)
   v4: GroupInstanceId per member (KIP-345)
   v5: flexible encoding (KIP-482)
-  v6: ErrorMessage; an unknown group answers GROUP_ID_NOT_FOUND instead of state "Dead" (KIP-1043)
+  v6: ErrorMessage; an unknown group answers GROUP_ID_NOT_FOUND instead of state "Dead" (KIP-1043),
+      and so does a consumer group ("Group X is not a classic group."); before v6 both are "Dead", NONE
 """
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ def handle(ctx, request):
     out = []
     member_type = m.DescribeGroupsResponse.DescribedGroupMember
     for described in groups.describe_groups(request.groups, version):
-        message = None
-        if described.error == ErrorCode.GROUP_ID_NOT_FOUND:
+        message = described.message
+        if message is None and described.error == ErrorCode.GROUP_ID_NOT_FOUND:
             message = f"Group {described.group_id} not found."
         members = [member_type(member_id=mm.member_id, group_instance_id=mm.group_instance_id,
                                client_id=mm.client_id, client_host=mm.client_host,

@@ -53,6 +53,34 @@ def _validate_member(group: ConsumerGroup, member_id: str, instance_id: str | No
     return member
 
 
+class PendingHeartbeat:
+    """A classic Heartbeat to a consumer group that has a write in flight. Kafka serves Heartbeat as a write
+    operation (GroupCoordinatorService.heartbeat: scheduleWriteOperation) that produces no records, and its
+    CoordinatorRuntime answers such an operation only once the writes before it are committed, computed from
+    the state they make. Here it queues behind the group's write and is answered once that is durable and
+    replayed; `then(callback)` gets the ErrorCode."""
+
+    __slots__ = ("error", "_callbacks")
+
+    def __init__(self) -> None:
+        self.error: ErrorCode | None = None
+        self._callbacks: list = []
+
+    def __call__(self, error: ErrorCode) -> None:
+        if self.error is not None:  # the first answer counts
+            return
+        self.error = error
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(error)
+
+    def then(self, callback) -> None:
+        if self.error is not None:
+            callback(self.error)
+        else:
+            self._callbacks.append(callback)
+
+
 class ClassicMembers:
     def __init__(self, manager: ConsumerGroupManager) -> None:
         self.m = manager
@@ -202,7 +230,8 @@ class ClassicMembers:
 
     def heartbeat(self, group: ConsumerGroup, member_id: str, instance_id: str | None, generation_id: int
                   ) -> ErrorCode:
-        """Answered at once from the group as the log has it; it writes nothing."""
+        """Kafka's classicGroupHeartbeatToConsumerGroup: it writes nothing. With no write of the group in
+        flight it is answered at once from the group as the log has it; else see heartbeat_or_pending."""
         try:
             member = _validate_member(group, member_id, instance_id)
         except GroupError as e:
@@ -216,6 +245,29 @@ class ClassicMembers:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
 
+    def heartbeat_or_pending(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
+                             classic_heartbeat) -> ErrorCode | PendingHeartbeat:
+        """With no write of the group in flight, the answer at once. Else a PendingHeartbeat: queued behind those
+        writes, answered from the group they leave once durable; by `classic_heartbeat` (the classic group's
+        answer, same arguments) if the id then holds no consumer group (e.g. a downgrade was in flight)."""
+        group = self.m.groups.get(group_id)
+        if group is not None and not self.m.busy(group_id):
+            return self.heartbeat(group, member_id, instance_id, generation_id)
+        pending = PendingHeartbeat()
+
+        def op():
+            group = self.m.groups.get(group_id)
+            if group is None:
+                return [], CLASSIC_GROUP, None
+            return [], self.heartbeat(group, member_id, instance_id, generation_id), None
+
+        def answer(result) -> None:
+            pending(classic_heartbeat(group_id, member_id, instance_id, generation_id) if result is CLASSIC_GROUP
+                    else result)
+
+        self.m.submit(group_id, op, answer, lambda error, _message: error)
+        return pending if pending.error is None else pending.error
+
     # ------------------------------------------------------------ LeaveGroup
 
     def leave(self, group_id: str, members: list[tuple[str, str | None, str | None]], callback) -> None:
@@ -223,50 +275,69 @@ class ClassicMembers:
                       lambda e, msg: LeaveGroupResult(e))
 
     def _leave(self, gid: str, members: list[tuple[str, str | None, str | None]]):
+        """Kafka 4's classicGroupLeaveToConsumerGroup (KAFKA-18188): any member may be named, whichever
+        protocol it uses -- by member id, or by instance id (member id "" is an admin's removal, e.g.
+        kafka-consumer-groups --delete / Admin.removeMembersFromConsumerGroup); each answer echoes the
+        request's identity. The members named validly are then fenced together (consumerGroupFenceMembers)."""
         group = self.m.groups.get(gid)
         if group is None:
             return [], CLASSIC_GROUP, None
-        records: list = []
         results: list[LeaveMemberResult] = []
-        gone: list[ConsumerGroupMember] = []
+        leaving: dict[str, ConsumerGroupMember] = {}
         for member_id, instance_id, reason in members:
+            why = "not provided" if reason is None else reason
             try:
                 if instance_id is None:
-                    member = _validate_member(group, member_id, None)
+                    member = group.members.get(member_id)
+                    if member is None:
+                        raise GroupError(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {gid}.")
+                    self.m.log.info("[GroupId %s] Dynamic member %s has left group through explicit `LeaveGroup` "
+                                    "request; client reason: %s", gid, member_id, why)
                 else:
                     member = group.static_member(instance_id)
                     if member is None:
                         raise GroupError(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
-                    if member_id != "" and member.member_id != member_id:  # "": an admin's removal
-                        raise GroupError(E.FENCED_INSTANCE_ID)
-                    if member.classic is None:
-                        raise GroupError(E.UNKNOWN_MEMBER_ID)
-                    member_id = member.member_id
+                    if member_id != "" and member.member_id != member_id:
+                        raise GroupError(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                                                               f"{instance_id} was fenced by member {member.member_id}.")
+                    self.m.log.info("[GroupId %s] Static member %s with instance id %s has left group through "
+                                    "explicit `LeaveGroup` request; client reason: %s", gid, member_id, instance_id,
+                                    why)
             except GroupError as e:
                 results.append(LeaveMemberResult(member_id, instance_id, e.error))
                 continue
-            self.m.log.info("[Group %s] Member %s has left group through explicit `LeaveGroup` request; client "
-                            "reason: %s", gid, member_id, reason or "not provided")
-            records += r.member_removal(gid, member_id)
             results.append(LeaveMemberResult(member_id, instance_id, E.NONE))
-            gone.append(member)
-        if records:
-            metadata = self.m.heartbeats.subscription_metadata(group, exclude={g.member_id for g in gone}, new=None)
-            if metadata != group.subscription_metadata:
-                records.append(r.subscription_metadata_record(gid, metadata))
-            records.append(r.group_epoch_record(gid, group.group_epoch + 1, "member_left",
-                                                f"Members {[g.member_id for g in gone]} left the group.",
-                                                gone[0].member_id))
+            leaving[member.member_id] = member
+        return self.fence_members(group, leaving, LeaveGroupResult(E.NONE, results))
+
+    def fence_members(self, group: ConsumerGroup, leaving: dict[str, ConsumerGroupMember], result):
+        """Kafka's consumerGroupFenceMembers: nothing named, nothing written; the last members using the
+        consumer protocol leaving classic ones behind: the downgrade; else their records go, regexes no one
+        uses any more are deleted, the subscription metadata follows, and the group epoch is bumped once."""
+        if not leaving:
+            return [], result, None
+        m, gid, ids = self.m, group.group_id, set(leaving)
+        if migration.validate_online_downgrade_with_fenced_members(m, group, ids):
+            return migration.downgrade_records(m, group, ids), result, lambda: migration.after_downgrade(m, group)
+        records: list = []
+        for member_id in leaving:
+            records += r.member_removal(gid, member_id)
+        records += m.heartbeats.regex_resolutions(group, exclude=ids, new=None)[0]
+        metadata = m.heartbeats.subscription_metadata(group, exclude=ids, new=None)
+        if metadata != group.subscription_metadata:
+            records.append(r.subscription_metadata_record(gid, metadata))
+        first = next(iter(leaving))
+        records.append(r.group_epoch_record(gid, group.group_epoch + 1, "member_left",
+                                            f"Members {list(leaving)} left the group.", first))
 
         def after() -> None:
-            for member in gone:
-                self.m.heartbeats.cancel_timers(gid, member.member_id)
-            if gone:
-                self.m.events.rebalance(gid, "member_left")
-                g = self.m.groups.get(gid)
-                self.m.events.group_members(gid, len(g.members) if g else 0)
+            for member_id in leaving:
+                m.heartbeats.cancel_timers(gid, member_id)
+            m.events.rebalance(gid, "member_left")
+            g = m.groups.get(gid)
+            m.events.group_members(gid, len(g.members) if g else 0)
 
-        return records, LeaveGroupResult(E.NONE, results), after
+        return records, result, after
 
     # ------------------------------------------------------------ timers
 

@@ -10,6 +10,7 @@ from coordinator.consumer.assignors import DEFAULT_ASSIGNOR
 from coordinator.consumer.consumer_group import EMPTY, ConsumerGroup
 from coordinator.consumer.member import Assignment
 from coordinator.consumer.topics_image import TopicsImage
+from coordinator.results import DescribedGroup
 from protocol.errors import ErrorCode
 
 TopicPartitions = list[tuple[uuid.UUID, str, list[int]]]  # (topic id, name, partitions)
@@ -61,6 +62,15 @@ def describe(group: ConsumerGroup, topics: TopicsImage, default_assignor: str = 
     return DescribedConsumerGroup(group.group_id, ErrorCode.NONE, group.state, group.group_epoch,
                                   group.assignment_epoch, group.preferred_server_assignor(None, None, default_assignor),
                                   members)
+
+
+def not_a_classic_group(group_id: str, request_version: int) -> DescribedGroup:
+    """DescribeGroups on a consumer group (GroupMetadataManager.describeGroups: classicGroup throws
+    GroupIdNotFoundException): "Dead"; from v6 (KIP-1043) GROUP_ID_NOT_FOUND, "Group X is not a classic group."."""
+    if request_version < 6:
+        return DescribedGroup(group_id, ErrorCode.NONE, "Dead", "", "")
+    return DescribedGroup(group_id, ErrorCode.GROUP_ID_NOT_FOUND, "Dead", "", "",
+                          message=f"Group {group_id} is not a classic group.")
 
 
 def validate_delete_group(group: ConsumerGroup) -> ErrorCode:

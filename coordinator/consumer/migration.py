@@ -187,6 +187,19 @@ def validate_online_downgrade(manager: ConsumerGroupManager, group: ConsumerGrou
     return _downgrade_allowed(manager, group, len(group.members) - 1)
 
 
+def validate_online_downgrade_with_fenced_members(manager: ConsumerGroupManager, group: ConsumerGroup,
+                                                  leaving: set[str]) -> bool:
+    """Kafka's validateOnlineDowngradeWithFencedMembers (a LeaveGroup fencing several members at once):
+    every member that stays uses the classic protocol, one stays at least, and the policy and the classic
+    group's maximum size allow it."""
+    gone = [group.members[i] for i in leaving if i in group.members]
+    remaining = len(group.members) - len(gone)
+    classic_left = group.num_classic_members - sum(1 for x in gone if x.classic is not None)
+    if classic_left != remaining or remaining <= 0:
+        return False
+    return _downgrade_allowed(manager, group, remaining)
+
+
 def validate_online_downgrade_with_replaced_member(manager: ConsumerGroupManager, group: ConsumerGroup,
                                                    replaced_member_id: str) -> bool:
     """Kafka's validateOnlineDowngradeWithReplacedMember: a classic static member replaces the last member
@@ -219,15 +232,17 @@ def consumer_group_tombstones(group: ConsumerGroup, replaced: tuple[str, str] | 
             + [r.regex_tombstone(gid, regex) for regex in sorted(group.resolved_regexes)] + [r.group_epoch_tombstone(gid)])
 
 
-def classic_group_of(group: ConsumerGroup, leaving_member_id: str, topics: TopicsImage, now_ms: int,
+def classic_group_of(group: ConsumerGroup, leaving: str | set[str], topics: TopicsImage, now_ms: int,
                      joining: ConsumerGroupMember | None = None) -> tuple[GroupMetadata, dict[str, bytes]]:
     """Kafka's ClassicGroup.fromConsumerGroup: Stable at the group epoch, protocol type "consumer", each
-    remaining member assigned its target (in its protocol's version); a `joining` static member takes the
-    leaving one's place and target."""
+    remaining member assigned its target (in its protocol's version); `leaving`: the id (or ids) of the
+    members that go; a `joining` static member takes the leaving one's place and target."""
+    gone = {leaving} if isinstance(leaving, str) else leaving
+    leaving_member_id = leaving if isinstance(leaving, str) else None
     classic = GroupMetadata(group.group_id, now_ms, GroupState.STABLE)
     classic.generation_id = group.group_epoch
     classic.protocol_type = "consumer"
-    members = [x for x in group.members.values() if x.member_id != leaving_member_id and x.classic is not None]
+    members = [x for x in group.members.values() if x.member_id not in gone and x.classic is not None]
     for member in members + ([joining] if joining is not None else []):
         classic.add(MemberMetadata(member.member_id, group.group_id, member.instance_id, member.client_id,
                                    member.client_host, member.rebalance_timeout_ms, member.classic.session_timeout_ms,
@@ -246,12 +261,13 @@ def classic_group_of(group: ConsumerGroup, leaving_member_id: str, topics: Topic
     return classic, assignment
 
 
-def downgrade_records(manager: ConsumerGroupManager, group: ConsumerGroup, leaving_member_id: str,
+def downgrade_records(manager: ConsumerGroupManager, group: ConsumerGroup, leaving: str | set[str],
                       joining: ConsumerGroupMember | None = None) -> list:
-    """The consumer group's tombstones, then the classic group's GroupMetadata record."""
-    classic, assignment = classic_group_of(group, leaving_member_id, manager.topics, manager.clock.now_ms(), joining)
+    """The consumer group's tombstones, then the classic group's GroupMetadata record (`leaving`: the id or
+    ids of the members that go; one id when a `joining` static member replaces it)."""
+    classic, assignment = classic_group_of(group, leaving, manager.topics, manager.clock.now_ms(), joining)
     manager.log.info("[GroupId %s] Converted the consumer group to a classic group.", group.group_id)
-    replaced = None if joining is None else (leaving_member_id, joining.member_id)
+    replaced = None if joining is None else (leaving, joining.member_id)
     return consumer_group_tombstones(group, replaced) + [group_metadata_record(classic, assignment)]
 
 
