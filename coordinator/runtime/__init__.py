@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.config import GroupConfig
+from coordinator.consumer.classic_members import PendingHeartbeat
 from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import OFFSETS_TOPIC
 from coordinator.events import NO_EVENTS, CoordinatorEvents
@@ -264,8 +265,10 @@ class GroupRuntime:
         return reply
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
-                  generation_id: int) -> ErrorCode:
-        """A Heartbeat's answer, at once (no Reply: heartbeats never wait, and they are most requests)."""
+                  generation_id: int) -> ErrorCode | PendingHeartbeat:
+        """A Heartbeat's answer: at once (no Reply: most requests are heartbeats), except a classic member's
+        of a consumer group with a write of that group in flight, which waits for it (a PendingHeartbeat,
+        as Kafka's runtime answers a write operation once the pending writes are committed)."""
         return self.service.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
     def leave_group(self, context: RequestContext, request) -> LeaveGroupResult | Reply:
