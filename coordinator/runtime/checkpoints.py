@@ -35,8 +35,8 @@ from coordinator.partition_state import PartitionState
 
 log = logging.getLogger("kcoord.coordinator.checkpoint")
 
-QUIET_MS = 20
-MAX_DEFER_MS = 2000
+QUIET_MS = 100
+MAX_DEFER_MS = 5000
 
 
 class Checkpointer:
