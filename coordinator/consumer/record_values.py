@@ -101,7 +101,7 @@ def _array(tps: list[TopicPartitions], parts: list) -> None:
         parts += (_id_bytes(topic_id), _partitions(partitions), EMPTY_TAGS)
 
 
-_ONE_TOPIC = uvarint_bytes(2)
+_ONE_TOPIC, _NO_TOPICS = uvarint_bytes(2), uvarint_bytes(1)
 
 
 def encode_target_one(topic_id: uuid.UUID, partitions: frozenset[int]) -> bytes:
@@ -121,9 +121,6 @@ def encode_current_one(member_epoch: int, previous_member_epoch: int, state: int
     """encode_current of an assignment of one topic's partitions, with none pending revocation."""
     return b"".join((_VERSION_0, _EPOCHS.pack(member_epoch, previous_member_epoch, state), _ONE_TOPIC,
                      _id_bytes(topic_id), _partitions(partitions), EMPTY_TAGS, _NO_TOPICS, EMPTY_TAGS))
-
-
-_NO_TOPICS = uvarint_bytes(1)
 
 
 def encode_current(value: CurrentMemberAssignmentValue) -> bytes:

@@ -31,6 +31,17 @@ def _counting(monkeypatch) -> list:
     return calls
 
 
+def _four_joins_held() -> tuple[ConsumerGroupContext, list]:
+    """A group of one, then four joins with writes held: one in flight, three queued behind it."""
+    ctx = ConsumerGroupContext(topics={"t": 12})
+    ctx.heartbeat(GROUP, topics=["t"])
+    ctx.writer.auto = False
+    answers: list = []
+    for _ in range(4):
+        ctx.heartbeat(GROUP, topics=["t"], callback=answers.append)
+    return ctx, answers
+
+
 def test_a_batch_is_replayed_once_and_matches_the_log(monkeypatch):
     ctx = ConsumerGroupContext(topics={"t": 12})
     ctx.heartbeat(GROUP, topics=["t"])
@@ -53,12 +64,7 @@ def test_a_batch_is_replayed_once_and_matches_the_log(monkeypatch):
 
 
 def test_a_failed_batch_changes_nothing():
-    ctx = ConsumerGroupContext(topics={"t": 12})
-    ctx.heartbeat(GROUP, topics=["t"])
-    ctx.writer.auto = False
-    answers: list = []
-    for _ in range(4):  # one in flight, three queued behind it
-        ctx.heartbeat(GROUP, topics=["t"], callback=answers.append)
+    ctx, answers = _four_joins_held()
     ctx.writer.complete_all()
     before = _state(ctx)
     ctx.writer.fail_all(E.NOT_LEADER_OR_FOLLOWER)
@@ -71,12 +77,7 @@ def test_a_batch_stops_at_its_byte_bound(monkeypatch):
     """Operations past MAX_BATCH_BYTES wait for the next append, first in line, in their order."""
     from coordinator.consumer import manager
     monkeypatch.setattr(manager, "MAX_BATCH_BYTES", 1)
-    ctx = ConsumerGroupContext(topics={"t": 12})
-    ctx.heartbeat(GROUP, topics=["t"])
-    ctx.writer.auto = False
-    answers: list = []
-    for _ in range(4):  # one in flight, three queued behind it
-        ctx.heartbeat(GROUP, topics=["t"], callback=answers.append)
+    ctx, answers = _four_joins_held()
     while ctx.writer.pending():
         ctx.writer.complete_all()
     assert [a.error for a in answers] == [E.NONE] * 4

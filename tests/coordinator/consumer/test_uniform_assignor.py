@@ -134,20 +134,26 @@ def test_the_group_tells_the_assignor_when_every_member_subscribes_alike():
     assert ctx.topic_id("bar") in ctx.consumer_group("g").target_assignment["a"] and a.error == 0
 
 
+def _token_hits(monkeypatch) -> list[bool]:
+    """Records, for each lookup of a previous step (Memory._find), whether it was found by its token."""
+    hits: list[bool] = []
+    real_find = h.Memory._find
+
+    def find(self, key, member_ids, current, joining, token):
+        out = real_find(self, key, member_ids, current, joining, token)
+        hits.append(out is not None and token is not None and out[1].token is token)
+        return out
+
+    monkeypatch.setattr(h.Memory, "_find", find)
+    return hits
+
+
 def test_joins_through_the_group_find_their_step_by_its_token(monkeypatch):
     """In a forming group each join finds the previous step by the token its records gave the group (no
     comparison of every member's target), and the result is what comparing would give (VERIFY_TOKENS)."""
     from coordinator.consumer.testing import ConsumerGroupContext
 
-    found = []
-    real_find = h.Memory._find
-
-    def find(self, key, member_ids, current, joining, token):
-        out = real_find(self, key, member_ids, current, joining, token)
-        found.append(out is not None and token is not None and out[1].token is token)
-        return out
-
-    monkeypatch.setattr(h.Memory, "_find", find)
+    found = _token_hits(monkeypatch)
     ctx = ConsumerGroupContext({"t": 50})
     for _ in range(20):
         ctx.heartbeat("g", "", 0, topics=["t"])
@@ -162,16 +168,7 @@ def test_tokens_after_static_rejoins_leaves_and_partition_changes(monkeypatch):
     each event find their step by token again, and the targets stay balanced."""
     from coordinator.consumer.testing import ConsumerGroupContext
 
-    monkeypatch.setattr(h, "VERIFY_TOKENS", True)
-    by_token = []
-    real_find = h.Memory._find
-
-    def find(self, key, member_ids, current, joining, token):
-        out = real_find(self, key, member_ids, current, joining, token)
-        by_token.append(out is not None and token is not None and out[1].token is token)
-        return out
-
-    monkeypatch.setattr(h.Memory, "_find", find)
+    by_token = _token_hits(monkeypatch)  # (conftest.py sets VERIFY_TOKENS for every test here)
     ctx = ConsumerGroupContext({"t": 30})
     static = ctx.heartbeat("g", "", 0, topics=["t"], instance_id="i1")
     dynamic = [ctx.heartbeat("g", "", 0, topics=["t"]) for _ in range(4)]
