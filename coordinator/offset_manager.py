@@ -19,7 +19,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from coordinator.consumer.offsets import validate_offset_commit
+from coordinator.consumer.offsets import validate_offset_commit, validate_transactional_offset_commit
 from coordinator.core import map_write_error
 from coordinator.group_manager import subscribed_topics
 from coordinator.group_metadata import GroupMetadata
@@ -212,8 +212,9 @@ class OffsetMetadataManager:
                                   callback: CommitCallback) -> None:
         """OffsetMetadataManager.commitTransactionalOffset: validate, then write the offsets as a
         transactional batch; they are pending (coordinator.txn_offsets) until the transaction's marker."""
-        group = self.groups.get_group(request.group_id)
-        if group is None:
+        if (consumer_group := self.consumer_groups.get(request.group_id)) is not None:
+            error = validate_transactional_offset_commit(consumer_group, request.member_id, request.generation_id)
+        elif (group := self.groups.get_group(request.group_id)) is None:
             error = ErrorCode.ILLEGAL_GENERATION if request.generation_id >= 0 else ErrorCode.NONE
         else:
             error = validate_txn_offset_commit(group, request.member_id, request.group_instance_id,

@@ -2,7 +2,9 @@
 validateOffsetFetch): a member of the group in its current epoch (STALE_MEMBER_EPOCH otherwise), using
 OffsetCommit v9+; or anyone (admin tools, manual assignment) with epoch -1 while the group is empty. A
 classic member (online migration) commits with any version, its generation being its member epoch
-(ILLEGAL_GENERATION otherwise: validateMemberEpoch)."""
+(ILLEGAL_GENERATION otherwise: validateMemberEpoch). A transactional producer's TxnOffsetCommit carries its
+consumer's group metadata (member id, and the member epoch as the generation) and is checked the same way,
+whatever its version."""
 from __future__ import annotations
 
 from coordinator.consumer.consumer_group import ConsumerGroup
@@ -19,6 +21,14 @@ def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: i
     if not transactional and member.classic is None and api_version < 9:
         return ErrorCode.UNSUPPORTED_VERSION
     return _validate_member_epoch(member, member_epoch)
+
+
+def validate_transactional_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int) -> ErrorCode:
+    """OffsetMetadataManager.validateTransactionalOffsetCommit for a consumer group: validateOffsetCommit with
+    isTransactional, and STALE_MEMBER_EPOCH -- not an error TxnOffsetCommit knows -- answered as
+    ILLEGAL_GENERATION, which transactional producers treat as fatal for the transaction (abort)."""
+    error = validate_offset_commit(group, member_id, member_epoch, 0, transactional=True)
+    return ErrorCode.ILLEGAL_GENERATION if error == ErrorCode.STALE_MEMBER_EPOCH else error
 
 
 def _validate_member_epoch(member, member_epoch: int) -> ErrorCode:

@@ -1,8 +1,10 @@
 """A consume-transform-produce process for the exactly-once tests (confluent-kafka / librdkafka).
 
-    python eos_worker.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID [BATCH]
+    python eos_worker.py BOOTSTRAP INPUT OUTPUT GROUP TRANSACTIONAL_ID [BATCH [PROTOCOL]]
 
-Reads INPUT as a member of GROUP (static membership, so a restarted process takes its place at once),
+Reads INPUT as a member of GROUP: with PROTOCOL classic (the default) a static member, so a restarted
+process takes its place at once; with PROTOCOL consumer (KIP-848, group.protocol=consumer) a dynamic
+member, whose dead predecessor's partitions come back when its session expires.
 writes each record's value + b"!" to OUTPUT, and every BATCH records commits the produced records and
 the consumed positions (send_offsets_to_transaction) in one transaction. Prints "committed N" after each
 commit, N the records this process has transformed so far; runs until it is stopped.
@@ -17,9 +19,14 @@ from confluent_kafka import Consumer, KafkaException, Producer
 def main() -> int:
     bootstrap, source, sink, group, txn_id = sys.argv[1:6]
     batch = int(sys.argv[6]) if len(sys.argv) > 6 else 100
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.instance.id": txn_id,
-                         "session.timeout.ms": 6000, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"})
+    protocol = sys.argv[7] if len(sys.argv) > 7 else "classic"
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+              "auto.offset.reset": "earliest", "isolation.level": "read_committed"}
+    if protocol == "classic":
+        config.update({"group.instance.id": txn_id, "session.timeout.ms": 6000})
+    else:  # the session timeout is the group's (group.consumer.session.timeout.ms), not the client's
+        config["group.protocol"] = protocol
+    consumer = Consumer(config)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
     producer.init_transactions(60)
     consumer.subscribe([source])

@@ -6,6 +6,11 @@ its work and restarted with the same transactional id, whose InitProducerId fenc
 and aborts its open transaction (Kafka's TransactionCoordinator.handleInitProducerId, Ongoing ->
 PrepareEpochFence -> PrepareAbort). A read_committed consumer of the output must then see every input
 exactly once, and the group's committed offsets must equal the input's end offsets.
+
+With `group.protocol=consumer` the consumer's group metadata carries its KIP-848 member epoch as the
+generation, and TxnOffsetCommit is validated against that member as Kafka 4 validates it
+(OffsetMetadataManager.validateTransactionalOffsetCommit -> ConsumerGroup.validateOffsetCommit with
+isTransactional): issue #24, where every such commit was refused with ILLEGAL_GENERATION.
 """
 from __future__ import annotations
 
@@ -60,24 +65,33 @@ def _read_all(bootstrap: str, topic: str, isolation: str, expect_at_least: int, 
     return values
 
 
-def _start_worker(bootstrap: str, txn_id: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, WORKER, bootstrap, "in", "out", "eos", txn_id, "100"],
+# A dead consumer-protocol member keeps its partitions until its session expires: a short one for the test.
+CONSUMER_PROTOCOL_SERVER = {"group.consumer.min.session.timeout.ms": "2000", "group.consumer.session.timeout.ms": "3000",
+                            "group.consumer.min.heartbeat.interval.ms": "100",
+                            "group.consumer.heartbeat.interval.ms": "300"}
+
+
+def _start_worker(bootstrap: str, txn_id: str, protocol: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, WORKER, bootstrap, "in", "out", "eos", txn_id, "100", protocol],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _wait_committed(proc: subprocess.Popen, at_least: int, timeout: float = 120) -> int:
     deadline = time.monotonic() + timeout
+    output: collections.deque[str] = collections.deque(maxlen=20)
     while time.monotonic() < deadline:
         if not select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
             break
         line = proc.stdout.readline()
         if not line:
             break
+        output.append(line)
         if line.startswith("committed "):
             n = int(line.split()[1])
             if n >= at_least:
                 return n
-    raise AssertionError(f"worker did not reach {at_least} committed inputs (exit {proc.poll()})")
+    raise AssertionError(f"worker did not reach {at_least} committed inputs (exit {proc.poll()}):\n"
+                         + "".join(output))
 
 
 def _wait_group_caught_up(bootstrap: str, group: str, topic: str, timeout: float = 180) -> list[int]:
@@ -97,19 +111,21 @@ def _wait_group_caught_up(bootstrap: str, group: str, topic: str, timeout: float
         consumer.close()
 
 
-def test_consume_transform_produce_survives_sigkill_exactly_once(kcoord_server):
-    bootstrap = kcoord_server.bootstrap
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_consume_transform_produce_survives_sigkill_exactly_once(kcoord_server_factory, protocol):
+    server = kcoord_server_factory(CONSUMER_PROTOCOL_SERVER if protocol == "consumer" else None)
+    bootstrap = server.bootstrap
     _create(bootstrap, "in", "out")
     _produce_inputs(bootstrap, "in", INPUTS)
 
     for kill_after in (2_000, 5_000):
-        worker = _start_worker(bootstrap, "eos-1")
+        worker = _start_worker(bootstrap, "eos-1", protocol)
         _wait_committed(worker, kill_after)
         # Mid-transaction: it commits every 100 records, so the next transaction is under way.
         time.sleep(0.05)
         worker.send_signal(signal.SIGKILL)
         worker.wait(10)
-    worker = _start_worker(bootstrap, "eos-1")
+    worker = _start_worker(bootstrap, "eos-1", protocol)
     try:
         ends = _wait_group_caught_up(bootstrap, "eos", "in")
     finally:

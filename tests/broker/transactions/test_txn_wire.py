@@ -177,6 +177,42 @@ def test_txn_offset_commit_pending_until_the_marker(raw):
         time.sleep(0.02)
 
 
+def _consumer_member(raw, group: str, member_id: str, topic: str = "wire") -> int:
+    """A KIP-848 member joins `group` (ConsumerGroupHeartbeat v0, epoch 0); returns its member epoch."""
+    resp = raw.request(68, 0, m.ConsumerGroupHeartbeatRequest(
+        group_id=group, member_id=member_id, member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=60000, subscribed_topic_names=[topic], server_assignor=None, topic_partitions=[]))
+    assert resp.error_code == E.NONE, resp
+    return resp.member_epoch
+
+
+def test_txn_offset_commit_from_consumer_protocol_members(raw):
+    """A consume-transform-produce loop whose consumer uses group.protocol=consumer sends its member id and
+    member epoch (as the generation) in TxnOffsetCommit. OffsetMetadataManager.validateTransactionalOffsetCommit
+    validates them with ConsumerGroup.validateOffsetCommit(isTransactional=true): any TxnOffsetCommit
+    version (the v9 rule is OffsetCommit's), UNKNOWN_MEMBER_ID for a member the group does not have (epoch -1
+    and no member id included, while the group has members), and an epoch other than the member's
+    ILLEGAL_GENERATION -- validateMemberEpoch's STALE_MEMBER_EPOCH is not TxnOffsetCommit's, so it is
+    converted. Issue #24: every such commit used to be refused with ILLEGAL_GENERATION."""
+    group, txn = "wire-kip848-txn", "t-kip848"
+    epoch_a = _consumer_member(raw, group, "kip848-member-a")
+    _, pid, pepoch = init_pid(raw, txn)
+    assert add_offsets(raw, txn, pid, pepoch, group) == E.NONE
+    offsets = {("wire", 0): 7}
+    for version in (3, 4):
+        assert txn_commit(raw, txn, pid, pepoch, group, offsets, version=version, generation=epoch_a,
+                          member="kip848-member-a") == {("wire", 0): E.NONE}
+    assert txn_commit(raw, txn, pid, pepoch, group, offsets, generation=epoch_a + 1,
+                      member="kip848-member-a") == {("wire", 0): E.ILLEGAL_GENERATION}
+    assert txn_commit(raw, txn, pid, pepoch, group, offsets, generation=epoch_a - 1,
+                      member="kip848-member-a") == {("wire", 0): E.ILLEGAL_GENERATION}
+    assert txn_commit(raw, txn, pid, pepoch, group, offsets, generation=epoch_a,
+                      member="kip848-nobody") == {("wire", 0): E.UNKNOWN_MEMBER_ID}
+    # v0-2 carry no member: with members in the group, "" is not one of them.
+    assert txn_commit(raw, txn, pid, pepoch, group, offsets, version=2) == {("wire", 0): E.UNKNOWN_MEMBER_ID}
+    assert end_txn(raw, txn, pid, pepoch, True) == E.NONE
+
+
 def test_describe_and_list_transactions(raw):
     """handleDescribeTransactions: state, producer, timeout, partitions; an unknown id
     TRANSACTIONAL_ID_NOT_FOUND. listTransactionStates: state and producer id filters, unknown state names
