@@ -34,6 +34,15 @@ class ApiSpec:
     min_version: int
     max_version: int
     handler: Handler
+    # What ApiVersions advertises as the lowest version, when it is below the lowest one served: Kafka 4
+    # advertises Produce from v0 but refuses v0-2 (KAFKA-18659: librdkafka before 2.11.1 turns off
+    # gzip/snappy/lz4 when a broker does not list Produce v0). A request at such a version closes the
+    # connection, as any version not served does.
+    advertised_min_version: int | None = None
+
+    @property
+    def advertised_min(self) -> int:
+        return self.min_version if self.advertised_min_version is None else self.advertised_min_version
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -44,10 +53,13 @@ _FRAME_HANDLERS: dict[int, FrameHandler] = {}
 _loaded = False
 
 
-def api(*, key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+def api(*, key: int, name: str, min_version: int, max_version: int,
+        advertised_min_version: int | None = None) -> Callable[[Handler], Handler]:
     """Register `handle(ctx, request)` as the handler of `key` for [min_version, max_version]."""
     if not 0 <= min_version <= max_version:
         raise ValueError(f"bad version range {min_version}..{max_version} for {name}")
+    if advertised_min_version is not None and not 0 <= advertised_min_version < min_version:
+        raise ValueError(f"advertised minimum {advertised_min_version} of {name} is not below {min_version}")
 
     def register(handler: Handler) -> Handler:
         existing = _APIS.get(key)
@@ -56,7 +68,7 @@ def api(*, key: int, name: str, min_version: int, max_version: int) -> Callable[
             # claiming one key is a bug.
             if existing.handler.__module__ != handler.__module__:
                 raise ValueError(f"api key {key} registered twice: {existing.name} and {name}")
-        _APIS[key] = ApiSpec(key, name, min_version, max_version, handler)
+        _APIS[key] = ApiSpec(key, name, min_version, max_version, handler, advertised_min_version)
         return handler
 
     return register

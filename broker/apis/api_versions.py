@@ -32,5 +32,5 @@ async def handle(ctx, request):
 
 
 def _entry(spec: registry.ApiSpec):
-    return m.ApiVersionsResponse.ApiVersion(api_key=spec.key, min_version=spec.min_version,
+    return m.ApiVersionsResponse.ApiVersion(api_key=spec.key, min_version=spec.advertised_min,
                                             max_version=spec.max_version)

@@ -1,7 +1,9 @@
 """Produce (key 0): validate each partition's record batch, append it, answer when it is durable.
 
-Versions (we serve 3-13; magic-2 batches need v3+; Kafka 4.2 advertises 0-13 but refuses 0-2, and the
-message definitions we generate codecs from start at 3):
+Versions (we serve 3-13 and advertise 0-13, as Kafka 4 does since KAFKA-18659: librdkafka before 2.11.1
+-- Debian's kcat among them -- disables gzip, snappy and lz4 unless ApiVersions lists Produce v0. A
+request at v0-2 (magic 0/1 message sets, removed by KIP-896) closes the connection, as Kafka's
+SocketServer does for a version it does not enable):
   v3: transactional_id; record batch v2 only
   v4: same as v3 (KAFKA_STORAGE_ERROR possible)
   v5: log_start_offset in the response
@@ -31,7 +33,7 @@ from protocol import messages as m
 from protocol.errors import ErrorCode
 
 
-@api(key=0, name="Produce", min_version=3, max_version=13)
+@api(key=0, name="Produce", min_version=3, max_version=13, advertised_min_version=0)
 async def handle(ctx, request):
     broker = ctx.broker
     acks = request.acks

@@ -28,10 +28,10 @@ def message(client: str, i: int) -> tuple[bytes, bytes, tuple]:
     return f"k{i}".encode(), f"v{i}-{client}".encode(), (("src", client.encode()), ("i", str(i).encode()))
 
 
-def create_topic(bootstrap: str, name: str) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        admin.create_topics([NewTopic(name, PARTITIONS, 1)])
+        admin.create_topics([NewTopic(name, partitions, 1)])
     finally:
         admin.close()
 
@@ -167,6 +167,29 @@ def test_kafkajs(kcoord_shared_server):
     acks = [json.loads(line) for line in run.stdout.splitlines() if line.strip()]
     assert acks and all(a["errorCode"] == 0 for a in acks)
     check_exactly_once("kafkajs", read_back(bootstrap, topic, N))
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4"])
+def test_kcat_compression_reaches_the_log(kcoord_shared_server, codec):
+    """Debian's kcat (librdkafka 2.0) compresses only when ApiVersions lists Produce v0 (librdkafka before
+    2.11.1 checks for that version; issue #24: against Produce 3-13 it silently sent uncompressed batches).
+    Kafka 4 advertises Produce 0-13 for this reason (KAFKA-18659, KafkaApis / ApiVersionsResponse); the
+    batches stored in the partition's segments must carry the codec kcat was asked for."""
+    from protocol.records import iter_batches
+
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.skip("kcat is not installed (apt-get install kcat; make tools does it)")
+    bootstrap, topic = kcoord_shared_server.bootstrap, f"kcat-z-{codec}"
+    create_topic(bootstrap, topic, partitions=1)
+    lines = "".join(f"record {i} of a compressible value, {codec} " * 4 + "\n" for i in range(N))
+    produce = subprocess.run([kcat, "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-z", codec, "-X", "acks=all"],
+                             input=lines, capture_output=True, text=True, timeout=60)
+    assert produce.returncode == 0, produce.stderr
+    assert "not compressing" not in produce.stderr
+    segments = sorted((kcoord_shared_server.data_dir / f"{topic}-0").glob("*.log"))
+    codecs = [header.compression for seg in segments for _pos, header, _view in iter_batches(seg.read_bytes())]
+    assert codecs and set(codecs) == {{"gzip": 1, "snappy": 2, "lz4": 3}[codec]}, codecs
 
 
 @pytest.mark.parametrize("idempotent", ["false", "true"])

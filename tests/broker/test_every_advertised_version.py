@@ -1,6 +1,8 @@
 """Everything ApiVersions advertises works: for each (api, version) in the registry, a minimal valid
 request encoded with our codecs goes over TCP to the real server, and the answer decodes at that
 version, fills its frame exactly, and carries no error anywhere (every `error_code` in it is NONE).
+The one exception is Kafka's own: versions advertised below those served (Produce v0-2, KAFKA-18659)
+close the connection, as Kafka's SocketServer.parseRequestHeader refuses a version it does not enable.
 
 An API registered without a scenario here fails, so a newly advertised version cannot go untested.
 """
@@ -25,6 +27,7 @@ COMMITTED = 1  # the offset committed for GROUP_WITH_OFFSETS
 GROUP_WITH_OFFSETS = "every-version-committed"
 
 ADVERTISED = [(spec, v) for spec in registry.served() for v in range(spec.min_version, spec.max_version + 1)]
+REFUSED = [(spec, v) for spec in registry.served() for v in range(spec.advertised_min, spec.min_version)]
 
 
 def call(c: RawKafka, key: int, version: int, body):
@@ -499,3 +502,14 @@ def test_advertised_version_answers_without_error(env, spec, version):
         resp = scenario(c, version, env)
     errors = error_codes(resp)
     assert errors and all(code == ErrorCode.NONE for code in errors), (spec.name, version, resp)
+
+
+@pytest.mark.parametrize(("spec", "version"), REFUSED, ids=[f"{s.name}-v{v}" for s, v in REFUSED])
+def test_advertised_but_refused_version_closes_the_connection(env, spec, version):
+    with RawKafka(env["port"]) as c:
+        c.send_request(spec.key, version, body=b"\x00\x01\x00\x00\x03\xe8\x00\x00\x00\x00")
+        assert c.closed_by_peer(), (spec.name, version)
+
+
+def test_only_produce_is_advertised_below_what_it_serves():
+    assert {(spec.name, v) for spec, v in REFUSED} == {("Produce", 0), ("Produce", 1), ("Produce", 2)}

@@ -14,7 +14,8 @@ from tests.support.raw_kafka import RawKafka
 
 # Kafka 4.2's ranges (kafka-python's broker_version_data), but Produce from 3: the message definitions start
 # there (Kafka advertises 0-2 only to refuse them).
-ADVERTISED = {0: (3, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2),
+# Produce from 0: Kafka 4 advertises v0-2 and refuses them (KAFKA-18659), see below.
+ADVERTISED = {0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2),
               22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 2),
               24: (0, 5), 25: (0, 4), 26: (0, 4), 27: (1, 1), 28: (0, 4), 61: (0, 0), 65: (0, 0), 66: (0, 2)}
 
@@ -67,6 +68,10 @@ def test_requests_pipelined_on_one_connection_are_answered_in_order(kcoord_share
 BAD_INPUTS = {
     "unknown api key": encode_request_frame(4242, 0, 1, "x", b""),
     "unsupported Metadata version": encode_request_frame(3, 99, 1, "x", b""),
+    # Advertised (for librdkafka's compression check) but not served: SocketServer.parseRequestHeader
+    # throws InvalidRequestException ("... which is not enabled") and the processor closes the channel.
+    "Produce v0 (advertised, refused)": encode_request_frame(0, 0, 1, "x", b"\x00\x01\x00\x00\x03\xe8\x00\x00\x00\x00"),
+    "Produce v2 (advertised, refused)": encode_request_frame(0, 2, 1, "x", b"\x00\x01\x00\x00\x03\xe8\x00\x00\x00\x00"),
     "absurd frame size": struct.pack(">i", 2**31 - 1) + b"\x00" * 16,
     "negative frame size": struct.pack(">i", -5) + b"\x00" * 16,
     "truncated header": struct.pack(">i", 3) + b"\x00\x03\x00",
