@@ -3,7 +3,9 @@
 It owns the groups (members, static members, pending members), the parked JoinGroup/SyncGroup
 continuations (coordinator.parked), the join purgatory and the groups' timers. The protocol's steps
 live in one module each, composed here: join.py (ClassicJoin), static_member.py, sync.py
-(ClassicSync), membership.py (Heartbeat, LeaveGroup), rebalance.py (Rebalancer).
+(ClassicSync), membership.py (Heartbeat, LeaveGroup), rebalance.py (Rebalancer). Each step gets this
+manager as its `ClassicContext` (classic_context.py) and the steps it calls, so imports point one way:
+this module -> join -> static_member -> rebalance -> purgatory (sync and membership -> rebalance).
 
 Membership and the rebalance state machine are in memory only, as in Kafka. What is in the log is
 the group after a generation (its GroupMetadata record) and its deletion (a tombstone); that part of
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from coordinator.classic_context import Write
 from coordinator.config import GroupConfig
 from coordinator.consumer_protocol import subscription_topics
 from coordinator.events import CoordinatorEvents
@@ -24,7 +27,6 @@ from coordinator.membership import ClassicMembership
 from coordinator.parked import ParkedRequests
 from coordinator.purgatory import JoinPurgatory
 from coordinator.rebalance import Rebalancer
-from coordinator.records import Record
 from coordinator.replay import group_from_metadata_value
 from coordinator.results import DescribedGroup, DescribedMember, JoinGroupResult, ListedGroup, SyncGroupResult
 from coordinator.static_member import StaticMembership
@@ -34,7 +36,6 @@ from protocol.consumer_offsets import GroupMetadataValue
 from protocol.errors import ErrorCode
 
 S = GroupState
-Write = Callable[[list[Record], Callable[[ErrorCode], None]], None]
 
 
 class GroupMetadataManager:
@@ -51,11 +52,12 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.parked = ParkedRequests()
         self.join_purgatory = JoinPurgatory(timer)
+        # The steps, each given this manager as its ClassicContext and the steps it calls (one way down).
         self.rebalance = Rebalancer(self)
-        self.static_members = StaticMembership(self)
-        self.joins = ClassicJoin(self)
-        self.syncs = ClassicSync(self)
-        self.membership = ClassicMembership(self)
+        self.static_members = StaticMembership(self, self.rebalance)
+        self.joins = ClassicJoin(self, self.rebalance, self.static_members)
+        self.syncs = ClassicSync(self, self.rebalance)
+        self.membership = ClassicMembership(self, self.rebalance)
         self.is_consumer_group: Callable[[str], bool] = lambda _group_id: False  # the shard's consumer groups
 
     def now_ms(self) -> int:

@@ -13,69 +13,34 @@ bounds) are the front door's (coordinator.service), as in Kafka 4's GroupCoordin
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
+from coordinator.classic_context import ClassicContext
 from coordinator.group_metadata import GroupMetadata
 from coordinator.group_state import GroupState
+from coordinator.join_request import UNKNOWN_MEMBER_ID, JoinRequest
 from coordinator.member_metadata import MemberMetadata
-from coordinator.results import JoinGroupResult, RequestContext
+from coordinator.parked import JoinCallback
+from coordinator.rebalance import Rebalancer
+from coordinator.results import JoinGroupResult
+from coordinator.static_member import StaticMembership
 from protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from coordinator.group_manager import GroupMetadataManager
-
 S = GroupState
-UNKNOWN_MEMBER_ID = ""
-JoinCallback = Callable[[JoinGroupResult], None]
-
-
-@dataclass(slots=True)
-class JoinRequest:
-    """A JoinGroup as every version means it (the version's rules applied once, here)."""
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    require_known_member_id: bool
-    client_id: str
-    client_host: str
-    rebalance_timeout_ms: int
-    session_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    reason: str | None
-    supports_skip_assignment: bool
-
-    @classmethod
-    def of(cls, context: RequestContext, request) -> JoinRequest:
-        version = context.api_version
-        instance_id = request.group_instance_id if version >= 5 else None
-        return cls(request.group_id, request.member_id, instance_id,
-                   version >= 4 and instance_id is None, context.client_id, context.client_host,
-                   request.session_timeout_ms if version == 0 else request.rebalance_timeout_ms,
-                   request.session_timeout_ms, request.protocol_type,
-                   [(p.name, p.metadata) for p in request.protocols],
-                   request.reason if version >= 8 else None, version >= 9)
-
-    @property
-    def why(self) -> str:
-        return "not provided" if self.reason is None else self.reason
 
 
 class ClassicJoin:
     """JoinGroup for one shard's classic groups."""
 
-    def __init__(self, manager: GroupMetadataManager) -> None:
-        self.manager = manager
-        self.rebalance = manager.rebalance
-        self.parked = manager.parked
-        self.config = manager.config
-        self.log = manager.log
+    def __init__(self, context: ClassicContext, rebalance: Rebalancer, static_members: StaticMembership) -> None:
+        self.context = context
+        self.rebalance = rebalance
+        self.static_members = static_members
+        self.parked = context.parked
+        self.config = context.config
+        self.log = context.log
 
     def handle_join_group(self, join: JoinRequest, callback: JoinCallback) -> None:
         is_unknown_member = join.member_id == UNKNOWN_MEMBER_ID
-        group = self.manager.get_or_maybe_create_group(join.group_id, is_unknown_member)
+        group = self.context.get_or_maybe_create_group(join.group_id, is_unknown_member)
         if group is None:
             callback(JoinGroupResult(ErrorCode.UNKNOWN_MEMBER_ID, join.member_id))
             return
@@ -95,7 +60,7 @@ class ClassicJoin:
             self.do_join_group(group, join, callback)
         # Every join may be the last one the parked rebalance was waiting for.
         if group.is_(S.PREPARING_REBALANCE):
-            self.manager.join_purgatory.check_and_complete(join.group_id)
+            self.context.join_purgatory.check_and_complete(join.group_id)
 
     def accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         """group.max.size (KIP-389), counted the way each state allows."""
@@ -123,8 +88,8 @@ class ClassicJoin:
             self.log.info("Static member %s of group %s with unknown member id rejoins, assigning new member id "
                           "%s (old %s); client reason: %s", join.group_instance_id, group.group_id, new_member_id,
                           old_member_id, join.why)
-            self.manager.static_members.update_static_member_and_rebalance(group, old_member_id, new_member_id,
-                                                                           join, callback)
+            self.static_members.update_static_member_and_rebalance(group, old_member_id, new_member_id, join,
+                                                                   callback)
         elif join.require_known_member_id:
             # KIP-394: park the id as pending and make the client come back with it.
             group.add_pending_member(new_member_id)

@@ -7,15 +7,12 @@ LeaveGroup: v3 batch of members, each by member id and/or group.instance.id (KIP
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from coordinator.classic_context import ClassicContext
 from coordinator.group_metadata import GroupMetadata
 from coordinator.group_state import GroupState
+from coordinator.rebalance import Rebalancer
 from coordinator.results import LeaveGroupResult, LeaveMemberResult
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from coordinator.group_manager import GroupMetadataManager
 
 S = GroupState
 # Bound once for heartbeat(), which runs for every member's every heartbeat: reading a member off
@@ -32,11 +29,11 @@ def leave_members(request, version: int) -> list[tuple[str, str | None, str | No
 
 
 class ClassicMembership:
-    def __init__(self, manager: GroupMetadataManager) -> None:
-        self.manager = manager
-        self.groups = manager.groups  # the manager's dict itself (never rebound)
-        self.rebalance = manager.rebalance
-        self.log = manager.log
+    def __init__(self, context: ClassicContext, rebalance: Rebalancer) -> None:
+        self.context = context
+        self.groups = context.groups  # the manager's dict itself (never rebound)
+        self.rebalance = rebalance
+        self.log = context.log
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> ErrorCode:
@@ -64,7 +61,7 @@ class ClassicMembership:
     def handle_leave_group(self, group_id: str,
                            members: list[tuple[str, str | None, str | None]]) -> LeaveGroupResult:
         """`members`: (member_id, group_instance_id, reason); member_id "" + instance id = admin removal."""
-        group = self.manager.get_group(group_id)
+        group = self.context.get_group(group_id)
         if group is None:
             return LeaveGroupResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_(S.DEAD):

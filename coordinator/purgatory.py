@@ -8,31 +8,42 @@ group was unloaded or deleted does nothing.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Protocol
 
+from coordinator.group_metadata import GroupMetadata
 from coordinator.timers import Timer
-
-if TYPE_CHECKING:
-    from coordinator.group_metadata import GroupMetadata
-    from coordinator.rebalance import Rebalancer
 
 
 def join_timer_key(group_id: str) -> tuple[str, str]:
     return ("join", group_id)
 
 
+class JoinPhase(Protocol):
+    """What a delayed join calls back: the rebalance step (coordinator.rebalance.Rebalancer)."""
+
+    groups: dict[str, GroupMetadata]  # the shard's groups table, to re-resolve the group by id
+    join_purgatory: JoinPurgatory
+
+    def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool: ...
+
+    def on_expire_join(self, group: GroupMetadata) -> None: ...
+
+    def on_complete_join(self, group: GroupMetadata) -> None: ...
+
+
 class DelayedJoin:
     """Completes when every known member has rejoined, or when `delay_ms` (the group's rebalance
     timeout) runs out; at completion dynamic members that did not rejoin are dropped."""
 
-    def __init__(self, rebalancer: Rebalancer, group: GroupMetadata, delay_ms: int) -> None:
+    def __init__(self, rebalancer: JoinPhase, group: GroupMetadata, delay_ms: int) -> None:
         self.rebalancer = rebalancer
         self.group = group
         self.delay_ms = delay_ms
         self.completed = False
 
     def _current(self) -> bool:
-        return self.rebalancer.manager.groups.get(self.group.group_id) is self.group
+        return self.rebalancer.groups.get(self.group.group_id) is self.group
 
     def try_complete(self) -> bool:
         if not self._current():
@@ -60,7 +71,7 @@ class InitialDelayedJoin(DelayedJoin):
     members starting together land in one generation. While new members keep arriving the wait is
     extended by up to the configured delay each time, never beyond the rebalance timeout."""
 
-    def __init__(self, rebalancer: Rebalancer, group: GroupMetadata, configured_rebalance_delay_ms: int,
+    def __init__(self, rebalancer: JoinPhase, group: GroupMetadata, configured_rebalance_delay_ms: int,
                  delay_ms: int, remaining_ms: int) -> None:
         super().__init__(rebalancer, group, delay_ms)
         self.configured_rebalance_delay_ms = configured_rebalance_delay_ms

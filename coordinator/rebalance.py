@@ -4,8 +4,8 @@ and member removal, store_group and the assignment's propagation."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from coordinator.classic_context import ClassicContext
 from coordinator.core import map_write_error
 from coordinator.group_metadata import GroupMetadata, RebalanceInfo
 from coordinator.group_state import GroupState
@@ -14,9 +14,6 @@ from coordinator.purgatory import DelayedJoin, InitialDelayedJoin
 from coordinator.records import REBALANCE_CAUSES, group_metadata_record, rebalance_headers
 from coordinator.results import JoinGroupResult, SyncGroupResult
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from coordinator.group_manager import GroupMetadataManager
 
 S = GroupState
 
@@ -30,15 +27,17 @@ def sync_key(group_id: str) -> tuple[str, str]:
 
 
 class Rebalancer:
-    """The rebalance steps of one shard's classic groups; state lives in the group manager."""
+    """The rebalance steps of one shard's classic groups; state lives in the group manager (`context`).
+    It is the purgatory's JoinPhase: a delayed join calls back try_complete_join / on_complete_join."""
 
-    def __init__(self, manager: GroupMetadataManager) -> None:
-        self.manager = manager
-        self.config = manager.config
-        self.log = manager.log
-        self.timer = manager.timer
-        self.parked = manager.parked
-        self.join_purgatory = manager.join_purgatory
+    def __init__(self, context: ClassicContext) -> None:
+        self.context = context
+        self.config = context.config
+        self.log = context.log
+        self.timer = context.timer
+        self.parked = context.parked
+        self.join_purgatory = context.join_purgatory
+        self.groups = context.groups  # the manager's dict itself (never rebound)
 
     # ------------------------------------------------------------ starting a rebalance
 
@@ -56,7 +55,7 @@ class Rebalancer:
             self.reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS)
         self.remove_sync_expiration(group)
         delay = self.config.group_initial_rebalance_delay_ms
-        now = self.manager.now_ms()
+        now = self.context.now_ms()
         if group.is_(S.EMPTY):
             if cause == "member_joined":
                 cause = "initial_join"
@@ -68,15 +67,15 @@ class Rebalancer:
         group.transition_to(S.PREPARING_REBALANCE, now)
         group.rebalance = RebalanceInfo(cause, reason, member_id, now)
         self.log.info("Preparing to rebalance group %s in state %s with old generation %d (%s) (reason: %s)",
-                      group.group_id, group.state, group.generation_id, self.manager.topic_partition_name,
+                      group.group_id, group.state, group.generation_id, self.context.topic_partition_name,
                       reason)
-        self.manager.events.rebalance(group.group_id, cause)
+        self.context.events.rebalance(group.group_id, cause)
         self.join_purgatory.try_complete_else_watch(op, group.group_id)
 
     # ------------------------------------------------------------ completing the join phase
 
     def is_current(self, group: GroupMetadata) -> bool:
-        return self.manager.group_if_current(group)
+        return self.context.group_if_current(group)
 
     def try_complete_join(self, group: GroupMetadata, force_complete: Callable[[], bool]) -> bool:
         if group.has_all_members_joined():
@@ -104,20 +103,20 @@ class Rebalancer:
             self.join_purgatory.try_complete_else_watch(
                 DelayedJoin(self, group, group.rebalance_timeout_ms()), group.group_id)
             return
-        now = self.manager.now_ms()
+        now = self.context.now_ms()
         if group.rebalance is not None:
             group.rebalance.join_done_ms = now
         group.init_next_generation(now)
         if group.is_(S.EMPTY):
             self.log.info("Group %s with generation %d is now empty (%s)", group.group_id, group.generation_id,
-                          self.manager.topic_partition_name)
-            self.manager.events.group_members(group.group_id, 0)
+                          self.context.topic_partition_name)
+            self.context.events.group_members(group.group_id, 0)
             headers = rebalance_headers(group, now, sync_done=False)
             self.store_group(group, {}, lambda error: self._log_store_error(group, error), headers)
             return
         self.log.info("Stabilized group %s generation %d (%s) with %d members", group.group_id,
-                      group.generation_id, self.manager.topic_partition_name, group.size)
-        self.manager.events.group_members(group.group_id, group.size)
+                      group.generation_id, self.context.topic_partition_name, group.size)
+        self.context.events.group_members(group.group_id, group.size)
         for member in group.all_member_metadata():
             result = JoinGroupResult(
                 ErrorCode.NONE, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
@@ -252,5 +251,5 @@ class Rebalancer:
                     callback: Callable[[ErrorCode], None], headers: list | None = None) -> None:
         """Write the GroupMetadata record; `callback` gets the client-facing error once it is durable and
         replayed (the replay records it as the group's stored value)."""
-        self.manager.write([group_metadata_record(group, assignment, headers)],
+        self.context.write([group_metadata_record(group, assignment, headers)],
                            lambda error: callback(map_write_error(error)))

@@ -38,7 +38,7 @@ from coordinator.consumer.offsets import validate_offset_fetch
 from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import LOGGER_NAME, RecordWriter
 from coordinator.events import NO_EVENTS, CoordinatorEvents
-from coordinator.join import JoinRequest
+from coordinator.join_request import JoinRequest
 from coordinator.membership import leave_members
 from coordinator.partition_state import PartitionState
 from coordinator.results import (

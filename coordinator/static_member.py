@@ -3,26 +3,23 @@ after the seeds. Its old incarnation is fenced, the new id takes its place; in a
 unchanged protocols the group is stored again instead of rebalancing (KIP-814 for the leader)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from coordinator.classic_context import ClassicContext
 from coordinator.group_metadata import GroupMetadata
 from coordinator.group_state import GroupState
-from coordinator.join import UNKNOWN_MEMBER_ID, JoinCallback, JoinRequest
+from coordinator.join_request import UNKNOWN_MEMBER_ID, JoinRequest
+from coordinator.parked import JoinCallback
+from coordinator.rebalance import Rebalancer
 from coordinator.results import JoinGroupResult, SyncGroupResult
 from protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from coordinator.group_manager import GroupMetadataManager
 
 S = GroupState
 
 
 class StaticMembership:
-    def __init__(self, manager: GroupMetadataManager) -> None:
-        self.manager = manager
-        self.rebalance = manager.rebalance
-        self.parked = manager.parked
-        self.log = manager.log
+    def __init__(self, context: ClassicContext, rebalance: Rebalancer) -> None:
+        self.rebalance = rebalance
+        self.parked = context.parked
+        self.log = context.log
 
     def update_static_member_and_rebalance(self, group: GroupMetadata, old_member_id: str, new_member_id: str,
                                            join: JoinRequest, callback: JoinCallback) -> None:

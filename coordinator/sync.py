@@ -6,32 +6,28 @@ set_and_propagate_assignment (then Stable) / reset_and_propagate_assignment_erro
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
+from coordinator.classic_context import ClassicContext
 from coordinator.group_metadata import GroupMetadata
 from coordinator.group_state import GroupState
+from coordinator.parked import SyncCallback
+from coordinator.rebalance import Rebalancer
 from coordinator.records import rebalance_headers
 from coordinator.results import SyncGroupResult
 from protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from coordinator.group_manager import GroupMetadataManager
-
 S = GroupState
-SyncCallback = Callable[[SyncGroupResult], None]
 
 
 class ClassicSync:
-    def __init__(self, manager: GroupMetadataManager) -> None:
-        self.manager = manager
-        self.rebalance = manager.rebalance
-        self.parked = manager.parked
-        self.log = manager.log
+    def __init__(self, context: ClassicContext, rebalance: Rebalancer) -> None:
+        self.context = context
+        self.rebalance = rebalance
+        self.parked = context.parked
+        self.log = context.log
 
     def handle_sync_group(self, request, version: int, callback: SyncCallback) -> None:
         """`request`: a SyncGroupRequest of `version` (its group id already checked by the front door)."""
-        group = self.manager.get_group(request.group_id)
+        group = self.context.get_group(request.group_id)
         if group is None:
             callback(SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
             return
@@ -88,7 +84,7 @@ class ClassicSync:
         if missing:
             self.log.warning("Setting empty assignments for members %s of %s for generation %d", missing,
                              group.group_id, group.generation_id)
-        headers = rebalance_headers(group, self.manager.now_ms(), sync_done=True)
+        headers = rebalance_headers(group, self.context.now_ms(), sync_done=True)
 
         def on_stored(error: ErrorCode) -> None:
             if not (self.rebalance.is_current(group) and group.is_(S.COMPLETING_REBALANCE)
@@ -101,7 +97,7 @@ class ClassicSync:
                     "store_failure", member_id)
             else:
                 self.rebalance.set_and_propagate_assignment(group, assignment)
-                group.transition_to(S.STABLE, self.manager.now_ms())
+                group.transition_to(S.STABLE, self.context.now_ms())
                 self.log.info("Group %s transitioned to Stable with generation %d and %d members", group.group_id,
                               group.generation_id, group.size)
 

@@ -3,10 +3,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from coordinator.classic_context import ClassicContext
 from coordinator.config import GroupConfig
 from coordinator.group_metadata import GroupMetadata, IllegalStateTransition
 from coordinator.group_state import GroupState
-from coordinator.testing import ManualClock
+from coordinator.purgatory import JoinPhase
+from coordinator.testing import CoordinatorContext, ManualClock
 
 S = GroupState
 
@@ -84,3 +86,16 @@ def test_timer_queue_matches_a_naive_model(steps):
             clock.sleep(ms)
         assert fired == expected
     assert len(clock.timers) == len(model)
+
+
+@pytest.mark.parametrize("protocol", [ClassicContext, JoinPhase])
+def test_the_steps_protocols_are_met(protocol):
+    """The classic steps see GroupMetadataManager only as a ClassicContext, and the purgatory sees the
+    Rebalancer only as a JoinPhase: every member these protocols declare is there (methods callable)."""
+    manager = CoordinatorContext().manager("g")
+    obj = manager if protocol is ClassicContext else manager.rebalance
+    methods = {name for name, v in vars(protocol).items() if callable(v) and not name.startswith("_")}
+    assert methods and set(protocol.__annotations__)
+    missing = sorted(name for name in set(protocol.__annotations__) | methods if not hasattr(obj, name))
+    assert not missing, f"{type(obj).__name__} lacks {missing} of {protocol.__name__}"
+    assert all(callable(getattr(obj, name)) for name in methods)
