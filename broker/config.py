@@ -232,6 +232,8 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
        "Consumer groups: server-side assignors a member may ask for; the first is the default."),
     _p("group.consumer.migration.policy", "bidirectional", _one_of("disabled", "upgrade", "downgrade", "bidirectional"),
        "Online conversion of non-empty groups between the classic and the consumer protocol (KIP-848)."),
+    _p("group.consumer.regex.refresh.interval.ms", 600_000, _int(10_000, INT32_MAX),
+       "Consumer groups: how old a regex subscription's resolution may get before it is resolved again."),
     _p("offsets.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __consumer_offsets."),
     _p("offsets.topic.replication.factor", 3, _int(1, 32767), "Accepted for compatibility; single node."),
     _p("offsets.topic.segment.bytes", 104857600, _int(14, INT32_MAX), "Segment size of __consumer_offsets."),

@@ -23,6 +23,7 @@ PROPERTY_NAMES = {
     "group.consumer.max.size": "consumer_group_max_size",
     "group.consumer.assignors": "consumer_group_assignors",
     "group.consumer.migration.policy": "consumer_group_migration_policy",
+    "group.consumer.regex.refresh.interval.ms": "consumer_group_regex_refresh_interval_ms",
 }
 # group.consumer.migration.policy (Kafka's ConsumerGroupMigrationPolicy): which online conversions of a
 # non-empty group between the classic and the consumer protocol are allowed.
@@ -46,6 +47,9 @@ class GroupConfig:
     consumer_group_max_size: int = 2_147_483_647
     consumer_group_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     consumer_group_migration_policy: str = "bidirectional"  # Kafka 4's default
+    # how old a group's regex resolutions may get before a heartbeat has them resolved again (Kafka's
+    # GroupCoordinatorConfig.CONSUMER_GROUP_REGEX_REFRESH_INTERVAL_MS; its lower bound is the 10 s batch interval)
+    consumer_group_regex_refresh_interval_ms: int = 600_000
 
     @property
     def upgrade_enabled(self) -> bool:

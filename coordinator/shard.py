@@ -253,7 +253,7 @@ class GroupCoordinatorShard:
         records: list[Record] = []
         for group in list(self.consumer.groups.values()):
             gid = group.group_id
-            subscribed = set().union(*(self.consumer.heartbeats.topics_of(m) for m in group.members.values()))
+            subscribed = set().union(*(self.consumer.heartbeats.topics_of(group, m) for m in group.members.values()))
             tps = consumer_describe.expired_offsets(group, self.offsets.committed(gid), self.offsets.pending.get(gid, {}),
                                                     subscribed, now, self.config.offsets_retention_ms)
             records += [offset_commit_tombstone(gid, t, p) for t, p in tps]

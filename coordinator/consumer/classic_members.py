@@ -129,7 +129,8 @@ class ClassicMembers:
                                           tuple((name, bytes(data)) for name, data in join.protocols)))
         joined = member.member_id not in group.members and replaced is None
         owned = migration.owned_partitions(subscription, m.topics)
-        reconciled, cause = m.heartbeats.update_member(group, member, updated, replaced, owned, records, joined)
+        reconciled, cause, _refresh = m.heartbeats.update_member(group, member, updated, replaced, owned, records,
+                                                                 joined)  # (classic members have no regex)
         result = JoinGroupResult(E.NONE, reconciled.member_id, reconciled.member_epoch, PROTOCOL_TYPE,
                                  join.protocols[0][0])
         if replaced is not None and migration.validate_online_downgrade_with_replaced_member(m, group, replaced):
@@ -322,7 +323,7 @@ class ClassicMembers:
         records: list = []
         for member_id in leaving:
             records += r.member_removal(gid, member_id)
-        records += m.heartbeats.regex_resolutions(group, exclude=ids, new=None)[0]
+        records += m.heartbeats.regex_tombstones(group, exclude=ids, new=None)
         metadata = m.heartbeats.subscription_metadata(group, exclude=ids, new=None)
         if metadata != group.subscription_metadata:
             records.append(r.subscription_metadata_record(gid, metadata))

@@ -87,6 +87,15 @@ class ConsumerGroup:
             return RECONCILING
         return STABLE
 
+    def last_regex_refresh_ms(self) -> int:
+        """When the regexes were last resolved (Kafka's lastResolvedRegularExpressionRefreshTimeMs); 0: never."""
+        return max((x.timestamp_ms for x in self.resolved_regexes.values()), default=0)
+
+    def last_regex_version(self) -> int:
+        """The topics image version the oldest recorded resolution was made at (Kafka's
+        lastResolvedRegularExpressionVersion); 0: none recorded."""
+        return min((x.version for x in self.resolved_regexes.values()), default=0)
+
     def is_empty(self) -> bool:
         return not self.members
 
@@ -188,6 +197,7 @@ class ConsumerGroup:
                         subscribed_topic_regex=v.subscribed_topic_regex, rebalance_timeout_ms=v.rebalance_timeout_ms,
                         server_assignor_name=v.server_assignor, classic=r.classic_metadata_of(v)))
             case r.REGULAR_EXPRESSION:
+                self.subscriptions_version += 1  # what a regex subscribes to changed (the metadata memo)
                 if v is None:
                     self.resolved_regexes.pop(record.regex, None)
                 else:

@@ -28,8 +28,8 @@ from coordinator.consumer.member import (
 from coordinator.consumer.migration import MIGRATION
 from coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
 from coordinator.consumer.regex import InvalidRegex, compile_regex
+from coordinator.consumer.regex_refresh import REGEX_UPDATED, REGEX_UPDATED_AND_RESOLVED, update_regexes
 from coordinator.consumer.steady import HeartbeatResult, steady_heartbeat
-from coordinator.consumer.subscriptions import Subscriptions
 from coordinator.consumer.target import build_target_assignment
 from protocol.errors import ErrorCode
 
@@ -92,8 +92,8 @@ def validate(request, assignors: tuple[str, ...] = tuple(ASSIGNORS)) -> GroupErr
 class ConsumerGroupHeartbeat:
     def __init__(self, manager) -> None:
         self.m = manager
-        subscriptions = Subscriptions(manager)
-        self.regex_resolutions = subscriptions.regex_resolutions
+        subscriptions = manager.subscriptions
+        self.regex_tombstones = subscriptions.regex_tombstones
         self.subscription_metadata = subscriptions.subscription_metadata
         self.topics_of = subscriptions.topics_of
         self.new_member_id = new_member_id
@@ -157,8 +157,8 @@ class ConsumerGroupHeartbeat:
                 if req.subscribed_topic_names is not None else member.subscribed_topic_names,
                 subscribed_topic_regex=(regex or None) if regex is not None else member.subscribed_topic_regex,
                 client_id=context.client_id, client_host=context.client_host, classic=None)
-        reconciled, cause = self.update_member(group, member, updated, replaced, owned, records, joined,
-                                               MIGRATION if upgraded else None)
+        reconciled, cause, refresh = self.update_member(group, member, updated, replaced, owned, records, joined,
+                                                        MIGRATION if upgraded else None)
 
         full = epoch == 0 or (req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None
                               and owned is not None)
@@ -181,6 +181,8 @@ class ConsumerGroupHeartbeat:
                     self.schedule_session_timeout(gid, other.member_id, other.classic.session_timeout_ms)
             if cause is not None:
                 self.m.events.rebalance(gid, cause)
+            if refresh is not None:
+                self.m.regex_refresh.schedule(gid, refresh, reconciled.member_id)
             g = self.m.groups.get(gid)
             self.m.events.group_members(gid, len(g.members) if g else 0)
 
@@ -188,25 +190,32 @@ class ConsumerGroupHeartbeat:
 
     def update_member(self, group: ConsumerGroup, member: ConsumerGroupMember, updated: ConsumerGroupMember,
                       replaced: str | None, owned, records: list, joined: bool, forced_cause: str | None = None
-                      ) -> tuple[ConsumerGroupMember, str | None]:
+                      ) -> tuple[ConsumerGroupMember, str | None, frozenset[str] | None]:
         """Steps 1-3 of Kafka's consumerGroupHeartbeat (and classicGroupJoinToConsumerGroup): persist the
-        updated member, bump the group epoch if its subscription or the subscribed topics' metadata
-        changed (`forced_cause`: what the bump is then recorded as, e.g. "migration"), compute a new target if the group epoch
-        is ahead of it, and move the member one reconciliation step. -> (the member, the bump's cause)."""
+        updated member, bump the group epoch (`forced_cause`: what the bump is then recorded as, e.g.
+        "migration") if the group is new, the member's topic names changed, it took up a regex another
+        member already has resolved, or the subscription metadata changed -- a regex subscribes to the
+        topics of its recorded resolution only, so a new one bumps nothing until its resolution is written
+        (regex_refresh.py) --, compute a new target if the group epoch is ahead of it, and move the member
+        one reconciliation step. -> (the member, the bump's cause, the regexes to resolve in the
+        background once this is durable, or None)."""
         m, gid = self.m, group.group_id
         cause = None
         if updated is not member and updated != member:
             records.append(r.member_subscription_record(gid, updated))
-            if updated.subscription() != member.subscription():
-                cause = "member_joined" if joined else "subscription_changed"
+        regex_update, refresh = update_regexes(group, member, updated, m.clock.now_ms(), m.topics.version(),
+                                               m.config.consumer_group_regex_refresh_interval_ms,
+                                               m.regex_refresh.is_refreshing(gid))
+        if (group.group_epoch == 0 or updated.subscribed_topic_names != member.subscribed_topic_names
+                or regex_update == REGEX_UPDATED_AND_RESOLVED):
+            cause = "member_joined" if joined else "subscription_changed"
         group_epoch = group.group_epoch
-        regex_records, re_resolved = self.regex_resolutions(group, exclude={member.member_id, replaced}, new=updated)
-        records += regex_records
         exclude = {member.member_id} if replaced is None else {member.member_id, replaced}
+        records += self.regex_tombstones(group, exclude, updated)
         metadata = self.subscription_metadata(group, exclude=exclude, new=updated)
         if metadata != group.subscription_metadata:
             records.append(r.subscription_metadata_record(gid, metadata))
-            cause = cause or ("regex_resolved" if re_resolved else "metadata_changed")
+            cause = cause or ("subscription_changed" if regex_update == REGEX_UPDATED else "metadata_changed")
         if cause is not None and forced_cause is not None:
             cause = forced_cause
         if cause is not None:
@@ -217,8 +226,8 @@ class ConsumerGroupHeartbeat:
 
         if group_epoch > group.assignment_epoch:
             name = group.preferred_server_assignor(member, updated, m.config.consumer_group_assignors[0])
-            targets, target_records = build_target_assignment(group, group_epoch, ASSIGNORS[name], updated,
-                                                              metadata, self.topics_of, removed=replaced)
+            targets, target_records = build_target_assignment(group, group_epoch, ASSIGNORS[name], updated, metadata,
+                                                              lambda x: self.topics_of(group, x), removed=replaced)
             records += target_records
             target_epoch, target = group_epoch, targets.get(updated.member_id, {})
             m.log.info("[GroupId %s] Computed a new target assignment for epoch %d with '%s' assignor.",
@@ -234,7 +243,7 @@ class ConsumerGroupHeartbeat:
                 raise GroupError(E.FENCED_MEMBER_EPOCH, str(e)) from None
             if reconciled != updated:
                 records.append(r.current_assignment_record(gid, reconciled))
-        return reconciled, cause
+        return reconciled, cause, refresh
 
     def _check_epoch(self, member: ConsumerGroupMember, epoch: int, owned) -> None:
         """Kafka's throwIfConsumerGroupMemberEpochIsInvalid: a member may be one epoch behind only if its
@@ -314,7 +323,7 @@ class ConsumerGroupHeartbeat:
             return (migration.downgrade_records(self.m, group, member.member_id), response,
                     lambda: migration.after_downgrade(self.m, group))
         records = r.member_removal(gid, member.member_id)
-        records += self.regex_resolutions(group, exclude={member.member_id}, new=None)[0]
+        records += self.regex_tombstones(group, exclude={member.member_id}, new=None)
         metadata = self.subscription_metadata(group, exclude={member.member_id}, new=None)
         if metadata != group.subscription_metadata:
             records.append(r.subscription_metadata_record(gid, metadata))

@@ -1,6 +1,7 @@
 """ConsumerGroupManager: the consumer groups (KIP-848) of one `__consumer_offsets` shard.
 
-It owns the groups, their timers (session and rebalance timeouts) and one queue of operations per
+It owns the groups, their timers (session and rebalance timeouts, background regex resolutions:
+regex_refresh.py) and one queue of operations per
 group: an operation computes records from the group as the log has it, and the next operation on that
 group starts only once those records are durable and replayed (or failed). So two heartbeats of one
 group never compute from the same state, and what is in memory is exactly what the log says.
@@ -16,6 +17,8 @@ from coordinator.config import GroupConfig
 from coordinator.consumer import records as r
 from coordinator.consumer.consumer_group import ConsumerGroup, PartitionOwnedTwice
 from coordinator.consumer.member import UNREVOKED_PARTITIONS
+from coordinator.consumer.regex_refresh import RegexRefresh
+from coordinator.consumer.subscriptions import Subscriptions
 from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from coordinator.core import map_write_error
 from coordinator.events import CoordinatorEvents
@@ -68,6 +71,8 @@ class ConsumerGroupManager:
         self.stale_classic: set[str] = set()
         from coordinator.consumer.classic_members import ClassicMembers  # they use this module's names
         from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
+        self.subscriptions = Subscriptions(self)
+        self.regex_refresh = RegexRefresh(self, self.subscriptions)  # regexes resolved in the background
         self.heartbeats = ConsumerGroupHeartbeat(self)
         self.classic_members = ClassicMembers(self)
 
@@ -121,6 +126,7 @@ class ConsumerGroupManager:
         for group in self.groups.values():
             for member_id in group.members:
                 self.heartbeats.cancel_timers(group.group_id, member_id)
+        self.regex_refresh.cancel_all()
         for lane in self._lanes.values():
             for _op, callback, failure in lane:
                 callback(failure(ErrorCode.NOT_COORDINATOR, None))

@@ -4,9 +4,8 @@ Kafka compiles them with RE2/J and a topic is subscribed when the whole name mat
 `re` (fullmatch) serves the common subset; what RE2 refuses and `re` would accept -- lookaround and
 backreferences -- is refused too (INVALID_REGULAR_EXPRESSION). Not supported here although RE2/J has
 them: \\Q...\\E quoting and \\p{..} Unicode classes (refused as invalid by `re`). Internal topics never
-match. A regex is resolved against the topics image on the heartbeat that needs it, and the
-resolution is recorded (ConsumerGroupRegularExpression, coordinator.consumer.subscriptions) when it
-differs from the last one; Kafka 4 resolves in the background and records the same.
+match. A heartbeat only validates a regex; it is resolved in the background and its resolution written
+as ConsumerGroupRegularExpression records (coordinator.consumer.regex_refresh), as Kafka 4 does.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ subscription field, comes from the same client, and the topics it subscribes to 
 path (heartbeat.ConsumerGroupHeartbeat._heartbeat) would build the updated member, find it equal, write
 nothing and answer with no assignment; this answers the same without building it. What the member reports
 owning only matters to a member being reconciled, so it may be sent. Regex subscriptions take the full
-path (their resolution may write records).
+path (a heartbeat may schedule their background resolution: regex_refresh.py).
 """
 from __future__ import annotations
 

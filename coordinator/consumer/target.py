@@ -21,7 +21,7 @@ def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated:
                             metadata: dict[str, r.TopicMetadata],
                             topics_of: Callable[[ConsumerGroupMember], frozenset[str]],
                             removed: str | None = None) -> tuple[dict[str, Assignment], list]:
-    """`topics_of(member)`: the topic names a member subscribes to (its names and its regex's matches)."""
+    """`topics_of(member)`: the topic names a member subscribes to (its names and its regex's resolution)."""
     members = dict(group.members)
     current = group.target_assignment  # (assignors read it, never change it)
     if removed is not None:

@@ -173,10 +173,10 @@ def test_kcoord_groups_describe_shows_epochs_and_target_vs_current(kip848_server
 
 def test_regex_subscription_picks_up_a_new_topic(kip848_server):
     """librdkafka sends a `^`-pattern subscription as SubscribedTopicRegex (v1); the coordinator resolves it
-    against the topics (whole-name match, as RE2/J's Pattern.matches) and a topic created later is
-    assigned after the next heartbeat: the new resolution is recorded and bumps the group epoch
-    (GroupMetadataManager.handleRegularExpressionsResult; kcoord resolves on the heartbeat instead of in
-    the background)."""
+    in the background against the topics (whole-name match, as RE2/J's Pattern.matches) and a topic
+    created later is assigned once a heartbeat more than REGEX_BATCH_REFRESH_MIN_INTERVAL_MS (10 s) after
+    the last resolution had it resolved again: the new resolution is recorded and bumps the group epoch
+    (GroupMetadataManager.maybeUpdateRegularExpressions, handleRegularExpressionsResult)."""
     from confluent_kafka import Consumer
 
     server = kip848_server

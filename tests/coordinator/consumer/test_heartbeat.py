@@ -286,21 +286,32 @@ def test_assigning_state_until_someone_heartbeats(ctx):
 # ---------------------------------------------------------------- regex subscriptions (v1)
 
 def test_regex_subscription_follows_topic_creation(ctx):
-    """SubscribedTopicRegex: whole-name matches (RE2/J's Pattern.matches); a topic created later that
-    matches bumps the group epoch on the next heartbeat and is assigned."""
+    """SubscribedTopicRegex: whole-name matches (RE2/J's Pattern.matches), resolved in the background
+    (GroupMetadataManager.maybeUpdateRegularExpressions / refreshRegularExpressions): the member is
+    assigned nothing until the resolution is written, then the regex's topics; a topic created later
+    that matches is picked up by the first refresh a heartbeat schedules after
+    REGEX_BATCH_REFRESH_MIN_INTERVAL_MS, which bumps the group epoch."""
     a = ctx.heartbeat("g", "", 0, topics=None, regex="fo.*")
-    assert a.error == E.NONE and parts(ctx, a) == [0, 1, 2, 3, 4, 5] and parts(ctx, a, "bar") == []
+    assert a.error == E.NONE and a.member_epoch == 1 and a.assignment == {}
     assert ctx.consumer_group("g").members[a.member_id].subscribed_topic_regex == "fo.*"
+    ctx.sleep(0)  # the resolution runs and is written
+    a = ctx.heartbeat("g", a.member_id, 1)
+    assert a.member_epoch == 2 and parts(ctx, a) == [0, 1, 2, 3, 4, 5] and parts(ctx, a, "bar") == []
     ctx.add_topic("food", 2)
     ctx.add_topic("xfoo", 2)  # no whole-name match
-    a2 = ctx.heartbeat("g", a.member_id, 1)
-    assert a2.member_epoch == 2 and parts(ctx, a2, "food") == [0, 1] and parts(ctx, a2, "xfoo") == []
-    assert ("g", "regex_resolved") in ctx.events.rebalances
+    ctx.sleep(10_001)
+    a2 = ctx.heartbeat("g", a.member_id, 2)
+    assert a2.member_epoch == 2  # the refresh is scheduled, not yet run
+    ctx.sleep(0)
+    a3 = ctx.heartbeat("g", a.member_id, 2)
+    assert a3.member_epoch == 3 and parts(ctx, a3, "food") == [0, 1] and parts(ctx, a3, "xfoo") == []
+    assert ctx.events.rebalances.count(("g", "regex_resolved")) == 2
 
 
 def test_regex_resolutions_are_recorded_and_deleted(ctx):
     """Kafka 4 records each regex's resolution (GroupCoordinatorRecordHelpers.
-    newConsumerGroupRegularExpressionRecord: topics sorted, metadata version, time) and deletes it when no
+    newConsumerGroupRegularExpressionRecord: topics sorted, metadata version, time) when its background
+    resolution is applied (GroupMetadataManager.handleRegularExpressionsResult), and deletes it when no
     member uses the regex any more (newConsumerGroupRegularExpressionTombstone); replaying them restores
     ConsumerGroup.resolvedRegularExpressions (GroupMetadataManager.replay(ConsumerGroupRegularExpressionKey))."""
     def regex_records():
@@ -310,13 +321,18 @@ def test_regex_resolutions_are_recorded_and_deleted(ctx):
 
     version = ctx.topics.metadata_version
     a = ctx.heartbeat("g", "", 0, topics=None, regex="fo.*")
+    assert regex_records() == []  # not resolved on the heartbeat
+    ctx.sleep(0)
     assert regex_records() == [("fo.*", (["foo"], version))]
     resolved = ctx.consumer_group("g").resolved_regexes["fo.*"]
     assert resolved.topics == {"foo"} and resolved.version == version and resolved.timestamp_ms == ctx.clock.now_ms()
     b = ctx.heartbeat("g", "", 0, topics=None, regex="fo.*")
-    assert regex_records() == []  # already resolved to the same topics
+    ctx.sleep(0)
+    assert regex_records() == []  # already resolved: nothing to refresh
     ctx.add_topic("fox", 1)
+    ctx.sleep(10_001)
     a = ctx.heartbeat("g", a.member_id, a.member_epoch)
+    ctx.sleep(0)
     assert regex_records() == [("fo.*", (["foo", "fox"], version + 1))]
     ctx.heartbeat("g", b.member_id, -1)
     assert regex_records() == []  # a still uses it
@@ -326,12 +342,25 @@ def test_regex_resolutions_are_recorded_and_deleted(ctx):
 
 
 def test_changing_the_regex_is_a_subscription_change(ctx):
+    """A member changing its regex to one no member uses: the old one's resolution is deleted and the
+    topics it matched leave the subscription metadata (the epoch is bumped: revoke them), while the new
+    one waits for its resolution. The change's heartbeat schedules none (the deleted resolution was
+    made less than REGEX_BATCH_REFRESH_MIN_INTERVAL_MS ago); the next one does, the group having no
+    resolution left (GroupMetadataManager.maybeUpdateRegularExpressions)."""
     a = ctx.heartbeat("g", "", 0, topics=None, regex="foo")
-    a2 = ctx.heartbeat("g", a.member_id, 1, regex="bar", owned=a.assignment, topics=[])
+    ctx.sleep(0)
+    a = ctx.heartbeat("g", a.member_id, 1)
+    assert a.member_epoch == 2 and parts(ctx, a) == [0, 1, 2, 3, 4, 5]
+    a2 = ctx.heartbeat("g", a.member_id, 2, regex="bar", owned=a.assignment, topics=[])
     assert ctx.events.rebalances[-1] == ("g", "subscription_changed")
-    assert parts(ctx, a2) == [] and a2.member_epoch == 1  # revoke foo first
-    a3 = ctx.heartbeat("g", a.member_id, 1, owned={})
-    assert a3.member_epoch == 2 and parts(ctx, a3, "bar") == [0, 1, 2]
+    assert parts(ctx, a2) == [] and a2.member_epoch == 2  # revoke foo first
+    assert ctx.consumer_group("g").resolved_regexes == {} and not ctx.clock.timers.is_scheduled(("consumer-regex", "g"))
+    a3 = ctx.heartbeat("g", a.member_id, 2, owned={})
+    assert a3.member_epoch == 3 and a3.assignment is None  # (unchanged: empty) bar is not resolved yet
+    ctx.sleep(0)  # the group has no resolution left to be recent: this heartbeat scheduled one
+    assert ctx.events.rebalances[-1] == ("g", "regex_resolved")
+    a4 = ctx.heartbeat("g", a.member_id, 3)
+    assert a4.member_epoch == 4 and parts(ctx, a4, "bar") == [0, 1, 2]
 
 
 def test_range_assignor_orders_static_members_first():
