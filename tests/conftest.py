@@ -1,5 +1,32 @@
 """The suite loads kcoord's pytest plugin (kafka_broker fixtures) from this checkout, not through its
 installed `pytest11` entry point, which pyproject's addopts turn off (`-p no:kcoord`): an entry point is
 imported before pytest puts the checkout on sys.path, so with an editable install of another checkout
-(worktrees sharing a venv) the `broker` package would come from there."""
+(worktrees sharing a venv) the `broker` package would come from there.
+
+Every test must close the Kafka clients it starts, on every path (tests/support/client_leaks.py says
+why and what is counted): one still running after the test's teardown fails the test."""
+import pytest
+
+from tests.support import client_leaks
+
 pytest_plugins = ["broker.pytest_plugin"]
+
+_RUNNING_BEFORE = pytest.StashKey[tuple]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    item.stash[_RUNNING_BEFORE] = client_leaks.snapshot()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    before = item.stash.get(_RUNNING_BEFORE, None)
+    leaked = client_leaks.leaked_since(before) if before is not None else []
+    if leaked:
+        client_leaks.close_leftovers()
+        pytest.fail("Kafka clients left running after the test (close them on every path, failures included):\n"
+                    + "\n".join(leaked), pytrace=False)
+    return result

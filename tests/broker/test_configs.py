@@ -144,27 +144,27 @@ def test_dynamic_broker_configs_precedence_and_restart(admin, server):
 
 def test_confluent_admin_alters_and_describes_topic_and_broker(admin, server):
     admin.create_topics([NewTopic("rdk-cfg", 1, 1)])
-    client = AdminClient({"bootstrap.servers": server.bootstrap})
-    topic = ConfigResource(CResourceType.TOPIC, "rdk-cfg", incremental_configs=[
-        ConfigEntry("retention.ms", "120000", incremental_operation=AlterConfigOpType.SET)])
-    broker = ConfigResource(CResourceType.BROKER, "1", incremental_configs=[
-        ConfigEntry("log.segment.bytes", "20000000", incremental_operation=AlterConfigOpType.SET)])
-    for future in client.incremental_alter_configs([topic, broker]).values():
-        future.result(timeout=10)
-    (topic_conf,) = client.describe_configs([ConfigResource(CResourceType.TOPIC, "rdk-cfg")]).values()
-    entries = topic_conf.result(timeout=10)
-    assert entries["retention.ms"].value == "120000"
-    assert entries["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-    assert entries["segment.bytes"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
-    (broker_conf,) = client.describe_configs([ConfigResource(CResourceType.BROKER, "1")]).values()
-    entries = broker_conf.result(timeout=10)
-    assert entries["log.segment.bytes"].value == "20000000" and not entries["log.segment.bytes"].is_read_only
-    assert entries["log.retention.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
-    bad = ConfigResource(CResourceType.TOPIC, "rdk-cfg", incremental_configs=[
-        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.APPEND)])
-    with pytest.raises(KafkaException) as info:
-        list(client.incremental_alter_configs([bad]).values())[0].result(timeout=10)
-    assert info.value.args[0].code() == ErrorCode.INVALID_CONFIG
+    with AdminClient({"bootstrap.servers": server.bootstrap}) as client:
+        topic = ConfigResource(CResourceType.TOPIC, "rdk-cfg", incremental_configs=[
+            ConfigEntry("retention.ms", "120000", incremental_operation=AlterConfigOpType.SET)])
+        broker = ConfigResource(CResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("log.segment.bytes", "20000000", incremental_operation=AlterConfigOpType.SET)])
+        for future in client.incremental_alter_configs([topic, broker]).values():
+            future.result(timeout=10)
+        (topic_conf,) = client.describe_configs([ConfigResource(CResourceType.TOPIC, "rdk-cfg")]).values()
+        entries = topic_conf.result(timeout=10)
+        assert entries["retention.ms"].value == "120000"
+        assert entries["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        assert entries["segment.bytes"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+        (broker_conf,) = client.describe_configs([ConfigResource(CResourceType.BROKER, "1")]).values()
+        entries = broker_conf.result(timeout=10)
+        assert entries["log.segment.bytes"].value == "20000000" and not entries["log.segment.bytes"].is_read_only
+        assert entries["log.retention.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG.value
+        bad = ConfigResource(CResourceType.TOPIC, "rdk-cfg", incremental_configs=[
+            ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.APPEND)])
+        with pytest.raises(KafkaException) as info:
+            list(client.incremental_alter_configs([bad]).values())[0].result(timeout=10)
+        assert info.value.args[0].code() == ErrorCode.INVALID_CONFIG
 
 
 def test_group_configs_validated_stored_and_described(admin, server):

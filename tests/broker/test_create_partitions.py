@@ -89,10 +89,10 @@ def test_messages_and_duplicates_on_the_wire(admin, kcoord_shared_server):
 
 def test_confluent_admin_and_kcat_see_the_new_count(admin, kcoord_shared_server):
     admin.create_topics([NewTopic("rdk", 1, 1)])
-    client = AdminClient({"bootstrap.servers": kcoord_shared_server.bootstrap})
-    client.create_partitions([NewPartitions("rdk", 3)])["rdk"].result(timeout=10)
-    with pytest.raises(KafkaException) as info:
-        client.create_partitions([NewPartitions("rdk", 2)])["rdk"].result(timeout=10)
+    with AdminClient({"bootstrap.servers": kcoord_shared_server.bootstrap}) as client:
+        client.create_partitions([NewPartitions("rdk", 3)])["rdk"].result(timeout=10)
+        with pytest.raises(KafkaException) as info:
+            client.create_partitions([NewPartitions("rdk", 2)])["rdk"].result(timeout=10)
     assert info.value.args[0].code() == ErrorCode.INVALID_PARTITIONS
     kcat = shutil.which("kcat")
     if kcat is None:

@@ -40,9 +40,11 @@ def alter(admin, topic: str, **configs: str) -> None:
 
 def produce(server, topic: str, records, **producer_config) -> None:
     producer = KafkaProducer(bootstrap_servers=server.bootstrap, linger_ms=0, **producer_config)
-    for key, value, ts in records:
-        producer.send(topic, value, key=key, partition=0, timestamp_ms=ts).get(timeout=10)
-    producer.close()
+    try:
+        for key, value, ts in records:
+            producer.send(topic, value, key=key, partition=0, timestamp_ms=ts).get(timeout=10)
+    finally:  # a refused record raises: its producer's thread must not outlive the test
+        producer.close()
 
 
 def segments(server, topic: str) -> list[int]:

@@ -24,41 +24,56 @@ FAST_ABORT = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "20
 @pytest.fixture
 def server(kcoord_server_factory):
     server = kcoord_server_factory(FAST_ABORT)
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    for f in admin.create_topics([NewTopic("fence", 1), NewTopic("hung", 1), NewTopic("vis", 1)]).values():
-        f.result(30)
+    with AdminClient({"bootstrap.servers": server.bootstrap}) as admin:
+        for f in admin.create_topics([NewTopic("fence", 1), NewTopic("hung", 1), NewTopic("vis", 1)]).values():
+            f.result(30)
     return server
+
+
+@pytest.fixture
+def producer(server):
+    """`producer(txn_id, **conf)`: a transactional producer, initialized; each is closed before the server
+    stops, on every path (a fenced or failed one too: purged first, so close() does not wait for it)."""
+    made: list[Producer] = []
+
+    def make(txn_id: str, **extra) -> Producer:
+        p = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": txn_id, **extra})
+        made.append(p)
+        p.init_transactions(30)
+        return p
+
+    yield make
+    for p in made:
+        p.purge()
+        try:
+            p.close()
+        except KafkaException:  # a fenced producer's abort fails; close() destroys the handle all the same
+            pass
 
 
 def read_values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{isolation}", "enable.auto.commit": False,
                          "isolation.level": isolation, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, 0, 0)])
     values = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error() is not None:
-            break  # end of partition (up to the last stable offset for read_committed)
-        values.append(msg.value())
-    consumer.close()
+    with consumer:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                break  # end of partition (up to the last stable offset for read_committed)
+            values.append(msg.value())
     return values
 
 
-def producer(bootstrap: str, txn_id: str, **extra) -> Producer:
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, **extra})
-    p.init_transactions(30)
-    return p
-
-
-def test_zombie_producer_is_fenced(server):
-    zombie = producer(server.bootstrap, "fenced-id")
+def test_zombie_producer_is_fenced(server, producer):
+    zombie = producer("fenced-id")
     zombie.begin_transaction()
     zombie.produce("fence", value=b"zombie")
     zombie.flush(10)
-    successor = producer(server.bootstrap, "fenced-id")  # aborts the zombie's open transaction
+    successor = producer("fenced-id")  # aborts the zombie's open transaction
     successor.begin_transaction()
     successor.produce("fence", value=b"successor")
     successor.commit_transaction(30)
@@ -69,8 +84,8 @@ def test_zombie_producer_is_fenced(server):
     assert read_values(server.bootstrap, "fence", "read_uncommitted") == [b"zombie", b"successor"]
 
 
-def test_hung_transaction_is_aborted_by_its_timeout(server):
-    hung = producer(server.bootstrap, "hung-id", **{"transaction.timeout.ms": 1000})
+def test_hung_transaction_is_aborted_by_its_timeout(server, producer):
+    hung = producer("hung-id", **{"transaction.timeout.ms": 1000})
     hung.begin_transaction()
     hung.produce("hung", value=b"never committed")
     hung.flush(10)
@@ -79,7 +94,7 @@ def test_hung_transaction_is_aborted_by_its_timeout(server):
     server.wait_for_log(r"aborting transaction hung-id .* past its timeout", timeout=20)
     with pytest.raises(KafkaException):
         hung.commit_transaction(10)  # fenced by the abort's epoch bump
-    after = producer(server.bootstrap, "other-id")
+    after = producer("other-id")
     after.begin_transaction()
     after.produce("hung", value=b"later")
     after.commit_transaction(30)
@@ -87,8 +102,8 @@ def test_hung_transaction_is_aborted_by_its_timeout(server):
     assert read_values(server.bootstrap, "hung", "read_uncommitted") == [b"never committed", b"later"]
 
 
-def test_aborted_records_visible_only_to_read_uncommitted(server):
-    p = producer(server.bootstrap, "vis-id")
+def test_aborted_records_visible_only_to_read_uncommitted(server, producer):
+    p = producer("vis-id")
     for values, commit in (([b"c1", b"c2"], True), ([b"a1", b"a2", b"a3"], False), ([b"c3"], True)):
         p.begin_transaction()
         for v in values:

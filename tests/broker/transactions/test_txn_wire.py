@@ -31,9 +31,9 @@ from tests.support.raw_kafka import RawKafka
 @pytest.fixture(scope="module")
 def raw(kcoord_shared_server):
     from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": kcoord_shared_server.bootstrap})
-    for f in admin.create_topics([NewTopic("wire", 2)]).values():
-        f.result(30)
+    with AdminClient({"bootstrap.servers": kcoord_shared_server.bootstrap}) as admin:  # not kept for the module
+        for f in admin.create_topics([NewTopic("wire", 2)]).values():
+            f.result(30)
     with RawKafka(kcoord_shared_server.port) as r:
         init_until_ready(r, "warm-up")  # the coordinator has loaded its partitions
         yield r

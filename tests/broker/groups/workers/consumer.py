@@ -4,8 +4,10 @@ confluent-kafka, subscribed to one topic, committing synchronously after each ba
 It reports on stdout, one JSON object per line:
   {"ev": "assigned", "partitions": [..]}    after every rebalance (the full new assignment)
   {"ev": "rec", "p": 0, "o": 12, "k": "k-12"}
-  {"ev": "committed", "offsets": {"0": 13}}
-  {"ev": "error", "error": "..."}           a commit that failed (the loop goes on)
+  {"ev": "committed", "offsets": {"0": 13}} what a commit stored: the batch's partitions (kafka-python,
+                                            aiokafka), every assigned partition's position (confluent-kafka)
+  {"ev": "error", "error": "..."}           a commit that failed (the loop goes on; confluent-kafka's
+                                            worker commits again on its next round, records or not)
 SIGTERM closes the consumer cleanly (commit + LeaveGroup) and exits 0; --max-seconds bounds the run.
 """
 from __future__ import annotations
@@ -157,23 +159,36 @@ def run_confluent(args) -> None:
     else:
         consumer.subscribe([args.topic], on_assign=on_assign)
     deadline = time.monotonic() + args.max_seconds
+    uncommitted = False  # records consumed whose positions no successful commit has stored yet
     while not STOP and time.monotonic() < deadline:
-        messages = consumer.consume(num_messages=500, timeout=0.2)
-        offsets = {}
-        for msg in messages:
+        for msg in consumer.consume(num_messages=500, timeout=0.2):
             if msg.error():
                 emit(ev="error", error=str(msg.error()))
                 continue
             key = msg.key()
             emit(ev="rec", p=msg.partition(), o=msg.offset(), k=key.decode() if key else None)
-            offsets[msg.partition()] = msg.offset() + 1
-        if offsets:
-            try:
-                consumer.commit(asynchronous=False)
-                emit(ev="committed", offsets=offsets)
-            except Exception as exc:
-                emit(ev="error", error=f"{type(exc).__name__}: {exc}")
+            uncommitted = True
+        if uncommitted:
+            uncommitted = not commit_confluent(consumer, args.topic)
     consumer.close()
+
+
+def commit_confluent(consumer, topic: str) -> bool:
+    """Commit every assigned partition's position and report what was stored: all of them, not only the
+    last batch's, since a commit that failed (STALE_MEMBER_EPOCH when it raced the heartbeat that bumped
+    this member's epoch) leaves earlier positions to a later commit. False: try again next round."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    try:
+        stored = consumer.commit(asynchronous=False)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError._NO_OFFSET:  # nothing consumed in what is assigned now
+            return True
+        emit(ev="error", error=f"{type(exc).__name__}: {exc}")
+        return False
+    emit(ev="committed", offsets={tp.partition: tp.offset for tp in stored
+                                  if tp.topic == topic and tp.error is None and tp.offset >= 0})
+    return True
 
 
 RUNNERS = {"kafka-python": run_kafka_python, "aiokafka": run_aiokafka, "confluent": run_confluent}
