@@ -46,4 +46,4 @@ compose-up:
 	docker compose -f docker/docker-compose.yml up --build
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -1,5 +1,5 @@
 import sys
 
-from analytics.cli import main
+from kcoord.analytics.cli import main
 
 sys.exit(main())

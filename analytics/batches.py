@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import google_crc32c
 import numpy as np
 
-from analytics import vector
+from kcoord.analytics import vector
 
 HEADER = struct.Struct(
     ">q"   # base offset

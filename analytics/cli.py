@@ -1,11 +1,11 @@
-"""`python -m analytics ingest|report|health|all --log-dirs DIR [--out DIR] [--since/--until ISO or ms]
+"""`python -m kcoord.analytics ingest|report|health|all --log-dirs DIR [--out DIR] [--since/--until ISO or ms]
 [--group-filter REGEX] [--master local[*]]` - also what `kcoord analyze ...` runs."""
 import argparse
 import datetime as dt
 import os
 import sys
 
-from analytics import layout
+from kcoord.analytics import layout
 
 COMMANDS = ("ingest", "report", "health", "all")
 
@@ -21,7 +21,7 @@ def parse_time(text: str) -> int:
 
 
 def parser():
-    p = argparse.ArgumentParser(prog="python -m analytics", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m kcoord.analytics", description=__doc__.split("\n")[0])
     p.add_argument("command", choices=COMMANDS)
     p.add_argument("--log-dirs", action="append", default=[],
                    help="Kafka-style log dir(s), comma-separated or repeated (the broker's log.dirs)")
@@ -38,7 +38,7 @@ def parser():
 def main(argv=None, under_spark_submit=False, spark=None) -> int:
     """`spark`: run in an existing session (left running); otherwise one is created and stopped."""
     args = parser().parse_args(argv)
-    from analytics import pipeline, report, session, tables
+    from kcoord.analytics import pipeline, report, session, tables
 
     needs_logs = args.command in ("ingest", "all") or not os.path.isdir(pipeline.table_dir(args.out, "lag"))
     if needs_logs and not layout.list_segments(args.log_dirs):
@@ -66,7 +66,7 @@ def main(argv=None, under_spark_submit=False, spark=None) -> int:
 def print_health(spark, out, as_of):
     from pyspark.sql import functions as F
 
-    from analytics import pipeline
+    from kcoord.analytics import pipeline
 
     when = dt.datetime.fromtimestamp(as_of / 1000, dt.UTC).isoformat()
     print(f"Burrow status as of {when}")

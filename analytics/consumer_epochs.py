@@ -27,8 +27,8 @@ from collections import Counter
 
 import pyarrow as pa
 
-from analytics import consumer_records as cr
-from analytics.segment import MEMBER
+from kcoord.analytics import consumer_records as cr
+from kcoord.analytics.segment import MEMBER
 
 SCHEMA = pa.schema([
     ("group", pa.string()), ("generation", pa.int32()), ("protocol_type", pa.string()), ("protocol", pa.string()),

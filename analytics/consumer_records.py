@@ -23,7 +23,7 @@ import uuid
 
 import pyarrow as pa
 
-from analytics.group_metadata import Cursor, Truncated
+from kcoord.analytics.group_metadata import Cursor, Truncated
 
 GROUP_EPOCH, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_EPOCH, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8

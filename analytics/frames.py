@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analytics import codecs, vector
-from analytics.batches import COMPRESSION_MASK, HEADER
+from kcoord.analytics import codecs, vector
+from kcoord.analytics.batches import COMPRESSION_MASK, HEADER
 
 
 @dataclass

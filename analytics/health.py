@@ -3,7 +3,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from analytics import burrow
+from kcoord.analytics import burrow
 
 KEYS = ["group", "topic", "partition"]
 

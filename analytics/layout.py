@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from protocol.consumer_offsets import OFFSETS_TOPIC as OFFSETS_TOPIC  # re-exported
+from kcoord.protocol.consumer_offsets import OFFSETS_TOPIC as OFFSETS_TOPIC  # re-exported
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 _SEGMENT = re.compile(r"^(?P<base>\d{20})\.log$")

@@ -8,8 +8,8 @@ A null value is a tombstone: the offset was deleted or expired.
 import numpy as np
 import pyarrow as pa
 
-from analytics import vector
-from analytics.frames import Frames
+from kcoord.analytics import vector
+from kcoord.analytics.frames import Frames
 
 OFFSET_COMMIT_TYPES = (0, 1)
 GROUP_METADATA_TYPE = 2

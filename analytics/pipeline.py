@@ -10,7 +10,7 @@ import shutil
 
 from pyspark.sql import functions as F
 
-from analytics import health, tables
+from kcoord.analytics import health, tables
 
 RAW = ("offset_commits", "generations", "log_end_offsets")      # decoded from the segments
 

@@ -20,7 +20,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from pyspark.sql import Window  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from analytics import pipeline  # noqa: E402
+from kcoord.analytics import pipeline  # noqa: E402
 
 TOP_GROUPS = 5
 HEALTH_ROWS = 30

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from analytics import batches, consumer_records, frames, group_metadata, offsets, vector
-from analytics.batches import CONTROL, TIMESTAMP_LOG_APPEND, TRANSACTIONAL
-from analytics.transactions import COMMIT, visible_batches
+from kcoord.analytics import batches, consumer_records, frames, group_metadata, offsets, vector
+from kcoord.analytics.batches import CONTROL, TIMESTAMP_LOG_APPEND, TRANSACTIONAL
+from kcoord.analytics.transactions import COMMIT, visible_batches
 
 CHUNK_RECORDS = 32_768    # records per vectorised pass: small enough that its arrays stay in cache
 

@@ -3,7 +3,9 @@ import os
 import pathlib
 import sys
 
-ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
+import kcoord
+
+ROOT = str(pathlib.Path(kcoord.__file__).resolve().parent.parent)  # where `kcoord` is imported from (src/ or site-packages)
 
 
 def prepare_environment():
@@ -24,8 +26,8 @@ def ship_package(spark):
     import shutil
     import tempfile
 
-    base = os.path.join(tempfile.mkdtemp(prefix="kcoord-analytics-"), "analytics")
-    path = shutil.make_archive(base, "zip", ROOT, "analytics")
+    base = os.path.join(tempfile.mkdtemp(prefix="kcoord-analytics-"), "kcoord")
+    path = shutil.make_archive(base, "zip", ROOT, "kcoord")
     spark.sparkContext.addPyFile(path)
 
 
@@ -33,13 +35,13 @@ def get_or_create(master=None, progress=True, app_name="kcoord-analytics", conf=
     """master None: take it from spark-submit (cluster runs); else e.g. "local[*]"."""
     from pyspark.sql import SparkSession
 
-    from analytics.source import KcoordLogSource
+    from kcoord.analytics.source import KcoordLogSource
 
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         prepare_environment()
         builder = builder.master(master).config("spark.sql.shuffle.partitions", "16")
-    from analytics.segment import CHUNK_RECORDS
+    from kcoord.analytics.segment import CHUNK_RECORDS
 
     settings = {"spark.sql.session.timeZone": "UTC",
                 # Let the data source's Arrow batches through whole (the default re-slices at 10k rows).

@@ -13,7 +13,7 @@ storage every executor can read.
 """
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from analytics import layout
+from kcoord.analytics import layout
 
 MODES = ("commits", "groups", "consumer_groups", "batches")
 
@@ -25,7 +25,7 @@ class SegmentPartition(InputPartition):
 
 
 def _arrow_schema(mode):
-    from analytics import consumer_records, offsets, segment
+    from kcoord.analytics import consumer_records, offsets, segment
 
     return {"commits": offsets.SCHEMA, "groups": segment.GROUPS_SCHEMA, "consumer_groups": consumer_records.SCHEMA,
             "batches": segment.BATCH_SCHEMA}[mode]
@@ -65,7 +65,7 @@ class KcoordLogReader(DataSourceReader):
         return parts or [InputPartition(None)]       # no segments: one empty partition
 
     def read(self, partition):
-        from analytics.segment import SegmentDecoder, batch_summaries, read_file
+        from kcoord.analytics.segment import SegmentDecoder, batch_summaries, read_file
 
         seg = getattr(partition, "segment", None)
         if seg is None:

@@ -1,6 +1,6 @@
 """Run the pipeline on a cluster: `spark-submit analytics/spark_submit_driver.py all --log-dirs ...`.
 
-Same arguments as `python -m analytics`, except that the master and Spark settings come from
+Same arguments as `python -m kcoord.analytics`, except that the master and Spark settings come from
 spark-submit (`--master`, `--conf`, `--driver-memory`); `--master` here is ignored.
 
 What a cluster run needs:
@@ -18,9 +18,9 @@ What a cluster run needs:
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "src"))  # the checkout's src/, where kcoord is
 
-from analytics.cli import main  # noqa: E402
+from kcoord.analytics.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:], under_spark_submit=True))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from analytics import consumer_epochs, source
+from kcoord.analytics import consumer_epochs, source
 
 HEADER = "kcoord.rebalance."
 STRING_ARRAY = "array<string>"

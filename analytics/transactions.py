@@ -7,7 +7,7 @@ still open at the end of the log is not visible (read_committed).
 """
 import numpy as np
 
-from analytics.batches import CONTROL, TRANSACTIONAL
+from kcoord.analytics.batches import CONTROL, TRANSACTIONAL
 
 ABORT, COMMIT = 0, 1
 

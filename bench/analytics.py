@@ -1,6 +1,6 @@
 """Analytics pipeline throughput: decoding a generated `__consumer_offsets` store.
 
-Rows: the same segment decoder (analytics.segment) in one plain Python process (the baseline), and
+Rows: the same segment decoder (kcoord.analytics.segment) in one plain Python process (the baseline), and
 through Spark's Python Data Source with local[2] (decode + an aggregate over every row, so every
 record crosses into the JVM). `python -m bench.analytics [--quick]` prints a markdown table.
 
@@ -15,9 +15,9 @@ import sys
 import tempfile
 import time
 
-from analytics import layout
-from analytics.segment import SegmentDecoder, read_file
 from bench.runner import median
+from kcoord.analytics import layout
+from kcoord.analytics.segment import SegmentDecoder, read_file
 
 SEGMENT_BYTES = 32 << 20
 LOG_PARTITIONS = 8
@@ -94,7 +94,7 @@ def spark_local2(root):
     Python workers) happen once, on the first call, outside the timing."""
     from pyspark.sql import functions as F
 
-    from analytics import session, source
+    from kcoord.analytics import session, source
 
     if getattr(spark_local2, "df", None) is None:
         spark = session.get_or_create("local[2]", progress=False)

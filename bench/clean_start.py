@@ -49,8 +49,8 @@ STORES = ("empty", "clean", "crash", "crash, no checkpoint")
 
 
 def _data_topics(target: Path) -> None:
-    from protocol.records import build_batch
-    from storage import LogConfig, PartitionLog
+    from kcoord.protocol.records import build_batch
+    from kcoord.storage import LogConfig, PartitionLog
 
     payload = os.urandom(RECORD_BYTES)
     for t in range(DATA_TOPICS):
@@ -138,7 +138,7 @@ def _port_time(store: Path, work: Path) -> tuple[float, float]:
 
 def _open_time(store: Path, work: Path) -> tuple[float, int]:
     """Seconds to open the store's LogManager in process, and how many segments it recovered."""
-    from storage import LogManager
+    from kcoord.storage import LogManager
 
     data = _copy(store, work, "open")
     try:

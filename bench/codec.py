@@ -9,7 +9,7 @@ halves see the same machine load; the row shows the median time of each over the
 median of the per-pair ratios as the speed-up, and their interquartile range as its spread (a noisy
 machine widens it). Target: >= 4x on every row.
 
-Our encoders keep recently written strings with their length prefix (protocol.primitives.STRINGS16);
+Our encoders keep recently written strings with their length prefix (kcoord.protocol.primitives.STRINGS16);
 repeating one message makes every string a hit, as in a broker answering the same groups again and
 again. `speedup_cold_strings` is the same pair with that cache emptied before each of our
 decode + encode: every string a miss, the worst case.
@@ -29,8 +29,8 @@ from kafka.protocol.consumer.group import JoinGroupResponse as KpJoinGroupRespon
 from kafka.protocol.consumer.group import OffsetCommitRequest as KpOffsetCommitRequest
 from kafka.protocol.consumer.group import SyncGroupRequest as KpSyncGroupRequest
 
-from protocol import messages as m
-from protocol import primitives
+from kcoord.protocol import messages as m
+from kcoord.protocol import primitives
 
 
 def _heartbeat():

@@ -28,7 +28,7 @@ from bench.runner import (
     settings,
     wait_idle,
 )
-from protocol import messages as m
+from kcoord.protocol import messages as m
 
 HEARTBEAT, DESCRIBE = 68, 69
 TOPIC, PARTITIONS = "formation", 1000

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from bench.runner import main, settings
-from coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
 
 PARTITIONS = 64
 

@@ -19,7 +19,7 @@ from bench import loadgen_wire as w
 from bench.loadgen_members import form_groups
 from bench.loadgen_server import KcoordServer
 from bench.runner import arun, main, raise_nofile, ratio, settings
-from protocol import messages as m
+from kcoord.protocol import messages as m
 
 GROUP_SIZE = 100
 VERSION = 1

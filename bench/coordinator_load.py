@@ -11,7 +11,7 @@ decode, full replay and checkpoint + tail back to back (the order alternating be
   the full replay of the same log.
 
 Baseline, in the same rounds: decoding the same segments (page cache; every batch cut into keys and
-values by protocol.record_kv, as replay does first) without applying anything, so a ratio says what
+values by kcoord.protocol.record_kv, as replay does first) without applying anything, so a ratio says what
 building the groups adds, and host speed moves both sides alike; each ratio is the median of the
 rounds' ratios, each time the best of the rounds. Reading the bytes alone is shown too. Wall and
 process CPU are both reported: the machine is shared, so wall time carries other processes' load.
@@ -32,14 +32,14 @@ from pathlib import Path
 
 from bench import load as store_bench
 from bench.runner import main, median, ratio, settings
-from coordinator import GroupConfig, GroupCoordinatorService, checkpoint_store
-from coordinator.gc_pause import gc_paused
-from coordinator.partition_state import PartitionState
-from coordinator.testing import ManualClock, RecordingWriter
-from protocol import consumer_offsets as co
-from protocol.record_kv import iter_log_key_values
-from protocol.records import build_batch
-from storage import LogManager
+from kcoord.coordinator import GroupConfig, GroupCoordinatorService, checkpoint_store
+from kcoord.coordinator.gc_pause import gc_paused
+from kcoord.coordinator.partition_state import PartitionState
+from kcoord.coordinator.testing import ManualClock, RecordingWriter
+from kcoord.protocol import consumer_offsets as co
+from kcoord.protocol.record_kv import iter_log_key_values
+from kcoord.protocol.records import build_batch
+from kcoord.storage import LogManager
 
 TOPIC = co.OFFSETS_TOPIC
 TAIL = 10_000  # commits after the checkpoints: half an interval's worth per partition at most

@@ -1,14 +1,14 @@
 """The pytest fixture's start-up: time from "start a broker" to its first answered request, and its idle
 RSS, against starting the plain `kcoord serve` process (Kafka's defaults) in the same run, rep by rep.
 
-  serve      `python -m broker serve` (listeners on port 0, a fresh data dir, else defaults) started as a
+  serve      `python -m kcoord.tools serve` (listeners on port 0, a fresh data dir, else defaults) started as a
              child; clock stops when ApiVersions is answered (connect retried every 2 ms)
   fixture    BrokerProcess(..., launcher=L).start(), what `kafka_broker` does: a fork of the session's
              launcher (started once, before the reps; its own start-up is reported too), test settings,
              admin endpoint, waits for __consumer_offsets to be loaded; then ApiVersions answered
-  fixture, fresh interpreter   the same without the launcher (python -m broker serve per start)
+  fixture, fresh interpreter   the same without the launcher (python -m kcoord.tools serve per start)
   in-process the alternative the plugin did not take: a Broker on its own event loop in a thread of a
-             fresh interpreter, from `import broker.app` to ApiVersions answered; RSS is that whole
+             fresh interpreter, from `import kcoord.broker.app` to ApiVersions answered; RSS is that whole
              interpreter's (the test process would grow by about that much less a bare Python's)
 Targets (issue 18): fixture <= 0.3 s, <= 40 MB.
 """
@@ -22,17 +22,17 @@ import tempfile
 import time
 
 from bench.runner import ROOT, interleaved, main, median, ratio, rss_bytes, settings
-from broker.broker_process import BrokerProcess
-from broker.client import KafkaWireClient
-from broker.launcher import Launcher
+from kcoord.testkit.broker_process import BrokerProcess
+from kcoord.testkit.launcher import Launcher
+from kcoord.tools.client import KafkaWireClient
 
 SETTLE_S = 1.0
 IN_PROCESS = r"""
 import asyncio, os, sys, threading, time
 t0 = time.monotonic()
-from broker.app import Broker
-from broker.config import BrokerConfig
-from broker.client import KafkaWireClient
+from kcoord.broker.app import Broker
+from kcoord.broker.config import BrokerConfig
+from kcoord.tools.client import KafkaWireClient
 ready, box = threading.Event(), {}
 def serve():
     async def go():
@@ -57,7 +57,7 @@ with open("/proc/self/status") as f:
 
 
 def _env() -> dict:
-    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]), PYTHONUNBUFFERED="1")
 
 
 def answered(port: int, deadline: float) -> None:
@@ -82,7 +82,7 @@ def plain_serve() -> tuple[float, int]:
     with tempfile.TemporaryDirectory() as tmp:
         port = free_port()  # the ready line is not read here: the clock stops at the first answer
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "broker", "serve", "--override",
+        proc = subprocess.Popen([sys.executable, "-m", "kcoord.tools", "serve", "--override",
                                  f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp}/d"],
                                 cwd=tmp, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

@@ -22,8 +22,8 @@ import sys
 import time
 
 from bench.runner import ROOT, main, median, ratio, settings
-from coordinator.consumer.testing import ConsumerGroupContext
-from coordinator.testing import CoordinatorContext, RecordingWriter
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.coordinator.testing import CoordinatorContext, RecordingWriter
 
 INSTRUCTIONS_ENV = "KCOORD_BENCH_INSTRUCTIONS"
 

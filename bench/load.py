@@ -1,7 +1,7 @@
 """Load: process start to serving, with 10k / 100k / 1M live committed offsets in 10k groups.
 
-The __consumer_offsets segments are written directly (protocol.consumer_offsets records in
-protocol.records batches, Kafka's directory layout), then kcoord is started on a copy and
+The __consumer_offsets segments are written directly (kcoord.protocol.consumer_offsets records in
+kcoord.protocol.records batches, Kafka's directory layout), then kcoord is started on a copy and
 timed until OffsetFetch for a group on every offsets partition answers without
 COORDINATOR_LOAD_IN_PROGRESS. Baseline, same run: the same start on an empty store (its 50
 partitions present, with empty segments), alternating with the loaded starts.
@@ -40,7 +40,7 @@ def group_name(g: int) -> str:
 
 
 def _records_by_partition(offsets: int) -> dict[int, list[tuple[bytes, bytes]]]:
-    from protocol import consumer_offsets as co
+    from kcoord.protocol import consumer_offsets as co
 
     per_group = max(1, offsets // GROUPS)
     now = int(time.time() * 1000)
@@ -63,7 +63,7 @@ def _records_by_partition(offsets: int) -> dict[int, list[tuple[bytes, bytes]]]:
 def generate(offsets: int) -> Path:
     """A store holding `offsets` live offsets (cached under bench/results/.cache: it is big).
     generate(0) is the baseline's store: every offsets partition there, and empty."""
-    from protocol.records import build_batch
+    from kcoord.protocol.records import build_batch
 
     target = CACHE / f"load-{offsets}"
     if (target / ".complete").exists():
@@ -83,7 +83,7 @@ def generate(offsets: int) -> Path:
 def probe_groups() -> tuple[str, ...]:
     """One generated group per offsets partition, in partition order (the order kcoord loads
     them in, so a probe round stops at the first partition still loading)."""
-    from protocol import consumer_offsets as co
+    from kcoord.protocol import consumer_offsets as co
 
     seen: dict[int, str] = {}
     for g in range(GROUPS):
@@ -108,7 +108,7 @@ async def until_serving(server: KcoordServer, probes: tuple[str, ...], timeout: 
     A partition, once loaded, stays loaded, so each round asks only the groups not yet answered
     and stops at the first still loading: the round that completes the set is one or two
     requests, answered as the last partition's load ends. That matters because right then the
-    server starts writing checkpoints of what it loaded (coordinator.runtime.checkpoints); a
+    server starts writing checkpoints of what it loaded (kcoord.coordinator.runtime.checkpoints); a
     round of all 50 probes (what KcoordServer.wait_ready sends) would be answered meanwhile, and
     a varying share of that work would land in both figures."""
     end = time.monotonic() + timeout

@@ -22,7 +22,7 @@ from bench.loadgen import free_port
 from bench.loadgen_client import KafkaConn
 from bench.runner import ROOT
 
-_LAUNCH = "import sys; from broker.cli import main; sys.exit(main())"
+_LAUNCH = "import sys; from kcoord.tools.cli import main; sys.exit(main())"
 # `python -m bench --profile` sets this: every server then runs under pyinstrument and leaves
 # a text profile in bench/results/profiles/ (what the report's bottleneck summaries come from).
 PROFILE_ENV = "KCOORD_BENCH_PROFILE"

@@ -24,7 +24,7 @@ from bench import loadgen_wire as w
 from bench.loadgen_client import KafkaConn
 from bench.loadgen_server import KcoordServer
 from bench.runner import Deadline, arun, main, median, ratio, settings
-from protocol.consumer_offsets import OFFSETS_TOPIC
+from kcoord.protocol.consumer_offsets import OFFSETS_TOPIC
 
 COMMITTERS = 100
 TOPIC = "bench-commits"
@@ -62,8 +62,8 @@ def commit_records(group: str, parts: int) -> list[tuple[bytes, bytes]]:
 
 
 async def _storage_baseline(seconds: float, parts: int) -> dict:
-    from protocol.records import build_batch
-    from storage import LogManager
+    from kcoord.protocol.records import build_batch
+    from kcoord.storage import LogManager
 
     tmp = tempfile.mkdtemp(prefix="kcoord-bench-storage-")
     mgr = LogManager(tmp)

@@ -77,8 +77,8 @@ def serve(port: int, parts: int, lifetime: float) -> None:
     import uvloop
 
     from bench import offsets
-    from protocol.records import build_batch
-    from storage import LogManager
+    from kcoord.protocol.records import build_batch
+    from kcoord.storage import LogManager
 
     async def main_():
         tmp = tempfile.mkdtemp(prefix="kcoord-bench-offsets-ceiling-")

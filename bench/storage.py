@@ -6,7 +6,7 @@ Baselines measured in the same run on the same disk: the same appenders each pay
 fsync (no coalescing), and appends with no fsync at all (the upper bound).
 
 Also: recovery on open (every batch CRC-checked, indexes compared) in MB/s, and decoding
-records for bulk readers (protocol.records.iter_key_values) against kafka-python's reader.
+records for bulk readers (kcoord.protocol.records.iter_key_values) against kafka-python's reader.
 
     /work/venv/bin/python -m bench.storage [--quick]
 """
@@ -20,8 +20,8 @@ import sys
 import tempfile
 import time
 
-from protocol.records import build_batch
-from storage import LogConfig, PartitionLog
+from kcoord.protocol.records import build_batch
+from kcoord.storage import LogConfig, PartitionLog
 
 RECORD = b"x" * 100
 
@@ -94,7 +94,7 @@ def _measure_recovery(megabytes: int) -> dict:
 def _measure_decode(batches: int) -> list[dict]:
     from kafka.record import MemoryRecords
 
-    from protocol.records import iter_key_values
+    from kcoord.protocol.records import iter_key_values
 
     data = b"".join(build_batch([(b"group-topic-%d" % (i % 50), RECORD[:40]) for i in range(200)],
                                 base_offset=n * 200, timestamp_ms=1) for n in range(batches))

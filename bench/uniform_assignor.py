@@ -20,8 +20,8 @@ import time
 import uuid
 
 from bench.runner import fit_slope, main, median, settings
-from coordinator.consumer.assignors import AssignmentMemberSpec
-from coordinator.consumer.assignors.uniform import UniformAssignor
+from kcoord.coordinator.consumer.assignors import AssignmentMemberSpec
+from kcoord.coordinator.consumer.assignors.uniform import UniformAssignor
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 PER_MEMBER = 10

@@ -22,7 +22,7 @@ import json
 import logging
 from typing import Any
 
-from broker.faults import FaultError, FaultSpec
+from kcoord.broker.faults import FaultError, FaultSpec
 
 log = logging.getLogger("kcoord.admin")
 

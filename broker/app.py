@@ -17,26 +17,26 @@ import sys
 import uuid
 from typing import Any
 
-from broker import registry
-from broker.config import ConfigError
-from broker.data.dynamic_broker_configs import DynamicBrokerConfigs
-from broker.data.fetch_wait import FetchWaiters
-from broker.data.group_configs import GroupConfigStore
-from broker.data.producers import ProducerStateManager
-from broker.data.topics import (
+from kcoord.broker import registry
+from kcoord.broker.config import ConfigError
+from kcoord.broker.data.fetch_wait import FetchWaiters
+from kcoord.broker.data.producers import ProducerStateManager
+from kcoord.broker.data.txn_index import TxnIndex
+from kcoord.broker.data.visibility import Visibility
+from kcoord.broker.fault_injector import FaultInjector
+from kcoord.broker.hooks import Hooks
+from kcoord.broker.server import BoundListener, KafkaServer
+from kcoord.metadata.dynamic_broker_configs import DynamicBrokerConfigs
+from kcoord.metadata.group_configs import GroupConfigStore
+from kcoord.metadata.topics import (
     CONSUMER_OFFSETS,
     TRANSACTION_STATE,
     TopicManager,
     consumer_offsets_configs,
     transaction_state_configs,
 )
-from broker.data.txn_index import TxnIndex
-from broker.data.visibility import Visibility
-from broker.fault_injector import FaultInjector
-from broker.hooks import Hooks
-from broker.metrics import Metrics, PrometheusEndpoint, StatsdPusher
-from broker.server import BoundListener, KafkaServer
-from protocol.headers import is_flexible
+from kcoord.observability.metrics import Metrics, PrometheusEndpoint, StatsdPusher
+from kcoord.protocol.headers import is_flexible
 
 log = logging.getLogger("kcoord")
 
@@ -59,34 +59,34 @@ class Broker:
 
     def __init__(self, config: Any, fs: Any = None) -> None:
         self.config = config
-        self._fs = fs  # storage's file system; tests pass a storage.FaultyFS to fail or hold fsyncs
+        self._fs = fs  # storage's file system; tests pass a kcoord.storage.FaultyFS to fail or hold fsyncs
         self.node_id: int = config.node_id
         self.log_dir: str = config.log_dirs[0]
         self.hooks = Hooks()
         self.metrics = Metrics()
         self.faults = FaultInjector(self.hooks, self.metrics)  # the admin endpoint's faults, as hooks
         self.cluster_id = ""
-        self.logs: Any = None          # storage.LogManager
+        self.logs: Any = None          # kcoord.storage.LogManager
         self.topics: TopicManager | None = None
         self.dynamic_configs: DynamicBrokerConfigs | None = None  # BROKER config resource (KIP-226)
         self.group_configs: GroupConfigStore | None = None        # GROUP config resource; group_config(id)
         self.producers: ProducerStateManager | None = None
         self.fetch_waiters = FetchWaiters()
         self.visibility = Visibility(self.fetch_waiters, self.metrics)  # high watermark moves, long polls wake
-        self.groups: Any = None        # the coordinator runtime, when coordinator.runtime provides one
-        self.transactions: Any = None  # txn.runtime.TransactionRuntime (the transaction coordinator)
+        self.groups: Any = None        # the coordinator runtime, when kcoord.coordinator.runtime provides one
+        self.transactions: Any = None  # kcoord.txn.runtime.TransactionRuntime (the transaction coordinator)
         self.txn_index = TxnIndex()    # last stable offsets and aborted transactions per data partition
         self.server: KafkaServer | None = None
-        self.security: Any = None      # broker.security.manager.Security: listeners' TLS/SASL, SCRAM, ACLs
+        self.security: Any = None      # kcoord.broker.security.manager.Security: listeners' TLS/SASL, SCRAM, ACLs
         self.listeners: list[BoundListener] = []
         self._prometheus: PrometheusEndpoint | None = None
         self._statsd: StatsdPusher | None = None
-        self._admin: Any = None  # broker.admin_http.AdminEndpoint, when kcoord.admin.listener is set
+        self._admin: Any = None  # kcoord.broker.admin_http.AdminEndpoint, when kcoord.admin.listener is set
         self.stopping = False
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
-        from storage import LogManager
+        from kcoord.storage import LogManager
 
         registry.load_all()
         is_flexible(0, 0)  # loads the header-version table now rather than during a client's first request
@@ -107,7 +107,7 @@ class Broker:
                                         self.config.get("log.cleaner.backoff.ms")) / 1000.0)
         await self._start_groups()
         await self._start_transactions()
-        from broker.security.manager import Security
+        from kcoord.broker.security.manager import Security
 
         self.security = Security(self.config, self.log_dir)  # ConfigError when a store cannot be read
         self.server = KafkaServer(
@@ -155,9 +155,9 @@ class Broker:
 
     async def _start_groups(self) -> None:
         # The group runtime is optional at this layer: broker-core runs without it, the group APIs
-        # answer COORDINATOR_NOT_AVAILABLE until it exists. coordinator.runtime.create(broker) builds it.
+        # answer COORDINATOR_NOT_AVAILABLE until it exists. kcoord.coordinator.runtime.create(broker) builds it.
         try:
-            from coordinator import runtime  # type: ignore[attr-defined]
+            from kcoord.coordinator import runtime  # type: ignore[attr-defined]
         except ImportError:
             return
         create = getattr(runtime, "create", None)
@@ -165,9 +165,9 @@ class Broker:
             self.groups = await create(self)
 
     async def _start_transactions(self) -> None:
-        from broker.data.txn_markers import MarkerWriter
-        from txn.runtime import TransactionRuntime
-        from txn.state_manager import TxnConfig
+        from kcoord.broker.data.txn_markers import MarkerWriter
+        from kcoord.txn.runtime import TransactionRuntime
+        from kcoord.txn.state_manager import TxnConfig
 
         self.transactions = TransactionRuntime(
             TxnConfig.from_properties(self.config.get), self.transaction_state_log, MarkerWriter(self),
@@ -197,8 +197,8 @@ class Broker:
     async def _start_admin(self) -> None:
         url = self.config.get("kcoord.admin.listener")
         if url is not None:
-            from broker.admin_http import AdminEndpoint
-            from broker.config import admin_address
+            from kcoord.broker.admin_http import AdminEndpoint
+            from kcoord.broker.config import admin_address
 
             host, port = admin_address(url)
             self._admin = AdminEndpoint(self)
@@ -243,7 +243,7 @@ class Broker:
         return adv[0]
 
     def log_config(self, overrides: dict[str, Any] | None = None) -> Any:
-        from broker.data.topics import log_config_for
+        from kcoord.metadata.topics import log_config_for
 
         return log_config_for(self.config, overrides or {})
 

@@ -96,7 +96,7 @@ def _str_list(raw: str) -> list[str]:
     return [part.strip() for part in str(raw).split(",") if part.strip()]
 
 
-# Kafka's assignor class names, and the short names it also accepts (coordinator.consumer.assignors)
+# Kafka's assignor class names, and the short names it also accepts (kcoord.coordinator.consumer.assignors)
 _ASSIGNOR_CLASSES = {"org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
                      "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range"}
 
@@ -350,7 +350,7 @@ class BrokerConfig:
                 raise ConfigError(f"property {name!r}: {exc}") from None
         if self.props["group.min.session.timeout.ms"] > self.props["group.max.session.timeout.ms"]:
             raise ConfigError("property 'group.min.session.timeout.ms' exceeds group.max.session.timeout.ms")
-        from broker.security.listener_config import check_listeners
+        from kcoord.broker.security.listener_config import check_listeners
 
         check_listeners(self)
         self._check_bounds("group.consumer.session.timeout.ms")

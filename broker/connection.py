@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker import registry
-from protocol import messages as m
-from protocol.errors import DecodeError
-from protocol.framing import FrameSplitter
-from protocol.headers import RequestHeader, decode_request_header, encode_response_frame
+from kcoord.broker import registry
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.framing import FrameSplitter
+from kcoord.protocol.headers import RequestHeader, decode_request_header, encode_response_frame
 
 API_VERSIONS_KEY = 18
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from coordinator.results import RequestContext as CoordinatorContext
+from kcoord.coordinator.results import RequestContext as CoordinatorContext
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Any            # the composition root (broker.app.Broker): .config, .logs, .groups, .metrics, ...
+    broker: Any            # the composition root (kcoord.broker.app.Broker): .config, .logs, .groups, .metrics, ...
     api_key: int
     api_version: int
     correlation_id: int
@@ -18,7 +18,7 @@ class RequestContext:
     client_port: int
     listener: str          # listener name the connection came in on, e.g. "PLAINTEXT"
     connection_id: str     # "local_host:port-remote_host:port-n", as Kafka names connections
-    session: Any = None    # broker.security.session.ConnectionSession: .principal, SASL state
+    session: Any = None    # kcoord.broker.security.session.ConnectionSession: .principal, SASL state
 
     @property
     def node_id(self) -> int:

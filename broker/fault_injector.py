@@ -14,10 +14,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from broker.faults import Fault, FaultSpec, request_facts
-from broker.hooks import CloseConnection
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.faults import Fault, FaultSpec, request_facts
+from kcoord.broker.hooks import CloseConnection
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.faults")
 

@@ -21,8 +21,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 ACTIONS = ("error", "delay", "close")
 MATCHERS = ("group_id", "topic", "client_id", "member_id")

@@ -96,7 +96,7 @@ def load_all() -> None:
     global _loaded
     if _loaded:
         return
-    import broker.apis as package
+    import kcoord.broker.apis as package
 
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{info.name}")

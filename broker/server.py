@@ -18,12 +18,18 @@ from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from broker import registry
-from broker.connection import ConnectionState, ProtocolViolation, Request, encode_response, parse_request
-from broker.context import RequestContext
-from broker.hooks import CloseConnection
-from broker.security.session import ConnectionSession, SessionRefused, plaintext_session
-from broker.security.tls_accept import tls_protocol
+from kcoord.broker import registry
+from kcoord.broker.connection import (
+    ConnectionState,
+    ProtocolViolation,
+    Request,
+    encode_response,
+    parse_request,
+)
+from kcoord.broker.context import RequestContext
+from kcoord.broker.hooks import CloseConnection
+from kcoord.broker.security.session import ConnectionSession, SessionRefused, plaintext_session
+from kcoord.broker.security.tls_accept import tls_protocol
 
 log = logging.getLogger("kcoord.server")
 
@@ -379,7 +385,7 @@ class KafkaServer:
         # With an authorizer every request passes its API's guard: no frame fast paths.
         self.guards = None
         if security is not None and security.authorizer is not None:
-            from broker.security.authorize_apis import GUARDS
+            from kcoord.broker.security.authorize_apis import GUARDS
 
             self.guards = GUARDS
         self.frame_handlers = registry.frame_handlers() if self.guards is None else {}

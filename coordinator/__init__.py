@@ -5,11 +5,11 @@ protocol's steps keep the seeds' names. Deterministic: an injected clock and tim
 
 No sockets, no asyncio outside its runtime package. May import: protocol, storage.
 """
-from coordinator.config import GroupConfig
-from coordinator.core import OFFSETS_TOPIC, RecordWriter
-from coordinator.events import CoordinatorEvents
-from coordinator.group_state import GroupState
-from coordinator.results import (
+from kcoord.coordinator.config import GroupConfig
+from kcoord.coordinator.core import OFFSETS_TOPIC, RecordWriter
+from kcoord.coordinator.events import CoordinatorEvents
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.results import (
     DescribedGroup,
     DescribedMember,
     JoinGroupMember,
@@ -24,9 +24,9 @@ from coordinator.results import (
     RequestContext,
     SyncGroupResult,
 )
-from coordinator.service import GroupCoordinatorService
-from coordinator.shard import GroupCoordinatorShard
-from coordinator.timers import TimerQueue
+from kcoord.coordinator.service import GroupCoordinatorService
+from kcoord.coordinator.shard import GroupCoordinatorShard
+from kcoord.coordinator.timers import TimerQueue
 
 __all__ = [
     "OFFSETS_TOPIC", "CoordinatorEvents", "DescribedGroup", "DescribedMember", "GroupConfig",

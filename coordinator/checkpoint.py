@@ -1,7 +1,7 @@
 """Checkpoint of a `__consumer_offsets` partition's materialised state: encode, decode, validate.
 
 A checkpoint is only a shortcut: it holds what replaying the partition's log up to (excluding)
-`offset` left (coordinator.partition_state), so a load replays just the tail from `offset`. The
+`offset` left (kcoord.coordinator.partition_state), so a load replays just the tail from `offset`. The
 log stays the source of truth: any doubt about a checkpoint (CRC, format, partition, an offset
 outside the log) raises CheckpointError and the caller replays the whole log instead.
 
@@ -33,9 +33,9 @@ from functools import partial
 from itertools import repeat
 from typing import NamedTuple
 
-from coordinator.partition_state import PartitionState
-from protocol.consumer_offsets import OffsetCommitValue
-from protocol.records import crc32c
+from kcoord.coordinator.partition_state import PartitionState
+from kcoord.protocol.consumer_offsets import OffsetCommitValue
+from kcoord.protocol.records import crc32c
 
 MAGIC = b"KCGRPCK\x00"
 FORMAT_VERSION = 2  # 2: the payload is (groups, consumer group records); 1 (groups only) is still read

@@ -1,5 +1,5 @@
 """Where a partition's state comes from (checkpoint + log tail, or the whole log), and where its
-checkpoint lives. Blocking I/O; the runtime's coordinator.runtime.checkpoints decides when to call it.
+checkpoint lives. Blocking I/O; the runtime's kcoord.coordinator.runtime.checkpoints decides when to call it.
 
 The checkpoint sits in the partition's directory as `kcoord-group-state.checkpoint`: not a
 `<digits>.log/.index/.snapshot` name that storage recovery or Kafka's tools would take for a
@@ -10,7 +10,7 @@ checkpoint or the new one, never a torn one.
 `start_state` decides what a load replays: the checkpoint's state and the log from its offset,
 when the checkpoint is valid for the log as it is now; otherwise (the reason is logged) an empty
 state and the whole log. A rejected checkpoint is deleted at once: once the log grows past its
-offset again, it would look valid. Valid means: intact (coordinator.checkpoint), its offset
+offset again, it would look valid. Valid means: intact (kcoord.coordinator.checkpoint), its offset
 within [log start, log end] (beyond the end: the log was truncated below it), and younger than
 half the partition's delete.retention.ms (see MAX_AGE_FRACTION).
 """
@@ -21,13 +21,13 @@ import os
 from collections.abc import Generator, Iterator
 from typing import NamedTuple
 
-from coordinator import checkpoint
-from coordinator.gc_pause import gc_paused
-from coordinator.partition_state import PartitionState
-from protocol.control_records import COMMIT, marker_type
-from protocol.record_kv import batch_key_values, fold_key_values
-from protocol.records import iter_batches
-from storage.fs import read_file, replace_file
+from kcoord.coordinator import checkpoint
+from kcoord.coordinator.gc_pause import gc_paused
+from kcoord.coordinator.partition_state import PartitionState
+from kcoord.protocol.control_records import COMMIT, marker_type
+from kcoord.protocol.record_kv import batch_key_values, fold_key_values
+from kcoord.protocol.records import iter_batches
+from kcoord.storage.fs import read_file, replace_file
 
 CHECKPOINT_FILE = "kcoord-group-state.checkpoint"
 # Compaction may drop a tombstone delete.retention.ms after it was written. Tombstones written after

@@ -16,14 +16,14 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from coordinator.config import GroupConfig
-from coordinator.events import CoordinatorEvents
-from coordinator.group_metadata import GroupMetadata
-from coordinator.parked import ParkedRequests
-from coordinator.purgatory import JoinPurgatory
-from coordinator.records import Record
-from coordinator.timers import Timer
-from protocol.errors import ErrorCode
+from kcoord.coordinator.config import GroupConfig
+from kcoord.coordinator.events import CoordinatorEvents
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.parked import ParkedRequests
+from kcoord.coordinator.purgatory import JoinPurgatory
+from kcoord.coordinator.records import Record
+from kcoord.coordinator.timers import Timer
+from kcoord.protocol.errors import ErrorCode
 
 Write = Callable[[list[Record], Callable[[ErrorCode], None]], None]
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordinator.records import Record
-from protocol.consumer_offsets import OFFSETS_TOPIC as OFFSETS_TOPIC  # re-exported: the coordinator's topic
-from protocol.errors import ErrorCode
+from kcoord.coordinator.records import Record
+from kcoord.protocol.consumer_offsets import (
+    OFFSETS_TOPIC as OFFSETS_TOPIC,  # re-exported: the coordinator's topic
+)
+from kcoord.protocol.errors import ErrorCode
 
 LOGGER_NAME = "kcoord.coordinator"
 

@@ -10,7 +10,7 @@ class CoordinatorEvents:
     """Events with no listener: subclass and override what you need."""
 
     def rebalance(self, group_id: str, cause: str) -> None:
-        """A rebalance of `group_id` began, for `cause` (one of coordinator.records.REBALANCE_CAUSES)."""
+        """A rebalance of `group_id` began, for `cause` (one of kcoord.coordinator.records.REBALANCE_CAUSES)."""
 
     def group_members(self, group_id: str, members: int) -> None:
         """`group_id` now has `members` members (0: empty, deleted or expired)."""

@@ -1,7 +1,7 @@
 """GroupMetadataManager: the classic groups of one `__consumer_offsets` partition (shard).
 
 It owns the groups (members, static members, pending members), the parked JoinGroup/SyncGroup
-continuations (coordinator.parked), the join purgatory and the groups' timers. The protocol's steps
+continuations (kcoord.coordinator.parked), the join purgatory and the groups' timers. The protocol's steps
 live in one module each, composed here: join.py (ClassicJoin), static_member.py, sync.py
 (ClassicSync), membership.py (Heartbeat, LeaveGroup), rebalance.py (Rebalancer). Each step gets this
 manager as its `ClassicContext` (classic_context.py) and the steps it calls, so imports point one way:
@@ -16,24 +16,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from coordinator.classic_context import Write
-from coordinator.config import GroupConfig
-from coordinator.consumer_protocol import subscription_topics
-from coordinator.events import CoordinatorEvents
-from coordinator.group_metadata import GroupMetadata
-from coordinator.group_state import GroupState
-from coordinator.join import ClassicJoin
-from coordinator.membership import ClassicMembership
-from coordinator.parked import ParkedRequests
-from coordinator.purgatory import JoinPurgatory
-from coordinator.rebalance import Rebalancer
-from coordinator.replay import group_from_metadata_value
-from coordinator.results import DescribedGroup, DescribedMember, JoinGroupResult, ListedGroup, SyncGroupResult
-from coordinator.static_member import StaticMembership
-from coordinator.sync import ClassicSync
-from coordinator.timers import Clock, Timer
-from protocol.consumer_offsets import GroupMetadataValue
-from protocol.errors import ErrorCode
+from kcoord.coordinator.classic_context import Write
+from kcoord.coordinator.config import GroupConfig
+from kcoord.coordinator.consumer_protocol import subscription_topics
+from kcoord.coordinator.events import CoordinatorEvents
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.join import ClassicJoin
+from kcoord.coordinator.membership import ClassicMembership
+from kcoord.coordinator.parked import ParkedRequests
+from kcoord.coordinator.purgatory import JoinPurgatory
+from kcoord.coordinator.rebalance import Rebalancer
+from kcoord.coordinator.replay import group_from_metadata_value
+from kcoord.coordinator.results import (
+    DescribedGroup,
+    DescribedMember,
+    JoinGroupResult,
+    ListedGroup,
+    SyncGroupResult,
+)
+from kcoord.coordinator.static_member import StaticMembership
+from kcoord.coordinator.sync import ClassicSync
+from kcoord.coordinator.timers import Clock, Timer
+from kcoord.protocol.consumer_offsets import GroupMetadataValue
+from kcoord.protocol.errors import ErrorCode
 
 S = GroupState
 

@@ -1,7 +1,7 @@
 """GroupMetadata: a classic group's members, generation, protocol, leader and state.
 
-Its committed offsets are the offset manager's (coordinator.offset_manager); its parked requests the
-group manager's table (coordinator.parked). `stored` is the value of the group's last durable
+Its committed offsets are the offset manager's (kcoord.coordinator.offset_manager); its parked requests the
+group manager's table (kcoord.coordinator.parked). `stored` is the value of the group's last durable
 GroupMetadata record, set only by replaying that record: what a load of the log would rebuild.
 """
 from __future__ import annotations
@@ -10,10 +10,10 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass
 
-from coordinator.group_state import GroupState
-from coordinator.member_metadata import MemberMetadata
-from coordinator.results import JoinGroupMember
-from protocol.consumer_offsets import GroupMetadataValue
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.member_metadata import MemberMetadata
+from kcoord.coordinator.results import JoinGroupMember
+from kcoord.protocol.consumer_offsets import GroupMetadataValue
 
 
 class IllegalStateTransition(RuntimeError):

@@ -2,7 +2,7 @@
 add_member_and_rebalance / update_member_and_rebalance -> maybe_prepare_rebalance.
 
 The seeds' first checks (validate_group_status: group id, active, loading, owned; the session timeout's
-bounds) are the front door's (coordinator.service), as in Kafka 4's GroupCoordinatorService.
+bounds) are the front door's (kcoord.coordinator.service), as in Kafka 4's GroupCoordinatorService.
 
     v0   no rebalance timeout: the session timeout doubles as the rebalance timeout
     v4   MEMBER_ID_REQUIRED for dynamic members joining with an empty member id (KIP-394)
@@ -13,16 +13,16 @@ bounds) are the front door's (coordinator.service), as in Kafka 4's GroupCoordin
 """
 from __future__ import annotations
 
-from coordinator.classic_context import ClassicContext
-from coordinator.group_metadata import GroupMetadata
-from coordinator.group_state import GroupState
-from coordinator.join_request import UNKNOWN_MEMBER_ID, JoinRequest
-from coordinator.member_metadata import MemberMetadata
-from coordinator.parked import JoinCallback
-from coordinator.rebalance import Rebalancer
-from coordinator.results import JoinGroupResult
-from coordinator.static_member import StaticMembership
-from protocol.errors import ErrorCode
+from kcoord.coordinator.classic_context import ClassicContext
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.join_request import UNKNOWN_MEMBER_ID, JoinRequest
+from kcoord.coordinator.member_metadata import MemberMetadata
+from kcoord.coordinator.parked import JoinCallback
+from kcoord.coordinator.rebalance import Rebalancer
+from kcoord.coordinator.results import JoinGroupResult
+from kcoord.coordinator.static_member import StaticMembership
+from kcoord.protocol.errors import ErrorCode
 
 S = GroupState
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coordinator.results import RequestContext
+from kcoord.coordinator.results import RequestContext
 
 UNKNOWN_MEMBER_ID = ""
 

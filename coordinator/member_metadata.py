@@ -24,7 +24,7 @@ class MemberMetadata:
         self.supported_protocols = list(supported_protocols)
         self.assignment = b""
         # Whether a JoinGroup / SyncGroup of this member is parked; the continuation that answers it is
-        # in the group manager's table (coordinator.parked), which alone sets these.
+        # in the group manager's table (kcoord.coordinator.parked), which alone sets these.
         self.awaiting_join = False
         self.awaiting_sync = False
         # A new member sits in a parked JoinGroup and cannot heartbeat; it is expired by the

@@ -7,12 +7,12 @@ LeaveGroup: v3 batch of members, each by member id and/or group.instance.id (KIP
 """
 from __future__ import annotations
 
-from coordinator.classic_context import ClassicContext
-from coordinator.group_metadata import GroupMetadata
-from coordinator.group_state import GroupState
-from coordinator.rebalance import Rebalancer
-from coordinator.results import LeaveGroupResult, LeaveMemberResult
-from protocol.errors import ErrorCode
+from kcoord.coordinator.classic_context import ClassicContext
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.rebalance import Rebalancer
+from kcoord.coordinator.results import LeaveGroupResult, LeaveMemberResult
+from kcoord.protocol.errors import ErrorCode
 
 S = GroupState
 # Bound once for heartbeat(), which runs for every member's every heartbeat: reading a member off

@@ -19,30 +19,30 @@ from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from coordinator.consumer.offsets import validate_offset_commit, validate_transactional_offset_commit
-from coordinator.core import map_write_error
-from coordinator.group_manager import subscribed_topics
-from coordinator.group_metadata import GroupMetadata
-from coordinator.group_state import GroupState
-from coordinator.records import Record, offset_commit_records, offset_commit_tombstone
-from coordinator.replay import apply_offset_records
-from coordinator.results import (
+from kcoord.coordinator.consumer.offsets import validate_offset_commit, validate_transactional_offset_commit
+from kcoord.coordinator.core import map_write_error
+from kcoord.coordinator.group_manager import subscribed_topics
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.records import Record, offset_commit_records, offset_commit_tombstone
+from kcoord.coordinator.replay import apply_offset_records
+from kcoord.coordinator.results import (
     OffsetCommit,
     OffsetCommitRequestPartition,
     OffsetFetchPartition,
     OffsetFetchResult,
 )
-from coordinator.txn_offsets import (
+from kcoord.coordinator.txn_offsets import (
     PendingTransactionalOffsets,
     TxnOffsetCommitRecords,
     txn_offset_commit_error,
     validate_txn_offset_commit,
 )
-from protocol.consumer_offsets import OffsetCommitValue
-from protocol.errors import ErrorCode
+from kcoord.protocol.consumer_offsets import OffsetCommitValue
+from kcoord.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from coordinator.group_manager import GroupMetadataManager
+    from kcoord.coordinator.group_manager import GroupMetadataManager
 
 S = GroupState
 TopicPartition = tuple[str, int]
@@ -211,7 +211,7 @@ class OffsetMetadataManager:
     def handle_txn_commit_offsets(self, request: OffsetCommit, producer_id: int, producer_epoch: int,
                                   callback: CommitCallback) -> None:
         """OffsetMetadataManager.commitTransactionalOffset: validate, then write the offsets as a
-        transactional batch; they are pending (coordinator.txn_offsets) until the transaction's marker."""
+        transactional batch; they are pending (kcoord.coordinator.txn_offsets) until the transaction's marker."""
         if (consumer_group := self.consumer_groups.get(request.group_id)) is not None:
             error = validate_transactional_offset_commit(consumer_group, request.member_id, request.generation_id)
         elif (group := self.groups.get_group(request.group_id)) is None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from coordinator.group_metadata import GroupMetadata
-from coordinator.member_metadata import MemberMetadata
-from coordinator.results import JoinGroupResult, SyncGroupResult
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.member_metadata import MemberMetadata
+from kcoord.coordinator.results import JoinGroupResult, SyncGroupResult
 
 JoinCallback = Callable[[JoinGroupResult], None]
 SyncCallback = Callable[[SyncGroupResult], None]

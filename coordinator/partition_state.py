@@ -7,7 +7,7 @@ offsets. Tombstones are applied, never kept: a deleted offset or group is simply
 `replay(records)` folds records into the state, oldest first. Only the last record of each key
 matters, so records are first reduced to the last value per raw key (a dict built in C); each
 surviving key and value is then decoded once, and offsets are applied with
-`coordinator.replay.apply_offset_records`, the function the live path uses. Replaying a log in
+`kcoord.coordinator.replay.apply_offset_records`, the function the live path uses. Replaying a log in
 two parts (a checkpoint's state, then the tail after it) therefore leaves the same state as
 replaying it whole.
 
@@ -22,15 +22,15 @@ import struct
 from collections.abc import Callable, Iterable
 from operator import attrgetter, itemgetter
 
-from coordinator.consumer.records import record_type as consumer_record_type
-from coordinator.replay import apply_offset_records
-from protocol.consumer_offsets import (
+from kcoord.coordinator.consumer.records import record_type as consumer_record_type
+from kcoord.coordinator.replay import apply_offset_records
+from kcoord.protocol.consumer_offsets import (
     OffsetCommitValue,
     decode_key,
     decode_offset_commit_value,
     split_offset_commit_key,
 )
-from protocol.errors import DecodeError
+from kcoord.protocol.errors import DecodeError
 
 _PARTITION = struct.Struct(">i")
 Offsets = dict[tuple[str, int], OffsetCommitValue]
@@ -44,7 +44,7 @@ class PartitionState:
         self.metadata: dict[str, bytes] = {}       # group id -> GroupMetadataValue bytes
         self.offsets: dict[str, Offsets] = {}      # group id -> (topic, partition) -> value, never empty
         self.undecoded: dict[str, object] = undecoded or {}  # group id -> its entry in a checkpoint
-        # KIP-848 consumer group records (coordinator.consumer.records), kept raw: key -> last value
+        # KIP-848 consumer group records (kcoord.coordinator.consumer.records), kept raw: key -> last value
         self.consumer_records: dict[bytes, bytes] = {}
         self._decode_group = decode_group
         # producer id -> its transactional records with no marker yet at the end of the log read (a load

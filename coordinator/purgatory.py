@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from coordinator.group_metadata import GroupMetadata
-from coordinator.timers import Timer
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.timers import Timer
 
 
 def join_timer_key(group_id: str) -> tuple[str, str]:
@@ -20,7 +20,7 @@ def join_timer_key(group_id: str) -> tuple[str, str]:
 
 
 class JoinPhase(Protocol):
-    """What a delayed join calls back: the rebalance step (coordinator.rebalance.Rebalancer)."""
+    """What a delayed join calls back: the rebalance step (kcoord.coordinator.rebalance.Rebalancer)."""
 
     groups: dict[str, GroupMetadata]  # the shard's groups table, to re-resolve the group by id
     join_purgatory: JoinPurgatory

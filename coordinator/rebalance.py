@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coordinator.classic_context import ClassicContext
-from coordinator.core import map_write_error
-from coordinator.group_metadata import GroupMetadata, RebalanceInfo
-from coordinator.group_state import GroupState
-from coordinator.member_metadata import MemberMetadata
-from coordinator.purgatory import DelayedJoin, InitialDelayedJoin
-from coordinator.records import REBALANCE_CAUSES, group_metadata_record, rebalance_headers
-from coordinator.results import JoinGroupResult, SyncGroupResult
-from protocol.errors import ErrorCode
+from kcoord.coordinator.classic_context import ClassicContext
+from kcoord.coordinator.core import map_write_error
+from kcoord.coordinator.group_metadata import GroupMetadata, RebalanceInfo
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.member_metadata import MemberMetadata
+from kcoord.coordinator.purgatory import DelayedJoin, InitialDelayedJoin
+from kcoord.coordinator.records import REBALANCE_CAUSES, group_metadata_record, rebalance_headers
+from kcoord.coordinator.results import JoinGroupResult, SyncGroupResult
+from kcoord.protocol.errors import ErrorCode
 
 S = GroupState
 

@@ -4,7 +4,7 @@ The coordinator's records are small, carry few headers (an epoch bump's rebalanc
 write stamps them all with the same time, so every record has timestamp delta 0 and its varints
 (offset delta, key, value and header lengths, record length) are small non-negative numbers: they
 come from a precomputed table and each record is a handful of byte strings joined once. The bytes are
-exactly `protocol.records.build_batch`'s (tests/coordinator/test_record_batch.py proves it); anything
+exactly `kcoord.protocol.records.build_batch`'s (tests/coordinator/test_record_batch.py proves it); anything
 outside that shape (compression, long fields) is handed to `build_batch`.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ import time
 from itertools import chain
 from operator import itemgetter
 
-from protocol.consumer_offsets import encode_offset_commit_key
-from protocol.primitives import varint_bytes
-from protocol.records import (
+from kcoord.protocol.consumer_offsets import encode_offset_commit_key
+from kcoord.protocol.primitives import varint_bytes
+from kcoord.protocol.records import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
     HEADER,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from coordinator.group_metadata import GroupMetadata
-from coordinator.record_batch import build_coordinator_batch, build_offset_commit_batch
-from protocol.consumer_offsets import (
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.record_batch import build_coordinator_batch, build_offset_commit_batch
+from kcoord.protocol.consumer_offsets import (
     GroupMetadataValue,
     MemberMetadataValue,
     OffsetCommitValue,
@@ -18,7 +18,7 @@ from protocol.consumer_offsets import (
     encode_offset_commit_value,
     pack_offset_commit_value_v3_no_metadata,
 )
-from protocol.records import NONE
+from kcoord.protocol.records import NONE
 
 Header = tuple[str, bytes]
 Record = tuple[bytes, bytes | None, Sequence[Header]]
@@ -36,7 +36,7 @@ REBALANCE_CAUSES = frozenset({
 class OffsetCommitRecords(Sequence[Record]):
     """A commit's records, one OffsetCommit record per partition: a list of records to whoever reads them
     (built on first use), and `to_batch` for the writer, which builds the v2 batch straight from the values
-    in the usual case (coordinator.record_batch): the hot path of a busy coordinator never builds them."""
+    in the usual case (kcoord.coordinator.record_batch): the hot path of a busy coordinator never builds them."""
 
     __slots__ = ("group_id", "values", "_records")
 

@@ -2,15 +2,15 @@
 
 `apply_offset_records` folds OffsetCommit records into a group's table of committed offsets: the offset
 manager's replay uses it for a commit that just became durable and for a whole loaded partition, and a
-partition's materialised state (coordinator.partition_state, the checkpoints' form) uses it for a log
+partition's materialised state (kcoord.coordinator.partition_state, the checkpoints' form) uses it for a log
 tail. `group_from_metadata_value` builds a group from its GroupMetadata record, as a load does.
 """
 from __future__ import annotations
 
-from coordinator.group_metadata import GroupMetadata
-from coordinator.group_state import GroupState
-from coordinator.member_metadata import MemberMetadata
-from protocol.consumer_offsets import GroupMetadataValue, OffsetCommitValue
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.member_metadata import MemberMetadata
+from kcoord.protocol.consumer_offsets import GroupMetadataValue, OffsetCommitValue
 
 
 def apply_offset_records(offsets: dict[tuple[str, int], OffsetCommitValue],

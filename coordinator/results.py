@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 
 @dataclass(slots=True)

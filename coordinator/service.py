@@ -29,19 +29,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from coordinator.config import GroupConfig
-from coordinator.consumer.classic_members import CLASSIC_GROUP, PendingHeartbeat
-from coordinator.consumer.describe import DescribedConsumerGroup, not_a_classic_group
-from coordinator.consumer.describe import describe as describe_consumer_group
-from coordinator.consumer.heartbeat import HeartbeatResult
-from coordinator.consumer.offsets import validate_offset_fetch
-from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
-from coordinator.core import LOGGER_NAME, RecordWriter
-from coordinator.events import NO_EVENTS, CoordinatorEvents
-from coordinator.join_request import JoinRequest
-from coordinator.membership import leave_members
-from coordinator.partition_state import PartitionState
-from coordinator.results import (
+from kcoord.coordinator.config import GroupConfig
+from kcoord.coordinator.consumer.classic_members import CLASSIC_GROUP, PendingHeartbeat
+from kcoord.coordinator.consumer.describe import DescribedConsumerGroup, not_a_classic_group
+from kcoord.coordinator.consumer.describe import describe as describe_consumer_group
+from kcoord.coordinator.consumer.heartbeat import HeartbeatResult
+from kcoord.coordinator.consumer.offsets import validate_offset_fetch
+from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
+from kcoord.coordinator.core import LOGGER_NAME, RecordWriter
+from kcoord.coordinator.events import NO_EVENTS, CoordinatorEvents
+from kcoord.coordinator.join_request import JoinRequest
+from kcoord.coordinator.membership import leave_members
+from kcoord.coordinator.partition_state import PartitionState
+from kcoord.coordinator.results import (
     DescribedGroup,
     JoinGroupResult,
     LeaveGroupResult,
@@ -51,10 +51,10 @@ from coordinator.results import (
     RequestContext,
     SyncGroupResult,
 )
-from coordinator.shard import GroupCoordinatorShard
-from coordinator.timers import Clock, Timer, TimerQueue
-from protocol.consumer_offsets import partition_for
-from protocol.errors import ErrorCode
+from kcoord.coordinator.shard import GroupCoordinatorShard
+from kcoord.coordinator.timers import Clock, Timer, TimerQueue
+from kcoord.protocol.consumer_offsets import partition_for
+from kcoord.protocol.errors import ErrorCode
 
 E = ErrorCode
 RETENTION_TIMER_KEY = ("offsets-retention",)
@@ -147,7 +147,7 @@ class GroupCoordinatorService:
 
     def consumer_group_heartbeat(self, context: RequestContext, request,
                                  callback: Callable[[HeartbeatResult], None]) -> None:
-        """KIP-848's heartbeat (coordinator.consumer.heartbeat); the group id is validated by the shard."""
+        """KIP-848's heartbeat (kcoord.coordinator.consumer.heartbeat); the group id is validated by the shard."""
         if not self.active:
             return callback(HeartbeatResult(E.COORDINATOR_NOT_AVAILABLE))
         shard = self.shard_for(request.group_id or "")
@@ -232,7 +232,7 @@ class GroupCoordinatorService:
             return callback((shard, {}))
         shard.delete_offsets(group_id, list(partitions), callback)
 
-    # ------------------------------------------------------------ transactions (coordinator.txn_offsets)
+    # ------------------------------------------------------------ transactions (kcoord.coordinator.txn_offsets)
 
     def txn_commit_offsets(self, request: OffsetCommit, producer_id: int, producer_epoch: int,
                            callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:

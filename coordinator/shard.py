@@ -7,7 +7,7 @@ answer the client. A failed append replays nothing, so it changes nothing.
 
 `replay(key, value)` routes a record by its key's type (Kafka's GroupCoordinatorShard.replay):
 OffsetCommitKey to the offset manager, GroupMetadataKey to the group manager, KIP-848's consumer group
-records (key types 3-8) to the consumer group manager (coordinator.consumer); other types (share
+records (key types 3-8) to the consumer group manager (kcoord.coordinator.consumer); other types (share
 groups) are not ours yet and are skipped. A shard is the unit that loads (`load`, then
 `on_loaded`) and unloads (`on_unloaded`), and later moves between nodes.
 """
@@ -17,28 +17,33 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable
 
-from coordinator.config import GroupConfig
-from coordinator.consumer import describe as consumer_describe
-from coordinator.consumer import records as consumer_records
-from coordinator.consumer.manager import ConsumerGroupManager
-from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
-from coordinator.core import OFFSETS_TOPIC, map_write_error
-from coordinator.events import CoordinatorEvents
-from coordinator.group_manager import GroupMetadataManager
-from coordinator.group_state import GroupState
-from coordinator.offset_manager import OffsetMetadataManager
-from coordinator.partition_state import PartitionState
-from coordinator.records import OffsetCommitRecords, Record, group_metadata_tombstone, offset_commit_tombstone
-from coordinator.timers import Clock, Timer
-from coordinator.txn_offsets import TxnMarkerRecords
-from protocol.consumer_offsets import (
+from kcoord.coordinator.config import GroupConfig
+from kcoord.coordinator.consumer import describe as consumer_describe
+from kcoord.coordinator.consumer import records as consumer_records
+from kcoord.coordinator.consumer.manager import ConsumerGroupManager
+from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
+from kcoord.coordinator.core import OFFSETS_TOPIC, map_write_error
+from kcoord.coordinator.events import CoordinatorEvents
+from kcoord.coordinator.group_manager import GroupMetadataManager
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.offset_manager import OffsetMetadataManager
+from kcoord.coordinator.partition_state import PartitionState
+from kcoord.coordinator.records import (
+    OffsetCommitRecords,
+    Record,
+    group_metadata_tombstone,
+    offset_commit_tombstone,
+)
+from kcoord.coordinator.timers import Clock, Timer
+from kcoord.coordinator.txn_offsets import TxnMarkerRecords
+from kcoord.protocol.consumer_offsets import (
     GroupMetadataKey,
     OffsetCommitKey,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
 )
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 S = GroupState
 TopicPartition = tuple[str, int]
@@ -96,7 +101,7 @@ class GroupCoordinatorShard:
 
     def replay_records(self, records: Iterable[Record]) -> None:
         replay_into = getattr(records, "replay_into", None)
-        if replay_into is not None:  # transactional offsets and markers (coordinator.txn_offsets)
+        if replay_into is not None:  # transactional offsets and markers (kcoord.coordinator.txn_offsets)
             replay_into(self)
             return
         if isinstance(records, OffsetCommitRecords):  # a commit: its typed values, no decoding
@@ -137,7 +142,7 @@ class GroupCoordinatorShard:
     # ------------------------------------------------------------ loading and unloading
 
     def load(self, state: PartitionState, keep_state: bool = False, group_ids: Iterable[str] | None = None) -> int:
-        """Replay a partition's materialised state (coordinator.partition_state: what replaying its log,
+        """Replay a partition's materialised state (kcoord.coordinator.partition_state: what replaying its log,
         record by record, leaves; a checkpoint's state plus the log's tail): every group, or those of
         `group_ids` (a load in slices: `load_consumer_groups` first). The offset tables are taken over
         unless `keep_state` (the caller still needs them): then they are copied. Returns the number of

@@ -3,14 +3,14 @@ after the seeds. Its old incarnation is fenced, the new id takes its place; in a
 unchanged protocols the group is stored again instead of rebalancing (KIP-814 for the leader)."""
 from __future__ import annotations
 
-from coordinator.classic_context import ClassicContext
-from coordinator.group_metadata import GroupMetadata
-from coordinator.group_state import GroupState
-from coordinator.join_request import UNKNOWN_MEMBER_ID, JoinRequest
-from coordinator.parked import JoinCallback
-from coordinator.rebalance import Rebalancer
-from coordinator.results import JoinGroupResult, SyncGroupResult
-from protocol.errors import ErrorCode
+from kcoord.coordinator.classic_context import ClassicContext
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.join_request import UNKNOWN_MEMBER_ID, JoinRequest
+from kcoord.coordinator.parked import JoinCallback
+from kcoord.coordinator.rebalance import Rebalancer
+from kcoord.coordinator.results import JoinGroupResult, SyncGroupResult
+from kcoord.protocol.errors import ErrorCode
 
 S = GroupState
 

@@ -6,14 +6,14 @@ set_and_propagate_assignment (then Stable) / reset_and_propagate_assignment_erro
 """
 from __future__ import annotations
 
-from coordinator.classic_context import ClassicContext
-from coordinator.group_metadata import GroupMetadata
-from coordinator.group_state import GroupState
-from coordinator.parked import SyncCallback
-from coordinator.rebalance import Rebalancer
-from coordinator.records import rebalance_headers
-from coordinator.results import SyncGroupResult
-from protocol.errors import ErrorCode
+from kcoord.coordinator.classic_context import ClassicContext
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.parked import SyncCallback
+from kcoord.coordinator.rebalance import Rebalancer
+from kcoord.coordinator.records import rebalance_headers
+from kcoord.coordinator.results import SyncGroupResult
+from kcoord.protocol.errors import ErrorCode
 
 S = GroupState
 

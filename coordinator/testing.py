@@ -6,23 +6,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from coordinator.config import GroupConfig
-from coordinator.events import CoordinatorEvents
-from coordinator.group_manager import GroupMetadataManager
-from coordinator.record_batch import build_coordinator_batch
-from coordinator.records import Record
-from coordinator.results import (
+from kcoord.coordinator.config import GroupConfig
+from kcoord.coordinator.events import CoordinatorEvents
+from kcoord.coordinator.group_manager import GroupMetadataManager
+from kcoord.coordinator.record_batch import build_coordinator_batch
+from kcoord.coordinator.records import Record
+from kcoord.coordinator.results import (
     JoinGroupResult,
     LeaveGroupResult,
     OffsetCommit,
     OffsetCommitRequestPartition,
     RequestContext,
 )
-from coordinator.service import GroupCoordinatorService
-from coordinator.shard import GroupCoordinatorShard
-from coordinator.timers import TimerQueue
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.coordinator.service import GroupCoordinatorService
+from kcoord.coordinator.shard import GroupCoordinatorShard
+from kcoord.coordinator.timers import TimerQueue
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 class ManualClock:

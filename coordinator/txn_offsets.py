@@ -11,10 +11,10 @@ replayEndTransactionMarker and GroupCoordinatorShard.replayEndTransactionMarker,
   `__consumer_offsets-N`; replaying it applies or drops that producer's pending offsets.
 * While a group has pending offsets for a partition, OffsetFetch with require_stable answers
   UNSTABLE_OFFSET_COMMIT for it, and the group is not expired.
-The loader (coordinator.checkpoint_store) holds transactional records back until their marker, so a
+The loader (kcoord.coordinator.checkpoint_store) holds transactional records back until their marker, so a
 replay of the log applies exactly the committed ones; those still open at the end become pending.
 A committed transaction's offsets take effect at its marker, live, on load and through compaction
-(storage.cleaner) alike; Kafka instead keeps whichever commit record has the larger log offset, which
+(kcoord.storage.cleaner) alike; Kafka instead keeps whichever commit record has the larger log offset, which
 differs only when the group also commits outside the transaction between its offsets and its marker.
 """
 from __future__ import annotations
@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from coordinator.group_state import GroupState
-from coordinator.records import Record, _offset_commit_record_list
-from protocol.consumer_offsets import OffsetCommitValue, decode_key, decode_offset_commit_value
-from protocol.control_records import end_txn_marker_batch
-from protocol.errors import ErrorCode
-from protocol.records import build_batch
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.records import Record, _offset_commit_record_list
+from kcoord.protocol.consumer_offsets import OffsetCommitValue, decode_key, decode_offset_commit_value
+from kcoord.protocol.control_records import end_txn_marker_batch
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import build_batch
 
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, OffsetCommitValue]

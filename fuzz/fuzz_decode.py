@@ -13,12 +13,12 @@ import os
 import random
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "src"))  # the checkout's src/, where kcoord is
 
-from protocol import messages as m  # noqa: E402
-from protocol.errors import DecodeError  # noqa: E402
-from protocol.headers import decode_request_header  # noqa: E402
-from protocol.schema import load_spec  # noqa: E402
+from kcoord.protocol import messages as m  # noqa: E402
+from kcoord.protocol.errors import DecodeError  # noqa: E402
+from kcoord.protocol.headers import decode_request_header  # noqa: E402
+from kcoord.protocol.schema import load_spec  # noqa: E402
 
 
 def _targets() -> list[tuple[str, int]]:

@@ -1,6 +1,6 @@
 """Code generation: message definition (schema.MessageSpec) -> Python source.
 
-Pure functions from spec to source text; protocol.messages compiles the text, registers it in
+Pure functions from spec to source text; kcoord.protocol.messages compiles the text, registers it in
 linecache (so tracebacks show it) and caches the result. One decode and one encode function per
 (message, version), straight-line: consecutive fixed-width fields become one precompiled
 struct.Struct call and nested structs are inlined as loops. Hot paths measured by bench/codec:
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import struct
 
-from protocol.primitives import LENGTH_TABLE_SIZE
-from protocol.schema import FIXED_FORMATS, ZERO_UUID, Field, MessageSpec
+from kcoord.protocol.primitives import LENGTH_TABLE_SIZE
+from kcoord.protocol.schema import FIXED_FORMATS, ZERO_UUID, Field, MessageSpec
 
 CODEGEN_FILENAME_PREFIX = "<kcoord-codegen "
 
@@ -272,7 +272,7 @@ class _DecodeGen:
             expr = f"buf[pos:pos + {n}].decode()"
         elif ftype == "bytes":
             expr = f"buf[pos:pos + {n}]"
-        else:  # records: a zero-copy view, parsed later by protocol.records
+        else:  # records: a zero-copy view, parsed later by kcoord.protocol.records
             w.uses_view = True
             expr = f"bufview[pos:pos + {n}]"
         w.emit(ind, f"{target} = {expr}")

@@ -5,7 +5,7 @@ The key version doubles as the record type:
 
     key v0, v1  OffsetCommitKey    group STRING, topic STRING, partition INT32   (we write v1)
     key v2      GroupMetadataKey   group STRING
-    key v3-v8   KIP-848 consumer group records: decode_key returns None; coordinator.consumer.records
+    key v3-v8   KIP-848 consumer group records: decode_key returns None; kcoord.coordinator.consumer.records
                 decodes them (their values are flexible versions of Kafka's JSON definitions)
     key v9+     share-group records: not ours, decode_key returns None so a loader skips them
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from protocol.errors import DecodeError
+from kcoord.protocol.errors import DecodeError
 
 OFFSETS_TOPIC = "__consumer_offsets"  # the one name of the topic (coordinator, broker, analytics, bench)
 OFFSET_COMMIT_KEY_VERSION = 1

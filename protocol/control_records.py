@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.records import build_batch
+from kcoord.protocol.records import build_batch
 
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")

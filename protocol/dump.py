@@ -1,14 +1,14 @@
 """Print the generated source of a message's classes and codec.
 
-    python -m protocol.dump JoinGroupRequest 5
-    python -m protocol.dump JoinGroupRequest          # classes only
+    python -m kcoord.protocol.dump JoinGroupRequest 5
+    python -m kcoord.protocol.dump JoinGroupRequest          # classes only
 """
 from __future__ import annotations
 
 import sys
 
-from protocol import codegen, messages
-from protocol.schema import load_spec
+from kcoord.protocol import codegen, messages
+from kcoord.protocol.schema import load_spec
 
 
 def dump(name: str, version: int | None = None) -> str:

@@ -162,7 +162,7 @@ def _field(words: list[str]) -> dict:
 
 
 def _parse(text: str) -> dict[str, dict]:
-    """Each message as the dict shape of Kafka's JSON, which protocol.schema.load_spec reads."""
+    """Each message as the dict shape of Kafka's JSON, which kcoord.protocol.schema.load_spec reads."""
     messages: dict[str, dict] = {}
     message: dict | None = None
     stack: list[tuple[int, list]] = []

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import struct
 
-from protocol.codegen import _runs, _size, _Writer
-from protocol.schema import FIXED_FORMATS, Field, MessageSpec
+from kcoord.protocol.codegen import _runs, _size, _Writer
+from kcoord.protocol.schema import FIXED_FORMATS, Field, MessageSpec
 
 MAX_COLUMNAR = 2048  # elements of one columnar array the reader unpacks in one go (one Struct per count)
 

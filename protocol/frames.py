@@ -17,9 +17,9 @@ import struct
 import uuid
 from itertools import repeat
 
-from protocol import codegen, frame_codegen, primitives
-from protocol.messages import _register_source
-from protocol.schema import ZERO_UUID, load_spec
+from kcoord.protocol import codegen, frame_codegen, primitives
+from kcoord.protocol.messages import _register_source
+from kcoord.protocol.schema import ZERO_UUID, load_spec
 
 _HEAD = struct.Struct(">ihhi")  # size (of what follows), api_key, api_version, correlation_id
 

@@ -11,8 +11,8 @@ into bytes first, since views of it would change under us.
 """
 from __future__ import annotations
 
-from protocol.errors import DecodeError
-from protocol.primitives import INT32
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.primitives import INT32
 
 # Kafka's socket.request.max.bytes default (100 MiB).
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024

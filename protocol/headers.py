@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from protocol import messages
-from protocol.errors import DecodeError
-from protocol.primitives import EMPTY_TAGS, INT16, INT32, UVARINT_1BYTE, fixed_struct, skip_tag_section
+from kcoord.protocol import messages
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.primitives import EMPTY_TAGS, INT16, INT32, UVARINT_1BYTE, fixed_struct, skip_tag_section
 
 API_VERSIONS_KEY = 18
 

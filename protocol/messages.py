@@ -1,6 +1,6 @@
 """Generated codecs for every (api, version) kcoord serves, compiled lazily from Kafka's JSON definitions.
 
-    from protocol import messages as m
+    from kcoord.protocol import messages as m
     codec = m.request_codec(11, 5)           # JoinGroup v5
     req, end = codec.decode(frame, hdr.body_offset)
     body = m.response_codec(11, 5).encode(m.JoinGroupResponse(error_code=0, ...))
@@ -16,9 +16,9 @@ import linecache
 import struct
 import uuid
 
-from protocol import codegen, primitives
-from protocol.errors import DecodeError
-from protocol.schema import ZERO_UUID, MessageSpec, load_spec
+from kcoord.protocol import codegen, primitives
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.schema import ZERO_UUID, MessageSpec, load_spec
 
 # The APIs kcoord's broker speaks (request and response definitions both exist for each).
 SERVED_APIS = (
@@ -35,7 +35,7 @@ SERVED_APIS = (
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") + tuple(
-    # KIP-848's __consumer_offsets records (coordinator.consumer.records)
+    # KIP-848's __consumer_offsets records (kcoord.coordinator.consumer.records)
     f"ConsumerGroup{record}{part}" for record in ("Metadata", "MemberMetadata", "PartitionMetadata",
                                                   "TargetAssignmentMetadata", "TargetAssignmentMember",
                                                   "CurrentMemberAssignment", "RegularExpression")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 
-from protocol.errors import DecodeError
+from kcoord.protocol.errors import DecodeError
 
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")

@@ -1,6 +1,6 @@
 """(key, value) pairs of record batches, for loaders that need nothing else (compacted-topic replay).
 
-`protocol.records.iter_record_tuples` decodes every field of every record; a replay of
+`kcoord.protocol.records.iter_record_tuples` decodes every field of every record; a replay of
 `__consumer_offsets` needs only keys and values, in log order. The fast path here reads a record
 with a handful of byte lookups: lengths of one or two varint bytes are decoded inline, the two
 deltas are skipped without decoding, and a record without headers ends in one 0 byte. Anything
@@ -16,7 +16,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterator
 
-from protocol.records import NONE, RECORDS_OFFSET, BatchHeader, decompress, iter_batches, iter_record_tuples
+from kcoord.protocol.records import (
+    NONE,
+    RECORDS_OFFSET,
+    BatchHeader,
+    decompress,
+    iter_batches,
+    iter_record_tuples,
+)
 
 
 class _Unusual(Exception):

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import cramjam
 import google_crc32c
 
-from protocol.errors import DecodeError
+from kcoord.protocol.errors import DecodeError
 
 # ---------------------------------------------------------------------------------------------
 # Header layout. One field per line; offsets below are derived from the format, not hard-coded.

@@ -197,7 +197,7 @@ def read_json(name: str) -> dict:
     package, else from protocol/extra_definitions (what kafka-python 3.0.12 does not ship)."""
     path = _schema_dir() / (name + ".json")
     if not path.exists():
-        from protocol.extra_definitions import DEFINITIONS
+        from kcoord.protocol.extra_definitions import DEFINITIONS
         return DEFINITIONS[name]
     return json.loads(_COMMENT.sub("", path.read_text("utf-8")))
 

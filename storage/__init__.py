@@ -15,11 +15,11 @@ Knows bytes and offsets, never groups. May import: protocol (record batches).
     fs.py            the file-system layer all I/O goes through, and FaultyFS for tests
     config.py        LogConfig (Kafka's topic-config names and defaults); errors.py: StorageError family
 """
-from storage.config import LogConfig
-from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
-from storage.fs import FS, FaultyFS
-from storage.log import AppendInfo, PartitionLog
-from storage.manager import LogManager
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from kcoord.storage.fs import FS, FaultyFS
+from kcoord.storage.log import AppendInfo, PartitionLog
+from kcoord.storage.manager import LogManager
 
 __all__ = ["AppendInfo", "CorruptRecordError", "FS", "FaultyFS", "LogConfig", "LogManager",
            "OffsetOutOfRangeError", "PartitionLog", "RecordTooLargeError", "StorageError"]

@@ -2,14 +2,14 @@
 (`cleaner-offset-checkpoint`, `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` in
 log.dirs) hold "topic partition offset"
 entries; a partition's `leader-epoch-checkpoint` holds "epoch start_offset" entries
-(storage.leader_epochs). Written to a temporary file, fsynced and renamed over the old one, so a crash
+(kcoord.storage.leader_epochs). Written to a temporary file, fsynced and renamed over the old one, so a crash
 leaves either the old or the new checkpoint.
 """
 from __future__ import annotations
 
 import logging
 
-from storage.fs import FS, read_file, replace_file
+from kcoord.storage.fs import FS, read_file, replace_file
 
 log = logging.getLogger("kcoord.storage")
 

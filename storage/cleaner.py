@@ -24,13 +24,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from protocol.control_records import COMMIT, marker_type
-from protocol.records import BatchHeader, Record, build_batch, iter_record_tuples, parse_batch_header
-from storage.fs import FS
-from storage.segment import CLEANED_SUFFIX, SegmentState
+from kcoord.protocol.control_records import COMMIT, marker_type
+from kcoord.protocol.records import BatchHeader, Record, build_batch, iter_record_tuples, parse_batch_header
+from kcoord.storage.fs import FS
+from kcoord.storage.segment import CLEANED_SUFFIX, SegmentState
 
 if TYPE_CHECKING:
-    from storage.segment import LogSegment
+    from kcoord.storage.segment import LogSegment
 
 _WRITE_CHUNK = 1 << 20
 

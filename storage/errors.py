@@ -2,7 +2,7 @@
 each names the Kafka error code a broker answers it with."""
 from __future__ import annotations
 
-from protocol.errors import ErrorCode
+from kcoord.protocol.errors import ErrorCode
 
 
 class StorageError(Exception):

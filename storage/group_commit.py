@@ -14,8 +14,8 @@ import logging
 from concurrent.futures import Executor
 from typing import Protocol
 
-from storage.errors import StorageError
-from storage.fsync_pool import FsyncPool
+from kcoord.storage.errors import StorageError
+from kcoord.storage.fsync_pool import FsyncPool
 
 log = logging.getLogger("kcoord.storage")
 

@@ -11,8 +11,8 @@ import bisect
 import os
 from collections.abc import Iterable
 
-from storage.checkpoint import read_checkpoint_lines, write_checkpoint_lines
-from storage.fs import FS
+from kcoord.storage.checkpoint import read_checkpoint_lines, write_checkpoint_lines
+from kcoord.storage.fs import FS
 
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1

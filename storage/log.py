@@ -17,8 +17,8 @@ from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Executor
 from typing import Any
 
-from protocol.errors import DecodeError
-from protocol.records import (
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.records import (
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     iter_batches,
@@ -27,15 +27,15 @@ from protocol.records import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from storage import cleaner
-from storage.config import LogConfig
-from storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
-from storage.fs import FS
-from storage.fsync_pool import FsyncPool
-from storage.group_commit import GroupCommit
-from storage.leader_epochs import LeaderEpochCache
-from storage.log_loader import LogLoader
-from storage.segment import (
+from kcoord.storage import cleaner
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from kcoord.storage.fs import FS
+from kcoord.storage.fsync_pool import FsyncPool
+from kcoord.storage.group_commit import GroupCommit
+from kcoord.storage.leader_epochs import LeaderEpochCache
+from kcoord.storage.log_loader import LogLoader
+from kcoord.storage.segment import (
     CLEANED_SUFFIX,
     MAX_RELATIVE_OFFSET,
     LogSegment,
@@ -89,7 +89,7 @@ class PartitionLog:
                  fs: FS | None = None, clock: Callable[[], int] = wall_clock_ms,
                  fsync_executor: FsyncPool | Executor | None = None, *, had_clean_shutdown: bool = False,
                  recovery_point_checkpoint: int = 0, defer_open_sync: bool = False) -> None:
-        """Opening recovers the segments that may be torn (see storage.log_loader): every one by
+        """Opening recovers the segments that may be torn (see kcoord.storage.log_loader): every one by
         default; after a clean shutdown none; else those from `recovery_point_checkpoint` on.
         `defer_open_sync`: the caller runs finish_open() (the fsyncs of what was recovered) before use."""
         self.directory = directory
@@ -538,7 +538,7 @@ class PartitionLog:
         oversize = self.config.retention_bytes >= 0 and total - oldest.size >= self.config.retention_bytes
         return expired or oversize or (oldest.size == 0 and oldest.max_timestamp < 0)
 
-    # -- compaction (owner side; the work itself is in storage.cleaner) -------------------------
+    # -- compaction (owner side; the work itself is in kcoord.storage.cleaner) -------------------------
 
     def cleanable_segments(self) -> list[LogSegment]:
         """Segments the cleaner may rewrite: all but the active one, and only durable ones."""

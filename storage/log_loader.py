@@ -22,11 +22,11 @@ from __future__ import annotations
 import logging
 import os
 
-from protocol.errors import DecodeError
-from protocol.records import HEADER_SIZE, batch_crc, parse_batch_header
-from storage.fs import FS
-from storage.index import OffsetIndex, TimeIndex
-from storage.segment import (
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.records import HEADER_SIZE, batch_crc, parse_batch_header
+from kcoord.storage.fs import FS
+from kcoord.storage.index import OffsetIndex, TimeIndex
+from kcoord.storage.segment import (
     CLEANED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,

@@ -4,7 +4,7 @@ Opening loads each `<topic>-<partition>` directory as Kafka's LogManager.loadLog
 (core/.../log/LogManager.scala): if the clean-shutdown marker `.kafka_cleanshutdown` is there, it
 is deleted first (KAFKA-10471: a crash while loading then counts as unclean) and no segment is
 recovered; otherwise each log recovers the segments from its checkpointed recovery point on
-(`recovery-point-offset-checkpoint`, Kafka's offset checkpoint format). See storage.log_loader.
+(`recovery-point-offset-checkpoint`, Kafka's offset checkpoint format). See kcoord.storage.log_loader.
 The checkpoint is rewritten once the logs are open, by maintenance when a point moved, after a
 truncation or topic deletion and at close; a close that flushed and closed every log without an
 error then writes the marker (Kafka's LogManager.shutdown, CleanShutdownFileHandler.write).
@@ -25,12 +25,12 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from storage.checkpoint import read_checkpoint, write_checkpoint
-from storage.config import LogConfig
-from storage.errors import StorageError
-from storage.fs import FS, replace_file
-from storage.fsync_pool import FsyncPool
-from storage.log import PartitionLog, wall_clock_ms
+from kcoord.storage.checkpoint import read_checkpoint, write_checkpoint
+from kcoord.storage.config import LogConfig
+from kcoord.storage.errors import StorageError
+from kcoord.storage.fs import FS, replace_file
+from kcoord.storage.fsync_pool import FsyncPool
+from kcoord.storage.log import PartitionLog, wall_clock_ms
 
 log = logging.getLogger("kcoord.storage")
 

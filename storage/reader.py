@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
-from protocol.errors import DecodeError
-from protocol.records import BatchHeader, batch_crc
-from storage.segment import LOG_SUFFIX, SCAN_CHUNK, scan_batches
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.records import BatchHeader, batch_crc
+from kcoord.storage.segment import LOG_SUFFIX, SCAN_CHUNK, scan_batches
 
 
 def list_segments(partition_dir: str) -> list[tuple[int, str]]:

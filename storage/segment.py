@@ -11,8 +11,8 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 
-from protocol.errors import DecodeError
-from protocol.records import (
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.records import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     BatchHeader,
@@ -20,8 +20,8 @@ from protocol.records import (
     iter_batches,
     parse_batch_header,
 )
-from storage.fs import FS
-from storage.index import OffsetIndex, TimeIndex
+from kcoord.storage.fs import FS
+from kcoord.storage.index import OffsetIndex, TimeIndex
 
 log = logging.getLogger("kcoord.storage")
 

@@ -29,8 +29,8 @@ def compose():
 
 
 def run_kcoord(*args, timeout=60):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True,
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]))
+    return subprocess.run([sys.executable, "-m", "kcoord.tools", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT)
 
 
@@ -109,8 +109,8 @@ def test_compose_scenario_as_processes(tmp_path):
     """Server + producer + 3 consumers in one group, as separate processes, exactly as compose wires them."""
     count = 600
     events = queue.Queue()
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    base = [sys.executable, "-m", "broker", "demo"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]))
+    base = [sys.executable, "-m", "kcoord.tools", "demo"]
     overrides = {"group.initial.rebalance.delay.ms": "500", "group.min.session.timeout.ms": "1000"}
     with KcoordServer(tmp_path / "data", overrides=overrides) as server:
         def demo(*args, **kw):

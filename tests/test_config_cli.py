@@ -5,14 +5,14 @@ import sys
 
 import pytest
 
-from broker.config import BrokerConfig, ConfigError, Listener, parse_listeners, read_properties_file
+from kcoord.broker.config import BrokerConfig, ConfigError, Listener, parse_listeners, read_properties_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def kcoord(*args, timeout=30):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True,
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]))
+    return subprocess.run([sys.executable, "-m", "kcoord.tools", *args], capture_output=True, text=True,
                           timeout=timeout, env=env, cwd=ROOT)
 
 

@@ -12,8 +12,8 @@ from tests.support.kcoord_server import ROOT
 USER_TESTS = '''
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from broker.client import KafkaWireClient
-from protocol import messages as m
+from kcoord.tools.client import KafkaWireClient
+from kcoord.protocol import messages as m
 
 
 def partitions_of(bootstrap, topic):
@@ -74,8 +74,8 @@ def test_a_failure_shows_the_server_log(kafka_broker):
 
 def test_plugin_fixtures_in_a_user_suite(tmp_path):
     (tmp_path / "test_user.py").write_text(textwrap.dedent(USER_TESTS))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:kcoord", "-p", "broker.pytest_plugin",
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:kcoord", "-p", "kcoord.testkit.pytest_plugin",
                            "-p", "no:cacheprovider", "-q", "-rf", "-W", "ignore::DeprecationWarning", "test_user.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     out = done.stdout

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
-from txn.metadata import TransactionMetadata, TxnState
-from txn.state_manager import TransactionStateManager
+from kcoord.protocol.errors import ErrorCode
+from kcoord.txn.metadata import TransactionMetadata, TxnState
+from kcoord.txn.state_manager import TransactionStateManager
 
 _BY_NAME = {s.kafka_name: s for s in TxnState}
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-from protocol.errors import ErrorCode
-from txn.log_format import encode_key, encode_value
-from txn.metadata import (
+from kcoord.protocol.errors import ErrorCode
+from kcoord.txn.log_format import encode_key, encode_value
+from kcoord.txn.metadata import (
     COMPLETE,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -30,7 +30,7 @@ from txn.metadata import (
     TxnTransit,
     is_epoch_exhausted,
 )
-from txn.state_manager import TransactionStateManager
+from kcoord.txn.state_manager import TransactionStateManager
 
 E = ErrorCode
 S = TxnState

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from protocol.errors import DecodeError
+from kcoord.protocol.errors import DecodeError
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

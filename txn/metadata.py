@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from txn.log_format import TransactionLogValue
+from kcoord.txn.log_format import TransactionLogValue
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

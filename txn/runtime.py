@@ -16,16 +16,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from protocol.errors import DecodeError, ErrorCode
-from protocol.record_kv import batch_key_values
-from protocol.records import build_batch
-from storage import StorageError
-from txn.coordinator import TransactionCoordinator
-from txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnConfig
+from kcoord.protocol.errors import DecodeError, ErrorCode
+from kcoord.protocol.record_kv import batch_key_values
+from kcoord.protocol.records import build_batch
+from kcoord.storage import StorageError
+from kcoord.txn.coordinator import TransactionCoordinator
+from kcoord.txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnConfig
 
 log = logging.getLogger("kcoord.txn")
 # Tests: while the file this names lists a partition number, that partition's load waits (so a test sees
-# its ids answer COORDINATOR_LOAD_IN_PROGRESS), as coordinator.runtime's KCOORD_TEST_HOLD_LOAD_FILE.
+# its ids answer COORDINATOR_LOAD_IN_PROGRESS), as kcoord.coordinator.runtime's KCOORD_TEST_HOLD_LOAD_FILE.
 HOLD_LOAD_FILE_ENV = "KCOORD_TEST_HOLD_TXN_LOAD_FILE"
 
 # Kafka's TransactionStateManager.appendTransactionToLog maps append errors to what clients retry on.

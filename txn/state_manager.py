@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocol.consumer_offsets import partition_for
-from protocol.errors import ErrorCode
-from txn.log_format import TransactionLogValue, decode_key, decode_value
-from txn.metadata import TransactionMetadata, TxnTransit
+from kcoord.protocol.consumer_offsets import partition_for
+from kcoord.protocol.errors import ErrorCode
+from kcoord.txn.log_format import TransactionLogValue, decode_key, decode_value
+from kcoord.txn.metadata import TransactionMetadata, TxnTransit
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 

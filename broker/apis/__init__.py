@@ -1,2 +1,2 @@
-"""One module per Kafka API. Each registers its handler and version range with `broker.registry.api`;
-`broker.registry.load_all()` imports every module here. ApiVersions is built from that registry."""
+"""One module per Kafka API. Each registers its handler and version range with `kcoord.broker.registry.api`;
+`kcoord.broker.registry.load_all()` imports every module here. ApiVersions is built from that registry."""

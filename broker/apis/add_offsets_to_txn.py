@@ -10,10 +10,10 @@ Versions (we serve 0-4):
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.consumer_offsets import OFFSETS_TOPIC, partition_for
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.consumer_offsets import OFFSETS_TOPIC, partition_for
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=25, name="AddOffsetsToTxn", min_version=0, max_version=4)

@@ -14,9 +14,9 @@ partitions, from the coordinator.
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 R = m.AddPartitionsToTxnResponse
 

@@ -5,15 +5,15 @@ Versions (we serve 0-2):
   v0: resources with (name, value) entries, validate_only
   v1: same as v0 (throttling after the response, KIP-219)
   v2: flexible
-Validation, storage and the resource types are IncrementalAlterConfigs' (broker.data.config_changes);
+Validation, storage and the resource types are IncrementalAlterConfigs' (kcoord.metadata.config_changes);
 a null value is INVALID_REQUEST, as Kafka's ConfigAdminManager answers it.
 """
 from __future__ import annotations
 
-from broker.data.config_changes import ConfigChangeError, alter_resources, check_no_duplicates
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.metadata.config_changes import ConfigChangeError, alter_resources, check_no_duplicates
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=33, name="AlterConfigs", min_version=0, max_version=2)

@@ -9,13 +9,13 @@ RESOURCE_NOT_FOUND (deleting what does not exist). The rest are stored durably a
 """
 from __future__ import annotations
 
-from broker.registry import api
-from broker.security.acl import AclOperation
-from broker.security.check import cluster_allowed
-from broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
-from broker.security.scram_store import MECHANISM_TYPES
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.broker.security.acl import AclOperation
+from kcoord.broker.security.check import cluster_allowed
+from kcoord.broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
+from kcoord.metadata.scram_store import MECHANISM_TYPES
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 def _problem(change, seen: set, store, deleting: bool) -> tuple[ErrorCode, str] | None:

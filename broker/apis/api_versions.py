@@ -11,10 +11,10 @@ A version above 4 is answered with UNSUPPORTED_VERSION and a v0 body listing our
 """
 from __future__ import annotations
 
-from broker import registry
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker import registry
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 KEY = 18
 

@@ -9,10 +9,10 @@ Flexible from v0. An unknown group, or a classic one, answers GROUP_ID_NOT_FOUND
 """
 from __future__ import annotations
 
-from broker.apis.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.apis.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 def _assignment(topic_partitions) -> object:

@@ -17,12 +17,12 @@ waits on when the coordinator answers once its records are durable (no task per 
 """
 from __future__ import annotations
 
-from broker.frame_answer import FrameAnswer
-from broker.registry import api, frame_handler, version_range
-from coordinator.results import RequestContext as CoordinatorContext
-from protocol import frames
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.frame_answer import FrameAnswer
+from kcoord.broker.registry import api, frame_handler, version_range
+from kcoord.coordinator.results import RequestContext as CoordinatorContext
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 API_KEY = 68
 

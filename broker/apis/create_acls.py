@@ -10,11 +10,11 @@ answers SECURITY_DISABLED; a binding that cannot be valid answers INVALID_REQUES
 """
 from __future__ import annotations
 
-from broker.registry import api
-from broker.security.acl import AclBinding, AclOperation, validate
-from broker.security.check import authorizer_of, cluster_allowed
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.broker.security.acl import AclBinding, AclOperation, validate
+from kcoord.broker.security.check import authorizer_of, cluster_allowed
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 NO_AUTHORIZER = "No Authorizer is configured."
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.data.topics import TopicError
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.metadata.topics import TopicError
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=37, name="CreatePartitions", min_version=0, max_version=3)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
-from broker.data.topics import TopicError
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.metadata.topics import TopicError
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
 ZERO_UUID = uuid.UUID(int=0)  # validate_only: no topic, no id

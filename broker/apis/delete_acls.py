@@ -9,12 +9,12 @@ ALTER on the cluster is required; without an authorizer: SECURITY_DISABLED per f
 """
 from __future__ import annotations
 
-from broker.apis.describe_acls import acl_filter, unknown_field
-from broker.registry import api
-from broker.security.acl import AclOperation
-from broker.security.check import authorizer_of, cluster_allowed
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.apis.describe_acls import acl_filter, unknown_field
+from kcoord.broker.registry import api
+from kcoord.broker.security.acl import AclOperation
+from kcoord.broker.security.check import authorizer_of, cluster_allowed
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=31, name="DeleteAcls", min_version=1, max_version=3)

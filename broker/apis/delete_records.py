@@ -15,11 +15,11 @@ low watermark is known at once (no DelayedDeleteRecords).
 """
 from __future__ import annotations
 
-from broker.data.visibility import high_watermark
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from storage import StorageError
+from kcoord.broker.data.visibility import high_watermark
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage import StorageError
 
 HIGH_WATERMARK = -1
 

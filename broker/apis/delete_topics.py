@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import uuid
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 ZERO_UUID = uuid.UUID(int=0)
 

@@ -9,11 +9,11 @@ field: INVALID_REQUEST. (AclApis.handleDescribeAcls)
 """
 from __future__ import annotations
 
-from broker.registry import api
-from broker.security.acl import AclBindingFilter, AclOperation
-from broker.security.check import authorizer_of, cluster_allowed
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.broker.security.acl import AclBindingFilter, AclOperation
+from kcoord.broker.security.check import authorizer_of, cluster_allowed
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 def acl_filter(f) -> AclBindingFilter:

@@ -7,9 +7,9 @@ Versions (we serve 0-2):
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=60, name="DescribeCluster", min_version=0, max_version=2)

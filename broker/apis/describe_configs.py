@@ -17,13 +17,18 @@ value and is_sensitive, as Kafka does.
 """
 from __future__ import annotations
 
-from broker.data.dynamic_broker_configs import CLUSTER_DEFAULT, DEFAULT, DYNAMIC_DEFAULT_BROKER, config_text
-from broker.data.group_configs import GROUP_CONFIG_DEFS
-from broker.data.topics import TOPIC_CONFIG_DEFAULTS, broker_default
-from broker.registry import api
-from broker.security.listener_config import SENSITIVE
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.broker.security.listener_config import SENSITIVE
+from kcoord.metadata.dynamic_broker_configs import (
+    CLUSTER_DEFAULT,
+    DEFAULT,
+    DYNAMIC_DEFAULT_BROKER,
+    config_text,
+)
+from kcoord.metadata.group_configs import GROUP_CONFIG_DEFS
+from kcoord.metadata.topics import TOPIC_CONFIG_DEFAULTS, broker_default
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SOURCE_TOPIC, SOURCE_GROUP = 1, 8

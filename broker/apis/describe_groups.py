@@ -13,9 +13,9 @@ Versions:
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 # Without an authorizer Kafka reports every operation a group supports: READ(3), DELETE(6), DESCRIBE(8).

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import os
 
-from broker.data.visibility import high_watermark
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.data.visibility import high_watermark
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=35, name="DescribeLogDirs", min_version=1, max_version=4)

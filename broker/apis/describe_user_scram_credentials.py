@@ -7,12 +7,12 @@ DUPLICATE_RESOURCE, one without credentials RESOURCE_NOT_FOUND (Kafka's messages
 """
 from __future__ import annotations
 
-from broker.registry import api
-from broker.security.acl import AclOperation
-from broker.security.check import cluster_allowed
-from broker.security.scram_store import TYPE_OF
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.broker.security.acl import AclOperation
+from kcoord.broker.security.check import cluster_allowed
+from kcoord.metadata.scram_store import TYPE_OF
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=50, name="DescribeUserScramCredentials", min_version=0, max_version=0)

@@ -8,15 +8,15 @@ Versions (we serve 0-4):
   v4: TRANSACTION_ABORTABLE may be returned (KIP-890)
 v5 (KIP-890 part 2: the epoch bumped at every transaction end) is not served: kcoord's coordinator runs
 transaction version 1, and clients only use v5 when the broker finalizes transaction.version 2.
-The answer is due once PrepareCommit/PrepareAbort is durable (the markers follow, txn.coordinator); it
+The answer is due once PrepareCommit/PrepareAbort is durable (the markers follow, kcoord.txn.coordinator); it
 waits up to MARKER_WAIT_S more for the markers, so the producer's next transaction does not start with
-CONCURRENT_TRANSACTIONS and a client retry backoff (txn.runtime.wait_completed).
+CONCURRENT_TRANSACTIONS and a client retry backoff (kcoord.txn.runtime.wait_completed).
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 MARKER_WAIT_S = 1.0
 

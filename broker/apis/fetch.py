@@ -24,17 +24,17 @@ Fetch sessions: we refuse to create them, exactly as a Kafka broker whose sessio
 response with session_id 0, so the client keeps sending full fetches; an incremental fetch for a
 session id gets FETCH_SESSION_ID_NOT_FOUND, any other epoch without a session INVALID_FETCH_SESSION_EPOCH.
 read_committed (isolation_level 1) reads below the last stable offset and gets the aborted transactions
-of what it reads (KIP-98; broker.data.txn_index); read_uncommitted reads below the high watermark.
-Consumers read below the high watermark only (broker.data.visibility: the durable offset when every
+of what it reads (KIP-98; kcoord.broker.data.txn_index); read_uncommitted reads below the high watermark.
+Consumers read below the high watermark only (kcoord.broker.data.visibility: the durable offset when every
 append is fsynced); an offset between it and the log end answers empty, as in Kafka. The reading and
-the long poll are broker.data.fetch_read's.
+the long poll are kcoord.broker.data.fetch_read's.
 """
 from __future__ import annotations
 
-from broker.data.fetch_read import PartitionFetch, read_when_ready
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.data.fetch_read import PartitionFetch, read_when_ready
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0

@@ -9,14 +9,14 @@ Versions:
   v4: batched CoordinatorKeys, one result per key (KIP-699)
   v5: TRANSACTION_ABORTABLE may be returned (KIP-890); nothing changes for groups
   v6: KeyType 2, share groups (KIP-932) — not served here: COORDINATOR_NOT_AVAILABLE
-Key type 1 (transaction): this node, once the transaction coordinator runs (txn.runtime); a partition
+Key type 1 (transaction): this node, once the transaction coordinator runs (kcoord.txn.runtime); a partition
 still loading is led here all the same (its requests answer COORDINATOR_LOAD_IN_PROGRESS).
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 GROUP_KEY = 0
 TRANSACTION_KEY = 1

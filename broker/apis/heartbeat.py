@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.frame_answer import FrameAnswer
-from broker.registry import api, frame_handler, version_range
-from coordinator.consumer.classic_members import PendingHeartbeat
-from protocol import frames
-from protocol import messages as m
+from kcoord.broker.frame_answer import FrameAnswer
+from kcoord.broker.registry import api, frame_handler, version_range
+from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
 
 API_KEY = 12
 

@@ -8,14 +8,14 @@ Versions (we serve 0-5):
   v4: PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH instead, as KafkaApis maps it)
   v5: TRANSACTION_ABORTABLE may be returned (KIP-890)
 Idempotent ids come from fsynced blocks, so they are never reused after a restart. A transactional id
-goes to the transaction coordinator (txn.coordinator.handle_init_producer_id): epoch bump, fencing of
+goes to the transaction coordinator (kcoord.txn.coordinator.handle_init_producer_id): epoch bump, fencing of
 an older producer of the same id, abort of its open transaction.
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=22, name="InitProducerId", min_version=0, max_version=5)

@@ -15,8 +15,8 @@ Versions:
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
 
 
 def _protocol_name(version: int, name: str | None) -> str | None:

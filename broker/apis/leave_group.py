@@ -12,10 +12,10 @@ member's error.
 """
 from __future__ import annotations
 
-from broker.registry import api
-from coordinator.results import LeaveGroupResult
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.coordinator.results import LeaveGroupResult
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=13, name="LeaveGroup", min_version=0, max_version=5)

@@ -10,8 +10,8 @@ Versions:
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
 
 
 @api(key=16, name="ListGroups", min_version=0, max_version=5)

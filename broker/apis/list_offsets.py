@@ -15,15 +15,15 @@ Versions (we serve 1-11):
 Special timestamps: -2 earliest (log start offset), -1 latest (the high watermark), -3 max timestamp;
 one a version does not know is UNSUPPORTED_VERSION, as Kafka answers it.
 Like Kafka's answer to a consumer, nothing at or above the high watermark is ever returned
-(broker.data.visibility: with fsync-per-append that is the durable offset, not the log end).
+(kcoord.broker.data.visibility: with fsync-per-append that is the durable offset, not the log end).
 """
 from __future__ import annotations
 
-from broker.data.fetch_read import leader_epoch_error
-from broker.data.visibility import high_watermark
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.data.fetch_read import leader_epoch_error
+from kcoord.broker.data.visibility import high_watermark
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 # The first version that knows each special timestamp.

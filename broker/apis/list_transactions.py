@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from txn.admin import list_transactions
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.txn.admin import list_transactions
 
 R = m.ListTransactionsResponse
 

@@ -27,12 +27,12 @@ import time
 from itertools import repeat
 from operator import attrgetter
 
-from broker.frame_answer import FrameAnswer
-from broker.registry import api, frame_handler, version_range
-from coordinator.results import OffsetCommit, OffsetCommitRequestPartition
-from protocol import frames
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.frame_answer import FrameAnswer
+from kcoord.broker.registry import api, frame_handler, version_range
+from kcoord.coordinator.results import OffsetCommit, OffsetCommitRequestPartition
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 API_KEY = 8
 

@@ -6,8 +6,8 @@ Versions:
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
 
 
 def _response(request, top_error, error_of) -> m.OffsetDeleteResponse:

@@ -20,10 +20,10 @@ v2-v7 answer a group-level error with that error alone and no partitions, as Kaf
 """
 from __future__ import annotations
 
-from broker.registry import api
-from coordinator.results import OffsetFetchResult
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.coordinator.results import OffsetFetchResult
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 def _fetch(groups, group_id: str, topics, require_stable: bool, member_id: str | None = None,

@@ -7,15 +7,15 @@ Versions (we serve 2-4, as Kafka 4.2; v0-1 were removed in 4.0):
   v4: flexible
 Per partition, as Kafka's Partition.lastOffsetForLeaderEpoch: unknown -> UNKNOWN_TOPIC_OR_PARTITION;
 a current_leader_epoch below the partition's epoch -> FENCED_LEADER_EPOCH, above it ->
-UNKNOWN_LEADER_EPOCH (-1 skips the check); else the epoch cache's answer (storage.leader_epochs:
+UNKNOWN_LEADER_EPOCH (-1 skips the check); else the epoch cache's answer (kcoord.storage.leader_epochs:
 the latest epoch ends at the log end, an earlier one where the next begins, -1/-1 when unknown).
 """
 from __future__ import annotations
 
-from broker.data.fetch_read import leader_epoch_error
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.data.fetch_read import leader_epoch_error
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 NO_EPOCH = -1
 

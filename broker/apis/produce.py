@@ -18,19 +18,19 @@ SocketServer does for a version it does not enable):
 acks=0: no response; if any partition failed the connection is closed, as Kafka does, so the client
 notices. acks=1/-1: the response is sent once the append is fsynced (group commit), as
 log.flush.interval.messages=1 (kcoord's default) promises; only then does the high watermark cover it
-(broker.data.visibility), whatever the acks. Idempotent batches (producer id >= 0) go
+(kcoord.broker.data.visibility), whatever the acks. Idempotent batches (producer id >= 0) go
 through the producer state: duplicates of one of the last 5 batches get their original offsets back.
 Transactional batches are verified against the transaction coordinator first (KIP-890: the partition must
-be in the producer's ongoing transaction) and open the partition's transaction (broker.data.txn_index).
-Per-partition checks and the append are broker.data.append's.
+be in the producer's ongoing transaction) and open the partition's transaction (kcoord.broker.data.txn_index).
+Per-partition checks and the append are kcoord.broker.data.append's.
 """
 from __future__ import annotations
 
-from broker.connection import ProtocolViolation
-from broker.data.append import Appended, append_partition
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.connection import ProtocolViolation
+from kcoord.broker.data.append import Appended, append_partition
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=0, name="Produce", min_version=3, max_version=13, advertised_min_version=0)

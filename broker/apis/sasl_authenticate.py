@@ -11,9 +11,9 @@ connection closes. After a completed authentication: ILLEGAL_SASL_STATE (KafkaAp
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=36, name="SaslAuthenticate", min_version=0, max_version=2)

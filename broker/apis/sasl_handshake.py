@@ -10,9 +10,9 @@ ILLEGAL_SASL_STATE, as KafkaApis answers a handshake that reaches it.
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=17, name="SaslHandshake", min_version=0, max_version=1)

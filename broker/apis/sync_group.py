@@ -11,9 +11,9 @@ Versions:
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 def error_response(error: ErrorCode) -> m.SyncGroupResponse:

@@ -12,18 +12,18 @@ As Kafka 4 (GroupCoordinatorService.commitTransactionalOffsets, scheduleTransact
 group's `__consumer_offsets` partition must be in the producer's ongoing transaction at its epoch (else
 INVALID_TXN_STATE / INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING; retriable coordinator errors
 answer COORDINATOR_NOT_AVAILABLE), then the offsets are written as a transactional batch and stay
-pending until the transaction's marker (coordinator.txn_offsets). As KafkaApis.handleTxnOffsetCommitRequest:
+pending until the transaction's marker (kcoord.coordinator.txn_offsets). As KafkaApis.handleTxnOffsetCommitRequest:
 partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION and only the others go on; v0-1 get
 COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS.
 """
 from __future__ import annotations
 
-from broker.data.append import verify_transactional
-from broker.registry import api
-from coordinator.results import OffsetCommit, OffsetCommitRequestPartition
-from protocol import messages as m
-from protocol.consumer_offsets import OFFSETS_TOPIC, partition_for
-from protocol.errors import ErrorCode
+from kcoord.broker.data.append import verify_transactional
+from kcoord.broker.registry import api
+from kcoord.coordinator.results import OffsetCommit, OffsetCommitRequestPartition
+from kcoord.protocol import messages as m
+from kcoord.protocol.consumer_offsets import OFFSETS_TOPIC, partition_for
+from kcoord.protocol.errors import ErrorCode
 
 R = m.TxnOffsetCommitResponse
 

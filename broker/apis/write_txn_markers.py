@@ -2,7 +2,7 @@
 
 Versions (we serve 1, Kafka 4.0's baseline; v0 was removed in 4.0):
   v1: flexible; per marker: producer id and epoch, result, coordinator epoch, partitions
-kcoord's own transaction coordinator writes its markers in-process (broker.data.txn_markers); this API
+kcoord's own transaction coordinator writes its markers in-process (kcoord.broker.data.txn_markers); this API
 is what admin tools send to abort a hanging transaction (kafka-transactions.sh abort, KIP-664). Per
 partition: UNKNOWN_TOPIC_OR_PARTITION for one we do not have, INVALID_PRODUCER_EPOCH when the producer
 already wrote with a newer epoch there, KAFKA_STORAGE_ERROR when the append or its fsync failed;
@@ -10,8 +10,8 @@ already wrote with a newer epoch there, KAFKA_STORAGE_ERROR when the append or i
 """
 from __future__ import annotations
 
-from broker.registry import api
-from protocol import messages as m
+from kcoord.broker.registry import api
+from kcoord.protocol import messages as m
 
 R = m.WriteTxnMarkersResponse
 T = R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult

@@ -2,7 +2,7 @@
 state for idempotent batches (duplicates get their original offsets, no append), the append itself.
 
 Nothing here waits for the fsync: the handler publishes every touched log at once afterwards
-(broker.data.visibility), so one group commit covers the whole request.
+(kcoord.broker.data.visibility), so one group commit covers the whole request.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from broker.data.batches import BatchRejected, validate_produce_records
-from protocol.errors import ErrorCode
-from storage import CorruptRecordError, RecordTooLargeError, StorageError
+from kcoord.broker.data.batches import BatchRejected, validate_produce_records
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage import CorruptRecordError, RecordTooLargeError, StorageError
 
 log = logging.getLogger("kcoord.produce")
 

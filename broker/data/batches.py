@@ -6,8 +6,8 @@ matches (CORRUPT_MESSAGE otherwise), no bigger than max.message.bytes (MESSAGE_T
 """
 from __future__ import annotations
 
-from protocol.errors import DecodeError, ErrorCode
-from protocol.records import (
+from kcoord.protocol.errors import DecodeError, ErrorCode
+from kcoord.protocol.records import (
     HEADER_SIZE,
     MAGIC_OFFSET,
     BatchHeader,

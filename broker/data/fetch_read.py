@@ -2,7 +2,7 @@
 min_bytes are there (Kafka's DelayedFetch, reduced to one node). The handler decodes and encodes.
 
 read_committed (isolation level 1, KIP-98) reads below the last stable offset only, and each partition
-carries the aborted transactions overlapping what it returns (broker.data.txn_index).
+carries the aborted transactions overlapping what it returns (kcoord.broker.data.txn_index).
 
 Limits as KIP-74: partition_max_bytes per partition and max_bytes for the whole response, except that
 the first data in the response is a whole batch even if it is larger, so a consumer always progresses.
@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from broker.data.visibility import high_watermark
-from protocol.errors import ErrorCode
-from protocol.records import iter_batches
+from kcoord.broker.data.visibility import high_watermark
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import iter_batches
 
 READ_COMMITTED = 1
 

@@ -1,7 +1,7 @@
 """Long-poll support for Fetch (Kafka's DelayedFetch, reduced to what one node needs).
 
 A Fetch that has fewer than min_bytes waits until the high watermark of one of its partitions moves,
-the max_wait_ms deadline passes, or the broker shuts down; then it reads again. broker.data.visibility
+the max_wait_ms deadline passes, or the broker shuts down; then it reads again. kcoord.broker.data.visibility
 calls `notify` once new batches are readable (after their fsync when appends are fsynced).
 """
 from __future__ import annotations

@@ -17,8 +17,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.errors import ErrorCode
-from protocol.records import iter_batches
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import iter_batches
 
 ID_FILE = "kcoord-producer-ids.json"
 ID_BLOCK_SIZE = 1000

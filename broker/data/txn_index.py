@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.data.visibility import high_watermark
-from protocol.control_records import COMMIT, marker_type
-from protocol.record_kv import batch_key_values
-from protocol.records import iter_batches
+from kcoord.broker.data.visibility import high_watermark
+from kcoord.protocol.control_records import COMMIT, marker_type
+from kcoord.protocol.record_kv import batch_key_values
+from kcoord.protocol.records import iter_batches
 
 _SCAN_READ_BYTES = 1 << 20
 

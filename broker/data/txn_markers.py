@@ -14,10 +14,10 @@ import asyncio
 import logging
 from typing import Any
 
-from protocol.consumer_offsets import OFFSETS_TOPIC
-from protocol.control_records import end_txn_marker_batch
-from protocol.errors import ErrorCode
-from storage import StorageError
+from kcoord.protocol.consumer_offsets import OFFSETS_TOPIC
+from kcoord.protocol.control_records import end_txn_marker_batch
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage import StorageError
 
 log = logging.getLogger("kcoord.txn")
 RETRY_BACKOFF_S = 0.5

@@ -5,13 +5,13 @@ DESCRIBE on each topic for OffsetForLeaderEpoch (a client's; followers are not o
 answered with the resource's *_AUTHORIZATION_FAILED beside the handler's answer for the rest."""
 from __future__ import annotations
 
-from broker.security.acl import AclOperation as Op
-from broker.security.acl import ResourceType
-from broker.security.authorize_topics import _CONFIG_RESOURCES, TAF, _with
-from broker.security.check import allowed, cluster_allowed
-from broker.security.guard_util import split
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.security.acl import AclOperation as Op
+from kcoord.broker.security.acl import ResourceType
+from kcoord.broker.security.authorize_topics import _CONFIG_RESOURCES, TAF, _with
+from kcoord.broker.security.check import allowed, cluster_allowed
+from kcoord.broker.security.guard_util import split
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 
 def create_partitions(ctx, req, handler):

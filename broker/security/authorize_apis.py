@@ -4,6 +4,6 @@ APIs without a guard either need none before authentication matters (ApiVersions
 SaslAuthenticate) or check inside their handler (the ACL and SCRAM admin APIs)."""
 from __future__ import annotations
 
-from broker.security import authorize_admin, authorize_groups, authorize_topics, authorize_txn
+from kcoord.broker.security import authorize_admin, authorize_groups, authorize_topics, authorize_txn
 
 GUARDS = {**authorize_groups.GUARDS, **authorize_topics.GUARDS, **authorize_admin.GUARDS, **authorize_txn.GUARDS}

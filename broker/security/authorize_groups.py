@@ -6,12 +6,12 @@ every group to DESCRIBE on the cluster, else only the groups the principal may D
 A guard is `guard(ctx, request, handler)` -> the answer (or an awaitable of it)."""
 from __future__ import annotations
 
-from broker.security.acl import AclOperation as Op
-from broker.security.acl import ResourceType
-from broker.security.check import allowed, authorized_operations, cluster_allowed
-from broker.security.guard_util import INT32_MIN, split, then, topic_name
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.security.acl import AclOperation as Op
+from kcoord.broker.security.acl import ResourceType
+from kcoord.broker.security.check import allowed, authorized_operations, cluster_allowed
+from kcoord.broker.security.guard_util import INT32_MIN, split, then, topic_name
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 GAF = ErrorCode.GROUP_AUTHORIZATION_FAILED
 TAF = ErrorCode.TOPIC_AUTHORIZATION_FAILED

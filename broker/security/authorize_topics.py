@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import uuid
 
-from broker.security.acl import AclOperation as Op
-from broker.security.acl import ResourceType
-from broker.security.check import allowed, authorized_operations, cluster_allowed
-from broker.security.guard_util import INT32_MIN, split, then, topic_name
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.security.acl import AclOperation as Op
+from kcoord.broker.security.acl import ResourceType
+from kcoord.broker.security.check import allowed, authorized_operations, cluster_allowed
+from kcoord.broker.security.guard_util import INT32_MIN, split, then, topic_name
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 TAF = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 ZERO_UUID = uuid.UUID(int=0)

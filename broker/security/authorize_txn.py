@@ -5,13 +5,13 @@ group and on each topic); CLUSTER_ACTION for WriteTxnMarkers; DESCRIBE on the tr
 DescribeTransactions, ListTransactions listing only those; READ on the topic for DescribeProducers."""
 from __future__ import annotations
 
-from broker.security import authorize_topics
-from broker.security.acl import AclOperation as Op
-from broker.security.acl import ResourceType
-from broker.security.check import allowed, cluster_allowed
-from broker.security.guard_util import split, then
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.security import authorize_topics
+from kcoord.broker.security.acl import AclOperation as Op
+from kcoord.broker.security.acl import ResourceType
+from kcoord.broker.security.check import allowed, cluster_allowed
+from kcoord.broker.security.guard_util import split, then
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 TXN = ResourceType.TRANSACTIONAL_ID
 TIDAF = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

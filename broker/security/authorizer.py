@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from broker.data.json_file import read_json, write_json_atomically
-from broker.security.acl import (
+from kcoord.broker.security.acl import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -21,6 +20,7 @@ from broker.security.acl import (
     PatternType,
     ResourceType,
 )
+from kcoord.metadata.json_file import read_json, write_json_atomically
 
 FILE_NAME = "kcoord-acls.json"
 WILDCARD = "*"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.security.acl import CLUSTER_NAME, ResourceType
-from broker.security.authorizer import all_operations
-from broker.security.principal import ANONYMOUS
+from kcoord.broker.security.acl import CLUSTER_NAME, ResourceType
+from kcoord.broker.security.authorizer import all_operations
+from kcoord.broker.security.principal import ANONYMOUS
 
 
 def authorizer_of(ctx: Any) -> Any:

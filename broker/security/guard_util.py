@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from broker.security.acl import ResourceType
-from broker.security.check import allowed
+from kcoord.broker.security.acl import ResourceType
+from kcoord.broker.security.check import allowed
 
 INT32_MIN = -(2**31)  # authorized_operations when not asked for
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.security import jaas
+from kcoord.broker.security import jaas
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -28,7 +28,7 @@ PER_LISTENER = frozenset({
 
 
 def _error(message: str) -> Exception:
-    from broker.config import ConfigError
+    from kcoord.broker.config import ConfigError
 
     return ConfigError(message)
 
@@ -57,7 +57,7 @@ def _key(listener: str, key: str, mechanism: str | None = None) -> str:
 
 def setting(cfg: Any, listener: str, key: str, mechanism: str | None = None) -> tuple[str, Any]:
     """(the property name it came from, typed value) of `key` for `listener`."""
-    from broker.config import PROPERTIES
+    from kcoord.broker.config import PROPERTIES
 
     candidates = ([_key(listener, key, mechanism)] if mechanism else []) + [_key(listener, key)]
     for name in candidates:
@@ -101,7 +101,7 @@ def check_listeners(cfg: Any) -> None:
     if name not in ("", STANDARD_AUTHORIZER):
         raise _error(f"property 'authorizer.class.name': kcoord provides {STANDARD_AUTHORIZER} only, not {name!r}")
     for text in cfg.get("super.users"):
-        from broker.security.principal import KafkaPrincipal
+        from kcoord.broker.security.principal import KafkaPrincipal
 
         try:
             KafkaPrincipal.parse(text)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.security import listener_config, tls
-from broker.security.scram_store import ScramStore
-from broker.security.session import ConnectionSession, ListenerSecurity
+from kcoord.broker.security import listener_config, tls
+from kcoord.broker.security.session import ConnectionSession, ListenerSecurity
+from kcoord.metadata.scram_store import ScramStore
 
 
 class Security:
@@ -27,7 +27,7 @@ class Security:
             self.listeners[name] = sec
         self.authorizer = None
         if cfg.get("authorizer.class.name"):
-            from broker.security.authorizer import StandardAuthorizer
+            from kcoord.broker.security.authorizer import StandardAuthorizer
 
             self.authorizer = StandardAuthorizer.from_config(cfg, log_dir)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 
-from broker.security.sasl_errors import SaslFailure
+from kcoord.broker.security.sasl_errors import SaslFailure
 
 
 class PlainServer:

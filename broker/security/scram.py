@@ -14,7 +14,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from broker.security.sasl_errors import SaslFailure
+from kcoord.broker.security.sasl_errors import SaslFailure
 
 HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # Kafka's ScramMechanism.minIterations; AlterUserScramCredentials also caps them (MAX_ITERATIONS).

@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from broker.security.plain import PlainServer
-from broker.security.principal import ANONYMOUS, KafkaPrincipal, user
-from broker.security.sasl_errors import SaslFailure
-from broker.security.scram import HASHES, ScramServer
-from protocol.errors import ErrorCode
+from kcoord.broker.security.plain import PlainServer
+from kcoord.broker.security.principal import ANONYMOUS, KafkaPrincipal, user
+from kcoord.broker.security.sasl_errors import SaslFailure
+from kcoord.broker.security.scram import HASHES, ScramServer
+from kcoord.protocol.errors import ErrorCode
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 _SIZE = struct.Struct(">i")
@@ -68,7 +68,7 @@ class ConnectionSession:
 
     def tls_established(self, ssl_object: Any) -> None:
         if self.security.protocol == "SSL":  # over SASL_SSL the SASL exchange names the principal
-            from broker.security.tls import peer_principal
+            from kcoord.broker.security.tls import peer_principal
 
             self.principal = peer_principal(ssl_object)
 

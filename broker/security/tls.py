@@ -13,15 +13,15 @@ import ssl
 import tempfile
 from typing import Any
 
-from broker.security.listener_config import setting
-from broker.security.principal import ANONYMOUS, KafkaPrincipal, user
+from kcoord.broker.security.listener_config import setting
+from kcoord.broker.security.principal import ANONYMOUS, KafkaPrincipal, user
 
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
 def _error(message: str) -> Exception:
-    from broker.config import ConfigError
+    from kcoord.broker.config import ConfigError
 
     return ConfigError(message)
 

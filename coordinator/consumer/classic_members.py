@@ -13,21 +13,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coordinator.consumer import migration
-from coordinator.consumer import records as r
-from coordinator.consumer.consumer_group import ConsumerGroup
-from coordinator.consumer.manager import GroupError
-from coordinator.consumer.member import (
+from kcoord.coordinator.consumer import migration
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
+from kcoord.coordinator.consumer.manager import GroupError
+from kcoord.coordinator.consumer.member import (
     UNRELEASED_PARTITIONS,
     UNREVOKED_PARTITIONS,
     ClassicMemberMetadata,
     ConsumerGroupMember,
 )
-from coordinator.results import JoinGroupResult, LeaveGroupResult, LeaveMemberResult, SyncGroupResult
-from protocol.errors import DecodeError, ErrorCode
+from kcoord.coordinator.results import JoinGroupResult, LeaveGroupResult, LeaveMemberResult, SyncGroupResult
+from kcoord.protocol.errors import DecodeError, ErrorCode
 
 if TYPE_CHECKING:
-    from coordinator.consumer.manager import ConsumerGroupManager
+    from kcoord.coordinator.consumer.manager import ConsumerGroupManager
 
 E = ErrorCode
 PROTOCOL_TYPE = "consumer"
@@ -89,7 +89,7 @@ class ClassicMembers:
     # ------------------------------------------------------------ JoinGroup
 
     def join(self, join, callback) -> None:
-        """`join`: a coordinator.join.JoinRequest. Answers CLASSIC_GROUP if the id holds no consumer group
+        """`join`: a kcoord.coordinator.join.JoinRequest. Answers CLASSIC_GROUP if the id holds no consumer group
         with members (once an empty one's tombstones are durable): the classic path then serves it."""
         fail = lambda e, msg: JoinGroupResult(e, join.member_id)  # noqa: E731
         self.m.submit(join.group_id, lambda: self._join(join), callback, fail)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import NamedTuple
 
-from coordinator.consumer import records as r
-from coordinator.consumer.member import (
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     UNRELEASED_PARTITIONS,
     Assignment,

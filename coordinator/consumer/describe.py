@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from coordinator.consumer import records as r
-from coordinator.consumer.assignors import DEFAULT_ASSIGNOR
-from coordinator.consumer.consumer_group import EMPTY, ConsumerGroup
-from coordinator.consumer.member import Assignment
-from coordinator.consumer.topics_image import TopicsImage
-from coordinator.results import DescribedGroup
-from protocol.errors import ErrorCode
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.assignors import DEFAULT_ASSIGNOR
+from kcoord.coordinator.consumer.consumer_group import EMPTY, ConsumerGroup
+from kcoord.coordinator.consumer.member import Assignment
+from kcoord.coordinator.consumer.topics_image import TopicsImage
+from kcoord.coordinator.results import DescribedGroup
+from kcoord.protocol.errors import ErrorCode
 
 TopicPartitions = list[tuple[uuid.UUID, str, list[int]]]  # (topic id, name, partitions)
 

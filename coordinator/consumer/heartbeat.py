@@ -13,25 +13,29 @@ from __future__ import annotations
 import base64
 import os
 
-from coordinator.consumer import migration
-from coordinator.consumer import records as r
-from coordinator.consumer.assignors import ASSIGNORS
-from coordinator.consumer.consumer_group import ConsumerGroup
-from coordinator.consumer.manager import GroupError
-from coordinator.consumer.member import (
+from kcoord.coordinator.consumer import migration
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.assignors import ASSIGNORS
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
+from kcoord.coordinator.consumer.manager import GroupError
+from kcoord.coordinator.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     UNREVOKED_PARTITIONS,
     ConsumerGroupMember,
     is_subset,
 )
-from coordinator.consumer.migration import MIGRATION
-from coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
-from coordinator.consumer.regex import InvalidRegex, compile_regex
-from coordinator.consumer.regex_refresh import REGEX_UPDATED, REGEX_UPDATED_AND_RESOLVED, update_regexes
-from coordinator.consumer.steady import HeartbeatResult, steady_heartbeat
-from coordinator.consumer.target import build_target_assignment
-from protocol.errors import ErrorCode
+from kcoord.coordinator.consumer.migration import MIGRATION
+from kcoord.coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
+from kcoord.coordinator.consumer.regex import InvalidRegex, compile_regex
+from kcoord.coordinator.consumer.regex_refresh import (
+    REGEX_UPDATED,
+    REGEX_UPDATED_AND_RESOLVED,
+    update_regexes,
+)
+from kcoord.coordinator.consumer.steady import HeartbeatResult, steady_heartbeat
+from kcoord.coordinator.consumer.target import build_target_assignment
+from kcoord.protocol.errors import ErrorCode
 
 E = ErrorCode
 _FENCE_REASONS = {"session_timeout": "the member session expired", "join_timeout": "the classic member failed to "

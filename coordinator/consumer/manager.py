@@ -13,17 +13,17 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.config import GroupConfig
-from coordinator.consumer import records as r
-from coordinator.consumer.consumer_group import ConsumerGroup, PartitionOwnedTwice
-from coordinator.consumer.member import UNREVOKED_PARTITIONS
-from coordinator.consumer.regex_refresh import RegexRefresh
-from coordinator.consumer.subscriptions import Subscriptions
-from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
-from coordinator.core import map_write_error
-from coordinator.events import CoordinatorEvents
-from coordinator.timers import Clock, Timer
-from protocol.errors import DecodeError, ErrorCode
+from kcoord.coordinator.config import GroupConfig
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup, PartitionOwnedTwice
+from kcoord.coordinator.consumer.member import UNREVOKED_PARTITIONS
+from kcoord.coordinator.consumer.regex_refresh import RegexRefresh
+from kcoord.coordinator.consumer.subscriptions import Subscriptions
+from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
+from kcoord.coordinator.core import map_write_error
+from kcoord.coordinator.events import CoordinatorEvents
+from kcoord.coordinator.timers import Clock, Timer
+from kcoord.protocol.errors import DecodeError, ErrorCode
 
 Write = Callable[[list, Callable[[ErrorCode], None]], None]
 # Operations of one group written as one append: at most MAX_BATCH, and no more once their records reach
@@ -62,15 +62,15 @@ class ConsumerGroupManager:
         self.groups: dict[str, ConsumerGroup] = {}
         self._lanes: dict[str, deque] = {}
         self.live = False
-        # the shard's classic groups (coordinator.group_manager.GroupMetadataManager): online migration
+        # the shard's classic groups (kcoord.coordinator.group_manager.GroupMetadataManager): online migration
         # reads a classic group to upgrade it, and hands a downgraded group's members over to it
         self.classic = None
         # ids whose log holds a classic GroupMetadata value after their consumer group's records (none of
         # ours: classic requests queue behind a consumer group's write in flight); the shard ignores it,
         # live and on load alike, and deleting the consumer group deletes it too
         self.stale_classic: set[str] = set()
-        from coordinator.consumer.classic_members import ClassicMembers  # they use this module's names
-        from coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
+        from kcoord.coordinator.consumer.classic_members import ClassicMembers  # they use this module's names
+        from kcoord.coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
         self.subscriptions = Subscriptions(self)
         self.regex_refresh = RegexRefresh(self, self.subscriptions)  # regexes resolved in the background
         self.heartbeats = ConsumerGroupHeartbeat(self)
@@ -225,8 +225,8 @@ class ConsumerGroupManager:
 
     def deletion_records(self, group: ConsumerGroup) -> list:
         """The tombstones deleting an empty consumer group (and a stale classic value of its id)."""
-        from coordinator.consumer.describe import tombstones
-        from coordinator.records import group_metadata_tombstone
+        from kcoord.coordinator.consumer.describe import tombstones
+        from kcoord.coordinator.records import group_metadata_tombstone
         stale = [group_metadata_tombstone(group.group_id)] if group.group_id in self.stale_classic else []
         return tombstones(group) + stale
 

@@ -19,20 +19,20 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from coordinator.consumer import records as r
-from coordinator.consumer.consumer_group import ConsumerGroup
-from coordinator.consumer.manager import GroupError
-from coordinator.consumer.member import STABLE, Assignment, ClassicMemberMetadata, ConsumerGroupMember
-from coordinator.consumer.topics_image import TopicsImage
-from coordinator.group_metadata import GroupMetadata
-from coordinator.group_state import GroupState
-from coordinator.member_metadata import MemberMetadata
-from coordinator.records import group_metadata_record, group_metadata_tombstone
-from protocol import messages as m
-from protocol.errors import DecodeError, ErrorCode
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
+from kcoord.coordinator.consumer.manager import GroupError
+from kcoord.coordinator.consumer.member import STABLE, Assignment, ClassicMemberMetadata, ConsumerGroupMember
+from kcoord.coordinator.consumer.topics_image import TopicsImage
+from kcoord.coordinator.group_metadata import GroupMetadata
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.member_metadata import MemberMetadata
+from kcoord.coordinator.records import group_metadata_record, group_metadata_tombstone
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import DecodeError, ErrorCode
 
 if TYPE_CHECKING:
-    from coordinator.consumer.manager import ConsumerGroupManager
+    from kcoord.coordinator.consumer.manager import ConsumerGroupManager
 
 E = ErrorCode
 MIGRATION = "migration"  # the rebalance cause of an upgrade's or a downgrade's epoch bump

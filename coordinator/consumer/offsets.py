@@ -7,8 +7,8 @@ consumer's group metadata (member id, and the member epoch as the generation) an
 whatever its version."""
 from __future__ import annotations
 
-from coordinator.consumer.consumer_group import ConsumerGroup
-from protocol.errors import ErrorCode
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
+from kcoord.protocol.errors import ErrorCode
 
 
 def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from coordinator.consumer.member import (
+from kcoord.coordinator.consumer.member import (
     STABLE,
     UNRELEASED_PARTITIONS,
     UNREVOKED_PARTITIONS,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import NamedTuple
 
-from protocol.primitives import EMPTY_TAGS, fixed_struct, uvarint_bytes
+from kcoord.protocol.primitives import EMPTY_TAGS, fixed_struct, uvarint_bytes
 
 _VERSION_0 = b"\x00\x00"
 _EPOCHS = fixed_struct("iib")

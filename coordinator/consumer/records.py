@@ -20,11 +20,11 @@ import functools
 import uuid
 from typing import NamedTuple
 
-from coordinator.consumer import record_values as rv
-from coordinator.consumer.member import Assignment, ClassicMemberMetadata, ConsumerGroupMember
-from protocol import messages as m
-from protocol.errors import DecodeError
-from protocol.primitives import string16
+from kcoord.coordinator.consumer import record_values as rv
+from kcoord.coordinator.consumer.member import Assignment, ClassicMemberMetadata, ConsumerGroupMember
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.primitives import string16
 
 GROUP_METADATA, PARTITION_METADATA, MEMBER_METADATA = 3, 4, 5
 TARGET_METADATA, TARGET_MEMBER, CURRENT_ASSIGNMENT = 6, 7, 8

@@ -5,7 +5,7 @@ Kafka compiles them with RE2/J and a topic is subscribed when the whole name mat
 backreferences -- is refused too (INVALID_REGULAR_EXPRESSION). Not supported here although RE2/J has
 them: \\Q...\\E quoting and \\p{..} Unicode classes (refused as invalid by `re`). Internal topics never
 match. A heartbeat only validates a regex; it is resolved in the background and its resolution written
-as ConsumerGroupRegularExpression records (coordinator.consumer.regex_refresh), as Kafka 4 does.
+as ConsumerGroupRegularExpression records (kcoord.coordinator.consumer.regex_refresh), as Kafka 4 does.
 """
 from __future__ import annotations
 

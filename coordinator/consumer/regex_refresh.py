@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from coordinator.consumer import records as r
-from coordinator.consumer.consumer_group import ConsumerGroup, ResolvedRegex
-from coordinator.consumer.member import ConsumerGroupMember
-from coordinator.consumer.regex import InvalidRegex, compile_regex
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup, ResolvedRegex
+from kcoord.coordinator.consumer.member import ConsumerGroupMember
+from kcoord.coordinator.consumer.regex import InvalidRegex, compile_regex
 
 # Kafka's GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: the least time between two refreshes
 # of one group's regexes, whatever asks for one.

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from coordinator.consumer.member import STABLE, Assignment
-from protocol.errors import ErrorCode
+from kcoord.coordinator.consumer.member import STABLE, Assignment
+from kcoord.protocol.errors import ErrorCode
 
 
 class HeartbeatResult(NamedTuple):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from coordinator.consumer import records as r
-from coordinator.consumer.consumer_group import ConsumerGroup, ResolvedRegex
-from coordinator.consumer.member import ConsumerGroupMember
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup, ResolvedRegex
+from kcoord.coordinator.consumer.member import ConsumerGroupMember
 
 
 class Subscriptions:

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from itertools import compress
 from operator import attrgetter, is_not
 
-from coordinator.consumer import records as r
-from coordinator.consumer.assignors import AssignmentMemberSpec, MemberSpecs
-from coordinator.consumer.consumer_group import ConsumerGroup
-from coordinator.consumer.member import Assignment, ConsumerGroupMember
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.assignors import AssignmentMemberSpec, MemberSpecs
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
+from kcoord.coordinator.consumer.member import Assignment, ConsumerGroupMember
 
 
 def build_target_assignment(group: ConsumerGroup, epoch: int, assignor, updated: ConsumerGroupMember | None,

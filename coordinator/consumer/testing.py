@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import uuid
 
-from coordinator.consumer.heartbeat import HeartbeatResult
-from coordinator.consumer.topics_image import StaticTopicsImage
-from coordinator.results import RequestContext
-from coordinator.testing import Capture, CoordinatorContext
-from protocol import messages as m
+from kcoord.coordinator.consumer.heartbeat import HeartbeatResult
+from kcoord.coordinator.consumer.topics_image import StaticTopicsImage
+from kcoord.coordinator.results import RequestContext
+from kcoord.coordinator.testing import Capture, CoordinatorContext
+from kcoord.protocol import messages as m
 
 _UNSET = object()
 

@@ -6,7 +6,7 @@ injected with:
 * `WallClock` — `now_ms()`; records carry wall-clock timestamps, like Kafka's.
 * `LoopTimer` — keyed, replaceable timers on `loop.call_at` (delays are relative, so loop time alone
   places them); pushing a deadline back is lazy (no cancel + re-arm per heartbeat).
-* `OffsetsTopicWriter` (coordinator.runtime.writer) — appends the coordinator's records as one v2
+* `OffsetsTopicWriter` (kcoord.coordinator.runtime.writer) — appends the coordinator's records as one v2
   batch per write to `__consumer_offsets-N` (a partition's writes of one loop tick in one append) and
   calls back only once they are fsynced: a callback with NONE means the records are durable.
 * `MetricsEvents` — the coordinator's event sink (rebalances and their causes, group sizes) as broker
@@ -14,7 +14,7 @@ injected with:
 * `GroupRuntime` — owns them, loads every `__consumer_offsets` shard by replay once the server listens, a
   partition at a time (its groups answer as loading meanwhile, the loaded ones are served): from the
   partition's checkpoint and the log after it when the checkpoint is valid, else the whole log
-  (coordinator.runtime.checkpoints decides when checkpoints are written). It turns the service's
+  (kcoord.coordinator.runtime.checkpoints decides when checkpoints are written). It turns the service's
   callbacks into awaitables for the handlers, and shuts down cleanly.
 """
 from __future__ import annotations
@@ -26,21 +26,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.config import GroupConfig
-from coordinator.consumer.classic_members import PendingHeartbeat
-from coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
-from coordinator.core import OFFSETS_TOPIC
-from coordinator.events import NO_EVENTS, CoordinatorEvents
-from coordinator.gc_pause import gc_paused
-from coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFetchResult, RequestContext
-from coordinator.runtime import timer_control
-from coordinator.runtime.checkpoints import Checkpointer
-from coordinator.runtime.loop_timer import LoopTimer, WallClock
-from coordinator.runtime.writer import FAULT_FILE_ENV as FAULT_FILE_ENV  # tests and the broker set it
-from coordinator.runtime.writer import OffsetsTopicWriter
-from coordinator.service import GroupCoordinatorService
-from protocol.errors import DecodeError, ErrorCode
-from storage import StorageError
+from kcoord.coordinator.config import GroupConfig
+from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
+from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
+from kcoord.coordinator.core import OFFSETS_TOPIC
+from kcoord.coordinator.events import NO_EVENTS, CoordinatorEvents
+from kcoord.coordinator.gc_pause import gc_paused
+from kcoord.coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFetchResult, RequestContext
+from kcoord.coordinator.runtime import timer_control
+from kcoord.coordinator.runtime.checkpoints import Checkpointer
+from kcoord.coordinator.runtime.loop_timer import LoopTimer, WallClock
+from kcoord.coordinator.runtime.writer import FAULT_FILE_ENV as FAULT_FILE_ENV  # tests and the broker set it
+from kcoord.coordinator.runtime.writer import OffsetsTopicWriter
+from kcoord.coordinator.service import GroupCoordinatorService
+from kcoord.protocol.errors import DecodeError, ErrorCode
+from kcoord.storage import StorageError
 
 # Durable records after a partition's checkpoint that make it write a new one. Bounds what a load
 # after a crash replays (at most this per partition, ~0.3-1 µs a record) against how often a
@@ -326,7 +326,7 @@ class GroupRuntime:
     def handle_topics_deleted(self, topics) -> int:
         return self.service.handle_topics_deleted(topics)
 
-    # ------------------------------------------------------------------ timer control (coordinator.runtime.timer_control)
+    # ------------------------------------------------------------------ timer control (kcoord.coordinator.runtime.timer_control)
     def expire_member(self, group_id: str, member_id: str) -> bool:
         return timer_control.expire_member(self, group_id, member_id)
 

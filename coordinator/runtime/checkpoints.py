@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any
 
-from coordinator import checkpoint_store
-from coordinator.checkpoint import CheckpointError
-from coordinator.gc_pause import gc_paused
-from coordinator.partition_state import PartitionState
+from kcoord.coordinator import checkpoint_store
+from kcoord.coordinator.checkpoint import CheckpointError
+from kcoord.coordinator.gc_pause import gc_paused
+from kcoord.coordinator.partition_state import PartitionState
 
 log = logging.getLogger("kcoord.coordinator.checkpoint")
 

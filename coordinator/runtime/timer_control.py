@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator.purgatory import join_timer_key
-from coordinator.rebalance import sync_key
-from protocol.errors import ErrorCode
+from kcoord.coordinator.purgatory import join_timer_key
+from kcoord.coordinator.rebalance import sync_key
+from kcoord.protocol.errors import ErrorCode
 
 
 def expire_member(runtime: Any, group_id: str, member_id: str) -> bool:

@@ -15,10 +15,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from coordinator.core import OFFSETS_TOPIC
-from coordinator.record_batch import build_coordinator_batch
-from protocol.errors import ErrorCode
-from storage import StorageError
+from kcoord.coordinator.core import OFFSETS_TOPIC
+from kcoord.coordinator.record_batch import build_coordinator_batch
+from kcoord.protocol.errors import ErrorCode
+from kcoord.storage import StorageError
 
 # Test switch: while this file exists, coordinator writes fail (one failure per file; the writer
 # removes it), so a test in another process can fail exactly one OffsetCommit's write.
@@ -106,7 +106,7 @@ class OffsetsTopicWriter:
 
     def _write(self, partition: int, partition_log, records: bytes, callbacks: list[Callback]) -> None:
         try:
-            # trusted: the batches were built here (coordinator.record_batch), not read from a socket
+            # trusted: the batches were built here (kcoord.coordinator.record_batch), not read from a socket
             durable = partition_log.sync_future(partition_log.append(records, trusted=True))
         except Exception as exc:  # the segment cut the write back: nothing of it is acknowledged
             self._answer(callbacks, _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}"))

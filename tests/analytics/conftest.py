@@ -5,7 +5,7 @@ import pytest
 @pytest.fixture(scope="session")
 def spark():
     pytest.importorskip("pyspark")
-    from analytics import session
+    from kcoord.analytics import session
 
     spark = session.get_or_create("local[2]", progress=False, app_name="kcoord-analytics-tests",
                                   conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",

@@ -10,9 +10,9 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from coordinator.consumer import records as r
-from coordinator.consumer.member import ConsumerGroupMember
-from protocol import messages as m
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.member import ConsumerGroupMember
+from kcoord.protocol import messages as m
 from tests.analytics import scenario
 from tests.analytics import storegen as g
 

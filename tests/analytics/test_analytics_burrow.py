@@ -1,6 +1,6 @@
 """Burrow's evaluation rules (wiki "Consumer Lag Evaluation Rules"), one case per rule."""
-from analytics import burrow
-from analytics.burrow import ERR, OK, REWIND, STALL, STOP, WARN, Window, group_status, partition_status
+from kcoord.analytics import burrow
+from kcoord.analytics.burrow import ERR, OK, REWIND, STALL, STOP, WARN, Window, group_status, partition_status
 
 
 def window(offsets, lags, start=0, step=60_000):

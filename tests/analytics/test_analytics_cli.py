@@ -7,8 +7,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "analytics", *args], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    return subprocess.run([sys.executable, "-m", "kcoord.analytics", *args], capture_output=True, text=True,
+                          timeout=60, cwd=ROOT, env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)])))
 
 
 def test_usage_names_the_commands_and_options():

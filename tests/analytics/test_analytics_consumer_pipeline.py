@@ -4,7 +4,7 @@ generation with its members, target and cause, and the report lists the consumer
 import pyarrow.parquet as pq
 import pytest
 
-from analytics import cli, pipeline
+from kcoord.analytics import cli, pipeline
 from tests.analytics import consumer_store, scenario
 
 pytestmark = pytest.mark.spark

@@ -9,9 +9,9 @@ import collections
 import pyarrow.parquet as pq
 import pytest
 
-from analytics import cli, pipeline
-from broker.client import KafkaWireClient
-from protocol import messages as m
+from kcoord.analytics import cli, pipeline
+from kcoord.protocol import messages as m
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups import procs
 from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
 from tests.broker.groups.procs import disjoint_cover, wait_until

@@ -10,10 +10,10 @@ import uuid
 
 import pytest
 
-from analytics import consumer_epochs, segment
-from analytics import consumer_records as cr
-from coordinator.consumer import records as r
-from coordinator.consumer.member import ConsumerGroupMember
+from kcoord.analytics import consumer_epochs, segment
+from kcoord.analytics import consumer_records as cr
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.member import ConsumerGroupMember
 from tests.analytics import consumer_store, scenario
 from tests.analytics import storegen as g
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.memory_records import MemoryRecords
 
-from analytics import batches
-from analytics.segment import SegmentDecoder, batch_summaries
+from kcoord.analytics import batches
+from kcoord.analytics.segment import SegmentDecoder, batch_summaries
 from tests.analytics import storegen as g
 
 V4_VECTOR = bytes.fromhex("0004" "000000000021d4a8" "ffffffff" "01" "0000019964f2d836" "00")
@@ -158,8 +158,8 @@ def test_any_commit_round_trips(batches_of_commits, codec):
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.lists(commit, min_size=1, max_size=6), min_size=1, max_size=4), st.sampled_from([0, 2, 4]))
 def test_agrees_with_the_protocol_packages_reference_decoders(batches_of_commits, codec):
-    from protocol import consumer_offsets as co
-    from protocol import records
+    from kcoord.protocol import consumer_offsets as co
+    from kcoord.protocol import records
 
     buf, base = b"", 0
     for i, recs in enumerate(batches_of_commits):

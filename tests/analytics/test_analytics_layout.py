@@ -1,5 +1,5 @@
 """Finding segments the way a Kafka log dir lays them out (Spark's own listing would skip `__*`)."""
-from analytics import layout
+from kcoord.analytics import layout
 
 
 def touch(path, data=b""):

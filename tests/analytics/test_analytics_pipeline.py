@@ -6,7 +6,7 @@ import matplotlib.image
 import pyarrow.parquet as pq
 import pytest
 
-from analytics import burrow, cli, pipeline, tables
+from kcoord.analytics import burrow, cli, pipeline, tables
 from tests.analytics import scenario
 
 pytestmark = pytest.mark.spark

@@ -13,7 +13,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from analytics import cli, pipeline
+from kcoord.analytics import cli, pipeline
 from tests.support.kcoord_server import KcoordServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -35,7 +35,7 @@ class Consumer:
         with open(os.path.join(workdir, f"{client_id}.stderr"), "w") as err:  # kept for post-mortems
             self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "rt_consumer.py"), bootstrap, GROUP,
                                           client_id, TOPIC], stdout=subprocess.PIPE, stderr=err,
-                                         text=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+                                         text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(os.getcwd(), "src"), os.getcwd()])))
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self):

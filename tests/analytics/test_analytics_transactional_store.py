@@ -4,9 +4,9 @@ transaction coordinator wrote is there; an aborted transaction's never do, nor o
 import glob
 import os
 
-from analytics.segment import SegmentDecoder
-from protocol.consumer_offsets import partition_for
-from protocol.errors import ErrorCode as E
+from kcoord.analytics.segment import SegmentDecoder
+from kcoord.protocol.consumer_offsets import partition_for
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.transactions.txnwire import add_offsets, end_txn, init_until_ready, txn_commit
 from tests.support.kcoord_server import KcoordServer
 from tests.support.raw_kafka import RawKafka

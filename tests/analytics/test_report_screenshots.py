@@ -11,7 +11,7 @@ import subprocess
 import matplotlib.image
 import pytest
 
-from analytics import cli, report
+from kcoord.analytics import cli, report
 from tests.analytics import report_stores
 
 pytestmark = pytest.mark.spark

@@ -116,8 +116,8 @@ def test_generator_without_a_server_pid_reports_no_server_cpu():
 
 
 def test_hand_encoded_frames_decode_with_the_protocol_codecs():
-    from protocol import messages as m
-    from protocol.headers import decode_request_header
+    from kcoord.protocol import messages as m
+    from kcoord.protocol.headers import decode_request_header
 
     body = w.join_group("g", "", 30_000, 60_000, [("range", b"\x01\x02")])
     frame = w.frame(w.JOIN_GROUP, w.JOIN_GROUP_V, 7, body)
@@ -137,7 +137,7 @@ def test_hand_encoded_frames_decode_with_the_protocol_codecs():
 
 
 def test_response_parsers_read_the_protocol_encoders_output():
-    from protocol import messages as m
+    from kcoord.protocol import messages as m
 
     resp = m.JoinGroupResponse(
         error_code=0,

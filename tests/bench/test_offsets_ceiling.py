@@ -9,8 +9,8 @@ from bench import loadgen_wire as w
 
 
 def test_fixed_answer_is_a_valid_offset_commit_response():
-    from protocol import messages as m
-    from protocol.headers import decode_response_header
+    from kcoord.protocol import messages as m
+    from kcoord.protocol.headers import decode_response_header
 
     frame = offsets_ceiling.commit_response("t", 3)
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4

@@ -1,5 +1,5 @@
 """The admin endpoint's faults over real TCP: a subprocess server with kcoord.admin.listener, requests
-sent with our wire client, faults installed with broker.admin_client (what `kcoord faults` uses).
+sent with our wire client, faults installed with kcoord.tools.admin_client (what `kcoord faults` uses).
 
 Error answers follow where Kafka's responses carry errors: Heartbeat's top-level ErrorCode
 (HeartbeatResponse.json), OffsetCommit's per-partition ErrorCode (OffsetCommitResponse.json)."""
@@ -12,10 +12,10 @@ import urllib.request
 
 import pytest
 
-from broker.admin_client import AdminClient, AdminRequestError
-from broker.client import KafkaWireClient, WireError
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.tools.admin_client import AdminClient, AdminRequestError
+from kcoord.tools.client import KafkaWireClient, WireError
 
 ADMIN = {"kcoord.admin.listener": "http://127.0.0.1:0", "metrics.port": "0"}
 
@@ -143,10 +143,10 @@ def kcoord_cli(*args, admin_port=None):
 
     from tests.support.kcoord_server import ROOT
 
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]))
     if admin_port is not None:
         env["KCOORD_ADMIN"] = f"http://127.0.0.1:{admin_port}"
-    return subprocess.run([sys.executable, "-m", "broker", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kcoord.tools", *args], env=env, capture_output=True, text=True,
                           timeout=60)
 
 
@@ -183,7 +183,7 @@ def test_cli_bad_input_exits_1_and_says_why(server, admin):
 @pytest.mark.parametrize("value", ["127.0.0.1:8080", "https://127.0.0.1:1", "http://127.0.0.1:x",
                                    "http://:80", "http://127.0.0.1:70000"])
 def test_a_bad_admin_listener_names_the_key(value):
-    from broker.config import BrokerConfig, ConfigError
+    from kcoord.broker.config import BrokerConfig, ConfigError
 
     with pytest.raises(ConfigError, match="kcoord.admin.listener"):
         BrokerConfig.load(overrides={"kcoord.admin.listener": value})

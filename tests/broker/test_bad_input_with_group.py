@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol.errors import ErrorCode
-from protocol.headers import encode_request_frame
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import encode_request_frame
 from tests.broker.groups import procs
 from tests.broker.groups.procs import disjoint_cover, wait_until
 from tests.broker.test_server import BAD_INPUTS

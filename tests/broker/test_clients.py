@@ -175,7 +175,7 @@ def test_kcat_compression_reaches_the_log(kcoord_shared_server, codec):
     2.11.1 checks for that version; issue #24: against Produce 3-13 it silently sent uncompressed batches).
     Kafka 4 advertises Produce 0-13 for this reason (KAFKA-18659, KafkaApis / ApiVersionsResponse); the
     batches stored in the partition's segments must carry the codec kcat was asked for."""
-    from protocol.records import iter_batches
+    from kcoord.protocol.records import iter_batches
 
     kcat = shutil.which("kcat")
     if kcat is None:

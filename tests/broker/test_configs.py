@@ -14,8 +14,8 @@ from confluent_kafka.admin import ResourceType as CResourceType
 from kafka.admin import AlterConfigOp, ConfigResourceType, KafkaAdminClient, NewTopic
 from kafka.admin import ConfigResource as KConfigResource
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.support.raw_kafka import RawKafka
 
 TOPIC, BROKER, GROUP = 2, 4, 32
@@ -189,8 +189,8 @@ def test_group_configs_validated_stored_and_described(admin, server):
 
 def test_group_config_lookup_for_the_coordinator(tmp_path):
     """The coordinator reads a group's overrides, typed, from the broker's store."""
-    from broker.config import BrokerConfig
-    from broker.data.group_configs import ConfigInvalid, GroupConfigStore
+    from kcoord.broker.config import BrokerConfig
+    from kcoord.metadata.group_configs import ConfigInvalid, GroupConfigStore
 
     store = GroupConfigStore(str(tmp_path), BrokerConfig())
     store.replace("g", {"consumer.session.timeout.ms": "55000", "share.auto.offset.reset": "by_duration:PT1H"})
@@ -203,7 +203,7 @@ def test_group_config_lookup_for_the_coordinator(tmp_path):
 
 def test_group_session_timeout_must_exceed_the_heartbeat_interval():
     """GroupConfig.validateValues' last checks, with bounds wide enough to reach them."""
-    from broker.data.group_configs import ConfigInvalid, validate_group_configs
+    from kcoord.metadata.group_configs import ConfigInvalid, validate_group_configs
 
     class WideBounds:
         def get(self, name):

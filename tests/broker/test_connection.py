@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker import registry
-from broker.connection import ConnectionState, ProtocolViolation, encode_response, parse_request
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.headers import decode_response_header, encode_request_frame
+from kcoord.broker import registry
+from kcoord.broker.connection import ConnectionState, ProtocolViolation, encode_response, parse_request
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import decode_response_header, encode_request_frame
 
 
 def frame_of(api_key: int, version: int, body: bytes, correlation_id: int = 7, client_id: str | None = "t") -> bytes:

@@ -10,9 +10,9 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from broker.app import Broker
-from broker.config import BrokerConfig
-from broker.data.topics import CONSUMER_OFFSETS, METADATA_FILE
+from kcoord.broker.app import Broker
+from kcoord.broker.config import BrokerConfig
+from kcoord.metadata.topics import CONSUMER_OFFSETS, METADATA_FILE
 from tests.broker.test_lifecycle import BOUND_S
 from tests.support.fixtures import TEST_DEFAULTS
 

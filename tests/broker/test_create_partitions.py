@@ -22,8 +22,8 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.support.raw_kafka import RawKafka
 
 

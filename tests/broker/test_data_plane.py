@@ -5,9 +5,9 @@ import uuid
 
 import pytest
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.records import build_batch, iter_batches
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import build_batch, iter_batches
 from tests.support.raw_kafka import RawKafka
 
 P, F, LO, MD, CT, IP = 0, 1, 2, 3, 19, 22

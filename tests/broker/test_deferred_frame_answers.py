@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from broker.server import KafkaConnection
-from protocol import messages as m
-from protocol.headers import encode_request_frame
+from kcoord.broker.server import KafkaConnection
+from kcoord.protocol import messages as m
+from kcoord.protocol.headers import encode_request_frame
 
 API_VERSIONS = 18
 

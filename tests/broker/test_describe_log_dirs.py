@@ -8,8 +8,8 @@ import os
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.support.raw_kafka import RawKafka
 
 

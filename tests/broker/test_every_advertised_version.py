@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import pytest
 
-from broker import registry
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.headers import decode_response_header
-from protocol.records import build_batch, iter_batches
+from kcoord.broker import registry
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import decode_response_header
+from kcoord.protocol.records import build_batch, iter_batches
 from tests.security import every_version_scenarios
 from tests.support.raw_kafka import RawKafka
 

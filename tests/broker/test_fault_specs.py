@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.faults import Fault, FaultError, FaultSpec, RequestFacts, request_facts
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.faults import Fault, FaultError, FaultSpec, RequestFacts, request_facts
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 
 HEARTBEAT = m.API_KEYS["Heartbeat"]
 
@@ -92,9 +92,9 @@ async def test_no_live_fault_means_no_hook_so_the_fast_paths_stay():
     (broker/server.py, KafkaConnection._serve_frame): an exhausted or cleared fault must leave none."""
     from types import SimpleNamespace
 
-    from broker.fault_injector import FaultInjector
-    from broker.hooks import Hooks
-    from broker.metrics import Metrics
+    from kcoord.broker.fault_injector import FaultInjector
+    from kcoord.broker.hooks import Hooks
+    from kcoord.observability.metrics import Metrics
 
     hooks = Hooks()
     injector = FaultInjector(hooks, Metrics())

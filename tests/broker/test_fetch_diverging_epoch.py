@@ -15,9 +15,9 @@ from __future__ import annotations
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
-from protocol.records import iter_batches
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.records import iter_batches
 from tests.support.raw_kafka import RawKafka
 
 TOPIC = "diverging"

@@ -1,7 +1,7 @@
 """The high watermark is the durable offset when every append is fsynced, the log end otherwise.
 
 Fetch (records, high_watermark, last_stable_offset), ListOffsets latest and the long-poll wake-up all
-follow it. An in-process broker on a storage.FaultyFS holds fsyncs at will, so "appended but not yet
+follow it. An in-process broker on a kcoord.storage.FaultyFS holds fsyncs at will, so "appended but not yet
 durable" is a state the test can stand in, with no timing involved.
 """
 from __future__ import annotations
@@ -12,12 +12,12 @@ import threading
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from broker.app import Broker
-from broker.config import BrokerConfig
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.records import iter_batches
-from storage import FaultyFS
+from kcoord.broker.app import Broker
+from kcoord.broker.config import BrokerConfig
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import iter_batches
+from kcoord.storage import FaultyFS
 from tests.broker.test_data_plane import create, fetch, produce, records_batch
 from tests.broker.test_lifecycle import BOUND_S, wait_until
 from tests.support.fixtures import TEST_DEFAULTS
@@ -229,7 +229,7 @@ async def test_consumer_offsets_long_poll_is_woken_by_a_durable_commit(kcoord_br
     kminion's offsetsTopic mode) waited out its whole fetch_max_wait_ms for every commit."""
     from kafka.structs import OffsetAndMetadata
 
-    from protocol.consumer_offsets import decode_key, partition_for
+    from kcoord.protocol.consumer_offsets import decode_key, partition_for
 
     await asyncio.wait_for(kcoord_broker.groups.loaded_event.wait(), BOUND_S)
     group = "offsets-reader-wake"

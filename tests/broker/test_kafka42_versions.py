@@ -13,9 +13,9 @@ import uuid
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.records import build_batch
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import build_batch
 from tests.support.raw_kafka import RawKafka
 
 

@@ -1,4 +1,4 @@
-"""broker/launcher.py: brokers forked from one interpreter are real processes of their own (SIGKILL is a
+"""testkit/launcher.py: brokers forked from one interpreter are real processes of their own (SIGKILL is a
 crash, their data survives it) and do not outlive their launcher."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from broker.broker_process import BrokerProcess
-from broker.client import KafkaWireClient
-from broker.launcher import Launcher
-from protocol import messages as m
+from kcoord.protocol import messages as m
+from kcoord.testkit.broker_process import BrokerProcess
+from kcoord.testkit.launcher import Launcher
+from kcoord.tools.client import KafkaWireClient
 
 
 @pytest.fixture

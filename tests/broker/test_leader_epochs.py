@@ -14,9 +14,9 @@ import urllib.request
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.records import iter_batches
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import iter_batches
 from tests.support.raw_kafka import RawKafka
 
 

@@ -2,16 +2,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import socket
 import urllib.request
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from broker.app import Broker
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.records import build_batch, iter_batches
+from kcoord.broker.app import Broker
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import build_batch, iter_batches
 from tests.broker.test_data_plane import create, fetch, produce, records_batch
 from tests.support.raw_kafka import RawKafka
 
@@ -197,7 +198,7 @@ def test_metrics_endpoint_and_statsd(kcoord_server_factory):
 
 
 async def test_reading_pauses_when_too_many_requests_are_queued(tmp_path):
-    from broker.config import BrokerConfig
+    from kcoord.broker.config import BrokerConfig
 
     cfg = BrokerConfig.load(overrides={"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d"),
                                        "queued.max.requests": "4"})
@@ -236,9 +237,9 @@ def test_second_server_on_a_busy_port_fails_cleanly(kcoord_server, tmp_path):
     from tests.support.kcoord_server import ROOT
 
     run = subprocess.run(
-        [sys.executable, "-m", "broker", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{kcoord_server.port}",
+        [sys.executable, "-m", "kcoord.tools", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{kcoord_server.port}",
          "--override", f"log.dirs={tmp_path / 'other'}"],
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
+        env={"PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert "cannot start" in run.stderr and "kcoord ready" not in run.stdout
     assert kcoord_server.running
@@ -322,8 +323,8 @@ def test_sigint_stops_gracefully_too(kcoord_server):
 async def test_restart_finishes_an_interrupted_topic_deletion(tmp_path):
     import json
 
-    from broker.config import BrokerConfig
-    from broker.data.topics import METADATA_FILE
+    from kcoord.broker.config import BrokerConfig
+    from kcoord.metadata.topics import METADATA_FILE
 
     cfg = BrokerConfig.load(overrides={"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "d")})
     broker = Broker(cfg)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 import sys
 
-from broker import registry
-from protocol import messages as m
+from kcoord.broker import registry
+from kcoord.protocol import messages as m
 
 
 def test_every_api_module_registers_a_range_kafka_defines():

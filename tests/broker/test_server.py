@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.headers import encode_request_frame
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import encode_request_frame
 from tests.support.raw_kafka import RawKafka
 
 # Kafka 4.2's ranges (kafka-python's broker_version_data), but Produce from 3: the message definitions start

@@ -14,8 +14,8 @@ from kafka.admin import AlterConfigOp, ConfigResourceType, KafkaAdminClient, New
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.errors import MessageSizeTooLargeError
 
-from protocol.records import decode_records
-from storage.reader import iter_partition_batches, list_segments
+from kcoord.protocol.records import decode_records
+from kcoord.storage.reader import iter_partition_batches, list_segments
 
 HOUR_MS = 3_600_000
 

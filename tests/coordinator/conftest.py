@@ -1,6 +1,6 @@
 import pytest
 
-from coordinator.testing import CoordinatorContext
+from kcoord.coordinator.testing import CoordinatorContext
 
 
 @pytest.fixture

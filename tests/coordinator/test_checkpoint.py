@@ -8,12 +8,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import checkpoint
-from coordinator.consumer import records as cr
-from coordinator.consumer.member import ConsumerGroupMember
-from coordinator.partition_state import PartitionState
-from coordinator.testing import CoordinatorContext
-from protocol import consumer_offsets as co
+from kcoord.coordinator import checkpoint
+from kcoord.coordinator.consumer import records as cr
+from kcoord.coordinator.consumer.member import ConsumerGroupMember
+from kcoord.coordinator.partition_state import PartitionState
+from kcoord.coordinator.testing import CoordinatorContext
+from kcoord.protocol import consumer_offsets as co
 
 LOG = logging.getLogger("test.checkpoint")
 NOW = 1_700_000_000_000

@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import GroupConfig, checkpoint, checkpoint_store
-from coordinator.partition_state import PartitionState
-from coordinator.results import OffsetCommit
-from coordinator.results import OffsetCommitRequestPartition as P
-from coordinator.runtime import GroupRuntime
-from protocol import consumer_offsets as co
-from protocol.records import build_batch
-from storage import LogConfig, LogManager
+from kcoord.coordinator import GroupConfig, checkpoint, checkpoint_store
+from kcoord.coordinator.partition_state import PartitionState
+from kcoord.coordinator.results import OffsetCommit
+from kcoord.coordinator.results import OffsetCommitRequestPartition as P
+from kcoord.coordinator.runtime import GroupRuntime
+from kcoord.protocol import consumer_offsets as co
+from kcoord.protocol.records import build_batch
+from kcoord.storage import LogConfig, LogManager
 from tests.coordinator.test_checkpoint import NOW, histories
 
 LOG = logging.getLogger("test.checkpoint_store")
@@ -217,8 +217,8 @@ def test_runtime_writes_a_checkpoint_after_n_durable_records(tmp_path):
 
 
 def test_checkpoints_of_a_load_wait_until_every_partition_is_loaded(plog):
-    from coordinator.runtime.checkpoints import Checkpointer
-    from coordinator.testing import ManualClock
+    from kcoord.coordinator.runtime.checkpoints import Checkpointer
+    from kcoord.coordinator.testing import ManualClock
 
     _append(plog, [_commit_record("g", 0, 1), _commit_record("g", 1, 2)])
     loaded = []
@@ -280,8 +280,8 @@ def test_compaction_after_a_checkpoint_changes_nothing_a_load_sees(records, data
 def test_a_checkpoint_waits_for_a_quiet_moment_and_close_does_not(plog):
     """A requested checkpoint runs once the coordinator has written nothing for quiet_ms (its read and
     fold share the event loop with the requests); close() does not wait for that."""
-    from coordinator.runtime.checkpoints import Checkpointer
-    from coordinator.testing import ManualClock
+    from kcoord.coordinator.runtime.checkpoints import Checkpointer
+    from kcoord.coordinator.testing import ManualClock
 
     _append(plog, [_commit_record("g", 0, 1)])
 

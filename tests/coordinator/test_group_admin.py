@@ -1,9 +1,9 @@
 """DescribeGroups, ListGroups, DeleteGroups, OffsetDelete."""
-from coordinator.consumer_protocol import encode_subscription, subscription_topics
-from coordinator.group_state import GroupState
-from coordinator.results import OffsetCommitRequestPartition as P
-from coordinator.testing import Capture
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer_protocol import encode_subscription, subscription_topics
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.results import OffsetCommitRequestPartition as P
+from kcoord.coordinator.testing import Capture
+from kcoord.protocol.errors import ErrorCode as E
 
 S = GroupState
 
@@ -87,7 +87,7 @@ def test_deleting_a_topic_tombstones_its_offsets_in_every_group(ctx):
     ctx.commit_offsets("b", "", None, -1, [P("gone", 3, 1)], cap)
     ctx.writer.clear()
     assert ctx.gc.handle_topics_deleted(["gone"]) == 2
-    from protocol.consumer_offsets import OffsetCommitKey, decode_key
+    from kcoord.protocol.consumer_offsets import OffsetCommitKey, decode_key
     assert sorted(((decode_key(k), v) for k, v, _ in ctx.writer.records), key=lambda r: r[0].group) == [
         (OffsetCommitKey("a", "gone", 0), None), (OffsetCommitKey("b", "gone", 3), None)]
     assert set(ctx.offsets("a")) == {("kept", 0)} and not ctx.offsets("b")

@@ -3,12 +3,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.classic_context import ClassicContext
-from coordinator.config import GroupConfig
-from coordinator.group_metadata import GroupMetadata, IllegalStateTransition
-from coordinator.group_state import GroupState
-from coordinator.purgatory import JoinPhase
-from coordinator.testing import CoordinatorContext, ManualClock
+from kcoord.coordinator.classic_context import ClassicContext
+from kcoord.coordinator.config import GroupConfig
+from kcoord.coordinator.group_metadata import GroupMetadata, IllegalStateTransition
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.purgatory import JoinPhase
+from kcoord.coordinator.testing import CoordinatorContext, ManualClock
 
 S = GroupState
 

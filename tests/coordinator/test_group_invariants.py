@@ -4,10 +4,10 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.group_state import GroupState
-from coordinator.results import OffsetCommitRequestPartition as P
-from coordinator.testing import CoordinatorContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.results import OffsetCommitRequestPartition as P
+from kcoord.coordinator.testing import CoordinatorContext
+from kcoord.protocol.errors import ErrorCode as E
 
 S = GroupState
 CLIENTS = ["a", "b", "c", "s1", "s2"]  # s* are static

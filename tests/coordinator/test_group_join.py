@@ -1,9 +1,9 @@
 """JoinGroup: front-door checks, MEMBER_ID_REQUIRED, initial delay, DelayedJoin, voting, leaders."""
 import logging
 
-from coordinator.group_state import GroupState
-from coordinator.testing import CoordinatorContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.testing import CoordinatorContext
+from kcoord.protocol.errors import ErrorCode as E
 
 S = GroupState
 

@@ -1,13 +1,13 @@
 """load_partition: replaying __consumer_offsets records restores groups and offsets."""
 from typing import NamedTuple
 
-from coordinator.group_state import GroupState
-from coordinator.results import OffsetCommitRequestPartition as P
-from coordinator.testing import Capture, CoordinatorContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.results import OffsetCommitRequestPartition as P
+from kcoord.coordinator.testing import Capture, CoordinatorContext
+from kcoord.protocol.errors import ErrorCode as E
 
 
-class Record(NamedTuple):  # the shape of protocol.records.Record, which the runtime hands us
+class Record(NamedTuple):  # the shape of kcoord.protocol.records.Record, which the runtime hands us
     offset: int
     timestamp: int
     key: bytes | None

@@ -1,7 +1,7 @@
 """Heartbeat, LeaveGroup and static membership."""
-from coordinator.group_state import GroupState
-from coordinator.testing import CoordinatorContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.testing import CoordinatorContext
+from kcoord.protocol.errors import ErrorCode as E
 
 S = GroupState
 
@@ -45,7 +45,7 @@ def test_session_expiry_writes_the_exact_records(ctx):
     ctx.writer.clear()
     ctx.sleep(10_000)  # session expires -> rebalance -> nobody left -> Empty generation 2
     (key, value, headers), = ctx.writer.records
-    from protocol.consumer_offsets import GroupMetadataKey, decode_group_metadata_value, decode_key
+    from kcoord.protocol.consumer_offsets import GroupMetadataKey, decode_group_metadata_value, decode_key
     assert decode_key(key) == GroupMetadataKey("g")
     v = decode_group_metadata_value(value)
     assert (v.generation, v.protocol, v.leader, v.members) == (2, None, None, [])

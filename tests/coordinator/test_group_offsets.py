@@ -1,10 +1,10 @@
 """OffsetCommit / OffsetFetch validation, durability, and KIP-211 retention."""
-from coordinator.consumer_protocol import encode_subscription
-from coordinator.group_state import GroupState
-from coordinator.results import OffsetCommitRequestPartition as P
-from coordinator.testing import Capture, CoordinatorContext
-from protocol.consumer_offsets import OffsetCommitKey, decode_key, decode_offset_commit_value
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer_protocol import encode_subscription
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.results import OffsetCommitRequestPartition as P
+from kcoord.coordinator.testing import Capture, CoordinatorContext
+from kcoord.protocol.consumer_offsets import OffsetCommitKey, decode_key, decode_offset_commit_value
+from kcoord.protocol.errors import ErrorCode as E
 
 S = GroupState
 T0 = 1_700_000_000_000
@@ -124,7 +124,7 @@ def test_retention_simple_group_from_commit_time_then_group_deleted():
     commit(ctx, "simple", [P("t", 1, 1)])
     ctx.writer.clear()
     ctx.sleep(30 * 60_000)  # t-0 is 60 min old: expired at the check; t-1 is 30 min old
-    from protocol.consumer_offsets import GroupMetadataKey
+    from kcoord.protocol.consumer_offsets import GroupMetadataKey
     assert _expire_records(ctx) == [(OffsetCommitKey("simple", "t", 0), None)]
     ctx.writer.clear()
     ctx.sleep(30 * 60_000)

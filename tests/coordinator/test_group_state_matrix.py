@@ -1,10 +1,10 @@
 """How a known member's requests are answered in each group state (reference 2.2, 2.6-2.10)."""
 import pytest
 
-from coordinator.group_state import GroupState
-from coordinator.results import OffsetCommitRequestPartition as P
-from coordinator.testing import Capture
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.results import OffsetCommitRequestPartition as P
+from kcoord.coordinator.testing import Capture
+from kcoord.protocol.errors import ErrorCode as E
 
 S = GroupState
 PARKED = "parked"

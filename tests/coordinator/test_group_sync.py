@@ -1,8 +1,8 @@
 """SyncGroup: per-state answers, the leader's assignment, store_group, pending-sync expiry."""
-from coordinator.group_state import GroupState
-from coordinator.testing import CoordinatorContext
-from protocol.consumer_offsets import decode_group_metadata_value, decode_key
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.testing import CoordinatorContext
+from kcoord.protocol.consumer_offsets import decode_group_metadata_value, decode_key
+from kcoord.protocol.errors import ErrorCode as E
 
 S = GroupState
 

@@ -5,8 +5,8 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.records import offset_commit_records
-from protocol.consumer_offsets import OffsetCommitValue, decode_offset_commit_value
+from kcoord.coordinator.records import offset_commit_records
+from kcoord.protocol.consumer_offsets import OffsetCommitValue, decode_offset_commit_value
 
 
 def _s(text: str) -> bytes:

@@ -2,10 +2,14 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.record_batch import build_coordinator_batch, build_offset_commit_batch
-from coordinator.records import offset_commit_records
-from protocol.consumer_offsets import OffsetCommitValue, encode_offset_commit_key, encode_offset_commit_value
-from protocol.records import GZIP, build_batch, decode_records, verify_crc
+from kcoord.coordinator.record_batch import build_coordinator_batch, build_offset_commit_batch
+from kcoord.coordinator.records import offset_commit_records
+from kcoord.protocol.consumer_offsets import (
+    OffsetCommitValue,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
+from kcoord.protocol.records import GZIP, build_batch, decode_records, verify_crc
 
 TS = 1_700_000_000_123
 

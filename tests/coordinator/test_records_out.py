@@ -1,9 +1,9 @@
 """Handlers produce records; the response waits for them to be durable; state changes when they are
 replayed. In the style of Kafka's GroupMetadataManagerTestContext / OffsetMetadataManagerTest: drive a
 request, assert the exact records written and the response, with the injected clock."""
-from coordinator.results import OffsetCommitRequestPartition as P
-from coordinator.testing import Capture, CoordinatorContext
-from protocol.consumer_offsets import (
+from kcoord.coordinator.results import OffsetCommitRequestPartition as P
+from kcoord.coordinator.testing import Capture, CoordinatorContext
+from kcoord.protocol.consumer_offsets import (
     GroupMetadataKey,
     OffsetCommitKey,
     OffsetCommitValue,
@@ -11,7 +11,7 @@ from protocol.consumer_offsets import (
     decode_key,
     decode_offset_commit_value,
 )
-from protocol.errors import ErrorCode as E
+from kcoord.protocol.errors import ErrorCode as E
 
 NOW = 1_700_000_000_000  # ManualClock's start
 

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from coordinator.results import OffsetCommitRequestPartition as P
-from coordinator.testing import Capture, CoordinatorContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.results import OffsetCommitRequestPartition as P
+from kcoord.coordinator.testing import Capture, CoordinatorContext
+from kcoord.protocol.errors import ErrorCode as E
 
 GROUPS = ["g1", "g2", "g3"]
 CLIENTS = ["a", "b", "s"]  # "s" joins as a static member

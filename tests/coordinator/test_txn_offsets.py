@@ -4,14 +4,14 @@ handling of transactional batches and markers): pending until the marker, applie
 ABORT, UNSTABLE_OFFSET_COMMIT for require_stable meanwhile, the same after a load from the log."""
 from __future__ import annotations
 
-from coordinator import checkpoint_store
-from coordinator.results import OffsetCommit, OffsetCommitRequestPartition
-from coordinator.service import GroupCoordinatorService
-from coordinator.testing import Capture, CoordinatorContext, ManualClock, RecordingWriter
-from coordinator.txn_offsets import TxnMarkerRecords, TxnOffsetCommitRecords
-from protocol.consumer_offsets import OffsetCommitValue
-from protocol.errors import ErrorCode as E
-from storage import LogConfig, PartitionLog
+from kcoord.coordinator import checkpoint_store
+from kcoord.coordinator.results import OffsetCommit, OffsetCommitRequestPartition
+from kcoord.coordinator.service import GroupCoordinatorService
+from kcoord.coordinator.testing import Capture, CoordinatorContext, ManualClock, RecordingWriter
+from kcoord.coordinator.txn_offsets import TxnMarkerRecords, TxnOffsetCommitRecords
+from kcoord.protocol.consumer_offsets import OffsetCommitValue
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.storage import LogConfig, PartitionLog
 
 TP = ("t", 0)
 

@@ -9,13 +9,13 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from coordinator import checkpoint_store
-from coordinator.results import OffsetCommit
-from coordinator.results import OffsetCommitRequestPartition as P
-from coordinator.service import GroupCoordinatorService
-from coordinator.testing import Capture, CoordinatorContext, ManualClock, RecordingWriter
-from protocol.errors import ErrorCode as E
-from protocol.records import iter_batches, set_base_offset
+from kcoord.coordinator import checkpoint_store
+from kcoord.coordinator.results import OffsetCommit
+from kcoord.coordinator.results import OffsetCommitRequestPartition as P
+from kcoord.coordinator.service import GroupCoordinatorService
+from kcoord.coordinator.testing import Capture, CoordinatorContext, ManualClock, RecordingWriter
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.records import iter_batches, set_base_offset
 
 GROUP = "g"
 PRODUCERS = [1, 2, 3]

@@ -19,8 +19,8 @@ from kafka.protocol.api_data import ApiData
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas.fields.codecs import BitField
 
-from protocol import messages as m
-from protocol.schema import ZERO_UUID, Field, load_spec
+from kcoord.protocol import messages as m
+from kcoord.protocol.schema import ZERO_UUID, Field, load_spec
 
 _INT_RANGES = {
     "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "uint16": (0, 2**16 - 1),

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import messages as m
-from protocol.extra_definitions import DEFINITIONS
-from protocol.schema import load_spec
+from kcoord.protocol import messages as m
+from kcoord.protocol.extra_definitions import DEFINITIONS
+from kcoord.protocol.schema import load_spec
 from tests.protocol.reference import (
     from_kafka_python,
     kafka_python_decode,

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.consumer_offsets import (
+from kcoord.protocol.consumer_offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataValue,
@@ -21,7 +21,7 @@ from protocol.consumer_offsets import (
     java_string_hash,
     partition_for,
 )
-from protocol.errors import DecodeError
+from kcoord.protocol.errors import DecodeError
 
 
 @pytest.mark.parametrize("group,h,p", [
@@ -110,7 +110,7 @@ def test_decoders_raise_only_decode_error(raw):
 
 @given(st.integers(-1, 2**63 - 1), st.integers(-2**31, 2**31 - 1), st.text(max_size=20), st.integers(-1, 2**62))
 def test_fast_value_decoder_agrees_with_the_general_one(offset, epoch, metadata, ts):
-    from protocol.consumer_offsets import _decode_offset_commit_value_general
+    from kcoord.protocol.consumer_offsets import _decode_offset_commit_value_general
     raw = encode_offset_commit_value(OffsetCommitValue(offset, metadata, ts, epoch))
     assert decode_offset_commit_value(raw) == _decode_offset_commit_value_general(raw)
 
@@ -128,7 +128,7 @@ def test_group_metadata_roundtrip(value):
 
 
 def test_split_offset_commit_key_matches_decode_key():
-    from protocol.consumer_offsets import split_offset_commit_key
+    from kcoord.protocol.consumer_offsets import split_offset_commit_key
     key = encode_offset_commit_key("grüppe", "tópic", 7)
     assert split_offset_commit_key(key) == ("grüppe".encode(), "tópic", 7)
     with pytest.raises(DecodeError):

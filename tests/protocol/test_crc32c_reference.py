@@ -1,5 +1,5 @@
 """CRC-32C (google-crc32c, the fast path) against crcmod's crc-32c, an independent pure-table
-implementation: random buffers, the check value, and batches built by protocol.records. Every batch a
+implementation: random buffers, the check value, and batches built by kcoord.protocol.records. Every batch a
 real server writes during the suite is checked the same way by the server fixtures
 (tests/support/crc_reference.py)."""
 from __future__ import annotations
@@ -7,7 +7,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.records import ATTRIBUTES_OFFSET, GZIP, NONE, batch_crc, build_batch, crc32c, parse_batch_header
+from kcoord.protocol.records import (
+    ATTRIBUTES_OFFSET,
+    GZIP,
+    NONE,
+    batch_crc,
+    build_batch,
+    crc32c,
+    parse_batch_header,
+)
 from tests.support.crc_reference import crc32c_reference
 
 
@@ -34,7 +42,7 @@ def test_built_batches_carry_the_reference_crc(records, compression):
 
 
 def test_the_data_dir_check_finds_a_wrong_crc(tmp_path):
-    from storage import PartitionLog
+    from kcoord.storage import PartitionLog
     from tests.support.crc_reference import batch_crc_mismatches
 
     log = PartitionLog(str(tmp_path / "t-0"), "t", 0)

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker import registry
-from protocol import frames
-from protocol import messages as m
-from protocol.frame_codegen import MAX_COLUMNAR, columnar
-from protocol.headers import decode_request_header, encode_request_frame, encode_response_frame
-from protocol.schema import load_spec
+from kcoord.broker import registry
+from kcoord.protocol import frames
+from kcoord.protocol import messages as m
+from kcoord.protocol.frame_codegen import MAX_COLUMNAR, columnar
+from kcoord.protocol.headers import decode_request_header, encode_request_frame, encode_response_frame
+from kcoord.protocol.schema import load_spec
 from tests.protocol.reference import messages
 
 FAST_APIS = {"Heartbeat": 12, "OffsetCommit": 8, "ConsumerGroupHeartbeat": 68}

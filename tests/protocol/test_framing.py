@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.errors import DecodeError
-from protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameSplitter, FrameTooLarge
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameSplitter, FrameTooLarge
 
 
 def frame(payload: bytes) -> bytes:

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from kafka.protocol.api_header import RequestHeader as KpRequestHeader
 from kafka.protocol.api_header import ResponseHeader as KpResponseHeader
 
-from protocol.errors import DecodeError
-from protocol.headers import (
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.headers import (
     decode_request_header,
     decode_response_header,
     encode_request_frame,

@@ -1,4 +1,4 @@
-"""The protocol.messages surface other packages rely on (docs/CONTRACTS.md)."""
+"""The kcoord.protocol.messages surface other packages rely on (docs/CONTRACTS.md)."""
 from __future__ import annotations
 
 import linecache
@@ -6,8 +6,8 @@ import traceback
 
 import pytest
 
-from protocol import messages as m
-from protocol.errors import DecodeError
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import DecodeError
 
 
 def test_api_keys_and_ranges_come_from_the_json():

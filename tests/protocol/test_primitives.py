@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.schemas.fields.codecs.types import UnsignedVarInt32, VarInt32, VarInt64
 
-from protocol import messages as m
-from protocol import primitives as p
-from protocol.errors import DecodeError
+from kcoord.protocol import messages as m
+from kcoord.protocol import primitives as p
+from kcoord.protocol.errors import DecodeError
 
 
 @settings(max_examples=300, deadline=None)

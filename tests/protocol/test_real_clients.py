@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from protocol import messages as m
-from protocol.framing import FrameSplitter
-from protocol.headers import decode_request_header, encode_response_frame
+from kcoord.protocol import messages as m
+from kcoord.protocol.framing import FrameSplitter
+from kcoord.protocol.headers import decode_request_header, encode_response_frame
 
 API_VERSIONS, METADATA = 18, 3
 # ApiVersions capped at v2 so a client opening with v3 exercises the KIP-511 fallback below.

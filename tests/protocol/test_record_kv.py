@@ -1,10 +1,10 @@
-"""protocol.record_kv, the replay's fast (key, value) reader, agrees with the reference decoder."""
+"""kcoord.protocol.record_kv, the replay's fast (key, value) reader, agrees with the reference decoder."""
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import records as r
-from protocol.record_kv import (
+from kcoord.protocol import records as r
+from kcoord.protocol.record_kv import (
     _fast_key_values,
     _uniform_columns,
     batch_key_values,

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder as KafkaPythonBuilder
 
-from protocol import records as r
-from protocol.errors import DecodeError
+from kcoord.protocol import records as r
+from kcoord.protocol.errors import DecodeError
 
 CODECS = [r.NONE, r.GZIP, r.SNAPPY, r.LZ4, r.ZSTD]
 

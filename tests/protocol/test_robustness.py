@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import messages as m
-from protocol.errors import DecodeError
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import DecodeError
 from tests.protocol.reference import sample_message
 from tests.protocol.test_conformance import CASES
 

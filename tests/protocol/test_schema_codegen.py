@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import codegen
-from protocol.schema import NO_VERSIONS, ZERO_UUID, load_spec, parse_versions, snake_case
+from kcoord.protocol import codegen
+from kcoord.protocol.schema import NO_VERSIONS, ZERO_UUID, load_spec, parse_versions, snake_case
 
 
 @pytest.mark.parametrize(("text", "expected"), [

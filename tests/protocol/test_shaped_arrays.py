@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import messages as m
-from protocol.errors import DecodeError
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import DecodeError
 from tests.protocol.reference import (
     from_kafka_python,
     kafka_python_decode,

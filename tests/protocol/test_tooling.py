@@ -1,11 +1,11 @@
-"""protocol.dump, lazy import, and the fuzz target's fallback loop."""
+"""kcoord.protocol.dump, lazy import, and the fuzz target's fallback loop."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
 from fuzz.fuzz_decode import random_fuzz
-from protocol.dump import dump, main
+from kcoord.protocol.dump import dump, main
 
 
 def test_dump_prints_classes_and_the_versions_codec(capsys):
@@ -25,15 +25,15 @@ def test_dump_refuses_unknown_messages_and_versions(capsys):
 
 
 def test_dump_runs_as_a_module():
-    out = subprocess.run([sys.executable, "-m", "protocol.dump", "HeartbeatResponse", "4"],
+    out = subprocess.run([sys.executable, "-m", "kcoord.protocol.dump", "HeartbeatResponse", "4"],
                          capture_output=True, text=True, check=True).stdout
     assert "def decode_HeartbeatResponse_v4(buf, offset=0):" in out
 
 
 def test_importing_messages_reads_no_schema_and_compiles_nothing():
-    code = ("import protocol.messages, protocol.headers, protocol.framing\n"
-            "from protocol.schema import load_spec\n"
-            "from protocol import messages\n"
+    code = ("import kcoord.protocol.messages, kcoord.protocol.headers, kcoord.protocol.framing\n"
+            "from kcoord.protocol.schema import load_spec\n"
+            "from kcoord.protocol import messages\n"
             "print(load_spec.cache_info().currsize, messages.codec.cache_info().currsize)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["0", "0"]

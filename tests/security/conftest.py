@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from broker.security.scram import make_credential
-from broker.security.scram_store import ScramStore
+from kcoord.broker.security.scram import make_credential
+from kcoord.metadata.scram_store import ScramStore
 from tests.support.certs import TestPki
 from tests.support.fixtures import kcoord_server, kcoord_server_factory  # noqa: F401  (fixtures by name)
 from tests.support.kcoord_server import KcoordServer

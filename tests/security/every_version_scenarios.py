@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import os
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.security.conftest import PLAIN_JAAS, SecureServer, add_scram_users
 from tests.security.raw import authenticate, handshake, raw
 

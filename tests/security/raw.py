@@ -8,8 +8,8 @@ import os
 import socket
 import ssl
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.support.raw_kafka import TIMEOUT_S, RawKafka
 
 

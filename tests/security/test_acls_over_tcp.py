@@ -22,9 +22,9 @@ from kafka.admin import (
     ResourceType,
 )
 
-from broker.security.acl import AclOperation as Op
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.security.acl import AclOperation as Op
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.security.conftest import PLAIN_JAAS, SecureServer, add_scram_users
 from tests.security.raw import plain_login, raw
 
@@ -215,7 +215,7 @@ def test_acls_are_durable(world):
 
 def test_data_plane_per_topic(world):
     """Produce needs WRITE, Fetch READ, ListOffsets DESCRIBE, per topic; the rest of the request is served."""
-    from protocol.records import build_batch
+    from kcoord.protocol.records import build_batch
 
     P = m.ProduceRequest
     with alice(world) as c:

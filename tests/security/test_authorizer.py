@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from broker.security.acl import AclBinding, AclBindingFilter
-from broker.security.acl import AclOperation as Op
-from broker.security.acl import AclPermissionType as Perm
-from broker.security.acl import PatternType as Pat
-from broker.security.acl import ResourceType as Res
-from broker.security.authorizer import StandardAuthorizer
-from broker.security.principal import user
+from kcoord.broker.security.acl import AclBinding, AclBindingFilter
+from kcoord.broker.security.acl import AclOperation as Op
+from kcoord.broker.security.acl import AclPermissionType as Perm
+from kcoord.broker.security.acl import PatternType as Pat
+from kcoord.broker.security.acl import ResourceType as Res
+from kcoord.broker.security.authorizer import StandardAuthorizer
+from kcoord.broker.security.principal import user
 
 ALICE, BOB = user("alice"), user("bob")
 HOST = "10.0.0.5"

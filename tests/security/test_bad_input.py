@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
-from protocol.headers import encode_request_frame
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.headers import encode_request_frame
 from tests.security.conftest import PLAIN_JAAS, start_secure, tls_settings
 from tests.security.raw import raw, scram_login
 

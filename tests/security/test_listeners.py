@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from cryptography import x509
 
-from broker.config import BrokerConfig, ConfigError
-from broker.security.tls import rfc2253
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.config import BrokerConfig, ConfigError
+from kcoord.broker.security.tls import rfc2253
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.security.conftest import PLAIN_JAAS, tls_settings
 from tests.security.raw import plain_login, raw, scram_login
 
@@ -162,7 +162,7 @@ def test_encrypted_pem_key_with_ssl_key_password(tmp_path, pki):
     password stops the server naming the key."""
     from cryptography.hazmat.primitives import serialization
 
-    from broker.security.tls import server_context
+    from kcoord.broker.security.tls import server_context
 
     key = serialization.load_pem_private_key(pki.server_key.read_bytes(), password=None)
     encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

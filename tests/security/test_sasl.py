@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.security.conftest import PLAIN_JAAS, tls_settings
 from tests.security.raw import ScramClient, authenticate, handshake, plain_login, raw, scram_login
 
@@ -227,7 +227,7 @@ def test_secrets_are_never_described(sasl_server):
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "broker", "config", "--override", f"sasl.jaas.config={PLAIN_JAAS}"],
+    out = subprocess.run([sys.executable, "-m", "kcoord.tools", "config", "--override", f"sasl.jaas.config={PLAIN_JAAS}"],
                          capture_output=True, text=True, timeout=30).stdout
     assert "sasl.jaas.config=[hidden]" in out and "alice-secret" not in out
 

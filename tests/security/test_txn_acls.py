@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from kafka.admin import ACLOperation, NewTopic, ResourceType
 
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.transactions.txnwire import add_offsets, add_partitions, end_txn, init_until_ready
 from tests.security.conftest import PLAIN_JAAS, SecureServer, add_scram_users
 from tests.security.raw import plain_login, raw

@@ -16,7 +16,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from protocol import messages as m
+from kcoord.protocol import messages as m
 from tests.security.conftest import SecureServer, tls_settings
 from tests.security.raw import raw, scram_login
 from tests.security.test_acls_over_tcp import commit
@@ -26,8 +26,8 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 def kcoord(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True, timeout=60,
-                            env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
+    result = subprocess.run([sys.executable, "-m", "kcoord.tools", *args], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)])), cwd=ROOT)
     assert not check or result.returncode == 0, result.stderr
     return result
 

@@ -11,8 +11,8 @@ import asyncio
 import os
 import sys
 
-from protocol.records import build_batch
-from storage import LogConfig, LogManager
+from kcoord.protocol.records import build_batch
+from kcoord.storage import LogConfig, LogManager
 
 APPENDERS = 64
 

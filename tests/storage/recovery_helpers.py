@@ -5,9 +5,9 @@ import shutil
 
 from storage_helpers import segment_facts
 
-from protocol.records import build_batch, decode_records, iter_batches
-from storage import FS, LogConfig, LogManager, PartitionLog
-from storage.segment import SegmentFiles
+from kcoord.protocol.records import build_batch, decode_records, iter_batches
+from kcoord.storage import FS, LogConfig, LogManager, PartitionLog
+from kcoord.storage.segment import SegmentFiles
 
 CONFIG = LogConfig(segment_bytes=400, index_interval_bytes=60)
 ONE_SEGMENT = CONFIG.replace(segment_bytes=5000)  # rolled by hand

@@ -1,5 +1,5 @@
 """Shared helpers for the storage tests (imported by name: tests/ has no packages)."""
-from protocol.records import build_batch
+from kcoord.protocol.records import build_batch
 
 
 class ManualClock:

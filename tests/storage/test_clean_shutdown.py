@@ -21,9 +21,9 @@ from recovery_helpers import (
     write_and_close,
 )
 
-from protocol.records import build_batch
-from storage import LogConfig, LogManager, StorageError
-from storage.manager import CLEAN_SHUTDOWN_FILE
+from kcoord.protocol.records import build_batch
+from kcoord.storage import LogConfig, LogManager, StorageError
+from kcoord.storage.manager import CLEAN_SHUTDOWN_FILE
 
 
 async def test_clean_close_writes_the_marker_and_the_next_start_deletes_it(tmp_path):

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from storage_helpers import ManualClock, segment_facts
 
-from protocol.records import build_batch, decode_records, iter_batches
-from storage import FaultyFS, LogConfig, PartitionLog, StorageError, cleaner
+from kcoord.protocol.records import build_batch, decode_records, iter_batches
+from kcoord.storage import FaultyFS, LogConfig, PartitionLog, StorageError, cleaner
 
 DAY = 24 * 3600 * 1000
 

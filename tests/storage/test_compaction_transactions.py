@@ -3,9 +3,9 @@ removed and never hide an older value; a committed one's count from its marker; 
 the cleaned segments stays whole and hides nothing; markers stay."""
 from storage_helpers import ManualClock
 
-from protocol.control_records import end_txn_marker_batch
-from protocol.records import build_batch
-from storage import LogConfig, PartitionLog
+from kcoord.protocol.control_records import end_txn_marker_batch
+from kcoord.protocol.records import build_batch
+from kcoord.storage import LogConfig, PartitionLog
 from tests.storage.test_compaction import records
 
 

@@ -12,9 +12,9 @@ import time
 import pytest
 from crash_appender import config
 
-from protocol.records import decode_records, iter_batches
-from storage import LogManager, PartitionLog
-from storage.manager import CLEAN_SHUTDOWN_FILE
+from kcoord.protocol.records import decode_records, iter_batches
+from kcoord.storage import LogManager, PartitionLog
+from kcoord.storage.manager import CLEAN_SHUTDOWN_FILE
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHILD = pathlib.Path(__file__).with_name("crash_appender.py")
@@ -23,7 +23,7 @@ CHILD = pathlib.Path(__file__).with_name("crash_appender.py")
 def run_until_killed(log_dir: str, run_id: str, rng: random.Random, compact: bool, mode: str = ""):
     """Start the appender, kill it at a random moment; return its start offset, the acks it
     printed ({offset: payload}) and how many compactions it reported finished."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]))
     mode = "compact" if compact else mode
     args = [sys.executable, str(CHILD), log_dir, run_id] + ([mode] if mode else [])
     child = subprocess.Popen(args, stdout=subprocess.PIPE, env=env, cwd=str(ROOT))

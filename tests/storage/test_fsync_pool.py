@@ -6,8 +6,8 @@ import threading
 import pytest
 from storage_helpers import batch
 
-from storage import FaultyFS, LogManager, StorageError
-from storage.fsync_pool import FsyncPool
+from kcoord.storage import FaultyFS, LogManager, StorageError
+from kcoord.storage.fsync_pool import FsyncPool
 
 pytestmark = pytest.mark.timeout(30)
 

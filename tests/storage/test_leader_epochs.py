@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from storage_helpers import batch
 
-from protocol.records import iter_batches
-from storage import LogConfig, PartitionLog
-from storage.fs import FS
-from storage.leader_epochs import LeaderEpochCache
+from kcoord.protocol.records import iter_batches
+from kcoord.storage import LogConfig, PartitionLog
+from kcoord.storage.fs import FS
+from kcoord.storage.leader_epochs import LeaderEpochCache
 
 
 def cache_with(tmp_path, entries) -> LeaderEpochCache:

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from storage_helpers import batch
 
-from protocol.records import build_batch, decode_records, iter_batches, parse_batch_header
-from storage import (
+from kcoord.protocol.records import build_batch, decode_records, iter_batches, parse_batch_header
+from kcoord.storage import (
     CorruptRecordError,
     LogConfig,
     OffsetOutOfRangeError,
@@ -16,7 +16,7 @@ from storage import (
     RecordTooLargeError,
     StorageError,
 )
-from storage.index import OffsetIndex, TimeIndex
+from kcoord.storage.index import OffsetIndex, TimeIndex
 
 
 def offsets_in(data: bytes) -> list[int]:
@@ -451,7 +451,7 @@ def test_log_start_offset_moves_only_up_and_breached_segments_go_under_any_polic
 
 
 def test_log_start_checkpoint_survives_reopen_and_topic_deletion(tmp_path):
-    from storage import LogManager
+    from kcoord.storage import LogManager
 
     mgr = LogManager(str(tmp_path))
     plog = mgr.get_or_create("t", 0)

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from protocol.records import build_batch, decode_records, iter_batches
-from storage import LogConfig, OffsetOutOfRangeError, PartitionLog
+from kcoord.protocol.records import build_batch, decode_records, iter_batches
+from kcoord.storage import LogConfig, OffsetOutOfRangeError, PartitionLog
 
 CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=100)
 

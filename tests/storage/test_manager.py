@@ -4,8 +4,8 @@ import os
 import pytest
 from storage_helpers import ManualClock, batch
 
-from storage import LogConfig, LogManager, StorageError
-from storage.manager import RECOVERY_POINT_CHECKPOINT, parse_partition_dir
+from kcoord.storage import LogConfig, LogManager, StorageError
+from kcoord.storage.manager import RECOVERY_POINT_CHECKPOINT, parse_partition_dir
 
 
 def test_parse_partition_dir_names():
@@ -97,8 +97,8 @@ async def test_logs_without_flush_on_append_are_fsynced_by_close_and_maintenance
 
 
 def test_errors_name_kafka_error_codes():
-    from protocol.errors import ErrorCode
-    from storage import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
+    from kcoord.protocol.errors import ErrorCode
+    from kcoord.storage import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError
     assert StorageError("x").error_code == ErrorCode.KAFKA_STORAGE_ERROR
     assert CorruptRecordError("x").error_code == ErrorCode.CORRUPT_MESSAGE
     assert OffsetOutOfRangeError("x").error_code == ErrorCode.OFFSET_OUT_OF_RANGE

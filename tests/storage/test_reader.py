@@ -1,13 +1,13 @@
-"""storage.reader: read-only iteration over a partition directory."""
+"""kcoord.storage.reader: read-only iteration over a partition directory."""
 import os
 
 import pytest
 from storage_helpers import batch
 
-from protocol.errors import DecodeError
-from protocol.records import decode_records
-from storage import LogConfig, PartitionLog
-from storage.reader import iter_partition_batches, iter_segment_batches, list_segments
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.records import decode_records
+from kcoord.storage import LogConfig, PartitionLog
+from kcoord.storage.reader import iter_partition_batches, iter_segment_batches, list_segments
 
 
 @pytest.fixture

@@ -20,10 +20,10 @@ from recovery_helpers import (
     write_and_close,
 )
 
-from protocol.records import build_batch
-from storage import LogManager
-from storage.checkpoint import read_checkpoint
-from storage.manager import RECOVERY_POINT_CHECKPOINT
+from kcoord.protocol.records import build_batch
+from kcoord.storage import LogManager
+from kcoord.storage.checkpoint import read_checkpoint
+from kcoord.storage.manager import RECOVERY_POINT_CHECKPOINT
 
 
 async def test_a_crash_after_a_clean_start_recovers_from_the_recovery_point(tmp_path):

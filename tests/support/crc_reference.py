@@ -8,9 +8,9 @@ import pathlib
 
 import crcmod.predefined
 
-from protocol.records import ATTRIBUTES_OFFSET
-from storage.manager import parse_partition_dir
-from storage.reader import iter_partition_batches
+from kcoord.protocol.records import ATTRIBUTES_OFFSET
+from kcoord.storage.manager import parse_partition_dir
+from kcoord.storage.reader import iter_partition_batches
 
 crc32c_reference = crcmod.predefined.mkCrcFun("crc-32c")
 

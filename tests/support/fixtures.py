@@ -50,8 +50,8 @@ def kcoord_shared_server(tmp_path_factory):
 @pytest.fixture
 async def kcoord_broker(tmp_path):
     """A Broker running in this test's event loop (listeners on an ephemeral port)."""
-    from broker.app import Broker
-    from broker.config import BrokerConfig
+    from kcoord.broker.app import Broker
+    from kcoord.broker.config import BrokerConfig
 
     cfg = BrokerConfig.load(overrides={"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
                                        **TEST_DEFAULTS})

@@ -5,7 +5,7 @@
         srv.restart()                             # same data dir, same port
         assert "kcoord stopped" in srv.log_text()
 
-broker.broker_process.BrokerProcess (what the pytest plugin runs) with Kafka's defaults rather than its
+kcoord.testkit.broker_process.BrokerProcess (what the pytest plugin runs) with Kafka's defaults rather than its
 test settings, no admin endpoint unless the overrides ask for one, a fresh interpreter per start, and
 `kill()` that only kills. The server's stdout and stderr go to `log_path`; `start` returns once the
 server printed its ready line. Every wait is bounded.
@@ -16,7 +16,7 @@ import os
 import pathlib
 import subprocess
 
-from broker.broker_process import BrokerFailed, BrokerProcess
+from kcoord.testkit.broker_process import BrokerFailed, BrokerProcess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ServerFailed = BrokerFailed

@@ -11,8 +11,8 @@ import socket
 import struct
 import time
 
-from protocol import messages as m
-from protocol.headers import decode_response_header, encode_request_frame
+from kcoord.protocol import messages as m
+from kcoord.protocol.headers import decode_response_header, encode_request_frame
 
 TIMEOUT_S = 10.0
 

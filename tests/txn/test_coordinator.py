@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
-from protocol.errors import ErrorCode as E
-from txn.coordinator import TransactionCoordinator
-from txn.log_format import TransactionLogValue, decode_value, encode_key, encode_value
-from txn.metadata import TxnState as S
-from txn.state_manager import TransactionStateManager, TxnConfig
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.txn.coordinator import TransactionCoordinator
+from kcoord.txn.log_format import TransactionLogValue, decode_value, encode_key, encode_value
+from kcoord.txn.metadata import TxnState as S
+from kcoord.txn.state_manager import TransactionStateManager, TxnConfig
 
 
 class Clock:

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from protocol.errors import ErrorCode as E
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.txn.state_manager import TxnConfig
 from tests.txn.test_coordinator import Harness, snapshot
-from txn.state_manager import TxnConfig
 
 IDS = ["a", "b", "c"]
 PARTITIONS = [("x", 0), ("x", 1), ("y", 0)]

@@ -8,9 +8,9 @@ member id -> {topic id: frozenset(partitions)} with every member present. Pure a
 """
 from __future__ import annotations
 
-from coordinator.consumer.assignors.range import RangeAssignor
-from coordinator.consumer.assignors.spec import AssignmentMemberSpec, MemberSpecs
-from coordinator.consumer.assignors.uniform import UniformAssignor
+from kcoord.coordinator.consumer.assignors.range import RangeAssignor
+from kcoord.coordinator.consumer.assignors.spec import AssignmentMemberSpec, MemberSpecs
+from kcoord.coordinator.consumer.assignors.uniform import UniformAssignor
 
 __all__ = ["ASSIGNORS", "DEFAULT_ASSIGNOR", "AssignmentMemberSpec", "MemberSpecs"]
 

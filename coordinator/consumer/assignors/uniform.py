@@ -14,7 +14,7 @@ import heapq
 import uuid
 from operator import attrgetter
 
-from coordinator.consumer.assignors.uniform_homogeneous import Memory
+from kcoord.coordinator.consumer.assignors.uniform_homogeneous import Memory
 
 _subscription = attrgetter("subscribed_topic_ids")
 

@@ -9,11 +9,11 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from broker import groups_cli
-from broker.client import KafkaWireClient
-from coordinator.runtime import FAULT_FILE_ENV
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.coordinator.runtime import FAULT_FILE_ENV
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.tools import groups_cli
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.procs import wait_until
 from tests.support.kcoord_server import KcoordServer
 

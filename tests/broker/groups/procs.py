@@ -68,7 +68,7 @@ class ConsumerProcess:
         self.events: list[dict] = []
         self.stderr_lines: list[str] = []
         self._lock = threading.Lock()
-        env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]), PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      cwd=str(cwd or ROOT), env=env)
         self._readers = [

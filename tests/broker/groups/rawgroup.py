@@ -2,8 +2,8 @@
 its connection, as with a real client's coordinator connection), requests built with our codecs."""
 from __future__ import annotations
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
+from kcoord.protocol import messages as m
+from kcoord.tools.client import KafkaWireClient
 
 TOPIC = "raw-topic"
 

@@ -17,8 +17,8 @@ TOPIC, GROUP = "admin-topic", "admin-group"
 
 
 def kcoord_groups(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "broker", "groups", "--bootstrap-server", bootstrap, *args],
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]))
+    return subprocess.run([sys.executable, "-m", "kcoord.tools", "groups", "--bootstrap-server", bootstrap, *args],
                           capture_output=True, text=True, timeout=60, env=env, cwd=str(ROOT))
 
 

@@ -10,11 +10,11 @@ import uuid
 
 import pytest
 
-from broker.apis import consumer_group_heartbeat as cgh_api
-from broker.app import Broker
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.broker.apis import consumer_group_heartbeat as cgh_api
+from kcoord.broker.app import Broker
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 
 API = 68
 TOPIC, PARTITIONS = "cgh-paths", 4

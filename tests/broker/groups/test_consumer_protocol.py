@@ -144,8 +144,8 @@ def test_kcoord_groups_describe_shows_epochs_and_target_vs_current(kip848_server
     """Two members mid-reconciliation (raw ConsumerGroupHeartbeat): the first still owns every partition,
     its target is half of them; `kcoord groups describe` shows both, with the epochs, and ListGroups v5
     filters by type."""
-    from broker.client import KafkaWireClient
-    from protocol import messages as m
+    from kcoord.protocol import messages as m
+    from kcoord.tools.client import KafkaWireClient
     from tests.broker.groups.test_admin_and_cli import kcoord_groups
 
     server, topic, group = kip848_server, "kip848-cli", "kip848-cli-group"
@@ -207,8 +207,8 @@ def test_regex_subscription_picks_up_a_new_topic(kip848_server):
 def test_consumer_group_survives_a_restart_through_its_checkpoint(kip848_server):
     """A clean stop writes checkpoints (format 2 carries the consumer group records); the restarted server
     loads the group from them: same epochs and assignment, and the member heartbeats on in its epoch."""
-    from broker.client import KafkaWireClient
-    from protocol import messages as m
+    from kcoord.protocol import messages as m
+    from kcoord.tools.client import KafkaWireClient
 
     server, topic, group = kip848_server, "kip848-ckpt", "kip848-ckpt-group"
     server.create_topic(topic, 3)
@@ -333,8 +333,8 @@ def test_platformatic_kafka_two_members_share_a_topic(kip848_server):
     topic (ConsumerGroupDescribe: Stable, both at the group epoch) and the group consumes every record.
     Not asserted: once each -- @platformatic/kafka 1.35.0 keeps fetching partitions after it has revoked
     them (its heartbeats report only its own half; the coordinator's view stays disjoint)."""
-    from broker.client import KafkaWireClient
-    from protocol import messages as m
+    from kcoord.protocol import messages as m
+    from kcoord.tools.client import KafkaWireClient
 
     if procs.NODE is None or not procs.PLATFORMATIC_PRESENT:
         pytest.skip("@platformatic/kafka is not installed: run `cd tests/js && npm install` (or `make tools`)")
@@ -362,8 +362,8 @@ def test_platformatic_kafka_two_members_share_a_topic(kip848_server):
 
 
 def test_kcoord_groups_reset_offsets_refuses_an_active_consumer_group(kip848_server):
-    from broker.client import KafkaWireClient
-    from protocol import messages as m
+    from kcoord.protocol import messages as m
+    from kcoord.tools.client import KafkaWireClient
     from tests.broker.groups.test_admin_and_cli import kcoord_groups
 
     server, topic, group = kip848_server, "kip848-reset", "kip848-reset-group"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import signal
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.procs import wait_until
 from tests.broker.groups.rawgroup import Member, assignment
 

@@ -8,12 +8,12 @@ import select
 
 import pytest
 
-from broker.apis import heartbeat as heartbeat_api
-from broker.app import Broker
-from broker.client import KafkaWireClient
-from broker.registry import version_range
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.broker.apis import heartbeat as heartbeat_api
+from kcoord.broker.app import Broker
+from kcoord.broker.registry import version_range
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.rawgroup import subscription
 
 HEARTBEAT = 12

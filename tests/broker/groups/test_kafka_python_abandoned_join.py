@@ -19,10 +19,10 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from bench.e2e import abandoned_join
-from broker.app import Broker
-from broker.groups_cli import assigned_partitions
-from coordinator.group_state import GroupState
-from protocol.errors import ErrorCode
+from kcoord.broker.app import Broker
+from kcoord.coordinator.group_state import GroupState
+from kcoord.protocol.errors import ErrorCode
+from kcoord.tools.groups_cli import assigned_partitions
 
 TOPIC, GROUP = "created-after-join", "abandoned-join"
 SESSION_MS = 6000  # group.min.session.timeout.ms's default

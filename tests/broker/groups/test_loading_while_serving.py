@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.consumer_offsets import partition_for
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.consumer_offsets import partition_for
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 from tests.support.kcoord_server import KcoordServer
 
 LOADING = E.COORDINATOR_LOAD_IN_PROGRESS

@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.rawgroup import TOPIC
 from tests.broker.groups.test_migration_wire import classic_group, close, start
 

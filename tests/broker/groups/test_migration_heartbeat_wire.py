@@ -1,5 +1,5 @@
 """A classic Heartbeat from a classic member of a consumer group waits for the group's write in flight, over the
-wire: an in-process broker on a storage.FaultyFS holds the fsync of a consumer-protocol member's join, and the
+wire: an in-process broker on a kcoord.storage.FaultyFS holds the fsync of a consumer-protocol member's join, and the
 Heartbeat is answered only once that write is durable, from the state it made.
 
 Kafka 4: GroupCoordinatorService.heartbeat schedules classicGroupHeartbeat as a write operation
@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.app import Broker
-from broker.client import KafkaWireClient
-from broker.config import BrokerConfig
-from protocol.errors import ErrorCode as E
-from storage import FaultyFS
+from kcoord.broker.app import Broker
+from kcoord.broker.config import BrokerConfig
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.storage import FaultyFS
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES
 from tests.broker.groups.rawgroup import TOPIC
 from tests.broker.groups.test_migration_admin_wire import join_consumer

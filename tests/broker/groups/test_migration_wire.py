@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
 from tests.broker.groups.rawgroup import TOPIC, Member, assignment, subscription
 from tests.broker.groups.test_admin_and_cli import kcoord_groups

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker import consumer_groups_cli
+from kcoord.tools import consumer_groups_cli
 from tests.broker.groups import procs
 from tests.broker.groups.conftest import GroupTestServer
 from tests.broker.groups.procs import wait_until

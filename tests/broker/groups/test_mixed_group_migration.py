@@ -13,9 +13,9 @@ import urllib.request
 
 import pytest
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups import procs
 from tests.broker.groups.conftest import GroupTestServer
 from tests.broker.groups.procs import disjoint_cover, wait_until

@@ -10,15 +10,15 @@ import uuid
 
 import pytest
 
-from broker.apis import offset_commit as offset_commit_api
-from broker.app import Broker
-from broker.client import KafkaWireClient
-from broker.config import BrokerConfig
-from broker.registry import version_range
-from coordinator.runtime import FAULT_FILE_ENV
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
-from protocol.headers import encode_request_frame
+from kcoord.broker.apis import offset_commit as offset_commit_api
+from kcoord.broker.app import Broker
+from kcoord.broker.config import BrokerConfig
+from kcoord.broker.registry import version_range
+from kcoord.coordinator.runtime import FAULT_FILE_ENV
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.protocol.headers import encode_request_frame
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.test_heartbeat_paths import join_and_sync, join_request
 from tests.support.fixtures import TEST_DEFAULTS
 from tests.support.raw_kafka import RawKafka

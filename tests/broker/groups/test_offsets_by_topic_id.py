@@ -17,9 +17,9 @@ import uuid
 
 import pytest
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 
 _ids = itertools.count()
 CommitTopic = m.OffsetCommitRequest.OffsetCommitRequestTopic

@@ -8,11 +8,11 @@ import signal
 
 import pytest
 
-from broker.client import KafkaWireClient
-from coordinator.checkpoint_store import CHECKPOINT_FILE
-from coordinator.runtime import CHECKPOINT_RECORDS_ENV
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.checkpoint_store import CHECKPOINT_FILE
+from kcoord.coordinator.runtime import CHECKPOINT_RECORDS_ENV
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.conftest import _server
 from tests.broker.groups.procs import wait_until
 

@@ -7,9 +7,9 @@ import signal
 
 import pytest
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups import procs
 from tests.broker.groups.procs import committed_max, disjoint_cover, wait_until
 

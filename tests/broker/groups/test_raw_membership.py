@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from protocol.errors import ErrorCode as E
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.groups.procs import wait_until
 from tests.broker.groups.rawgroup import Member, assignment, subscription
 

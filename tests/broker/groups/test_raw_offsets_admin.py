@@ -6,9 +6,9 @@ import itertools
 
 import pytest
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.rawgroup import TOPIC as RAW_TOPIC
 from tests.broker.groups.rawgroup import Member, assignment
 

@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from broker.client import KafkaWireClient
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
 
 R = m.ConsumerGroupHeartbeatRequest

@@ -17,8 +17,8 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.transactions.txnwire import (
     END_TXN,
     add_offsets,

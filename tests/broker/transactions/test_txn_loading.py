@@ -3,12 +3,12 @@ is loaded its requests answer COORDINATOR_LOAD_IN_PROGRESS (TransactionStateMana
 while the partition is in loadingPartitions), ids of loaded partitions are served meanwhile, and the
 loaded state continues where it was (the epoch bump goes on from the stored epoch).
 
-The load is held deterministically with KCOORD_TEST_HOLD_TXN_LOAD_FILE (txn.runtime)."""
+The load is held deterministically with KCOORD_TEST_HOLD_TXN_LOAD_FILE (kcoord.txn.runtime)."""
 from __future__ import annotations
 
-from protocol import messages as m
-from protocol.consumer_offsets import partition_for
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.consumer_offsets import partition_for
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.transactions.txnwire import end_txn, init_pid, init_until_ready
 from tests.support.kcoord_server import KcoordServer
 from tests.support.raw_kafka import RawKafka

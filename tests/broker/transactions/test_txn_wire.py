@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.transactions.txnwire import (
     add_offsets,
     add_partitions,

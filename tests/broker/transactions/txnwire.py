@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import time
 
-from protocol import messages as m
-from protocol.records import build_batch
+from kcoord.protocol import messages as m
+from kcoord.protocol.records import build_batch
 
 INIT, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_COMMIT, PRODUCE, FETCH = 22, 24, 25, 26, 28, 0, 1
 

@@ -2,7 +2,7 @@
 its token (uniform_homogeneous.Memory._find) must equal the current target, as a full comparison says."""
 import pytest
 
-from coordinator.consumer.assignors import uniform_homogeneous
+from kcoord.coordinator.consumer.assignors import uniform_homogeneous
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.consumer.testing import ConsumerGroupContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.protocol.errors import ErrorCode as E
 
 
 @pytest.fixture
@@ -17,8 +17,8 @@ def ctx():
 def test_offset_commit_validation(ctx):
     """ConsumerGroup.validateOffsetCommit: the member's current epoch, v9+, else STALE_MEMBER_EPOCH,
     UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION; epoch -1 only while the group is empty."""
-    from coordinator.results import OffsetCommit, OffsetCommitRequestPartition
-    from coordinator.testing import Capture
+    from kcoord.coordinator.results import OffsetCommit, OffsetCommitRequestPartition
+    from kcoord.coordinator.testing import Capture
 
     def commit(member_id, epoch, version=9):
         capture = Capture()
@@ -92,9 +92,9 @@ def test_describe_groups_of_a_consumer_group_is_dead(ctx):
 def test_delete_groups_and_offset_delete_on_consumer_groups(ctx):
     """GroupCoordinatorShard.deleteGroups (ConsumerGroup.validateDeleteGroup: Empty only; every record of the
     group tombstoned) and deleteOffsets (GROUP_SUBSCRIBED_TO_TOPIC for subscribed topics)."""
-    from coordinator.testing import Capture
+    from kcoord.coordinator.testing import Capture
     a = ctx.heartbeat("g", "", 0, topics=["foo"])
-    ctx.gc.commit_offsets(__import__("coordinator.results", fromlist=["OffsetCommit"]).OffsetCommit(
+    ctx.gc.commit_offsets(__import__("kcoord.coordinator.results", fromlist=["OffsetCommit"]).OffsetCommit(
         "g", a.member_id, None, 1, [("foo", 0, 1, -1, None), ("bar", 0, 1, -1, None)], -1, 9), Capture())
     deleted = Capture()
     ctx.gc.delete_offsets("g", [("foo", 0), ("bar", 0)], deleted)
@@ -117,8 +117,8 @@ def test_delete_groups_and_offset_delete_on_consumer_groups(ctx):
 def test_retention_expires_unsubscribed_offsets_then_the_empty_group(ctx):
     """OffsetMetadataManager.cleanupExpiredOffsets (ConsumerGroup: from the commit, never for subscribed
     topics) and GroupMetadataManager.maybeDeleteGroup (an Empty group without offsets is deleted)."""
-    from coordinator.results import OffsetCommit
-    from coordinator.testing import Capture
+    from kcoord.coordinator.results import OffsetCommit
+    from kcoord.coordinator.testing import Capture
     a = ctx.heartbeat("g", "", 0, topics=["foo"])
     ctx.gc.commit_offsets(OffsetCommit("g", a.member_id, None, 1, [("foo", 0, 1, -1, None), ("bar", 0, 1, -1, None)],
                                        -1, 9), Capture())

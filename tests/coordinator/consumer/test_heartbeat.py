@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.consumer import records as r
-from coordinator.consumer.consumer_group import ASSIGNING, EMPTY, RECONCILING, STABLE
-from coordinator.consumer.member import UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS
-from coordinator.consumer.testing import ConsumerGroupContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.consumer_group import ASSIGNING, EMPTY, RECONCILING, STABLE
+from kcoord.coordinator.consumer.member import UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.protocol.errors import ErrorCode as E
 
 
 @pytest.fixture
@@ -222,8 +222,8 @@ def test_heartbeats_of_one_group_wait_for_the_previous_write(ctx):
     same one), so the group epoch goes 1 then 2."""
     ctx.writer.auto = False
     got = []
-    from coordinator.results import RequestContext
-    from protocol import messages as m
+    from kcoord.coordinator.results import RequestContext
+    from kcoord.protocol import messages as m
     cls = m.ConsumerGroupHeartbeatRequest
     for mid in ("a", "b"):
         request = cls(group_id="g", member_id=mid, member_epoch=0, instance_id=None, rack_id=None,
@@ -365,8 +365,8 @@ def test_changing_the_regex_is_a_subscription_change(ctx):
 
 def test_range_assignor_orders_static_members_first():
     """RangeAssignor.sortMemberIds: static members by instance id before dynamic ones by member id."""
-    from coordinator.consumer.assignors import AssignmentMemberSpec
-    from coordinator.consumer.assignors.range import RangeAssignor
+    from kcoord.coordinator.consumer.assignors import AssignmentMemberSpec
+    from kcoord.coordinator.consumer.assignors.range import RangeAssignor
     t = ConsumerGroupContext(topics={"foo": 3}).topic_id("foo")
     specs = {"a": AssignmentMemberSpec(None, None, frozenset({t})), "z": AssignmentMemberSpec("i2", None, frozenset({t})),
              "y": AssignmentMemberSpec("i1", None, frozenset({t}))}

@@ -9,16 +9,20 @@ import dataclasses
 
 import pytest
 
-from coordinator.consumer import records as cr
-from coordinator.consumer.consumer_group import STABLE
-from coordinator.consumer.migration import assignment_from_bytes
-from coordinator.consumer.testing import ConsumerGroupContext
-from coordinator.consumer_protocol import encode_subscription
-from coordinator.group_state import GroupState
-from coordinator.testing import Capture
-from protocol import messages as m
-from protocol.consumer_offsets import decode_key, encode_group_metadata_key, encode_group_metadata_value
-from protocol.errors import ErrorCode
+from kcoord.coordinator.consumer import records as cr
+from kcoord.coordinator.consumer.consumer_group import STABLE
+from kcoord.coordinator.consumer.migration import assignment_from_bytes
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.coordinator.consumer_protocol import encode_subscription
+from kcoord.coordinator.group_state import GroupState
+from kcoord.coordinator.testing import Capture
+from kcoord.protocol import messages as m
+from kcoord.protocol.consumer_offsets import (
+    decode_key,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+)
+from kcoord.protocol.errors import ErrorCode
 
 E = ErrorCode
 

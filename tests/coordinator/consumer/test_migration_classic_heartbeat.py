@@ -8,10 +8,10 @@ write is pending, else only once the pending writes are committed. The operation
 writes made. So the member hears of an epoch bump that is being written, and only once it is durable."""
 from __future__ import annotations
 
-from coordinator.consumer.classic_members import PendingHeartbeat
-from coordinator.consumer.consumer_group import STABLE
-from coordinator.consumer.testing import ConsumerGroupContext
-from protocol.errors import ErrorCode
+from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
+from kcoord.coordinator.consumer.consumer_group import STABLE
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.protocol.errors import ErrorCode
 from tests.coordinator.consumer.test_migration import classic_group, sub
 
 E = ErrorCode

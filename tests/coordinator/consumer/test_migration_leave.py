@@ -5,10 +5,10 @@ consumerGroupFenceMembers (KAFKA-18150: the members go together, one epoch bump;
 members leaving classic ones behind downgrade the group)."""
 from __future__ import annotations
 
-from coordinator.consumer import records as cr
-from coordinator.consumer.testing import ConsumerGroupContext
-from coordinator.group_state import GroupState
-from protocol.errors import ErrorCode
+from kcoord.coordinator.consumer import records as cr
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.coordinator.group_state import GroupState
+from kcoord.protocol.errors import ErrorCode
 from tests.coordinator.consumer.test_migration import classic_group, record_kinds
 
 E = ErrorCode

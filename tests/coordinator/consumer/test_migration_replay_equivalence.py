@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from coordinator.consumer.testing import ConsumerGroupContext
-from coordinator.consumer_protocol import encode_subscription
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.coordinator.consumer_protocol import encode_subscription
+from kcoord.protocol.errors import ErrorCode as E
 
 GROUP = "g"
 CLASSIC = ["a", "b", "s"]   # "s" joins with a group.instance.id

@@ -8,9 +8,9 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.consumer.consumer_group import STABLE
-from coordinator.consumer.testing import ConsumerGroupContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer.consumer_group import STABLE
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.protocol.errors import ErrorCode as E
 
 SESSION_MS = 10_000
 CLIENTS = 4

@@ -8,8 +8,8 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.consumer import records as r
-from coordinator.consumer.member import UNREVOKED_PARTITIONS, ConsumerGroupMember
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.member import UNREVOKED_PARTITIONS, ConsumerGroupMember
 
 T = uuid.UUID("00000000-0000-0000-0000-0000000000aa")
 

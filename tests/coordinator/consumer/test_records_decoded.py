@@ -9,10 +9,10 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.consumer import records as r
-from coordinator.consumer.consumer_group import ConsumerGroup
-from coordinator.consumer.member import ClassicMemberMetadata, ConsumerGroupMember
-from protocol import messages as m
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
+from kcoord.coordinator.consumer.member import ClassicMemberMetadata, ConsumerGroupMember
+from kcoord.protocol import messages as m
 
 TOPICS = [uuid.UUID(int=i * 0x1234567) for i in range(1, 5)]
 assignments = st.dictionaries(st.sampled_from(TOPICS), st.frozensets(st.integers(0, 300), max_size=140), max_size=4)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.consumer import records as r
-from coordinator.consumer.regex_refresh import REGEX_BATCH_REFRESH_MIN_INTERVAL_MS
-from coordinator.consumer.testing import ConsumerGroupContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.regex_refresh import REGEX_BATCH_REFRESH_MIN_INTERVAL_MS
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.protocol.errors import ErrorCode as E
 
 G, REGEX = "g", "regex-.*"
 

@@ -4,9 +4,9 @@ the batch -- becomes the group (manager._Replayed), instead of the shard replayi
 record a batch writes is replayed once, and the group is what replaying the log gives."""
 from __future__ import annotations
 
-from coordinator.consumer.consumer_group import ConsumerGroup
-from coordinator.consumer.testing import ConsumerGroupContext
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.protocol.errors import ErrorCode as E
 
 GROUP = "g"
 STATE = ("group_epoch", "assignment_epoch", "members", "static_members", "target_assignment",
@@ -75,7 +75,7 @@ def test_a_failed_batch_changes_nothing():
 
 def test_a_batch_stops_at_its_byte_bound(monkeypatch):
     """Operations past MAX_BATCH_BYTES wait for the next append, first in line, in their order."""
-    from coordinator.consumer import manager
+    from kcoord.coordinator.consumer import manager
     monkeypatch.setattr(manager, "MAX_BATCH_BYTES", 1)
     ctx, answers = _four_joins_held()
     while ctx.writer.pending():

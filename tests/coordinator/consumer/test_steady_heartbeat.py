@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.consumer import heartbeat as hb_module
-from coordinator.consumer.testing import ConsumerGroupContext
-from coordinator.results import RequestContext
-from coordinator.testing import Capture
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer import heartbeat as hb_module
+from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+from kcoord.coordinator.results import RequestContext
+from kcoord.coordinator.testing import Capture
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
 
 
 def _formed():

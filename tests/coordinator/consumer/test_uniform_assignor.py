@@ -8,10 +8,10 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.consumer.assignors import AssignmentMemberSpec
-from coordinator.consumer.assignors import uniform_homogeneous as h
-from coordinator.consumer.assignors.uniform import UniformAssignor
-from protocol.errors import ErrorCode as E
+from kcoord.coordinator.consumer.assignors import AssignmentMemberSpec
+from kcoord.coordinator.consumer.assignors import uniform_homogeneous as h
+from kcoord.coordinator.consumer.assignors.uniform import UniformAssignor
+from kcoord.protocol.errors import ErrorCode as E
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 
@@ -117,8 +117,8 @@ def test_the_group_tells_the_assignor_when_every_member_subscribes_alike():
     subscription for all -> the assignor is told it (and reads no member spec); a member changing its
     subscription, or subscribing by regex, makes the group heterogeneous; a member never gets a topic it
     does not subscribe to."""
-    from coordinator.consumer.target import _common_subscription
-    from coordinator.consumer.testing import ConsumerGroupContext
+    from kcoord.coordinator.consumer.target import _common_subscription
+    from kcoord.coordinator.consumer.testing import ConsumerGroupContext
 
     ctx = ConsumerGroupContext(topics={"foo": 4, "bar": 2})
     a = ctx.heartbeat("g", "a", 0, topics=["foo", "bar"])
@@ -151,7 +151,7 @@ def _token_hits(monkeypatch) -> list[bool]:
 def test_joins_through_the_group_find_their_step_by_its_token(monkeypatch):
     """In a forming group each join finds the previous step by the token its records gave the group (no
     comparison of every member's target), and the result is what comparing would give (VERIFY_TOKENS)."""
-    from coordinator.consumer.testing import ConsumerGroupContext
+    from kcoord.coordinator.consumer.testing import ConsumerGroupContext
 
     found = _token_hits(monkeypatch)
     ctx = ConsumerGroupContext({"t": 50})
@@ -166,7 +166,7 @@ def test_tokens_after_static_rejoins_leaves_and_partition_changes(monkeypatch):
     """Joins between a static member's rejoin (it inherits its target), a member leaving, and a partition
     count change: every target found by its token is the current one (VERIFY_TOKENS compares), joins after
     each event find their step by token again, and the targets stay balanced."""
-    from coordinator.consumer.testing import ConsumerGroupContext
+    from kcoord.coordinator.consumer.testing import ConsumerGroupContext
 
     by_token = _token_hits(monkeypatch)  # (conftest.py sets VERIFY_TOKENS for every test here)
     ctx = ConsumerGroupContext({"t": 30})

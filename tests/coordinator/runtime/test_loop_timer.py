@@ -4,7 +4,7 @@ from __future__ import annotations
 import heapq
 import itertools
 
-from coordinator.runtime import LoopTimer, WallClock
+from kcoord.coordinator.runtime import LoopTimer, WallClock
 
 
 class _Handle:

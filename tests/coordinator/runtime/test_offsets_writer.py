@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from coordinator import GroupConfig, OffsetCommit, OffsetCommitRequestPartition
-from coordinator.runtime import OFFSETS_TOPIC, GroupRuntime
-from protocol.errors import ErrorCode as E
-from storage import FaultyFS, LogConfig, LogManager
+from kcoord.coordinator import GroupConfig, OffsetCommit, OffsetCommitRequestPartition
+from kcoord.coordinator.runtime import OFFSETS_TOPIC, GroupRuntime
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.storage import FaultyFS, LogConfig, LogManager
 
 CONFIG = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0)
 

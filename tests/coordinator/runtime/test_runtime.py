@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from coordinator import GroupConfig, OffsetCommit, OffsetCommitRequestPartition, RequestContext
-from coordinator.runtime import FAULT_FILE_ENV, OFFSETS_TOPIC, GroupRuntime, LoopTimer, WallClock
-from protocol import messages as m
-from protocol.errors import ErrorCode as E
-from storage import FS, FaultyFS, LogManager
+from kcoord.coordinator import GroupConfig, OffsetCommit, OffsetCommitRequestPartition, RequestContext
+from kcoord.coordinator.runtime import FAULT_FILE_ENV, OFFSETS_TOPIC, GroupRuntime, LoopTimer, WallClock
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode as E
+from kcoord.storage import FS, FaultyFS, LogManager
 
 CONFIG = GroupConfig(offsets_topic_num_partitions=3, group_initial_rebalance_delay_ms=0)
 
@@ -123,8 +123,8 @@ async def test_close_answers_parked_joins_not_coordinator(tmp_path):
 
 
 async def test_rebalances_and_group_sizes_reach_the_broker_metrics(tmp_path, caplog):
-    from broker.metrics import Metrics
-    from coordinator.runtime import MetricsEvents
+    from kcoord.coordinator.runtime import MetricsEvents
+    from kcoord.observability.metrics import Metrics
 
     metrics = Metrics()
     manager = LogManager(str(tmp_path))
@@ -175,14 +175,14 @@ async def test_a_stalled_fsync_times_out_the_commit_after_offsets_commit_timeout
 async def test_a_large_partition_loads_in_steps_while_the_loop_serves(tmp_path):
     """A partition far larger than one read of the log is replayed a chunk at a time, and its groups built a
     slice at a time: other work on the loop runs between the steps (Kafka loads off the request threads)."""
-    import coordinator.checkpoint_store as store
-    from coordinator import runtime as runtime_module
-    from protocol.consumer_offsets import (
+    import kcoord.coordinator.checkpoint_store as store
+    from kcoord.coordinator import runtime as runtime_module
+    from kcoord.protocol.consumer_offsets import (
         OffsetCommitValue,
         encode_offset_commit_key,
         encode_offset_commit_value,
     )
-    from protocol.records import build_batch
+    from kcoord.protocol.records import build_batch
 
     manager = LogManager(str(tmp_path))
     plog = manager.get_or_create(OFFSETS_TOPIC, 0)

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from coordinator.runtime import Reply
+from kcoord.coordinator.runtime import Reply
 
 
 async def test_an_answer_given_before_returning_is_there_without_awaiting():

@@ -16,8 +16,8 @@ import logging
 import os
 from typing import Any
 
-from broker.config import PROPERTIES
-from broker.data.json_file import read_json, write_json_atomically
+from kcoord.broker.config import PROPERTIES
+from kcoord.metadata.json_file import read_json, write_json_atomically
 
 log = logging.getLogger("kcoord.configs")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import base64
 import os
 
-from broker.data.json_file import read_json, write_json_atomically
-from broker.security.scram import HASHES, ScramCredential
+from kcoord.broker.security.scram import HASHES, ScramCredential
+from kcoord.metadata.json_file import read_json, write_json_atomically
 
 FILE_NAME = "kcoord-scram-credentials.json"
 # ScramMechanism's type ids on the wire (DescribeUserScramCredentials / AlterUserScramCredentials)

@@ -1,12 +1,12 @@
 """A fork server for test brokers: one interpreter imports the broker once, then forks a child per
-broker start, each running `kcoord serve` as `python -m broker serve` would.
+broker start, each running `kcoord serve` as `python -m kcoord.tools serve` would.
 
 A fresh interpreter spends most of a test broker's start-up importing (~0.25 s of ~0.5 s measured on
 2 shared cores, bench/fixture.py); a fork of one that has imported everything starts serving in
 tens of milliseconds, and is still a process of its own: SIGKILL is a real crash, its memory is its
 own. The launcher forks before any event loop or thread exists in it, so children start clean.
 
-    launcher = Launcher()                              # python -m broker.launcher, in the background
+    launcher = Launcher()                              # python -m kcoord.testkit.launcher, in the background
     pid = launcher.spawn(["serve", "--override", ...], cwd, log_path, env={...})
     launcher.close()                                   # its brokers get SIGKILL with it (PR_SET_PDEATHSIG)
 
@@ -22,12 +22,14 @@ import subprocess
 import sys
 import threading
 
+import kcoord
+
 PR_SET_PDEATHSIG = 1
-PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1]  # where this `broker` package is imported from
+PACKAGE_ROOT = pathlib.Path(kcoord.__file__).resolve().parent.parent  # where this `kcoord` package is imported from
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment of a broker process: it imports the same `broker` package as this process (a
+    """The environment of a broker process: it imports the same `kcoord` package as this process (a
     checkout or an install)."""
     path = os.pathsep.join(p for p in (str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", **(extra or {}))
@@ -37,7 +39,7 @@ class Launcher:
     """The test process's handle on a fork server."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
-        self._proc = subprocess.Popen([sys.executable, "-m", "broker.launcher"], stdin=subprocess.PIPE,
+        self._proc = subprocess.Popen([sys.executable, "-m", "kcoord.testkit.launcher"], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, env=child_env(env), text=True)
         self._lock = threading.Lock()
 
@@ -83,7 +85,7 @@ def _child(request: dict) -> None:
         sys.stdin = open(0, closefd=False)  # noqa: SIM115  (fd 0 is the process's)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-        from broker.cli import main
+        from kcoord.tools.cli import main
 
         code = main(request["argv"])
     except SystemExit as exc:
@@ -111,10 +113,10 @@ def _die_with_parent() -> None:
 
 def serve() -> None:
     """The launcher: import what a broker needs, then fork one per request line until stdin closes."""
-    import broker.app  # noqa: F401  (the point: imported once, before any fork)
-    import broker.cli  # noqa: F401
-    import coordinator.runtime  # noqa: F401
-    from broker import registry
+    import kcoord.broker.app  # noqa: F401  (the point: imported once, before any fork)
+    import kcoord.coordinator.runtime  # noqa: F401
+    import kcoord.tools.cli  # noqa: F401
+    from kcoord.broker import registry
 
     try:
         import uvloop  # noqa: F401

@@ -13,13 +13,13 @@ import argparse
 import secrets
 import sys
 
-from broker.client import KafkaWireClient
-from broker.security.client_login import add_command_config, use_command_config
-from broker.security.scram import HASHES, MIN_ITERATIONS, make_credential, salted_password
-from broker.security.scram_store import MECHANISM_TYPES, TYPE_OF, ScramStore
-from broker.tool_run import run_tool
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.broker.security.scram import HASHES, MIN_ITERATIONS, make_credential, salted_password
+from kcoord.metadata.scram_store import MECHANISM_TYPES, TYPE_OF, ScramStore
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.tools.client import KafkaWireClient
+from kcoord.tools.client_login import add_command_config, use_command_config
+from kcoord.tools.tool_run import run_tool
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 

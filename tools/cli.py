@@ -1,7 +1,7 @@
 """`kcoord` command line: serve, config, groups, faults, analyze.
 
 Each subcommand imports what it needs only when it runs, so `kcoord --help` stays instant.
-`analyze` runs the PySpark pipeline in its own interpreter (`python -m analytics`): the broker never
+`analyze` runs the PySpark pipeline in its own interpreter (`python -m kcoord.analytics`): the broker never
 imports analytics, and Spark's JVM never shares a process with a server.
 """
 
@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 
-from broker.config import ConfigError
+from kcoord.broker.config import ConfigError
 
 EPILOG = """\
 examples:
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "analyze", help="PySpark pipeline: ingest | report | health | all over a store's segments",
-        description="Runs `python -m analytics`; see `kcoord analyze --help`.", add_help=False)
+        description="Runs `python -m kcoord.analytics`; see `kcoord analyze --help`.", add_help=False)
     return parser
 
 
@@ -84,7 +84,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def load_config(args: argparse.Namespace):
-    from broker.config import BrokerConfig, parse_overrides
+    from kcoord.broker.config import BrokerConfig, parse_overrides
 
     return BrokerConfig.load(args.properties, parse_overrides(args.override))
 
@@ -98,13 +98,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     for key in cfg.ignored:
         logging.getLogger("kcoord.config").info("ignoring %s (no meaning on a single-node broker)", key)
-    from broker.app import serve
+    from kcoord.broker.app import serve
 
     return serve(cfg)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from broker.security.listener_config import SENSITIVE
+    from kcoord.broker.security.listener_config import SENSITIVE
 
     cfg = load_config(args)
     for name, value, doc in cfg.describe():
@@ -119,23 +119,23 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # `groups` and `analyze` own their argument parsing.
     if argv and argv[0] == "groups":
-        from broker.groups_cli import main as groups_main
+        from kcoord.tools.groups_cli import main as groups_main
 
         return groups_main(argv[1:])
     if argv and argv[0] == "users":
-        from broker.users_cli import main as users_main
+        from kcoord.tools.users_cli import main as users_main
 
         return users_main(argv[1:])
     if argv and argv[0] == "faults":
-        from broker.admin_cli import faults_main
+        from kcoord.tools.admin_cli import faults_main
 
         return faults_main(argv[1:])
     if argv and argv[0] == "demo":
-        from broker.demo import main as demo_main
+        from kcoord.tools.demo import main as demo_main
 
         return demo_main(argv[1:])
     if argv and argv[0] == "analyze":
-        os.execv(sys.executable, [sys.executable, "-m", "analytics", *argv[1:]])
+        os.execv(sys.executable, [sys.executable, "-m", "kcoord.analytics", *argv[1:]])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

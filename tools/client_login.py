@@ -18,9 +18,9 @@ import socket
 import ssl
 from typing import Any
 
-from broker.security import jaas
-from broker.security.scram import HASHES, salted_password
-from protocol import messages as m
+from kcoord.broker.security import jaas
+from kcoord.broker.security.scram import HASHES, salted_password
+from kcoord.protocol import messages as m
 
 
 class LoginFailed(Exception):
@@ -44,7 +44,7 @@ class ClientSecurity:
 
     @classmethod
     def from_file(cls, path: str) -> ClientSecurity:
-        from broker.config import read_properties_file
+        from kcoord.broker.config import read_properties_file
 
         return cls(read_properties_file(path))
 
@@ -100,7 +100,7 @@ def add_command_config(parser: Any, *subparsers: Any) -> None:
 
 
 def use_command_config(args: Any) -> None:
-    from broker.client import KafkaWireClient
+    from kcoord.tools.client import KafkaWireClient
 
     path = getattr(args, "command_config", None)
     KafkaWireClient.default_security = ClientSecurity.from_file(path) if path else None

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from broker.data.json_file import read_json, write_json_atomically
+from kcoord.metadata.json_file import read_json, write_json_atomically
 
 log = logging.getLogger("kcoord.configs")
 

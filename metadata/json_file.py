@@ -1,12 +1,12 @@
 """Small JSON documents kept in log.dirs (topics, dynamic and group configs, SCRAM credentials, ACLs), replaced
-atomically through storage's file layer (storage.fs.replace_file): a crash leaves the old or the new file."""
+atomically through storage's file layer (kcoord.storage.fs.replace_file): a crash leaves the old or the new file."""
 from __future__ import annotations
 
 import json
 import os
 from typing import Any
 
-from storage.fs import FS, replace_file
+from kcoord.storage.fs import FS, replace_file
 
 _FS = FS()
 

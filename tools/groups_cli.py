@@ -9,7 +9,7 @@ kafka-consumer-groups tool, built on the server's own admin APIs over the wire:
   delete <group>          DeleteGroups
   reset-offsets <group>   DescribeGroups (the group must be Empty or Dead) + Metadata + ListOffsets,
                           then OffsetCommit with generation -1 (an admin commit); dry run unless --execute
-  expire-member, fire-timers, run-retention   timer control through the admin endpoint (broker/admin_cli.py)
+  expire-member, fire-timers, run-retention   timer control through the admin endpoint (tools/admin_cli.py)
 """
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ import argparse
 import sys
 from dataclasses import dataclass
 
-from broker import consumer_groups_cli
-from broker.client import KafkaWireClient
-from broker.security.client_login import add_command_config, use_command_config
-from broker.tool_run import run_tool
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.tools import consumer_groups_cli
+from kcoord.tools.client import KafkaWireClient
+from kcoord.tools.client_login import add_command_config, use_command_config
+from kcoord.tools.tool_run import run_tool
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 LATEST = -1
@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (listing, describe, delete, reset):
         p.add_argument("--bootstrap-server", default=argparse.SUPPRESS)
     add_command_config(parser, listing, describe, delete, reset)
-    from broker.admin_cli import add_timer_commands
+    from kcoord.tools.admin_cli import add_timer_commands
 
     add_timer_commands(sub)  # expire-member, fire-timers, run-retention: through the admin endpoint
     return parser
@@ -300,7 +300,7 @@ def run(args, out) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    from broker.admin_cli import TIMER_COMMANDS, timers_main
+    from kcoord.tools.admin_cli import TIMER_COMMANDS, timers_main
 
     if args.command in TIMER_COMMANDS:
         return timers_main(args)

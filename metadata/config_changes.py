@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.data.dynamic_broker_configs import ConfigRefused
-from broker.data.group_configs import ConfigInvalid
-from broker.data.topics import TopicError, broker_default, validate_topic_configs
-from protocol.errors import ErrorCode
+from kcoord.metadata.dynamic_broker_configs import ConfigRefused
+from kcoord.metadata.group_configs import ConfigInvalid
+from kcoord.metadata.topics import TopicError, broker_default, validate_topic_configs
+from kcoord.protocol.errors import ErrorCode
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3

@@ -15,14 +15,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.data.json_file import write_json_atomically
-from coordinator.core import OFFSETS_TOPIC
-from protocol.errors import ErrorCode
+from kcoord.coordinator.core import OFFSETS_TOPIC
+from kcoord.metadata.json_file import write_json_atomically
+from kcoord.protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.topics")
 
-CONSUMER_OFFSETS = OFFSETS_TOPIC  # coordinator.core owns the name
-TRANSACTION_STATE = "__transaction_state"  # txn.state_manager.TRANSACTION_STATE_TOPIC
+CONSUMER_OFFSETS = OFFSETS_TOPIC  # kcoord.coordinator.core owns the name
+TRANSACTION_STATE = "__transaction_state"  # kcoord.txn.state_manager.TRANSACTION_STATE_TOPIC
 METADATA_FILE = "kcoord-topics.json"
 MAX_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
@@ -134,8 +134,8 @@ def broker_default(config: Any, key: str) -> str:
 
 
 def log_config_for(config: Any, overrides: dict[str, str]) -> Any:
-    """A storage.LogConfig with the broker defaults and the topic's overrides applied."""
-    from storage import LogConfig
+    """A kcoord.storage.LogConfig with the broker defaults and the topic's overrides applied."""
+    from kcoord.storage import LogConfig
 
     def eff(key: str) -> str:
         return overrides.get(key) or broker_default(config, key)

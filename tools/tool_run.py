@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from broker.client import WireError
-from broker.security.client_login import LoginFailed
+from kcoord.tools.client import WireError
+from kcoord.tools.client_login import LoginFailed
 
 
 def run_tool(bootstrap: str, action: Callable[[], None], tool_error: type[Exception]) -> int:

@@ -14,8 +14,8 @@ import socket
 import struct
 from collections import deque
 
-from protocol import messages as m
-from protocol.headers import decode_response_header, encode_request_frame
+from kcoord.protocol import messages as m
+from kcoord.protocol.headers import decode_response_header, encode_request_frame
 
 API_VERSIONS_KEY = 18
 _INT32 = struct.Struct(">i")
@@ -33,7 +33,7 @@ def parse_address(address: str, default_port: int = 9092) -> tuple[str, int]:
 
 
 class KafkaWireClient:
-    # TLS / SASL settings for every connection the tools open (broker.security.client_login.ClientSecurity,
+    # TLS / SASL settings for every connection the tools open (kcoord.tools.client_login.ClientSecurity,
     # from --command-config); None: plaintext
     default_security = None
 

@@ -6,9 +6,9 @@ protocol, "false" for a classic one, "-" when the server does not say (v1's Memb
 ConsumerGroupCommand.printMembers shows the column only for such a group)."""
 from __future__ import annotations
 
-from broker.client import KafkaWireClient, WireError
-from protocol import messages as m
-from protocol.errors import ErrorCode
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.tools.client import KafkaWireClient, WireError
 
 MEMBER_COLUMNS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
                   "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")

@@ -24,8 +24,8 @@ import subprocess
 import sys
 import time
 
-from broker.admin_client import AdminClient, AdminRequestError
-from broker.launcher import Launcher, child_env
+from kcoord.testkit.launcher import Launcher, child_env
+from kcoord.tools.admin_client import AdminClient, AdminRequestError
 
 READY = re.compile(r"kcoord ready: listening on (\S+?):(\d+)(?:.*?metrics on port (\d+))?(?:.*?admin on port (\d+))?")
 # Kafka defaults that make tests wait, lowered; every one can be overridden.
@@ -50,7 +50,7 @@ class BrokerProcess:
         self.overrides = {**(TEST_SETTINGS if test_settings else {}),
                           **{k: str(v) for k, v in (overrides or {}).items()}}
         self.log_level = log_level
-        self.launcher = launcher  # None: a fresh interpreter per start (python -m broker serve)
+        self.launcher = launcher  # None: a fresh interpreter per start (python -m kcoord.tools serve)
         self.env = dict(env or {})
         self.admin_listener = admin  # the admin endpoint (faults, timers) on a free port
         self.host = "127.0.0.1"
@@ -83,7 +83,7 @@ class BrokerProcess:
         else:
             env = child_env(self.env)
             with open(self.log_path, "ab") as log:
-                self._popen = subprocess.Popen([sys.executable, "-m", "broker", *argv], cwd=str(self.workdir),
+                self._popen = subprocess.Popen([sys.executable, "-m", "kcoord.tools", *argv], cwd=str(self.workdir),
                                                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
             self.pid = self._popen.pid
         deadline = time.monotonic() + timeout
@@ -182,12 +182,12 @@ class BrokerProcess:
 
     @property
     def faults(self):
-        """broker.admin_client.Faults: add(api, error=..., group_id=..., count=...), list(), clear()."""
+        """kcoord.tools.admin_client.Faults: add(api, error=..., group_id=..., count=...), list(), clear()."""
         return self.admin.faults
 
     @property
     def timers(self):
-        """broker.admin_client.Timers: expire_member(group, member), fire(group), run_retention()."""
+        """kcoord.tools.admin_client.Timers: expire_member(group, member), fire(group), run_retention()."""
         return self.admin.timers
 
     def log_text(self) -> str:

@@ -14,12 +14,12 @@
 
 Fixtures: `kafka_broker` (a fresh broker per test), `kafka_broker_session` (one for the whole session;
 use your own group and topic names per test), `kafka_broker_factory(overrides=None)`. Each is a
-broker.broker_process.BrokerProcess: a `kcoord serve` child process on a free port with a temporary
+kcoord.testkit.broker_process.BrokerProcess: a `kcoord serve` child process on a free port with a temporary
 data directory, test settings (broker_process.TEST_SETTINGS: no initial rebalance delay, a 100 ms
 minimum session timeout, one __consumer_offsets partition) and its admin endpoint on; faults live in
 the server, so a restart clears them. When a test fails, the server's log is added to its report.
 
-Brokers are forked from one launcher per test session (broker/launcher.py), started in the background
+Brokers are forked from one launcher per test session (testkit/launcher.py), started in the background
 as soon as collection finds a test that uses these fixtures: a broker then starts in ~50 ms instead of
 the ~0.5 s of a fresh interpreter (bench/fixture.py), and is still a process of its own.
 """
@@ -30,7 +30,7 @@ import pytest
 LOG_LINES_ON_FAILURE = 200
 FIXTURES = ("kafka_broker", "kafka_broker_session", "kafka_broker_factory")
 _session_brokers: list = []
-_launcher: list = []  # the session's broker.launcher.Launcher, once started
+_launcher: list = []  # the session's kcoord.testkit.launcher.Launcher, once started
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,14 +49,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _get_launcher():
     if not _launcher:
-        from broker.launcher import Launcher
+        from kcoord.testkit.launcher import Launcher
 
         _launcher.append(Launcher())
     return _launcher[0]
 
 
 def _start(workdir, overrides, name):
-    from broker.broker_process import BrokerProcess
+    from kcoord.testkit.broker_process import BrokerProcess
 
     return BrokerProcess(workdir, overrides, name=name, launcher=_get_launcher()).start()
 
