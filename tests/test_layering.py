@@ -1,6 +1,6 @@
 """Imports point one way (ARCHITECTURE.md, "One name, folders that show jobs"):
 
-    protocol <- storage <- (coordinator, txn) <- metadata <- broker <- (tools, testkit)
+    protocol <- storage <- (coordinator, txn) <- metadata <- cluster <- broker <- (tools, testkit)
 
 observability is importable by the serving path and above and imports nothing of ours; analytics uses
 protocol and storage only; nothing in kcoord imports tools (except the test kit), testkit, analytics,
@@ -13,7 +13,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BELOW_BROKER = {"protocol", "storage", "coordinator", "txn", "metadata", "observability"}
+BELOW_BROKER = {"protocol", "storage", "coordinator", "txn", "metadata", "cluster", "observability"}
 ALLOWED = {
     "protocol": set(),
     "storage": {"protocol"},
@@ -21,6 +21,9 @@ ALLOWED = {
     "txn": {"protocol", "storage"},
     "observability": set(),
     "metadata": {"protocol", "storage", "coordinator", "txn"},
+    # the cluster (etcd store, controller, replication) sees the metadata store's interface and storage;
+    # the serving path wires it to the coordinators (load / unload on leadership), never the reverse
+    "cluster": {"protocol", "storage", "metadata", "observability"},
     "broker": BELOW_BROKER,
     # tools/cli.py runs `kcoord analyze` as `python -m kcoord.analytics` (a process, not an import)
     "tools": BELOW_BROKER | {"broker"},

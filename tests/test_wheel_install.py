@@ -21,6 +21,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SRC = ROOT / "src" / "kcoord"
 APP_PACKAGES = ("storage", "protocol", "broker", "analytics", "coordinator")
+# kcoord's subpackages: the folders src/kcoord links to
+SUBPACKAGES = tuple(sorted(p.name for p in SRC.iterdir() if p.is_symlink()))
 
 pytestmark = pytest.mark.slow
 
@@ -86,8 +88,7 @@ def test_the_wheel_holds_only_kcoord(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
     assert tops == {"kcoord", next(t for t in tops if t.endswith(".dist-info"))}, sorted(tops)
-    for pkg in ("protocol", "storage", "coordinator", "txn", "metadata", "broker", "observability",
-                "tools", "testkit", "analytics"):
+    for pkg in SUBPACKAGES:
         assert f"kcoord/{pkg}/__init__.py" in names, pkg
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))
     assert b"kcoord = kcoord.tools.cli:main" in entry_points
@@ -98,12 +99,15 @@ def test_a_project_with_clashing_packages_uses_the_fixture(wheel, tmp_path):
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--without-pip", venv])
     python = venv / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel])
+    # without PYTHONPATH, which would show pip this checkout's kcoord as installed already
+    _run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", "--no-index", wheel],
+         env=_clean_env())
     venv_site = pathlib.Path(_run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                                   env=_clean_env()).stdout.strip())
-    # this test environment's packages (pytest, kafka-python, uvloop, ...) after the venv's own
-    test_env = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))
-                and not p.startswith(str(ROOT))]
+    # this test environment's packages (pytest, kafka-python, uvloop, ...) after the venv's own. A path
+    # line of a .pth file is not a site directory: the .pth files in it (this checkout's editable
+    # install among them, when the venv is .venv here) are not run.
+    test_env = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     (venv_site / "zz_test_env.pth").write_text("\n".join(test_env) + "\n")
 
     project = tmp_path / "project"
@@ -115,8 +119,7 @@ def test_a_project_with_clashing_packages_uses_the_fixture(wheel, tmp_path):
     # from outside any checkout: kcoord imports, the bare names of its folders do not
     probe = ("import importlib.util, kcoord.coordinator, kcoord.testkit.pytest_plugin\n"
              "assert '/site-packages/kcoord/' in kcoord.coordinator.__file__, kcoord.coordinator.__file__\n"
-             "missing = [n for n in ('protocol', 'storage', 'coordinator', 'txn', 'broker', 'analytics',\n"
-             "           'metadata', 'tools', 'testkit', 'observability', 'bench') if importlib.util.find_spec(n)]\n"
+             f"missing = [n for n in {(*SUBPACKAGES, 'bench')!r} if importlib.util.find_spec(n)]\n"
              "assert not missing, missing\n")
     _run([python, "-c", probe], cwd=tmp_path, env=_clean_env())
 
