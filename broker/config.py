@@ -14,6 +14,8 @@ import pathlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kcoord.cluster.etcd_connect import parse_etcd_connect
+
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
@@ -260,6 +262,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("metrics.statsd.address", None, _optional_str, "kcoord: HOST:PORT to push StatsD metrics to over UDP."),
     _p("metrics.statsd.interval.ms", 10000, _int(100), "kcoord: StatsD push interval."),
     _p("metrics.statsd.prefix", "kcoord", _str, "kcoord: StatsD metric name prefix."),
+    # --- cluster (kcoord-specific; issue #26)
+    _p("kcoord.etcd.connect", "", parse_etcd_connect,
+       "kcoord: HOST:PORT[,HOST:PORT...][/PREFIX] of the etcd cluster holding this cluster's metadata under "
+       "PREFIX (default /kcoord), as zookeeper.connect; empty = no etcd, the node is a cluster of one."),
     _p("kcoord.admin.listener", None, _admin_listener,
        "kcoord: http://HOST:PORT of the admin endpoint (fault injection, timers); unset = off. For tests only: "
        "it has no authentication."),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the client-compatibility tests need beyond PyPI, idempotently:
-#   kafkajs and @platformatic/kafka (npm, into tests/js/node_modules); kcat, chromium, docker-compose (Debian).
+#   kafkajs and @platformatic/kafka (npm, into tests/js/node_modules); kcat, chromium, docker-compose,
+#   etcd-server (Debian).
 # Where a tool truly cannot be had, says so; the tests that need it then skip with that message.
 set -u
 cd "$(dirname "$0")/.."
@@ -16,11 +17,13 @@ else
 fi
 
 # Debian packages: kcat (librdkafka 2.0 client), chromium (report screenshot), docker-compose (validates
-# docker/docker-compose.yml; no engine is needed for `config`).
+# docker/docker-compose.yml; no engine is needed for `config`), etcd-server (the cluster's metadata store,
+# kcoord.testkit.etcd; its binary is `etcd`).
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     echo "installing ${missing[*]} (Debian) ..."
