@@ -142,6 +142,39 @@ message ConsumerGroupCurrentMemberAssignmentValue data valid=0 flexible=0+
 struct TopicPartitions
   TopicId uuid 0+
   Partitions []int32 0+
+
+message ShareSnapshotKey data valid=0
+  GroupId string 0
+  TopicId uuid 0
+  Partition int32 0
+message ShareSnapshotValue data valid=0 flexible=0+
+  SnapshotEpoch int32 0+
+  StateEpoch int32 0+
+  LeaderEpoch int32 0+
+  StartOffset int64 0+
+  DeliveryCompleteCount int32 0+ default=-1 tag=0 tagged=0+
+  CreateTimestamp int64 0+
+  WriteTimestamp int64 0+
+  StateBatches []StateBatch 0+
+    FirstOffset int64 0+
+    LastOffset int64 0+
+    DeliveryState int8 0+
+    DeliveryCount int16 0+
+
+message ShareUpdateKey data valid=1
+  GroupId string 1
+  TopicId uuid 1
+  Partition int32 1
+message ShareUpdateValue data valid=0 flexible=0+
+  SnapshotEpoch int32 0+
+  LeaderEpoch int32 0+
+  StartOffset int64 0+
+  DeliveryCompleteCount int32 0+ default=-1 tag=0 tagged=0+
+  StateBatches []StateBatch 0+
+    FirstOffset int64 0+
+    LastOffset int64 0+
+    DeliveryState int8 0+
+    DeliveryCount int16 0+
 """
 
 _RENAMES = {"nullable": "nullableVersions", "tagged": "taggedVersions", "tag": "tag", "default": "default"}

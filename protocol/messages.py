@@ -39,7 +39,9 @@ DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") +
     f"ConsumerGroup{record}{part}" for record in ("Metadata", "MemberMetadata", "PartitionMetadata",
                                                   "TargetAssignmentMetadata", "TargetAssignmentMember",
                                                   "CurrentMemberAssignment", "RegularExpression")
-    for part in ("Key", "Value"))
+    for part in ("Key", "Value")) + (
+    # KIP-932's __share_group_state records (kcoord.share.records)
+    "ShareSnapshotKey", "ShareSnapshotValue", "ShareUpdateKey", "ShareUpdateValue")
 
 _MESSAGE_NAMES = frozenset(
     [a + "Request" for a in SERVED_APIS] + [a + "Response" for a in SERVED_APIS] + list(DATA_MESSAGES)

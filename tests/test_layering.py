@@ -13,12 +13,15 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BELOW_BROKER = {"protocol", "storage", "coordinator", "txn", "metadata", "cluster", "observability"}
+BELOW_BROKER = {"protocol", "storage", "coordinator", "txn", "share", "metadata", "cluster", "observability"}
 ALLOWED = {
     "protocol": set(),
     "storage": {"protocol"},
     "coordinator": {"protocol", "storage"},
     "txn": {"protocol", "storage"},
+    # the share coordinator's side of share groups (KIP-932): share-partition state and its
+    # __share_group_state records; pure (records out, replay in), so it needs the codecs only
+    "share": {"protocol"},
     "observability": set(),
     "metadata": {"protocol", "storage", "coordinator", "txn"},
     # the cluster (etcd store, controller, replication) sees the metadata store's interface and storage;
