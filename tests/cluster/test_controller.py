@@ -222,7 +222,8 @@ async def test_controlled_shutdown_moves_leaderships_before_the_node_leaves(clus
     for tp in led:
         reg = victim.image.partition(tp).registration
         assert BecomeFollower(tp, reg.leader, reg.leader_epoch) in victim.changes
-    settled = {tp: part.mod_revision for tp, part in ctrl.image.partitions()}
+    await env.settle(lambda: moved(ctrl.controller.image))
+    settled = {tp: part.mod_revision for tp, part in ctrl.controller.image.partitions()}
     await victim.stop()
     await env.settle(lambda: victim.node_id not in ctrl.controller.image.brokers)
     assert {tp: part.mod_revision for tp, part in ctrl.controller.image.partitions()} == settled
