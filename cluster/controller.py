@@ -1,0 +1,358 @@
+"""The controller: one node at a time decides elections and creates topics, every write fenced by its epoch.
+
+Kafka's ZooKeeper-era KafkaController (core/src/main/scala/kafka/controller/KafkaController.scala, 3.x)
+with etcd in ZooKeeper's place, and KRaft's rules (PartitionChangeBuilder via
+kcoord.cluster.partition_change) for what each change is:
+
+- **Election** (KafkaController.elect, KafkaZkClient.registerControllerAndIncrementControllerEpoch): every
+  node is a candidate. Acquire = one txn `create_revision(controller) == 0 -> put controller` under the
+  node's own lease; the key's create_revision is the controller epoch (ZooKeeper needed a separate
+  `/controller_epoch` znode; etcd's revision is global and increasing, so the creation revision is
+  already a fencing token). A loser watches for the key's delete (the holder's lease expired or was
+  revoked) and tries again.
+- **Fencing**: every controller write is a txn comparing `create_revision(controller) == epoch`
+  (Kafka's `CheckOp(/controller_epoch)`, wrapRequestWithControllerEpochCheck). A deposed controller,
+  paused past its lease and resumed, cannot write: its compare fails and it steps down (Deposed).
+  Partition writes also compare the partition key's mod_revision with the one read (ZooKeeper's
+  conditional setData on the zkVersion, KafkaZkClient.updateLeaderAndIsr); a refusal re-reads that
+  partition and recomputes, as the ZK controller retried BADVERSION partitions.
+- **Failover** (onControllerFailover): read everything at revision R, watch from R + 1; first elect
+  for partitions whose leader or ISR members are gone (the ZK controller's
+  triggerOnlinePartitionStateChange after initializing its context).
+- **Broker changes** (processBrokerChange -> onBrokerFailure / onBrokerStartup): a registration deleted
+  (lease expired = fenced) or marked shutting_down (controlled shutdown, KafkaController.
+  doControlledShutdown; KRaft's handleBrokerInControlledShutdown) takes the broker out of every ISR it
+  is in (except as the last member) and moves its leaderships to a live ISR member, or leaves the
+  partition leaderless when none is live and unclean election is off (no data lost). A registration
+  appearing gives leaderless partitions a leader again (KRaft's handleBrokerUnfenced).
+- **Topics** (KafkaController.processTopicChange -> onNewPartitionCreation; KRaft's
+  ReplicationControlManager.createTopic): replicas placed by kcoord.cluster.replica_placement over the
+  registered brokers; the topic key and its partition keys written in txns of at most 128 operations,
+  the topic key first.
+- **ElectLeaders** (KafkaController.electLeaders / KRaft's ReplicationControlManager.electLeaders):
+  preferred or unclean, per partition, with partition_change.elect_leader.
+ISR changes are not the controller's: leaders CAS their own (kcoord.cluster.isr).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kcoord.cluster import keys
+from kcoord.cluster.keys import ControllerInfo, TopicInfo
+from kcoord.cluster.metadata_image import EMPTY, MetadataImage, PartitionImage, TopicPartition
+from kcoord.cluster.partition_change import Election, Outcome, broker_fenced, build_change, elect_leader
+from kcoord.cluster.partition_state import PartitionRegistration, initial_registration
+from kcoord.cluster.replica_placement import (
+    PlacementError,
+    RandomSource,
+    UsableBroker,
+    check_manual_assignments,
+    place_replicas,
+)
+from kcoord.metadata.store import (
+    Compacted,
+    Compare,
+    Get,
+    KeyValue,
+    LeaseLost,
+    LeaseNotFound,
+    MetadataStore,
+    Op,
+    Put,
+    absent,
+    created_at,
+    modified_at,
+)
+from kcoord.protocol.errors import ErrorCode
+
+log = logging.getLogger("kcoord.cluster.controller")
+
+MAX_TXN_OPS = 128  # etcd's default --max-txn-ops, per branch
+UNCLEAN_CONFIG = "unclean.leader.election.enable"
+
+
+class Deposed(Exception):
+    """The controller epoch compare failed: another node is controller now (or none is). The write was
+    not made; the former controller stops acting and campaigns again."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTopicResult:
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    topic_id: uuid.UUID | None = None
+    assignment: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+Compute = Callable[[PartitionRegistration], PartitionRegistration | None]
+
+
+class ControllerWriter:
+    """The writes of one controller epoch. Each is a txn whose first compare is the epoch; a refusal on
+    it raises Deposed, whatever else the txn held. Kept apart from Controller so that a writer that
+    outlived its epoch (a paused controller that resumes) is visibly the same code path."""
+
+    def __init__(self, store: MetadataStore, epoch: int) -> None:
+        self.store = store
+        self.epoch = epoch
+        self.cas_retries = 0  # partition writes refused on the mod_revision and recomputed
+
+    def _fence(self) -> Compare:
+        return created_at(keys.CONTROLLER, self.epoch)
+
+    async def write_partition(self, tp: TopicPartition, part: PartitionImage,
+                              compute: Compute) -> PartitionImage | None:
+        """Write `compute(current)` by CAS on the partition's mod_revision, recomputing from a fresh read
+        until it lands or `compute` says no change (None). Returns the state written, else None."""
+        key = keys.partition_key(tp.topic, tp.partition)
+        while True:
+            new = compute(part.registration)
+            if new is None:
+                return None
+            new = new.changed(partition_epoch=part.registration.partition_epoch + 1)
+            result = await self.store.txn([self._fence(), modified_at(key, part.mod_revision)],
+                                          [Put(key, new.encode())], [Get(keys.CONTROLLER), Get(key)])
+            if result.succeeded:
+                return PartitionImage(new, result.revision)
+            self._check_epoch(result.responses[0])
+            found = result.responses[1]
+            if not found:
+                return None  # the partition is gone (its topic deleted)
+            assert isinstance(found, tuple)
+            part = PartitionImage(PartitionRegistration.decode(found[0].value), found[0].mod_revision)
+            self.cas_retries += 1
+            log.info("controller %d: %s changed under us (now at revision %d); recomputing",
+                     self.epoch, tp, part.mod_revision)
+
+    async def create_topic(self, name: str, info: TopicInfo,
+                           registrations: Sequence[PartitionRegistration]) -> list[KeyValue] | None:
+        """The topic key, then its partitions, in txns of at most MAX_TXN_OPS puts; the first txn also
+        requires the topic to be absent, the later ones that it is the same topic. None: it exists."""
+        topic = keys.topic_key(name)
+        puts: list[Op] = [Put(topic, info.encode())]
+        puts += [Put(keys.partition_key(name, i), r.encode()) for i, r in enumerate(registrations)]
+        written: list[KeyValue] = []
+        compares = [self._fence(), absent(topic)]
+        for start in range(0, len(puts), MAX_TXN_OPS):
+            chunk = puts[start:start + MAX_TXN_OPS]
+            result = await self.store.txn(compares, chunk, [Get(keys.CONTROLLER), Get(topic)])
+            if not result.succeeded:
+                self._check_epoch(result.responses[0])
+                return None
+            if start == 0:
+                compares = [self._fence(), created_at(topic, result.revision)]
+            written += [KeyValue(op.key, op.value, result.revision, result.revision, 1)
+                        for op in chunk if isinstance(op, Put)]
+        return written
+
+    def _check_epoch(self, found: object) -> None:
+        if not isinstance(found, tuple) or not found or found[0].create_revision != self.epoch:
+            raise Deposed(f"controller epoch {self.epoch} is over")
+
+
+class Controller:
+    """A node's controller candidacy and, while it wins, the active controller. `run()` is its task; the
+    admin operations answer NOT_CONTROLLER unless this node is the active controller."""
+
+    def __init__(self, store: MetadataStore, node_id: int, lease_id: int, *,
+                 rng: RandomSource | None = None, unclean_leader_election_enable: bool = False) -> None:
+        self._store = store
+        self.node_id = node_id
+        self._lease_id = lease_id
+        self._rng: RandomSource = rng or random.Random()
+        self._unclean_default = unclean_leader_election_enable
+        self._image = EMPTY
+        self._writer: ControllerWriter | None = None
+        self._lock = asyncio.Lock()  # one controller operation at a time: a batch's reaction or an admin op
+        self.elections = 0  # how many times this node won
+
+    @property
+    def epoch(self) -> int | None:
+        """The controller epoch while this node is the active controller, else None."""
+        return None if self._writer is None else self._writer.epoch
+
+    @property
+    def writer(self) -> ControllerWriter | None:
+        return self._writer
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    # -- candidacy -----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Campaign, lead while elected, campaign again when deposed; until cancelled. Raises LeaseLost
+        when the node's lease is gone (the node re-registers and starts a new candidacy)."""
+        while True:
+            epoch = await self._campaign()
+            self.elections += 1
+            log.info("node %d is the controller, epoch %d", self.node_id, epoch)
+            try:
+                await self._lead(ControllerWriter(self._store, epoch))
+            except Deposed as exc:
+                log.warning("node %d is no longer the controller: %s", self.node_id, exc)
+            finally:
+                self._writer = None
+
+    async def _campaign(self) -> int:
+        info = ControllerInfo(self.node_id).encode()
+        while True:
+            try:
+                result = await self._store.txn([absent(keys.CONTROLLER)],
+                                               [Put(keys.CONTROLLER, info, self._lease_id)], [Get(keys.CONTROLLER)])
+            except LeaseNotFound as exc:
+                raise LeaseLost(self._lease_id) from exc
+            if result.succeeded:
+                return result.revision
+            await self._until_controller_deleted(result.revision + 1)
+
+    async def _until_controller_deleted(self, from_revision: int) -> None:
+        async with contextlib.aclosing(self._store.watch(keys.CONTROLLER, from_revision)) as watch:
+            async for batch in watch:
+                if any(e.key == keys.CONTROLLER and e.type == "delete" for e in batch):
+                    return
+
+    # -- the active controller -----------------------------------------------------------------------
+
+    async def _lead(self, writer: ControllerWriter) -> None:
+        while True:
+            snapshot = await self._store.range("")
+            image = MetadataImage.from_snapshot(snapshot)
+            if image.controller is None or image.controller.epoch != writer.epoch:
+                raise Deposed(f"controller epoch {writer.epoch} ended before its failover")
+            async with self._lock:
+                self._image, self._writer = image, writer
+                await self._reconcile()  # onControllerFailover: elect where leaders or ISR members are gone
+            try:
+                async with contextlib.aclosing(self._store.watch("", snapshot.revision + 1)) as watch:
+                    async for batch in watch:
+                        async with self._lock:
+                            old, self._image = self._image, self._image.apply(batch)
+                            current = self._image.controller
+                            if current is None or current.epoch != writer.epoch:
+                                raise Deposed(f"the controller key of epoch {writer.epoch} is gone")
+                            if _liveness(old) != _liveness(self._image):
+                                await self._reconcile()
+            except Compacted:
+                log.info("controller %d: history compacted; reading the state again", writer.epoch)
+
+    async def _reconcile(self) -> None:
+        """Every partition to the state the live brokers allow: members no longer live out of the ISR
+        (not the last one), leaders from the live ISR, leaderless partitions led again when a member of
+        their ISR is back (onBrokerFailure / onBrokerStartup; KRaft's handleBrokerFenced / Unfenced /
+        InControlledShutdown). Run under the lock."""
+        live = self._image.live_brokers()
+        for tp, part in list(self._image.partitions()):
+            unclean = self._unclean(tp.topic)
+            await self._write(tp, part, lambda reg, u=unclean: _wanted(reg, live, u))
+
+    async def _write(self, tp: TopicPartition, part: PartitionImage, compute: Compute) -> PartitionImage | None:
+        assert self._writer is not None
+        written = await self._writer.write_partition(tp, part, compute)
+        if written is not None:
+            key = keys.partition_key(tp.topic, tp.partition)
+            kv = KeyValue(key, written.registration.encode(), 0, written.mod_revision, 0)
+            self._image = self._image.apply_kvs([kv], 0)
+        return written
+
+    def _unclean(self, topic: str) -> bool:
+        t = self._image.topics.get(topic)
+        value = t.info.configs.get(UNCLEAN_CONFIG) if t is not None and t.info is not None else None
+        return self._unclean_default if value is None else value.strip().lower() == "true"
+
+    # -- admin operations ----------------------------------------------------------------------------
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int,
+                           configs: Mapping[str, str] | None = None,
+                           assignments: Mapping[int, Sequence[int]] | None = None,
+                           topic_id: uuid.UUID | None = None) -> CreateTopicResult:
+        """CreateTopics for one topic (ReplicationControlManager.createTopic; ZK: AdminZkClient.
+        createTopicWithAssignment then the controller's onNewPartitionCreation)."""
+        async with self._lock:
+            if self._writer is None:
+                return CreateTopicResult(ErrorCode.NOT_CONTROLLER, f"node {self.node_id} is not the controller")
+            image = self._image
+            if name in image.topics:
+                return CreateTopicResult(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            live = image.live_brokers()
+            try:
+                if assignments is not None:
+                    lists = check_manual_assignments(list(assignments.items()), set(image.brokers), live)
+                else:
+                    if partitions <= 0:
+                        return CreateTopicResult(ErrorCode.INVALID_PARTITIONS,
+                                                 f"Number of partitions was set to an invalid value {partitions}.")
+                    usable = [UsableBroker(b.id, b.info.rack) for b in image.brokers.values() if b.may_lead]
+                    lists = place_replicas(sorted(usable, key=lambda b: b.id), partitions,
+                                           replication_factor, self._rng)
+            except PlacementError as exc:
+                return CreateTopicResult(exc.code, exc.message)
+            tid = topic_id or uuid.uuid4()
+            info = TopicInfo(tid, dict(enumerate(lists)), dict(configs or {}))
+            registrations = [initial_registration(replicas, live) for replicas in lists]
+            try:
+                written = await self._writer.create_topic(name, info, registrations)
+            except Deposed as exc:
+                return CreateTopicResult(ErrorCode.NOT_CONTROLLER, str(exc))
+            if written is None:
+                return CreateTopicResult(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            self._image = self._image.apply_kvs(written, 0)
+            return CreateTopicResult(topic_id=tid, assignment=info.replicas)
+
+    async def elect_leaders(self, partitions: Iterable[TopicPartition],
+                            election: Election) -> dict[TopicPartition, Outcome]:
+        """ElectLeaders (KIP-460): per partition, the error Kafka answers and the registration written."""
+        results: dict[TopicPartition, Outcome] = {}
+        async with self._lock:
+            for tp in partitions:
+                if self._writer is None:
+                    results[tp] = Outcome(ErrorCode.NOT_CONTROLLER)
+                    continue
+                part = self._image.partition(tp)
+                if part is None:
+                    results[tp] = Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                live = self._image.live_brokers()
+                last: list[Outcome] = []
+
+                def compute(reg: PartitionRegistration, last: list[Outcome] = last,
+                            live: frozenset[int] = live) -> PartitionRegistration | None:
+                    last.append(elect_leader(reg, election, live))
+                    return last[-1].registration
+
+                try:
+                    written = await self._write(tp, part, compute)
+                except Deposed as exc:
+                    results[tp] = Outcome(ErrorCode.NOT_CONTROLLER, message=str(exc))
+                    continue
+                outcome = last[-1]
+                results[tp] = Outcome(outcome.error, written.registration if written else None, outcome.message)
+        return results
+
+
+def _liveness(image: MetadataImage) -> dict[int, tuple[int, bool]]:
+    return {b.id: (b.epoch, b.may_lead) for b in image.brokers.values()}
+
+
+def _wanted(reg: PartitionRegistration, live: frozenset[int], unclean: bool) -> PartitionRegistration | None:
+    """The registration the live brokers call for, or None if it already is it: each ISR member that is
+    not live fenced in turn (partition_change.broker_fenced), then a leader for a leaderless partition
+    (an ONLINE election: a live ISR member; unclean only if the topic allows). The partition epoch is
+    set by the writer (one change = one bump)."""
+    new = reg
+    for broker in reg.isr:
+        if broker not in live:
+            new = broker_fenced(new, broker, live, unclean_leader_election_enable=unclean) or new
+    if not new.has_leader:
+        new = build_change(new, live, unclean_leader_election_enable=unclean) or new
+    if new == reg:
+        return None
+    leader_epoch = reg.leader_epoch + (1 if new.leader_epoch != reg.leader_epoch else 0)
+    return new.changed(leader_epoch=leader_epoch)
