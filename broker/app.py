@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 
 from kcoord.broker import registry
-from kcoord.broker.config import ConfigError
+from kcoord.broker.config import PROPERTIES, ConfigError
 from kcoord.broker.data.fetch_wait import FetchWaiters
 from kcoord.broker.data.producers import ProducerStateManager
 from kcoord.broker.data.txn_index import TxnIndex
@@ -93,7 +93,7 @@ class Broker:
         os.makedirs(self.log_dir, exist_ok=True)
         self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
         # Dynamic configs first: the logs open with the effective broker defaults.
-        self.dynamic_configs = DynamicBrokerConfigs(self.log_dir, self.config, self.node_id)
+        self.dynamic_configs = DynamicBrokerConfigs(self.log_dir, self.config, self.node_id, PROPERTIES)
         self.group_configs = GroupConfigStore(self.log_dir, self.config)
         # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
         # under the delete policy (retention would drop coordinator state).
