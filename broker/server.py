@@ -20,15 +20,14 @@ from typing import Any
 
 from kcoord.broker import registry
 from kcoord.broker.connection import (
+    CloseConnection,
     ConnectionState,
-    ProtocolViolation,
     Request,
     encode_response,
     parse_request,
 )
 from kcoord.broker.context import RequestContext
-from kcoord.broker.hooks import CloseConnection
-from kcoord.broker.security.session import ConnectionSession, SessionRefused, plaintext_session
+from kcoord.broker.security.session import ConnectionSession, plaintext_session
 from kcoord.broker.security.tls_accept import tls_protocol
 
 log = logging.getLogger("kcoord.server")
@@ -123,8 +122,8 @@ class KafkaConnection(asyncio.Protocol):
                     return
         try:
             frames = self.state.receive(data)
-        except ProtocolViolation as exc:
-            self.close(exc.reason)
+        except Exception as exc:  # a frame we cannot split (CloseConnection)
+            self._serving_failed(exc)
             return
         if frames:
             self.queue.extend(frames)
@@ -212,11 +211,8 @@ class KafkaConnection(asyncio.Protocol):
             frame = self.queue.popleft()
             try:
                 pending = self._begin(frame)
-            except ProtocolViolation as exc:
-                self.close(exc.reason)
-                return
-            except Exception:  # a handler bug: this connection only
-                self._serving_failed()
+            except Exception as exc:
+                self._serving_failed(exc)
                 return
             if pending is not None:
                 self._busy = True
@@ -236,11 +232,8 @@ class KafkaConnection(asyncio.Protocol):
                 await self._writable.wait()
         except asyncio.CancelledError:
             raise
-        except CloseConnection as exc:  # a hook (an injected fault) asked for it
-            self.close(str(exc))
-            return
-        except Exception:  # a handler bug: this connection only
-            self._serving_failed()
+        except Exception as exc:
+            self._serving_failed(exc)
             return
         self._request_done(len(frame))
         self._busy = False
@@ -255,8 +248,8 @@ class KafkaConnection(asyncio.Protocol):
         started = time.perf_counter()
         try:
             answer = served[1](self.server.broker, frame, self.peer[0])
-        except Exception:  # a handler bug: this connection only
-            self._serving_failed()
+        except Exception as exc:
+            self._serving_failed(exc)
             return True
         if answer is None:
             return False
@@ -281,17 +274,22 @@ class KafkaConnection(asyncio.Protocol):
             transport = self.transport
             if not self._lost and not transport.is_closing():
                 transport.write(frame)
-        except (Exception, asyncio.CancelledError):  # a handler bug (or a cancelled answer): this connection only
-            self._serving_failed()
+        except (Exception, asyncio.CancelledError) as exc:  # a cancelled answer is a bug too
+            self._serving_failed(exc)
             return  # busy until it is gone, as when a handler that awaits fails
         self._request_done(size)
         self._busy = False
         self._pump()
 
-    def _serving_failed(self) -> None:
-        """The one error handler of every serving path: a handler bug (or a failed answer) closes this
-        connection only, with its traceback in the log (called from an except block)."""
-        log.exception("closing connection %s: error while serving a request", self.connection_id)
+    def _serving_failed(self, exc: BaseException) -> None:
+        """The one place that decides what an exception escaping a serving path (framing, parsing, the
+        session, a handler, a hook, a frame handler or its deferred answer) means. Either way only this
+        connection closes: CloseConnection is an expected end, logged as one line with its reason;
+        anything else is a bug, logged with its traceback."""
+        if isinstance(exc, CloseConnection):
+            self.close(exc.reason)
+            return
+        log.error("closing connection %s: error while serving a request", self.connection_id, exc_info=exc)
         self.close()
 
     def _request_done(self, size: int) -> None:
@@ -307,16 +305,13 @@ class KafkaConnection(asyncio.Protocol):
         if session.watching and session.raw_tokens:  # a bare SASL token after SaslHandshake v0
             answer = session.raw_token(bytes(frame))
             if session.close_reason is not None:
-                raise ProtocolViolation(session.close_reason)
+                raise CloseConnection(session.close_reason)
             self.transport.write(answer)
             return None
         request = parse_request(frame)
         hdr = request.header
         if session.watching:
-            try:
-                session.admit(hdr.api_key, request.spec.name)
-            except SessionRefused as exc:
-                raise ProtocolViolation(str(exc)) from None
+            session.admit(hdr.api_key, request.spec.name)  # CloseConnection when it may not come now
         # positional (the field order of RequestContext): measurably cheaper per request than keywords
         ctx = RequestContext(self.server.broker, hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id,
                              self.peer[0], self.peer[1], self.listener, self.connection_id, session)

@@ -26,7 +26,7 @@ Per-partition checks and the append are kcoord.broker.data.append's.
 """
 from __future__ import annotations
 
-from kcoord.broker.connection import ProtocolViolation
+from kcoord.broker.connection import CloseConnection
 from kcoord.broker.data.append import Appended, append_partition
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -59,7 +59,7 @@ async def handle(ctx, request):
         if failed:
             # The client expects no answer, so Kafka closes the connection to make it notice
             # (and refresh its metadata).
-            raise ProtocolViolation(f"acks=0 produce failed for {failed}")
+            raise CloseConnection(f"acks=0 produce failed for {failed}")
         return None
     lost = {id(lg) for lg, error in zip(logs, await broker.visibility.publish(logs), strict=True) if error}
     R = m.ProduceResponse
