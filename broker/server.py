@@ -16,7 +16,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcoord.broker import registry
 from kcoord.broker.connection import (
@@ -27,8 +27,11 @@ from kcoord.broker.connection import (
     parse_request,
 )
 from kcoord.broker.context import RequestContext
-from kcoord.broker.security.session import ConnectionSession, plaintext_session
+from kcoord.broker.security.session import ConnectionSession
 from kcoord.broker.security.tls_accept import tls_protocol
+
+if TYPE_CHECKING:  # the composition root builds the server (a run-time import would be a cycle)
+    from kcoord.broker.app import Broker
 
 log = logging.getLogger("kcoord.server")
 
@@ -174,7 +177,7 @@ class KafkaConnection(asyncio.Protocol):
         self._draining = True
         self._direct = False
         if self.transport is None and self._tcp is not None:  # still in its TLS handshake
-            self._tcp.abort()
+            self._tcp.abort()  # pyright: ignore[reportAttributeAccessIssue]  (a socket transport: it has abort)
             self.tls_failed(ConnectionAbortedError("the server is shutting down"))
             return
         if self.transport is not None and not self.transport.is_closing():
@@ -243,7 +246,7 @@ class KafkaConnection(asyncio.Protocol):
         """Serve a whole frame with its API's frame handler (only while `_direct`); False when it must
         take the general path (the handler declined it, hooks are installed, or the connection closes)."""
         transport = self.transport
-        if self._hooks.installed or transport.is_closing() or not self.state.takes_whole(size):
+        if self._hooks.installed or transport.is_closing() or not self.state.takes_whole(size):  # pyright: ignore[reportOptionalMemberAccess]  (only while _direct: connected)
             return False
         started = time.perf_counter()
         try:
@@ -257,11 +260,11 @@ class KafkaConnection(asyncio.Protocol):
             self.state.serving_whole(size)
             self._busy = True
             self._deferred = (served[0], size, started)
-            answer.add_done_callback(self._frame_answered)
+            answer.add_done_callback(self._frame_answered)  # pyright: ignore[reportAttributeAccessIssue]  (not a tuple: the future)
             return True
         self.state.served_whole(size)
         self._metrics.request_done(served[0], answer[0], time.perf_counter() - started)
-        transport.write(answer[1])
+        transport.write(answer[1])  # pyright: ignore[reportOptionalMemberAccess]
         return True
 
     def _frame_answered(self, answer: asyncio.Future) -> None:
@@ -272,8 +275,8 @@ class KafkaConnection(asyncio.Protocol):
             error_code, frame = answer.result()
             self._metrics.request_done(name, error_code, time.perf_counter() - started)
             transport = self.transport
-            if not self._lost and not transport.is_closing():
-                transport.write(frame)
+            if not self._lost and not transport.is_closing():  # pyright: ignore[reportOptionalMemberAccess]  (a deferred answer: connected)
+                transport.write(frame)  # pyright: ignore[reportOptionalMemberAccess]
         except (Exception, asyncio.CancelledError) as exc:  # a cancelled answer is a bug too
             self._serving_failed(exc)
             return  # busy until it is gone, as when a handler that awaits fails
@@ -306,7 +309,7 @@ class KafkaConnection(asyncio.Protocol):
             answer = session.raw_token(bytes(frame))
             if session.close_reason is not None:
                 raise CloseConnection(session.close_reason)
-            self.transport.write(answer)
+            self.transport.write(answer)  # pyright: ignore[reportOptionalMemberAccess]  (serving: connected)
             return None
         request = parse_request(frame)
         hdr = request.header
@@ -366,7 +369,7 @@ def _error_code_of(response: Any) -> int:
 class KafkaServer:
     """Listeners and live connections; `stop` closes them in stages."""
 
-    def __init__(self, broker: Any, *, max_request_bytes: int, idle_ms: int,
+    def __init__(self, broker: Broker, *, max_request_bytes: int, idle_ms: int,
                  high_water: int = 32, low_water: int = 8) -> None:
         self.broker = broker
         self.metrics = broker.metrics
@@ -375,11 +378,10 @@ class KafkaServer:
         self.high_water = high_water
         self.low_water = low_water
         self.connections: set[KafkaConnection] = set()
-        security = getattr(broker, "security", None)
-        self.security = security
+        security = self.security = broker.security
         # With an authorizer every request passes its API's guard: no frame fast paths.
         self.guards = None
-        if security is not None and security.authorizer is not None:
+        if security.authorizer is not None:
             from kcoord.broker.security.authorize_apis import GUARDS
 
             self.guards = GUARDS
@@ -390,7 +392,7 @@ class KafkaServer:
         self._seq = itertools.count()
 
     def session(self, listener: str) -> ConnectionSession:
-        return self.security.session(listener) if self.security is not None else plaintext_session(listener)
+        return self.security.session(listener)
 
     async def start(self, listeners: list[Any]) -> list[BoundListener]:
         loop = asyncio.get_running_loop()

@@ -27,6 +27,7 @@ Per-partition checks and the append are kcoord.broker.data.append's.
 from __future__ import annotations
 
 from kcoord.broker.connection import CloseConnection
+from kcoord.broker.context import RequestContext
 from kcoord.broker.data.append import Appended, append_partition
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -34,7 +35,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=0, name="Produce", min_version=3, max_version=13, advertised_min_version=0)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.ProduceRequest):
     broker = ctx.broker
     acks = request.acks
     refused = _refusal(acks)

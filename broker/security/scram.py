@@ -137,6 +137,8 @@ class ScramServer:
         except ValueError:
             raise SaslFailure("Invalid SCRAM client final message format") from None
         credential = self._credential
+        if credential is None:  # a final message before a first one: the state machine never allows it
+            raise SaslFailure("Invalid SCRAM client final message: no exchange in progress")
         auth_message = f"{self._client_first_bare},{self._server_first},{match['without_proof']}".encode()
         signature = _hmac(self._algorithm, credential.stored_key, auth_message)
         if len(proof) != len(signature):
