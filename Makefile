@@ -32,6 +32,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pyright --pythonpath $(PY)
 
 bench: $(STAMP)
 	$(PY) -m bench all $(ARGS)

@@ -40,7 +40,7 @@ def serve():
             "log.dirs": sys.argv[1], "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "1"}))
         await broker.start()
-        await broker.groups.loaded_event.wait()
+        await broker.group_coordinator.loaded_event.wait()
         box["bootstrap"] = broker.bootstrap
         ready.set()
         await asyncio.Event().wait()

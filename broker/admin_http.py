@@ -93,31 +93,31 @@ class AdminApi:
         if timers is not None:
             if method != "POST":
                 raise AdminError(405, f"{method} {path}: use POST")
-            if self.broker.groups is None:
+            if self.broker.group_coordinator is None:
                 raise AdminError(503, "the group coordinator is not running")
             return timers(_json_body(body))
         if path == "/health" and method == "GET":
-            groups = self.broker.groups
+            groups = self.broker.group_coordinator
             return 200, {"ok": True, "groups_loaded": groups is not None and groups.loaded_event.is_set()}
         raise AdminError(404, f"no such endpoint: {method} {path}")
 
     def _expire_member(self, body: Any) -> tuple[int, dict]:
         group_id, member_id = _string(body, "group_id"), _string(body, "member_id")
-        if not self.broker.groups.expire_member(group_id, member_id):
+        if not self.broker.group_coordinator.expire_member(group_id, member_id):
             raise AdminError(404, f"group {group_id!r} has no member {member_id!r}")
         log.info("admin: expired member %s of group %s", member_id, group_id)
         return 200, {"expired": True, "group_id": group_id, "member_id": member_id}
 
     def _fire_timers(self, body: Any) -> tuple[int, dict]:
         group_id = _string(body, "group_id")
-        fired = self.broker.groups.fire_group_timers(group_id)
+        fired = self.broker.group_coordinator.fire_group_timers(group_id)
         log.info("admin: fired %d timers of group %s", fired, group_id)
         return 200, {"fired": fired, "group_id": group_id}
 
     def _run_retention(self, body: Any) -> tuple[int, dict]:
         if not isinstance(body, dict) or body:
             raise AdminError(400, "run-retention takes no parameters (send {} or nothing)")
-        records = self.broker.groups.run_offset_retention()
+        records = self.broker.group_coordinator.run_offset_retention()
         log.info("admin: offset retention ran, %d records written", records)
         return 200, {"records": records}
 

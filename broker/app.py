@@ -15,10 +15,10 @@ import os
 import signal
 import sys
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcoord.broker import registry
-from kcoord.broker.config import ConfigError
+from kcoord.broker.config import PROPERTIES, BrokerConfig, ConfigError
 from kcoord.broker.data.fetch_wait import FetchWaiters
 from kcoord.broker.data.producers import ProducerStateManager
 from kcoord.broker.data.txn_index import TxnIndex
@@ -38,6 +38,13 @@ from kcoord.metadata.topics import (
 from kcoord.observability.metrics import Metrics, PrometheusEndpoint, StatsdPusher
 from kcoord.protocol.headers import is_flexible
 
+if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinators load with the node)
+    from kcoord.broker.admin_http import AdminEndpoint
+    from kcoord.broker.security.manager import Security
+    from kcoord.coordinator.runtime import GroupRuntime
+    from kcoord.storage import FS, LogConfig, LogManager, PartitionLog
+    from kcoord.txn.runtime import TransactionRuntime
+
 log = logging.getLogger("kcoord")
 
 SHUTDOWN_TIMEOUT_S = 10.0
@@ -55,9 +62,23 @@ GC_YOUNG_THRESHOLD = 50_000
 
 
 class Broker:
-    """One kcoord node. `await start()`, then `await stop()`; `serve(config)` wraps both."""
+    """One kcoord node. `await start()`, then `await stop()`; `serve(config)` wraps both.
 
-    def __init__(self, config: Any, fs: Any = None) -> None:
+    The parts a request may use are declared here and built by `start()` before the port opens, so
+    every handler finds them: none is Optional, and reading one before `start()` is an AttributeError,
+    not a None to check. (stop() after a failed start closes the ones that were built.)
+    """
+
+    logs: LogManager                      # kcoord.storage: the partition logs
+    topics: TopicManager
+    dynamic_configs: DynamicBrokerConfigs  # BROKER config resource (KIP-226)
+    group_configs: GroupConfigStore        # GROUP config resource; group_config(id)
+    producers: ProducerStateManager
+    group_coordinator: GroupRuntime        # the group coordinator (GroupCoordinatorService on asyncio)
+    txn_coordinator: TransactionRuntime    # the transaction coordinator
+    security: Security                     # listeners' TLS/SASL, SCRAM, ACLs (authorizer None when off)
+
+    def __init__(self, config: BrokerConfig, fs: FS | None = None) -> None:
         self.config = config
         self._fs = fs  # storage's file system; tests pass a kcoord.storage.FaultyFS to fail or hold fsyncs
         self.node_id: int = config.node_id
@@ -66,22 +87,14 @@ class Broker:
         self.metrics = Metrics()
         self.faults = FaultInjector(self.hooks, self.metrics)  # the admin endpoint's faults, as hooks
         self.cluster_id = ""
-        self.logs: Any = None          # kcoord.storage.LogManager
-        self.topics: TopicManager | None = None
-        self.dynamic_configs: DynamicBrokerConfigs | None = None  # BROKER config resource (KIP-226)
-        self.group_configs: GroupConfigStore | None = None        # GROUP config resource; group_config(id)
-        self.producers: ProducerStateManager | None = None
         self.fetch_waiters = FetchWaiters()
         self.visibility = Visibility(self.fetch_waiters, self.metrics)  # high watermark moves, long polls wake
-        self.groups: Any = None        # the coordinator runtime, when kcoord.coordinator.runtime provides one
-        self.transactions: Any = None  # kcoord.txn.runtime.TransactionRuntime (the transaction coordinator)
         self.txn_index = TxnIndex()    # last stable offsets and aborted transactions per data partition
         self.server: KafkaServer | None = None
-        self.security: Any = None      # kcoord.broker.security.manager.Security: listeners' TLS/SASL, SCRAM, ACLs
         self.listeners: list[BoundListener] = []
         self._prometheus: PrometheusEndpoint | None = None
         self._statsd: StatsdPusher | None = None
-        self._admin: Any = None  # kcoord.broker.admin_http.AdminEndpoint, when kcoord.admin.listener is set
+        self._admin: AdminEndpoint | None = None  # when kcoord.admin.listener is set
         self.stopping = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -93,7 +106,7 @@ class Broker:
         os.makedirs(self.log_dir, exist_ok=True)
         self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
         # Dynamic configs first: the logs open with the effective broker defaults.
-        self.dynamic_configs = DynamicBrokerConfigs(self.log_dir, self.config, self.node_id)
+        self.dynamic_configs = DynamicBrokerConfigs(self.log_dir, self.config, self.node_id, PROPERTIES)
         self.group_configs = GroupConfigStore(self.log_dir, self.config)
         # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
         # under the delete policy (retention would drop coordinator state).
@@ -129,14 +142,15 @@ class Broker:
         # The coordinator goes first, as Kafka's does when it gives up its partitions: parked JoinGroup /
         # SyncGroup requests are answered NOT_COORDINATOR at once (clients look for the coordinator
         # again) instead of holding the connection drain below until its timeout.
-        if self.transactions is not None:  # markers still to write finish on the next load
-            await self.transactions.close()
-        if self.groups is not None and hasattr(self.groups, "close"):
-            await self.groups.close()
+        built = vars(self)  # after a failed start(), only what it got to build
+        if "txn_coordinator" in built:  # markers still to write finish on the next load
+            await self.txn_coordinator.close()
+        if "group_coordinator" in built:
+            await self.group_coordinator.close()
         if self.server is not None:
             await self.server.stop(timeout)
         await self.visibility.close()
-        if self.logs is not None:
+        if "logs" in built:
             await self.sync_all()
             await self.logs.close()
         if self._statsd is not None:
@@ -154,28 +168,22 @@ class Broker:
                 log.error("fsync of %s failed at shutdown: %s", lg, result)
 
     async def _start_groups(self) -> None:
-        # The group runtime is optional at this layer: broker-core runs without it, the group APIs
-        # answer COORDINATOR_NOT_AVAILABLE until it exists. kcoord.coordinator.runtime.create(broker) builds it.
-        try:
-            from kcoord.coordinator import runtime  # type: ignore[attr-defined]
-        except ImportError:
-            return
-        create = getattr(runtime, "create", None)
-        if create is not None:
-            self.groups = await create(self)
+        from kcoord.coordinator import runtime
+
+        self.group_coordinator = await runtime.create(self)
 
     async def _start_transactions(self) -> None:
         from kcoord.broker.data.txn_markers import MarkerWriter
         from kcoord.txn.runtime import TransactionRuntime
         from kcoord.txn.state_manager import TxnConfig
 
-        self.transactions = TransactionRuntime(
+        self.txn_coordinator = TransactionRuntime(
             TxnConfig.from_properties(self.config.get), self.transaction_state_log, MarkerWriter(self),
             self.producers.allocate_id,
             lambda p: self.logs.get(TRANSACTION_STATE, p) if self.topics.get(TRANSACTION_STATE) else None)
-        await self.transactions.start()
+        await self.txn_coordinator.start()
 
-    def transaction_state_log(self, partition: int) -> Any:
+    def transaction_state_log(self, partition: int) -> PartitionLog:
         """The PartitionLog of `__transaction_state-<partition>`, creating the topic on first use."""
         self.topics.ensure_transaction_state()
         return self.logs.get_or_create(TRANSACTION_STATE, partition)
@@ -242,12 +250,12 @@ class Broker:
                 return b
         return adv[0]
 
-    def log_config(self, overrides: dict[str, Any] | None = None) -> Any:
+    def log_config(self, overrides: dict[str, Any] | None = None) -> LogConfig:
         from kcoord.metadata.topics import log_config_for
 
         return log_config_for(self.config, overrides or {})
 
-    def consumer_offsets_log(self, partition: int) -> Any:
+    def consumer_offsets_log(self, partition: int) -> PartitionLog:
         """The PartitionLog of `__consumer_offsets-<partition>`, creating the topic on first use."""
         self.topics.ensure_consumer_offsets()
         return self.logs.get_or_create(CONSUMER_OFFSETS, partition)
@@ -273,7 +281,7 @@ def load_or_create_cluster_id(log_dir: str, node_id: int) -> str:
     return cluster_id
 
 
-async def _serve_async(config: Any) -> int:
+async def _serve_async(config: BrokerConfig) -> int:
     broker = Broker(config)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -298,7 +306,7 @@ async def _serve_async(config: Any) -> int:
     return 0
 
 
-def serve(config: Any) -> int:
+def serve(config: BrokerConfig) -> int:
     """Run a broker in the foreground on uvloop until SIGINT/SIGTERM; return the exit status."""
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
     try:

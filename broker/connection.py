@@ -25,8 +25,14 @@ from kcoord.protocol.headers import RequestHeader, decode_request_header, encode
 API_VERSIONS_KEY = 18
 
 
-class ProtocolViolation(Exception):
-    """The peer broke the protocol; close this connection (only) and log `reason`."""
+class CloseConnection(Exception):
+    """Close this connection (only), logging `reason` as one line: the one way anything says "close".
+
+    Raised where serving finds the connection cannot go on -- the peer broke the protocol (framing, header,
+    api key, version), its SASL session refuses a request, an acks=0 Produce failed (the client expects no
+    answer, so closing is how it learns), a test hook or an injected fault asks for it. It is an expected
+    outcome, not a bug: broker/server.py catches it in one place and logs the reason without a traceback.
+    """
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -47,24 +53,24 @@ class Request:
 
 
 def parse_request(frame: bytes | memoryview) -> Request:
-    """Decode one frame's header and body, or raise ProtocolViolation saying why we must close."""
+    """Decode one frame's header and body, or raise CloseConnection saying why we must close."""
     try:
         header = decode_request_header(frame)
     except DecodeError as exc:
-        raise ProtocolViolation(f"malformed request header: {exc}") from exc
+        raise CloseConnection(f"malformed request header: {exc}") from exc
     spec = registry.lookup(header.api_key)
     if spec is None:
-        raise ProtocolViolation(f"unknown api key {header.api_key} (version {header.api_version}, "
+        raise CloseConnection(f"unknown api key {header.api_key} (version {header.api_version}, "
                                 f"correlation id {header.correlation_id})")
     if not spec.supports(header.api_version):
         if header.api_key == API_VERSIONS_KEY:
             return Request(header, spec, None, 0, len(frame))
-        raise ProtocolViolation(f"unsupported version {header.api_version} of {spec.name} "
+        raise CloseConnection(f"unsupported version {header.api_version} of {spec.name} "
                                 f"(served: {spec.min_version}-{spec.max_version})")
     try:
         body, _end = _request_codec(header.api_key, header.api_version).decode(frame, header.body_offset)
     except DecodeError as exc:
-        raise ProtocolViolation(f"malformed {spec.name} v{header.api_version} request: {exc}") from exc
+        raise CloseConnection(f"malformed {spec.name} v{header.api_version} request: {exc}") from exc
     return Request(header, spec, body, header.api_version, len(frame))
 
 
@@ -127,8 +133,8 @@ class ConnectionState:
             frames = self._splitter.feed(data)
         except DecodeError as exc:
             if data[:2] == b"\x16\x03" and self.pending == 0:  # a TLS handshake record (ClientHello)
-                raise ProtocolViolation(f"a TLS handshake on a plaintext listener (bad frame: {exc})") from exc
-            raise ProtocolViolation(f"bad frame: {exc}") from exc
+                raise CloseConnection(f"a TLS handshake on a plaintext listener (bad frame: {exc})") from exc
+            raise CloseConnection(f"bad frame: {exc}") from exc
         self.pending += len(frames)
         self.pending_bytes += sum(len(f) for f in frames)
         return frames

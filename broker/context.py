@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kcoord.coordinator.results import RequestContext as CoordinatorContext
+
+if TYPE_CHECKING:  # app.py imports the server, which builds these: a run-time import would be a cycle
+    from kcoord.broker.app import Broker
+    from kcoord.broker.security.session import ConnectionSession
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Any            # the composition root (kcoord.broker.app.Broker): .config, .logs, .groups, .metrics, ...
+    broker: Broker         # the composition root: .config, .logs, .group_coordinator, .txn_coordinator, .metrics, ...
     api_key: int
     api_version: int
     correlation_id: int
@@ -18,7 +22,7 @@ class RequestContext:
     client_port: int
     listener: str          # listener name the connection came in on, e.g. "PLAINTEXT"
     connection_id: str     # "local_host:port-remote_host:port-n", as Kafka names connections
-    session: Any = None    # kcoord.broker.security.session.ConnectionSession: .principal, SASL state
+    session: ConnectionSession  # .principal, SASL state (every connection has one; plaintext: ANONYMOUS)
 
     @property
     def node_id(self) -> int:

@@ -4,7 +4,8 @@
     broker.hooks.after(0, fn)    # fn(ctx, request, response) -> None to keep it, or a replacement
 Either may be a coroutine function (await asyncio.sleep(...) delays the request) and may raise, which
 fails the request exactly like a handler crash: the connection is closed with a log line (raising
-CloseConnection closes it with just its message, as a deliberate fault rather than a crash).
+kcoord.broker.connection.CloseConnection closes it with just its message, as a deliberate fault rather than
+a crash; it is re-exported here for the hooks that raise it).
 Each registration returns a callable that removes it.
 """
 from __future__ import annotations
@@ -14,11 +15,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.broker.connection import CloseConnection as CloseConnection
+
 ANY_API = -1  # register for every api key
-
-
-class CloseConnection(Exception):
-    """Raised by a hook: close the connection instead of answering; the message is logged."""
 
 
 class Hooks:

@@ -16,20 +16,22 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcoord.broker import registry
 from kcoord.broker.connection import (
+    CloseConnection,
     ConnectionState,
-    ProtocolViolation,
     Request,
     encode_response,
     parse_request,
 )
 from kcoord.broker.context import RequestContext
-from kcoord.broker.hooks import CloseConnection
-from kcoord.broker.security.session import ConnectionSession, SessionRefused, plaintext_session
+from kcoord.broker.security.session import ConnectionSession
 from kcoord.broker.security.tls_accept import tls_protocol
+
+if TYPE_CHECKING:  # the composition root builds the server (a run-time import would be a cycle)
+    from kcoord.broker.app import Broker
 
 log = logging.getLogger("kcoord.server")
 
@@ -123,8 +125,8 @@ class KafkaConnection(asyncio.Protocol):
                     return
         try:
             frames = self.state.receive(data)
-        except ProtocolViolation as exc:
-            self.close(exc.reason)
+        except Exception as exc:  # a frame we cannot split (CloseConnection)
+            self._serving_failed(exc)
             return
         if frames:
             self.queue.extend(frames)
@@ -175,7 +177,7 @@ class KafkaConnection(asyncio.Protocol):
         self._draining = True
         self._direct = False
         if self.transport is None and self._tcp is not None:  # still in its TLS handshake
-            self._tcp.abort()
+            self._tcp.abort()  # pyright: ignore[reportAttributeAccessIssue]  (a socket transport: it has abort)
             self.tls_failed(ConnectionAbortedError("the server is shutting down"))
             return
         if self.transport is not None and not self.transport.is_closing():
@@ -212,11 +214,8 @@ class KafkaConnection(asyncio.Protocol):
             frame = self.queue.popleft()
             try:
                 pending = self._begin(frame)
-            except ProtocolViolation as exc:
-                self.close(exc.reason)
-                return
-            except Exception:  # a handler bug: this connection only
-                self._serving_failed()
+            except Exception as exc:
+                self._serving_failed(exc)
                 return
             if pending is not None:
                 self._busy = True
@@ -236,11 +235,8 @@ class KafkaConnection(asyncio.Protocol):
                 await self._writable.wait()
         except asyncio.CancelledError:
             raise
-        except CloseConnection as exc:  # a hook (an injected fault) asked for it
-            self.close(str(exc))
-            return
-        except Exception:  # a handler bug: this connection only
-            self._serving_failed()
+        except Exception as exc:
+            self._serving_failed(exc)
             return
         self._request_done(len(frame))
         self._busy = False
@@ -250,13 +246,13 @@ class KafkaConnection(asyncio.Protocol):
         """Serve a whole frame with its API's frame handler (only while `_direct`); False when it must
         take the general path (the handler declined it, hooks are installed, or the connection closes)."""
         transport = self.transport
-        if self._hooks.installed or transport.is_closing() or not self.state.takes_whole(size):
+        if self._hooks.installed or transport.is_closing() or not self.state.takes_whole(size):  # pyright: ignore[reportOptionalMemberAccess]  (only while _direct: connected)
             return False
         started = time.perf_counter()
         try:
             answer = served[1](self.server.broker, frame, self.peer[0])
-        except Exception:  # a handler bug: this connection only
-            self._serving_failed()
+        except Exception as exc:
+            self._serving_failed(exc)
             return True
         if answer is None:
             return False
@@ -264,11 +260,11 @@ class KafkaConnection(asyncio.Protocol):
             self.state.serving_whole(size)
             self._busy = True
             self._deferred = (served[0], size, started)
-            answer.add_done_callback(self._frame_answered)
+            answer.add_done_callback(self._frame_answered)  # pyright: ignore[reportAttributeAccessIssue]  (not a tuple: the future)
             return True
         self.state.served_whole(size)
         self._metrics.request_done(served[0], answer[0], time.perf_counter() - started)
-        transport.write(answer[1])
+        transport.write(answer[1])  # pyright: ignore[reportOptionalMemberAccess]
         return True
 
     def _frame_answered(self, answer: asyncio.Future) -> None:
@@ -279,19 +275,24 @@ class KafkaConnection(asyncio.Protocol):
             error_code, frame = answer.result()
             self._metrics.request_done(name, error_code, time.perf_counter() - started)
             transport = self.transport
-            if not self._lost and not transport.is_closing():
-                transport.write(frame)
-        except (Exception, asyncio.CancelledError):  # a handler bug (or a cancelled answer): this connection only
-            self._serving_failed()
+            if not self._lost and not transport.is_closing():  # pyright: ignore[reportOptionalMemberAccess]  (a deferred answer: connected)
+                transport.write(frame)  # pyright: ignore[reportOptionalMemberAccess]
+        except (Exception, asyncio.CancelledError) as exc:  # a cancelled answer is a bug too
+            self._serving_failed(exc)
             return  # busy until it is gone, as when a handler that awaits fails
         self._request_done(size)
         self._busy = False
         self._pump()
 
-    def _serving_failed(self) -> None:
-        """The one error handler of every serving path: a handler bug (or a failed answer) closes this
-        connection only, with its traceback in the log (called from an except block)."""
-        log.exception("closing connection %s: error while serving a request", self.connection_id)
+    def _serving_failed(self, exc: BaseException) -> None:
+        """The one place that decides what an exception escaping a serving path (framing, parsing, the
+        session, a handler, a hook, a frame handler or its deferred answer) means. Either way only this
+        connection closes: CloseConnection is an expected end, logged as one line with its reason;
+        anything else is a bug, logged with its traceback."""
+        if isinstance(exc, CloseConnection):
+            self.close(exc.reason)
+            return
+        log.error("closing connection %s: error while serving a request", self.connection_id, exc_info=exc)
         self.close()
 
     def _request_done(self, size: int) -> None:
@@ -307,16 +308,13 @@ class KafkaConnection(asyncio.Protocol):
         if session.watching and session.raw_tokens:  # a bare SASL token after SaslHandshake v0
             answer = session.raw_token(bytes(frame))
             if session.close_reason is not None:
-                raise ProtocolViolation(session.close_reason)
-            self.transport.write(answer)
+                raise CloseConnection(session.close_reason)
+            self.transport.write(answer)  # pyright: ignore[reportOptionalMemberAccess]  (serving: connected)
             return None
         request = parse_request(frame)
         hdr = request.header
         if session.watching:
-            try:
-                session.admit(hdr.api_key, request.spec.name)
-            except SessionRefused as exc:
-                raise ProtocolViolation(str(exc)) from None
+            session.admit(hdr.api_key, request.spec.name)  # CloseConnection when it may not come now
         # positional (the field order of RequestContext): measurably cheaper per request than keywords
         ctx = RequestContext(self.server.broker, hdr.api_key, hdr.api_version, hdr.correlation_id, hdr.client_id,
                              self.peer[0], self.peer[1], self.listener, self.connection_id, session)
@@ -371,7 +369,7 @@ def _error_code_of(response: Any) -> int:
 class KafkaServer:
     """Listeners and live connections; `stop` closes them in stages."""
 
-    def __init__(self, broker: Any, *, max_request_bytes: int, idle_ms: int,
+    def __init__(self, broker: Broker, *, max_request_bytes: int, idle_ms: int,
                  high_water: int = 32, low_water: int = 8) -> None:
         self.broker = broker
         self.metrics = broker.metrics
@@ -380,11 +378,10 @@ class KafkaServer:
         self.high_water = high_water
         self.low_water = low_water
         self.connections: set[KafkaConnection] = set()
-        security = getattr(broker, "security", None)
-        self.security = security
+        security = self.security = broker.security
         # With an authorizer every request passes its API's guard: no frame fast paths.
         self.guards = None
-        if security is not None and security.authorizer is not None:
+        if security.authorizer is not None:
             from kcoord.broker.security.authorize_apis import GUARDS
 
             self.guards = GUARDS
@@ -395,7 +392,7 @@ class KafkaServer:
         self._seq = itertools.count()
 
     def session(self, listener: str) -> ConnectionSession:
-        return self.security.session(listener) if self.security is not None else plaintext_session(listener)
+        return self.security.session(listener)
 
     async def start(self, listeners: list[Any]) -> list[BoundListener]:
         loop = asyncio.get_running_loop()

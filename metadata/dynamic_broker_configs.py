@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from kcoord.broker.config import PROPERTIES
 from kcoord.metadata.json_file import read_json, write_json_atomically
 
 log = logging.getLogger("kcoord.configs")
@@ -37,26 +37,47 @@ _SYNONYM_GROUPS = (("log.retention.ms", "log.retention.minutes", "log.retention.
 SYNONYMS = {name: group for group in _SYNONYM_GROUPS for name in group}
 
 
+class PropertyDef(Protocol):
+    """One row of the broker's property table (kcoord.broker.config.PROPERTIES, handed in by the broker):
+    its default as written in server.properties, and how a text value parses."""
+
+    @property
+    def default(self) -> Any: ...
+
+    @property
+    def parse(self) -> Callable[[Any], Any]: ...
+
+
+class StaticConfig(Protocol):
+    """What the store reads of the broker's config (kcoord.broker.config.BrokerConfig)."""
+
+    props: dict[str, Any]
+
+    def is_default(self, name: str) -> bool: ...
+
+
 class ConfigRefused(ValueError):
     """What Kafka answers INVALID_REQUEST for (a ConfigException from the dynamic-config validation)."""
 
 
-def _parse(name: str, raw: str) -> Any:
+def _parse(properties: Mapping[str, PropertyDef], name: str, raw: str) -> Any:
     if name == "log.cleanup.policy":  # a list at run time, as the topic config it stands for
         parts = [p.strip() for p in raw.split(",") if p.strip()]
         if not parts or not set(parts) <= {"delete", "compact"}:
             raise ConfigRefused(f"Invalid value {raw} for configuration {name}")
         return ",".join(parts)
     try:
-        return PROPERTIES[name].parse(raw)
+        return properties[name].parse(raw)
     except (ValueError, TypeError) as exc:
         raise ConfigRefused(f"Invalid value {raw} for configuration {name}: {exc}") from None
 
 
 class DynamicBrokerConfigs:
-    def __init__(self, log_dir: str, config: Any, node_id: int) -> None:
+    def __init__(self, log_dir: str, config: StaticConfig, node_id: int,
+                 properties: Mapping[str, PropertyDef]) -> None:
         self._path = os.path.join(log_dir, BROKER_CONFIGS_FILE)
         self._config = config
+        self._properties = properties
         self._node = str(node_id)
         self._static = dict(config.props)  # what server.properties / --override / defaults gave
         self._layers: dict[str, dict[str, str]] = read_json(self._path, {}).get("brokers", {})
@@ -77,9 +98,10 @@ class DynamicBrokerConfigs:
             out.append((DYNAMIC_DEFAULT_BROKER, self._layers[CLUSTER_DEFAULT][name]))
         if not self._config.is_default(name):
             out.append((STATIC_BROKER, config_text(self._static[name])))
-        default = PROPERTIES[name].default
-        if default is not None:
-            out.append((DEFAULT, config_text(PROPERTIES[name].parse(default) if isinstance(default, str) else default)))
+        prop = self._properties[name]
+        if prop.default is not None:
+            default = prop.parse(prop.default) if isinstance(prop.default, str) else prop.default
+            out.append((DEFAULT, config_text(default)))
         return out
 
     def synonyms(self, name: str) -> list[tuple[str, int, str | None]]:
@@ -97,7 +119,7 @@ class DynamicBrokerConfigs:
         for name, raw in overrides.items():
             if raw is None:
                 raise ConfigRefused(f"Null value not supported for : {name}")
-            _parse(name, raw)
+            _parse(self._properties, name, raw)
 
     def replace(self, resource_name: str, overrides: dict[str, str]) -> None:
         """Make `overrides` the whole dynamic set of `resource_name` (validated first), durably, and apply."""
@@ -117,7 +139,7 @@ class DynamicBrokerConfigs:
                 raw = self._layers.get(layer, {}).get(name)
                 if raw is not None:
                     try:
-                        value = _parse(name, raw)
+                        value = _parse(self._properties, name, raw)
                     except ConfigRefused:  # a file written by hand: keep the static value
                         log.warning("ignoring dynamic %s=%r in %s", name, raw, self._path)
             self._config.props[name] = value

@@ -7,14 +7,26 @@ from __future__ import annotations
 
 import base64
 import os
+from dataclasses import dataclass
 
-from kcoord.broker.security.scram import HASHES, ScramCredential
 from kcoord.metadata.json_file import read_json, write_json_atomically
 
 FILE_NAME = "kcoord-scram-credentials.json"
 # ScramMechanism's type ids on the wire (DescribeUserScramCredentials / AlterUserScramCredentials)
 MECHANISM_TYPES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 TYPE_OF = {name: key for key, name in MECHANISM_TYPES.items()}
+# The SCRAM mechanisms and their hashes (kcoord.broker.security.scram runs the exchange with them).
+HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+
+
+@dataclass(frozen=True)
+class ScramCredential:
+    """What is kept of a user's password for one mechanism (never the password itself)."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
 
 
 def _b64(data: bytes) -> str:

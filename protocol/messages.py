@@ -15,10 +15,14 @@ import functools
 import linecache
 import struct
 import uuid
+from typing import TYPE_CHECKING
 
 from kcoord.protocol import codegen, primitives
 from kcoord.protocol.errors import DecodeError
 from kcoord.protocol.schema import ZERO_UUID, MessageSpec, load_spec
+
+if TYPE_CHECKING:  # what a type checker sees of the classes built below (kcoord.protocol.stubgen writes it)
+    from kcoord.protocol.message_types import *  # noqa: F403
 
 # The APIs kcoord's broker speaks (request and response definitions both exist for each).
 SERVED_APIS = (

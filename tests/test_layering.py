@@ -38,14 +38,7 @@ PACKAGES = set(ALLOWED)  # each a real folder at the repository's top, src/kcoor
 OUTSIDE = {"bench", "tests", "fuzz"}  # beside kcoord, never in the wheel; they may import any of it
 # Upward imports that are known and waiting for their fix (issue #25); each entry must still be
 # needed (test_known_exceptions_are_still_needed), so a fix removes it here too.
-KNOWN_EXCEPTIONS = {
-    # the dynamic broker config store parses values with the broker's property table; fix: hand it the
-    # table (DynamicBrokerConfigs(path, properties)) from broker/app.py, or move the table below.
-    ("metadata/dynamic_broker_configs.py", "kcoord.broker.config"),
-    # the SCRAM credential store keeps ScramCredential / HASHES, defined with the SASL exchange;
-    # fix: define the credential (and HASHES) in metadata/scram_store.py, scram.py imports them.
-    ("metadata/scram_store.py", "kcoord.broker.security.scram"),
-}
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 # Pure coordinator modules must not touch the event loop or sockets; only its runtime (the
 # coordinator/runtime/ package: binding to asyncio + storage, and when checkpoints are written) does.
 COORDINATOR_RUNTIME = "runtime"

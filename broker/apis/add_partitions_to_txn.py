@@ -14,6 +14,7 @@ partitions, from the coordinator.
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -22,7 +23,7 @@ R = m.AddPartitionsToTxnResponse
 
 
 @api(key=24, name="AddPartitionsToTxn", min_version=0, max_version=5)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.AddPartitionsToTxnRequest):
     v = ctx.api_version
     if v < 4:
         topics = _results(await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
@@ -37,9 +38,7 @@ async def handle(ctx, request):
 
 async def _one(ctx, transactional_id, producer_id, epoch, topics, verify_only) -> dict[tuple[str, int], ErrorCode]:
     partitions = [(t.name, p) for t in topics for p in t.partitions]
-    txns = getattr(ctx.broker, "transactions", None)
-    if txns is None:
-        return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    txns = ctx.broker.txn_coordinator
     unknown = [tp for tp in partitions if ctx.broker.topics.log(*tp) is None]
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED

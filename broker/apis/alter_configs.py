@@ -10,6 +10,7 @@ a null value is INVALID_REQUEST, as Kafka's ConfigAdminManager answers it.
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.metadata.config_changes import ConfigChangeError, alter_resources, check_no_duplicates
 from kcoord.protocol import messages as m
@@ -17,7 +18,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=33, name="AlterConfigs", min_version=0, max_version=2)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.AlterConfigsRequest):
     def wanted(_current, res):  # the whole new set: what is not named goes back to its default
         check_no_duplicates([c.name for c in res.configs])
         nulls = [c.name for c in res.configs if c.value is None]

@@ -9,6 +9,7 @@ RESOURCE_NOT_FOUND (deleting what does not exist). The rest are stored durably a
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.security.acl import AclOperation
 from kcoord.broker.security.check import cluster_allowed
@@ -39,7 +40,7 @@ def _problem(change, seen: set, store, deleting: bool) -> tuple[ErrorCode, str] 
 
 
 @api(key=51, name="AlterUserScramCredentials", min_version=0, max_version=0)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.AlterUserScramCredentialsRequest):
     R = m.AlterUserScramCredentialsResponse
     users = list(dict.fromkeys([c.name for c in request.deletions] + [c.name for c in request.upsertions]))
     if not cluster_allowed(ctx, AclOperation.ALTER):

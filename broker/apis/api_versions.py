@@ -12,6 +12,7 @@ A version above 4 is answered with UNSUPPORTED_VERSION and a v0 body listing our
 from __future__ import annotations
 
 from kcoord.broker import registry
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -20,7 +21,7 @@ KEY = 18
 
 
 @api(key=KEY, name="ApiVersions", min_version=0, max_version=4)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.ApiVersionsRequest):
     served = registry.served()
     if request is None:  # a version we do not serve: tell the client our ApiVersions range only
         own = registry.lookup(KEY)

@@ -10,6 +10,7 @@ Flexible from v0. An unknown group, or a classic one, answers GROUP_ID_NOT_FOUND
 from __future__ import annotations
 
 from kcoord.broker.apis.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -25,11 +26,11 @@ CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # MemberType (ConsumerGroupMember.asCons
 
 
 @api(key=69, name="ConsumerGroupDescribe", min_version=0, max_version=1)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.ConsumerGroupDescribeRequest):
     r = m.ConsumerGroupDescribeResponse
     operations = GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED
     out = []
-    for g in ctx.broker.groups.consumer_group_describe(request.group_ids):
+    for g in ctx.broker.group_coordinator.consumer_group_describe(request.group_ids):
         members = [r.DescribedGroup.Member(
             member_id=mm.member_id, instance_id=mm.instance_id, rack_id=mm.rack_id, member_epoch=mm.member_epoch,
             client_id=mm.client_id, client_host=mm.client_host, subscribed_topic_names=mm.subscribed_topic_names,

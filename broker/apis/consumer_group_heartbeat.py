@@ -17,19 +17,26 @@ waits on when the coordinator answers once its records are durable (no task per 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from kcoord.broker.context import RequestContext
 from kcoord.broker.frame_answer import FrameAnswer
 from kcoord.broker.registry import api, frame_handler, version_range
+from kcoord.coordinator.consumer.steady import HeartbeatResult
 from kcoord.coordinator.results import RequestContext as CoordinatorContext
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:  # the composition root (it imports the server: a run-time import would be a cycle)
+    from kcoord.broker.app import Broker
+
 API_KEY = 68
 
 
 @api(key=API_KEY, name="ConsumerGroupHeartbeat", min_version=0, max_version=1)
-async def handle(ctx, request):
-    result = await ctx.broker.groups.consumer_group_heartbeat(ctx.for_coordinator(), request)
+async def handle(ctx: RequestContext, request: m.ConsumerGroupHeartbeatRequest):
+    result: HeartbeatResult = await ctx.broker.group_coordinator.consumer_group_heartbeat(ctx.for_coordinator(), request)
     response = m.ConsumerGroupHeartbeatResponse
     if result.error != ErrorCode.NONE:
         return response(error_code=result.error, error_message=result.message, member_id=None, member_epoch=0,
@@ -57,7 +64,7 @@ def _client_id(frame) -> str:
 
 
 @frame_handler(key=API_KEY)
-def serve_frame(broker, frame, client_host):
+def serve_frame(broker: Broker, frame: bytes, client_host: str):
     """`handle`, from and to whole frames: (error, response frame) when the coordinator answers at once,
     a future of it when the answer waits for a write, None for a frame the reader does not take."""
     read = reader.read(frame)
@@ -74,7 +81,7 @@ def serve_frame(broker, frame, client_host):
         topic_partitions=None if owned is None else [_TopicPartitions(topic_id=t, partitions=list(p))
                                                      for t, p in owned])
     answer = _Answer(version, correlation_id)
-    broker.groups.consumer_group_heartbeat(CoordinatorContext(_client_id(frame), client_host, version), request,
+    broker.group_coordinator.consumer_group_heartbeat(CoordinatorContext(_client_id(frame), client_host, version), request,
                                            answer)
     return answer.answer()
 

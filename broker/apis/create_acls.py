@@ -10,6 +10,7 @@ answers SECURITY_DISABLED; a binding that cannot be valid answers INVALID_REQUES
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.security.acl import AclBinding, AclOperation, validate
 from kcoord.broker.security.check import authorizer_of, cluster_allowed
@@ -20,7 +21,7 @@ NO_AUTHORIZER = "No Authorizer is configured."
 
 
 @api(key=30, name="CreateAcls", min_version=1, max_version=3)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.CreateAclsRequest):
     R = m.CreateAclsResponse
     authz = authorizer_of(ctx)
 

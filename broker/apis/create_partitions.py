@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.metadata.topics import TopicError
 from kcoord.protocol import messages as m
@@ -23,7 +24,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=37, name="CreatePartitions", min_version=0, max_version=3)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.CreatePartitionsRequest):
     counts = Counter(t.name for t in request.topics)
     duplicates = [name for name, n in counts.items() if n > 1]
     results = [_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for name in duplicates]

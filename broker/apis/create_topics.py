@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.metadata.topics import TopicError
 from kcoord.protocol import messages as m
@@ -26,7 +27,7 @@ ZERO_UUID = uuid.UUID(int=0)  # validate_only: no topic, no id
 
 
 @api(key=19, name="CreateTopics", min_version=2, max_version=7)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.CreateTopicsRequest):
     counts = Counter(t.name for t in request.topics)
     results = []
     for t in request.topics:

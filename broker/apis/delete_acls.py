@@ -10,6 +10,7 @@ ALTER on the cluster is required; without an authorizer: SECURITY_DISABLED per f
 from __future__ import annotations
 
 from kcoord.broker.apis.describe_acls import acl_filter, unknown_field
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.security.acl import AclOperation
 from kcoord.broker.security.check import authorizer_of, cluster_allowed
@@ -18,7 +19,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=31, name="DeleteAcls", min_version=1, max_version=3)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.DeleteAclsRequest):
     R = m.DeleteAclsResponse
     authz = authorizer_of(ctx)
 

@@ -15,6 +15,7 @@ low watermark is known at once (no DelayedDeleteRecords).
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.data.visibility import high_watermark
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -25,7 +26,7 @@ HIGH_WATERMARK = -1
 
 
 @api(key=21, name="DeleteRecords", min_version=0, max_version=2)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.DeleteRecordsRequest):
     broker = ctx.broker
     R = m.DeleteRecordsResponse
     moved = False

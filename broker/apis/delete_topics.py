@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -21,7 +22,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @api(key=20, name="DeleteTopics", min_version=1, max_version=6)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.DeleteTopicsRequest):
     if ctx.api_version >= 6:
         targets = [(t.name, t.topic_id) for t in request.topics]
     else:
@@ -45,6 +46,6 @@ def _delete(broker, name, topic_id):
                  error_message=f"Deletion of internal topic {topic.name} is not allowed.")
     topics.delete(topic.name)
     broker.fetch_waiters.notify_topic(topic.name, topic.partitions)
-    if broker.groups is not None:  # its committed offsets go too (Kafka's GroupCoordinator.onPartitionsDeleted)
-        broker.groups.handle_topics_deleted([topic.name])
+    # its committed offsets go too (Kafka's GroupCoordinator.onPartitionsDeleted)
+    broker.group_coordinator.handle_topics_deleted([topic.name])
     return R(name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.NONE, error_message=None)

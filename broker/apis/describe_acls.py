@@ -9,6 +9,7 @@ field: INVALID_REQUEST. (AclApis.handleDescribeAcls)
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.security.acl import AclBindingFilter, AclOperation
 from kcoord.broker.security.check import authorizer_of, cluster_allowed
@@ -30,7 +31,7 @@ def unknown_field(flt: AclBindingFilter) -> str | None:
 
 
 @api(key=29, name="DescribeAcls", min_version=1, max_version=3)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.DescribeAclsRequest):
     R = m.DescribeAclsResponse
     authz = authorizer_of(ctx)
     if authz is None:

@@ -7,13 +7,14 @@ Versions (we serve 0-2):
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=60, name="DescribeCluster", min_version=0, max_version=2)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.DescribeClusterRequest):
     broker = ctx.broker
     endpoint = broker.endpoint_for(ctx.listener)
     R = m.DescribeClusterResponse

@@ -17,6 +17,7 @@ value and is_sensitive, as Kafka does.
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.security.listener_config import SENSITIVE
 from kcoord.metadata.dynamic_broker_configs import (
@@ -40,7 +41,7 @@ TOPIC_BROKER_SYNONYM = {**{k: v for k, v in TOPIC_CONFIG_DEFAULTS.items() if v i
 
 
 @api(key=32, name="DescribeConfigs", min_version=1, max_version=4)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.DescribeConfigsRequest):
     results = []
     for res in request.resources:
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None

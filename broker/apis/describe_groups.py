@@ -13,6 +13,7 @@ Versions:
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -33,9 +34,9 @@ def _group(group_id: str, error: ErrorCode, state: str = UNKNOWN_STATE, protocol
 
 
 @api(key=15, name="DescribeGroups", min_version=0, max_version=6)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.DescribeGroupsRequest):
     version = ctx.api_version
-    groups = ctx.broker.groups
+    groups = ctx.broker.group_coordinator
     wants_operations = version >= 3 and request.include_authorized_operations
     operations = GROUP_OPERATIONS if wants_operations else AUTHORIZED_OPERATIONS_OMITTED
     out = []

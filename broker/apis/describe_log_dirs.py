@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.data.visibility import high_watermark
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -21,7 +22,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=35, name="DescribeLogDirs", min_version=1, max_version=4)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.DescribeLogDirsRequest):
     broker = ctx.broker
     by_topic = broker.logs.topics()  # {topic: [partitions]} present on disk
     if request.topics is None:

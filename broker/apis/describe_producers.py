@@ -8,6 +8,7 @@ marker is not tracked per producer: -1.
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -18,7 +19,7 @@ P = T.PartitionResponse
 
 
 @api(key=61, name="DescribeProducers", min_version=0, max_version=0)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.DescribeProducersRequest):
     return R(throttle_time_ms=0, topics=[T(name=t.name, partitions=[_partition(ctx.broker, t.name, p)
                                                                     for p in t.partition_indexes])
                                          for t in request.topics])

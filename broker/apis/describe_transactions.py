@@ -7,21 +7,23 @@ Versions (we serve 0):
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from kcoord.txn.coordinator import TransactionCoordinator
 
 R = m.DescribeTransactionsResponse
 
 
 @api(key=65, name="DescribeTransactions", min_version=0, max_version=0)
-async def handle(ctx, request):
-    txns = getattr(ctx.broker, "transactions", None)
-    return R(throttle_time_ms=0, transaction_states=[_describe(txns, t) for t in request.transactional_ids])
+async def handle(ctx: RequestContext, request: m.DescribeTransactionsRequest):
+    coordinator = ctx.broker.txn_coordinator.coordinator
+    return R(throttle_time_ms=0, transaction_states=[_describe(coordinator, t) for t in request.transactional_ids])
 
 
-def _describe(txns, transactional_id: str):
-    md = ErrorCode.COORDINATOR_NOT_AVAILABLE if txns is None else txns.coordinator.describe(transactional_id)
+def _describe(coordinator: TransactionCoordinator, transactional_id: str):
+    md = coordinator.describe(transactional_id)
     if isinstance(md, ErrorCode):
         return R.TransactionState(error_code=md, transactional_id=transactional_id, transaction_state="",
                                   transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,

@@ -7,6 +7,7 @@ DUPLICATE_RESOURCE, one without credentials RESOURCE_NOT_FOUND (Kafka's messages
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.security.acl import AclOperation
 from kcoord.broker.security.check import cluster_allowed
@@ -16,7 +17,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=50, name="DescribeUserScramCredentials", min_version=0, max_version=0)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.DescribeUserScramCredentialsRequest):
     R = m.DescribeUserScramCredentialsResponse
     if not cluster_allowed(ctx, AclOperation.DESCRIBE):
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,

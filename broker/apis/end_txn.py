@@ -14,6 +14,7 @@ CONCURRENT_TRANSACTIONS and a client retry backoff (kcoord.txn.runtime.wait_comp
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -22,15 +23,12 @@ MARKER_WAIT_S = 1.0
 
 
 @api(key=26, name="EndTxn", min_version=0, max_version=4)
-async def handle(ctx, request):
-    txns = getattr(ctx.broker, "transactions", None)
-    if txns is None:
-        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    else:
-        error = await txns.coordinator.handle_end_transaction(request.transactional_id, request.producer_id,
-                                                              request.producer_epoch, request.committed)
-        if error == ErrorCode.NONE:
-            await txns.wait_completed(request.transactional_id, MARKER_WAIT_S)
+async def handle(ctx: RequestContext, request: m.EndTxnRequest):
+    txns = ctx.broker.txn_coordinator
+    error = await txns.coordinator.handle_end_transaction(request.transactional_id, request.producer_id,
+                                                          request.producer_epoch, request.committed)
+    if error == ErrorCode.NONE:
+        await txns.wait_completed(request.transactional_id, MARKER_WAIT_S)
     if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         error = ErrorCode.INVALID_PRODUCER_EPOCH
     return m.EndTxnResponse(throttle_time_ms=0, error_code=error)

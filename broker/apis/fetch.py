@@ -31,6 +31,7 @@ the long poll are kcoord.broker.data.fetch_read's.
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.data.fetch_read import PartitionFetch, read_when_ready
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -41,7 +42,7 @@ INITIAL_EPOCH = 0
 
 
 @api(key=1, name="Fetch", min_version=4, max_version=18)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.FetchRequest):
     v = ctx.api_version
     if v >= 7:
         error = _session_error(request.session_id, request.session_epoch)

@@ -14,6 +14,7 @@ still loading is led here all the same (its requests answer COORDINATOR_LOAD_IN_
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -28,12 +29,11 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
     if key_type == GROUP_KEY:
         # A partition still loading is led here all the same: its group requests answer
         # COORDINATOR_LOAD_IN_PROGRESS, which clients retry against the same node.
-        if not ctx.broker.groups.active:
+        if not ctx.broker.group_coordinator.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return ErrorCode.NONE, None
     if key_type == TRANSACTION_KEY:
-        txns = getattr(ctx.broker, "transactions", None)
-        if txns is None or not txns.coordinator.active:
+        if not ctx.broker.txn_coordinator.coordinator.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return ErrorCode.NONE, None
     if key_type == SHARE_KEY and ctx.api_version >= 6:
@@ -42,7 +42,7 @@ def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
 
 
 @api(key=10, name="FindCoordinator", min_version=0, max_version=6)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.FindCoordinatorRequest):
     version = ctx.api_version
     key_type = request.key_type if version >= 1 else GROUP_KEY
     endpoint = ctx.broker.endpoint_for(ctx.listener)

@@ -18,20 +18,25 @@ answers a write operation without records only after the writes before it are co
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.frame_answer import FrameAnswer
 from kcoord.broker.registry import api, frame_handler, version_range
 from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 
+if TYPE_CHECKING:  # the composition root (it imports the server: a run-time import would be a cycle)
+    from kcoord.broker.app import Broker
+
 API_KEY = 12
 
 
 @api(key=API_KEY, name="Heartbeat", min_version=0, max_version=4)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.HeartbeatRequest):
     # Not a coroutine: the coordinator answers a heartbeat at once (nearly always), so it is served inline.
-    error = ctx.broker.groups.heartbeat(
+    error = ctx.broker.group_coordinator.heartbeat(
         request.group_id,
         request.member_id,
         request.group_instance_id if ctx.api_version >= 3 else None,
@@ -55,15 +60,15 @@ _frames = writer.frames  # frame_v<N>(correlation_id, throttle_time_ms, error_co
 
 
 @frame_handler(key=API_KEY)
-def serve_frame(broker, frame, _client_host):
+def serve_frame(broker: Broker, frame: bytes, _client_host: str):
     request = reader.read(frame)
     if request is None:
         return None
     correlation_id, version, (group_id, generation_id, member_id, group_instance_id) = request
-    error = broker.groups.heartbeat(group_id, member_id, group_instance_id, generation_id)
+    error = broker.group_coordinator.heartbeat(group_id, member_id, group_instance_id, generation_id)
     if error.__class__ is PendingHeartbeat:
         answer = _HeartbeatAnswer(correlation_id, version)
-        error.then(answer)
+        error.then(answer)  # pyright: ignore[reportAttributeAccessIssue]  (a PendingHeartbeat, by its class)
         return answer.answer()
     return error, _frames[version](correlation_id, 0, error)  # throttle_time_ms 0
 

@@ -11,13 +11,14 @@ broker.group_configs.group_config(group_id). Every change is durable before the 
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.metadata.config_changes import alter_resources, default_of, incremental
 from kcoord.protocol import messages as m
 
 
 @api(key=44, name="IncrementalAlterConfigs", min_version=0, max_version=1)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.IncrementalAlterConfigsRequest):
     broker = ctx.broker
 
     def wanted(current, res):

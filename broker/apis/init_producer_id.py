@@ -13,20 +13,19 @@ an older producer of the same id, abort of its open transaction.
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=22, name="InitProducerId", min_version=0, max_version=5)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.InitProducerIdRequest):
     pid_in = request.producer_id if ctx.api_version >= 3 else -1
     epoch_in = request.producer_epoch if ctx.api_version >= 3 else -1
     if request.transactional_id is not None:
-        txns = getattr(ctx.broker, "transactions", None)
-        if txns is None:
-            error, pid, epoch = ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
-        elif (pid_in < 0) != (epoch_in < 0):  # KafkaApis: a producer id without an epoch, or the reverse
+        txns = ctx.broker.txn_coordinator
+        if (pid_in < 0) != (epoch_in < 0):  # KafkaApis: a producer id without an epoch, or the reverse
             error, pid, epoch = ErrorCode.INVALID_REQUEST, -1, -1
         else:
             expected = (pid_in, epoch_in) if pid_in >= 0 else None

@@ -15,7 +15,9 @@ Versions:
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
+from kcoord.coordinator.results import JoinGroupResult
 from kcoord.protocol import messages as m
 
 
@@ -27,9 +29,9 @@ def _protocol_name(version: int, name: str | None) -> str | None:
 
 
 @api(key=11, name="JoinGroup", min_version=0, max_version=9)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.JoinGroupRequest):
     version = ctx.api_version
-    result = await ctx.broker.groups.join_group(ctx.for_coordinator(), request)
+    result: JoinGroupResult = await ctx.broker.group_coordinator.join_group(ctx.for_coordinator(), request)
     member_type = m.JoinGroupResponse.JoinGroupResponseMember
     return m.JoinGroupResponse(
         error_code=result.error,

@@ -12,6 +12,7 @@ member's error.
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.coordinator.results import LeaveGroupResult
 from kcoord.protocol import messages as m
@@ -19,11 +20,11 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=13, name="LeaveGroup", min_version=0, max_version=5)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.LeaveGroupRequest):
     version = ctx.api_version
-    result = ctx.broker.groups.leave_group(ctx.for_coordinator(), request)
+    result = ctx.broker.group_coordinator.leave_group(ctx.for_coordinator(), request)
     if not isinstance(result, LeaveGroupResult):  # classic members of a consumer group: once durable
-        result = await result
+        result: LeaveGroupResult = await result
     if version < 3:
         top = result.error or next((mm.error for mm in result.members if mm.error), ErrorCode.NONE)
         return m.LeaveGroupResponse(error_code=top)

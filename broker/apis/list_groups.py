@@ -10,16 +10,17 @@ Versions:
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 
 
 @api(key=16, name="ListGroups", min_version=0, max_version=5)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.ListGroupsRequest):
     version = ctx.api_version
     states = list(request.states_filter) if version >= 4 else []
     types = {t.lower() for t in request.types_filter} if version >= 5 else set()
-    error, listed = ctx.broker.groups.list_groups(states)
+    error, listed = ctx.broker.group_coordinator.list_groups(states)
     if error:
         return m.ListGroupsResponse(error_code=error, groups=[])
     if types:

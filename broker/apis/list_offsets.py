@@ -19,6 +19,7 @@ Like Kafka's answer to a consumer, nothing at or above the high watermark is eve
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.data.fetch_read import leader_epoch_error
 from kcoord.broker.data.visibility import high_watermark
 from kcoord.broker.registry import api
@@ -32,7 +33,7 @@ SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LA
 
 
 @api(key=2, name="ListOffsets", min_version=1, max_version=11)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.ListOffsetsRequest):
     R = m.ListOffsetsResponse
     topics = []
     for t in request.topics:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -19,9 +20,9 @@ R = m.ListTransactionsResponse
 
 
 @api(key=66, name="ListTransactions", min_version=0, max_version=2)
-async def handle(ctx, request):
-    txns = getattr(ctx.broker, "transactions", None)
-    if txns is None or not txns.coordinator.active:
+async def handle(ctx: RequestContext, request: m.ListTransactionsRequest):
+    txns = ctx.broker.txn_coordinator
+    if not txns.coordinator.active:
         return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[],
                  transaction_states=[])
     duration = request.duration_filter if ctx.api_version >= 1 else -1

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import uuid
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.metadata.topics import TopicError, validate_topic_name
 from kcoord.protocol import messages as m
@@ -30,7 +31,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @api(key=3, name="Metadata", min_version=0, max_version=13)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.MetadataRequest):
     broker = ctx.broker
     topics_mgr = broker.topics
     v = ctx.api_version

@@ -26,13 +26,18 @@ import functools
 import time
 from itertools import repeat
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.frame_answer import FrameAnswer
 from kcoord.broker.registry import api, frame_handler, version_range
 from kcoord.coordinator.results import OffsetCommit, OffsetCommitRequestPartition
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # the composition root (it imports the server: a run-time import would be a cycle)
+    from kcoord.broker.app import Broker
 
 API_KEY = 8
 
@@ -114,7 +119,7 @@ def resolve_topic_ids(known_topics, topics) -> dict[tuple[str, int], ErrorCode]:
 
 
 @api(key=API_KEY, name="OffsetCommit", min_version=2, max_version=10)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.OffsetCommitRequest):
     version = ctx.api_version
     epochs = version >= 6
     unknown_ids = resolve_topic_ids(ctx.broker.topics, request.topics) if version >= 10 else {}
@@ -125,7 +130,7 @@ async def handle(ctx, request):
     errors.update(unknown_ids)
     if offsets or not errors:
         started = time.monotonic()
-        reply = ctx.broker.groups.commit_offsets(OffsetCommit(
+        reply = ctx.broker.group_coordinator.commit_offsets(OffsetCommit(
             request.group_id, request.member_id, request.group_instance_id if version >= 7 else None,
             request.generation_id_or_member_epoch, offsets,
             request.retention_time_ms if version <= 4 else NO_RETENTION, version))
@@ -145,7 +150,7 @@ writer = frames.ResponseWriter("OffsetCommit", *version_range(API_KEY))
 
 
 @frame_handler(key=API_KEY)
-def serve_frame(broker, frame, _client_host):
+def serve_frame(broker: Broker, frame: bytes, _client_host: str):
     """`handle`, from and to whole frames: (0, response frame) at once, a future of it when the commit
     waits for its write, or None for a frame the reader does not take."""
     request = reader.read(frame)
@@ -164,7 +169,7 @@ def serve_frame(broker, frame, _client_host):
         return 0, response_frame(version, correlation_id, topics, errors)
     commit = _Commit(broker.metrics, version, correlation_id, topics, errors)
     # The front door `handle` reaches too, with the same request, and a callback that answers the frame.
-    broker.groups.commit_offsets(OffsetCommit(
+    broker.group_coordinator.commit_offsets(OffsetCommit(
         group_id, member_id, group_instance_id if version >= 7 else None, generation_id, offsets,
         retention_time_ms if version <= 4 else NO_RETENTION, version), commit)
     return commit.answer()

@@ -6,6 +6,7 @@ Versions:
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 
@@ -22,7 +23,7 @@ def _response(request, top_error, error_of) -> m.OffsetDeleteResponse:
 
 
 @api(key=47, name="OffsetDelete", min_version=0, max_version=0)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.OffsetDeleteRequest):
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    top_error, errors = await ctx.broker.groups.delete_offsets(request.group_id, partitions)
+    top_error, errors = await ctx.broker.group_coordinator.delete_offsets(request.group_id, partitions)
     return _response(request, top_error, lambda t, p: errors.get((t, p), 0))

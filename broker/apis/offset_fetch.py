@@ -20,6 +20,7 @@ v2-v7 answer a group-level error with that error alone and no partitions, as Kaf
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.coordinator.results import OffsetFetchResult
 from kcoord.protocol import messages as m
@@ -77,7 +78,7 @@ def _group_v10(broker, g, require_stable: bool, group_type):
         def topic_ids(name):
             topic = broker.topics.get(name)
             return topic.topic_id if topic is not None else None
-    result = _fetch(broker.groups, g.group_id, known, require_stable, g.member_id, g.member_epoch)
+    result = _fetch(broker.group_coordinator, g.group_id, known, require_stable, g.member_id, g.member_epoch)
     topics = _topics(topic_type, partition_type, result.partitions, topic_ids)
     if not result.error:  # a group-level error answers alone (Kafka adds the id errors only to a success)
         topics += unknown
@@ -85,9 +86,9 @@ def _group_v10(broker, g, require_stable: bool, group_type):
 
 
 @api(key=9, name="OffsetFetch", min_version=1, max_version=10)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.OffsetFetchRequest):
     version = ctx.api_version
-    groups = ctx.broker.groups
+    groups = ctx.broker.group_coordinator
     require_stable = request.require_stable if version >= 7 else False
     if version >= 8:
         group_type = m.OffsetFetchResponse.OffsetFetchResponseGroup

@@ -12,6 +12,7 @@ the latest epoch ends at the log end, an earlier one where the next begins, -1/-
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.data.fetch_read import leader_epoch_error
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -21,7 +22,7 @@ NO_EPOCH = -1
 
 
 @api(key=23, name="OffsetForLeaderEpoch", min_version=2, max_version=4)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.OffsetForLeaderEpochRequest):
     R = m.OffsetForLeaderEpochResponse
     topics = []
     for t in request.topics:

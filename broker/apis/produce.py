@@ -26,7 +26,8 @@ Per-partition checks and the append are kcoord.broker.data.append's.
 """
 from __future__ import annotations
 
-from kcoord.broker.connection import ProtocolViolation
+from kcoord.broker.connection import CloseConnection
+from kcoord.broker.context import RequestContext
 from kcoord.broker.data.append import Appended, append_partition
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -34,7 +35,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=0, name="Produce", min_version=3, max_version=13, advertised_min_version=0)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.ProduceRequest):
     broker = ctx.broker
     acks = request.acks
     refused = _refusal(acks)
@@ -59,7 +60,7 @@ async def handle(ctx, request):
         if failed:
             # The client expects no answer, so Kafka closes the connection to make it notice
             # (and refresh its metadata).
-            raise ProtocolViolation(f"acks=0 produce failed for {failed}")
+            raise CloseConnection(f"acks=0 produce failed for {failed}")
         return None
     lost = {id(lg) for lg, error in zip(logs, await broker.visibility.publish(logs), strict=True) if error}
     R = m.ProduceResponse

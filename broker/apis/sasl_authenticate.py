@@ -11,13 +11,14 @@ connection closes. After a completed authentication: ILLEGAL_SASL_STATE (KafkaAp
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=36, name="SaslAuthenticate", min_version=0, max_version=2)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.SaslAuthenticateRequest):
     session = ctx.session
     if session is None or session.state is None:
         return m.SaslAuthenticateResponse(

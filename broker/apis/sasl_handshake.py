@@ -10,13 +10,14 @@ ILLEGAL_SASL_STATE, as KafkaApis answers a handshake that reaches it.
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=17, name="SaslHandshake", min_version=0, max_version=1)
-def handle(ctx, request):
+def handle(ctx: RequestContext, request: m.SaslHandshakeRequest):
     session = ctx.session
     if session is None or session.state is None:
         return m.SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])

@@ -11,7 +11,9 @@ Versions:
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
+from kcoord.coordinator.results import SyncGroupResult
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
@@ -21,11 +23,11 @@ def error_response(error: ErrorCode) -> m.SyncGroupResponse:
 
 
 @api(key=14, name="SyncGroup", min_version=0, max_version=5)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.SyncGroupRequest):
     version = ctx.api_version
     if version >= 5 and (request.protocol_type is None or request.protocol_name is None):
         # KafkaApis.handleSyncGroupRequest refuses this before the coordinator sees it.
         return error_response(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-    result = await ctx.broker.groups.sync_group(ctx.for_coordinator(), request)
+    result: SyncGroupResult = await ctx.broker.group_coordinator.sync_group(ctx.for_coordinator(), request)
     return m.SyncGroupResponse(error_code=result.error, protocol_type=result.protocol_type,
                                protocol_name=result.protocol_name, assignment=result.assignment or b"")

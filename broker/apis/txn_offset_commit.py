@@ -18,6 +18,7 @@ COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS.
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.data.append import verify_transactional
 from kcoord.broker.registry import api
 from kcoord.coordinator.results import OffsetCommit, OffsetCommitRequestPartition
@@ -37,7 +38,7 @@ class _Producer:  # what verify_transactional reads of a batch header
 
 
 @api(key=28, name="TxnOffsetCommit", min_version=0, max_version=4)
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest):
     v = ctx.api_version
     broker = ctx.broker
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -59,7 +60,7 @@ async def handle(ctx, request):
             commit = OffsetCommit(request.group_id, request.member_id if v >= 3 else "",
                                   request.group_instance_id if v >= 3 else None,
                                   request.generation_id if v >= 3 else -1, offsets, -1, v)
-            errors.update(await broker.groups.txn_commit_offsets(commit, request.producer_id, request.producer_epoch))
+            errors.update(await broker.group_coordinator.txn_commit_offsets(commit, request.producer_id, request.producer_epoch))
     if v < 2:  # KafkaApis (KAFKA-7296): clients before 2.0 do not know the loading error
         errors = {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE if e == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else e
                   for tp, e in errors.items()}
@@ -68,8 +69,8 @@ async def handle(ctx, request):
 
 def _verify(broker, request) -> ErrorCode | None:
     """The group's offsets partition must be in the transaction (KIP-890 verification)."""
-    if broker.groups is None or not request.group_id:
-        return ErrorCode.INVALID_GROUP_ID if broker.groups is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if not request.group_id:
+        return ErrorCode.INVALID_GROUP_ID
     tp = (OFFSETS_TOPIC, partition_for(request.group_id, broker.config.get("offsets.topic.num.partitions")))
     error = verify_transactional(broker, request.transactional_id, tp,
                                  _Producer(request.producer_id, request.producer_epoch))

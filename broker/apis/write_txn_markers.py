@@ -10,6 +10,7 @@ already wrote with a newer epoch there, KAFKA_STORAGE_ERROR when the append or i
 """
 from __future__ import annotations
 
+from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 
@@ -18,8 +19,8 @@ T = R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
 
 
 @api(key=27, name="WriteTxnMarkers", min_version=1, max_version=1)
-async def handle(ctx, request):
-    writer = ctx.broker.transactions.markers
+async def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest):
+    writer = ctx.broker.txn_coordinator.markers
     results = []
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]

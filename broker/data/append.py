@@ -91,10 +91,9 @@ _VERIFY_ERRORS = {
 def verify_transactional(broker: Any, transactional_id: str | None, tp: tuple[str, int], header: Any) -> ErrorCode | None:
     """KIP-890 verification: a transactional batch is taken only if its partition is in the producer's
     ongoing transaction, at its current epoch (None: take it)."""
-    txns = getattr(broker, "transactions", None)
-    if transactional_id is None or txns is None:
+    if transactional_id is None:
         return ErrorCode.INVALID_TXN_STATE
-    error = txns.coordinator.verify_partitions(transactional_id, header.producer_id, header.producer_epoch, [tp])[tp]
+    error = broker.txn_coordinator.coordinator.verify_partitions(transactional_id, header.producer_id, header.producer_epoch, [tp])[tp]
     if error == ErrorCode.NONE:
         return None
     return _VERIFY_ERRORS.get(error, error)

@@ -4,7 +4,7 @@ on one node): a COMMIT or ABORT control batch to every partition of a transactio
 Data partitions get the control batch appended (producer id and the transaction's epoch, so the producer's
 state there learns a fencing epoch), the partition's transaction index closes the transaction, and the
 append is fsynced before the marker counts as written. `__consumer_offsets` partitions get theirs through
-the group coordinator (`broker.groups.complete_transaction`), which writes the same control batch and
+the group coordinator (`broker.group_coordinator.complete_transaction`), which writes the same control batch and
 replays it: pending transactional offsets are applied or dropped. A failed write is retried until it
 succeeds; a partition whose topic is gone is skipped (as Kafka drops markers for deleted topics).
 """
@@ -80,7 +80,7 @@ class MarkerWriter:
 
     async def _offsets(self, producer_id: int, epoch: int, commit: bool, partitions) -> dict:
         tps = sorted(p for p in partitions if p[0] == OFFSETS_TOPIC)
-        groups = self.broker.groups
+        groups = self.broker.group_coordinator
         errors = await asyncio.gather(*(groups.complete_transaction(tp[1], producer_id, epoch, commit) for tp in tps))
         for tp, error in zip(tps, errors, strict=True):
             if error != ErrorCode.NONE:

@@ -2,33 +2,35 @@
 operation, resource_type, name)` is True when no authorizer is configured."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kcoord.broker.security.acl import CLUSTER_NAME, ResourceType
 from kcoord.broker.security.authorizer import all_operations
-from kcoord.broker.security.principal import ANONYMOUS
+
+if TYPE_CHECKING:
+    from kcoord.broker.context import RequestContext
+    from kcoord.broker.security.authorizer import StandardAuthorizer
 
 
-def authorizer_of(ctx: Any) -> Any:
-    security = getattr(ctx.broker, "security", None)
-    return None if security is None else security.authorizer
+def authorizer_of(ctx: RequestContext) -> StandardAuthorizer | None:
+    return ctx.broker.security.authorizer
 
 
-def allowed(ctx: Any, operation: int, resource_type: int, name: str) -> bool:
+def allowed(ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
     authz = authorizer_of(ctx)
     if authz is None:
         return True
-    principal = ctx.session.principal if ctx.session is not None else ANONYMOUS
+    principal = ctx.session.principal
     return authz.authorize(principal, ctx.client_host, operation, resource_type, name)
 
 
-def cluster_allowed(ctx: Any, operation: int) -> bool:
+def cluster_allowed(ctx: RequestContext, operation: int) -> bool:
     return allowed(ctx, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def authorized_operations(ctx: Any, resource_type: int, name: str) -> int:
+def authorized_operations(ctx: RequestContext, resource_type: int, name: str) -> int:
     authz = authorizer_of(ctx)
     if authz is None:
         return all_operations(resource_type)
-    principal = ctx.session.principal if ctx.session is not None else ANONYMOUS
+    principal = ctx.session.principal
     return authz.authorized_operations(principal, ctx.client_host, resource_type, name)

@@ -12,11 +12,14 @@ import hashlib
 import hmac
 import re
 import secrets
-from dataclasses import dataclass
 
 from kcoord.broker.security.sasl_errors import SaslFailure
 
-HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+# The credential and the mechanisms' hashes are defined with the store that keeps them (below the serving
+# path); re-exported here for the SASL exchange's users.
+from kcoord.metadata.scram_store import HASHES as HASHES
+from kcoord.metadata.scram_store import ScramCredential as ScramCredential
+
 # Kafka's ScramMechanism.minIterations; AlterUserScramCredentials also caps them (MAX_ITERATIONS).
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 16384
@@ -27,14 +30,6 @@ _CLIENT_FIRST = re.compile(
 _CLIENT_FINAL = re.compile(
     rf"(?P<without_proof>c=(?P<channel>[A-Za-z0-9+/=]+),r=(?P<nonce>{_VALUE})(?:,[a-zA-Z]+={_VALUE})*),"
     rf"p=(?P<proof>[A-Za-z0-9+/=]+)$")
-
-
-@dataclass(frozen=True)
-class ScramCredential:
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
 
 
 def _hmac(algorithm: str, key: bytes, data: bytes) -> bytes:
@@ -142,6 +137,8 @@ class ScramServer:
         except ValueError:
             raise SaslFailure("Invalid SCRAM client final message format") from None
         credential = self._credential
+        if credential is None:  # a final message before a first one: the state machine never allows it
+            raise SaslFailure("Invalid SCRAM client final message: no exchange in progress")
         auth_message = f"{self._client_first_bare},{self._server_first},{match['without_proof']}".encode()
         signature = _hmac(self._algorithm, credential.stored_key, auth_message)
         if len(proof) != len(signature):

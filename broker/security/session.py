@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from kcoord.broker.connection import CloseConnection
 from kcoord.broker.security.plain import PlainServer
 from kcoord.broker.security.principal import ANONYMOUS, KafkaPrincipal, user
 from kcoord.broker.security.sasl_errors import SaslFailure
@@ -23,10 +24,6 @@ from kcoord.protocol.errors import ErrorCode
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 _SIZE = struct.Struct(">i")
-
-
-class SessionRefused(Exception):
-    """Close the connection; `reason` goes to the log."""
 
 
 @dataclass
@@ -77,17 +74,17 @@ class ConnectionSession:
         return self._previous is not None
 
     def admit(self, api_key: int, api_name: str) -> None:
-        """SessionRefused when `api_key` may not come now."""
+        """CloseConnection when `api_key` may not come now."""
         state = self.state
         if state == "handshake":
             if api_key not in (API_VERSIONS, SASL_HANDSHAKE):
-                raise SessionRefused(f"unexpected Kafka request of type {api_name} during SASL handshake")
+                raise CloseConnection(f"unexpected Kafka request of type {api_name} during SASL handshake")
         elif state == "authenticate":
             if api_key != SASL_AUTHENTICATE:
-                raise SessionRefused(f"unexpected Kafka request of type {api_name} during SASL authentication")
+                raise CloseConnection(f"unexpected Kafka request of type {api_name} during SASL authentication")
         elif state == "complete" and api_key != SASL_HANDSHAKE and self.expires_at is not None \
                 and self._clock() >= self.expires_at:
-            raise SessionRefused("SASL session expired (connections.max.reauth.ms) without re-authentication")
+            raise CloseConnection("SASL session expired (connections.max.reauth.ms) without re-authentication")
 
     # -- SaslHandshake ----------------------------------------------------------------------------
     def handshake(self, version: int, mechanism: str) -> ErrorCode:

@@ -5,6 +5,7 @@ connection_made comes only once the handshake succeeded, with the TLS transport.
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 from typing import Any
 
 HANDSHAKE_TIMEOUT_S = 30.0
@@ -17,7 +18,7 @@ def _protocol_class(loop: asyncio.AbstractEventLoop) -> type:
         import uvloop
 
         if isinstance(loop, uvloop.Loop):
-            base = uvloop.loop.SSLProtocol
+            base = uvloop.loop.SSLProtocol  # pyright: ignore[reportAttributeAccessIssue]  (not in uvloop's stubs)
     except ImportError:
         pass
     cls = _classes.get(base)

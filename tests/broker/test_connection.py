@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kcoord.broker import registry
-from kcoord.broker.connection import ConnectionState, ProtocolViolation, encode_response, parse_request
+from kcoord.broker.connection import CloseConnection, ConnectionState, encode_response, parse_request
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.headers import decode_response_header, encode_request_frame
@@ -52,25 +52,25 @@ def test_unsupported_api_versions_is_answered_with_a_v0_body_listing_our_range()
 
 
 def test_unknown_api_key_is_a_protocol_violation():
-    with pytest.raises(ProtocolViolation, match="unknown api key 999"):
+    with pytest.raises(CloseConnection, match="unknown api key 999"):
         parse_request(frame_of(999, 0, b""))
 
 
 def test_unsupported_version_of_another_api_closes():
-    with pytest.raises(ProtocolViolation, match="unsupported version 14 of Metadata"):
+    with pytest.raises(CloseConnection, match="unsupported version 14 of Metadata"):
         parse_request(frame_of(3, 14, b"\x00"))
 
 
 @pytest.mark.parametrize("payload", [b"", b"\x00\x03", b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x09ab"])
 def test_truncated_header_is_a_protocol_violation(payload):
-    with pytest.raises(ProtocolViolation, match="malformed request header"):
+    with pytest.raises(CloseConnection, match="malformed request header"):
         parse_request(payload)
 
 
 def test_truncated_body_is_a_protocol_violation():
     full = frame_of(3, 1, m.request_codec(3, 1).encode(m.MetadataRequest(topics=[
         m.MetadataRequest.MetadataRequestTopic(name="abc")])))
-    with pytest.raises(ProtocolViolation, match="malformed Metadata v1 request"):
+    with pytest.raises(CloseConnection, match="malformed Metadata v1 request"):
         parse_request(full[:-2])
 
 
@@ -87,7 +87,7 @@ def test_frames_split_across_reads_come_out_whole_and_in_order():
 @pytest.mark.parametrize("size", [1001, 2**31 - 1, -1])
 def test_absurd_frame_size_is_a_protocol_violation(size):
     state = ConnectionState(max_request_bytes=1000)
-    with pytest.raises(ProtocolViolation, match="bad frame"):
+    with pytest.raises(CloseConnection, match="bad frame"):
         state.receive(struct.pack(">i", size) + b"x")
 
 
@@ -124,11 +124,11 @@ SERVED = [(s.key, v) for s in registry.served() for v in range(s.min_version, s.
 @settings(max_examples=300, deadline=None)
 @given(api=st.sampled_from(SERVED), body=st.binary(max_size=200), client_id=st.one_of(st.none(), st.text(max_size=20)))
 def test_any_body_either_parses_or_is_a_protocol_violation(api, body, client_id):
-    """Fuzz target for the decoder: garbage never escapes as anything but ProtocolViolation."""
+    """Fuzz target for the decoder: garbage never escapes as anything but CloseConnection."""
     key, version = api
     try:
         req = parse_request(frame_of(key, version, body, client_id=client_id))
-    except ProtocolViolation:
+    except CloseConnection:
         return
     assert (req.header.api_key, req.header.api_version) == (key, version)
 
@@ -151,5 +151,5 @@ def test_frames_taken_whole_keep_error_offsets_true_to_the_stream():
     state = ConnectionState(max_request_bytes=1000)
     one = encode_request_frame(18, 0, 1, "c", b"")
     state.served_whole(len(one) - 4)
-    with pytest.raises(ProtocolViolation, match=f"at byte {len(one)}\\)"):
+    with pytest.raises(CloseConnection, match=f"at byte {len(one)}\\)"):
         state.receive(struct.pack(">i", -5))

@@ -231,7 +231,7 @@ async def test_consumer_offsets_long_poll_is_woken_by_a_durable_commit(kcoord_br
 
     from kcoord.protocol.consumer_offsets import decode_key, partition_for
 
-    await asyncio.wait_for(kcoord_broker.groups.loaded_event.wait(), BOUND_S)
+    await asyncio.wait_for(kcoord_broker.group_coordinator.loaded_event.wait(), BOUND_S)
     group = "offsets-reader-wake"
     kcoord_broker.topics.create("committed", 1)
     partition = partition_for(group, kcoord_broker.config.get("offsets.topic.num.partitions"))

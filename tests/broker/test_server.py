@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.headers import encode_request_frame
+from kcoord.protocol.records import build_batch
 from tests.support.raw_kafka import RawKafka
 
 # Kafka 4.2's ranges (kafka-python's broker_version_data), but Produce from 3: the message definitions start
@@ -95,6 +97,23 @@ def test_closing_reason_is_logged(kcoord_shared_server):
         bad.send_raw(encode_request_frame(31337, 0, 1, "x", b""))
         assert bad.closed_by_peer()
     kcoord_shared_server.wait_for_log(r"closing connection .*unknown api key 31337")
+
+
+def test_failed_acks_zero_produce_closes_with_one_line_and_no_traceback(kcoord_shared_server):
+    """An acks=0 Produce that fails is answered by closing the connection (the client expects no answer):
+    an expected end, logged as one line with its reason, not as a handler bug with a traceback."""
+    topic = f"acks0-{uuid.uuid4().hex[:12]}"  # unknown: never created
+    R = m.ProduceRequest
+    request = R(transactional_id=None, acks=0, timeout_ms=5000, topic_data=[R.TopicProduceData(
+        name=topic, partition_data=[R.TopicProduceData.PartitionProduceData(index=0, records=build_batch([(b"k", b"v")]))])])
+    with RawKafka(kcoord_shared_server.port) as c:
+        c.send_request(0, 9, request)
+        assert c.closed_by_peer()
+    match = kcoord_shared_server.wait_for_log(rf"WARNING .*closing connection (\S+) .*acks=0 produce failed .*{topic}.*\n")
+    text = kcoord_shared_server.log_text()
+    mentions = [line for line in text.splitlines() if match.group(1) in line]  # the connection's id
+    assert len(mentions) == 1, mentions  # one line about this connection, not a handler bug's
+    assert not text[match.end():].startswith("Traceback"), text[match.end():][:2000]
 
 
 def test_frame_above_socket_request_max_bytes_is_refused(kcoord_server_factory):

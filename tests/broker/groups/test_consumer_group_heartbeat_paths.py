@@ -59,7 +59,7 @@ def sequence(port: int, group: str, topic_id: uuid.UUID) -> list:
 
 @pytest.fixture
 async def served(kcoord_broker: Broker):
-    await asyncio.wait_for(kcoord_broker.groups.loaded_event.wait(), 30)
+    await asyncio.wait_for(kcoord_broker.group_coordinator.loaded_event.wait(), 30)
     topic = kcoord_broker.topics.create(TOPIC, PARTITIONS)
     return kcoord_broker, kcoord_broker.listeners[0].port, topic.topic_id
 

@@ -68,7 +68,7 @@ def answers(port: int, member_id: str, generation: int, static_member_id: str) -
 
 @pytest.fixture
 async def formed(kcoord_broker: Broker):
-    await asyncio.wait_for(kcoord_broker.groups.loaded_event.wait(), 30)
+    await asyncio.wait_for(kcoord_broker.group_coordinator.loaded_event.wait(), 30)
     port = kcoord_broker.listeners[0].port
     client = await asyncio.to_thread(KafkaWireClient.connect, f"127.0.0.1:{port}", 30, "member")
     static = await asyncio.to_thread(KafkaWireClient.connect, f"127.0.0.1:{port}", 30, "static")

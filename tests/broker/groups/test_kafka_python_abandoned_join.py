@@ -47,7 +47,7 @@ async def _wait_for(predicate, timeout: float, what: str):
 
 async def test_kafka_python_leader_abandons_a_join_whose_sync_outlasts_its_poll(kcoord_broker: Broker):
     port = kcoord_broker.listeners[0].port
-    coordinator = kcoord_broker.groups.service
+    coordinator = kcoord_broker.group_coordinator.service
 
     topic_created = False
 

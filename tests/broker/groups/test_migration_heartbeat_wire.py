@@ -51,7 +51,7 @@ async def test_classic_heartbeat_waits_for_the_groups_write(faulty_broker, path)
     if path == "handler":
         broker.hooks.before(12, lambda ctx, request: None)
     server = SimpleNamespace(bootstrap=f"127.0.0.1:{port}")
-    await asyncio.wait_for(broker.groups.loaded_event.wait(), BOUND_S)  # raw joins do not retry LOAD_IN_PROGRESS
+    await asyncio.wait_for(broker.group_coordinator.loaded_event.wait(), BOUND_S)  # raw joins do not retry LOAD_IN_PROGRESS
     with RawKafka(port) as c:
         await asyncio.to_thread(create, c, TOPIC, 4)
     members = await asyncio.to_thread(classic_group, server, "hb")
@@ -63,7 +63,7 @@ async def test_classic_heartbeat_waits_for_the_groups_write(faulty_broker, path)
         await asyncio.to_thread(first_consumer)  # the upgrade: the classic members' epoch is behind the group's
         a = members[0]
         assert await asyncio.to_thread(a.heartbeat) == E.REBALANCE_IN_PROGRESS  # at once: nothing in flight
-        shard = broker.groups.service.shard_for("hb")
+        shard = broker.group_coordinator.service.shard_for("hb")
         gate = hold_fsyncs(fs)
         joining = asyncio.create_task(asyncio.to_thread(first_consumer))  # a second one: its write is held
         await wait_until(lambda: shard.consumer.busy("hb"))

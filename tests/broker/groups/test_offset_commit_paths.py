@@ -57,7 +57,7 @@ async def served(tmp_path, monkeypatch):
     broker = Broker(BrokerConfig.load(overrides={
         "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_DEFAULTS}))
     await broker.start()
-    await asyncio.wait_for(broker.groups.loaded_event.wait(), 30)
+    await asyncio.wait_for(broker.group_coordinator.loaded_event.wait(), 30)
     broker.topics.create(TOPIC, 3)
     port = broker.listeners[0].port
     stable = await asyncio.to_thread(KafkaWireClient.connect, f"127.0.0.1:{port}", 30, "stable")
@@ -160,13 +160,13 @@ async def test_frame_path_and_general_path_answer_alike(served, monkeypatch):
     ids = {TOPIC: broker.topics.get(TOPIC).topic_id, "nope": NOPE_ID}
 
     asked = []  # what the coordinator's front door was asked, but the callback
-    real_commit = broker.groups.service.commit_offsets
+    real_commit = broker.group_coordinator.service.commit_offsets
 
     def recording(request, callback):
         asked.append(request)
         real_commit(request, callback)
 
-    monkeypatch.setattr(broker.groups.service, "commit_offsets", recording)
+    monkeypatch.setattr(broker.group_coordinator.service, "commit_offsets", recording)
 
     fast = await asyncio.to_thread(answers, port, fault, stable, completing, ids)
     asked_fast = list(asked)
@@ -208,14 +208,14 @@ class HeldCommits:
     def __init__(self, broker: Broker, monkeypatch) -> None:
         self.held: list = []
         self.holding = True
-        real = broker.groups.service.commit_offsets
+        real = broker.group_coordinator.service.commit_offsets
 
         def holding(request, callback):
             if self.holding:
                 callback = lambda result, answer=callback: self.held.append((answer, result))  # noqa: E731
             real(request, callback)
 
-        monkeypatch.setattr(broker.groups.service, "commit_offsets", holding)
+        monkeypatch.setattr(broker.group_coordinator.service, "commit_offsets", holding)
 
     async def wait(self) -> None:
         for _ in range(500):
@@ -286,7 +286,7 @@ async def test_a_commit_pending_when_its_connection_closes_is_still_stored(serve
             return again.request(OFFSET_COMMIT, 8, commit("after")).topics[0].partitions[0].error_code
 
     assert await asyncio.to_thread(commit_again) == E.NONE
-    fetched = broker.groups.fetch_offsets("orphan", None, False)
+    fetched = broker.group_coordinator.fetch_offsets("orphan", None, False)
     assert sorted((t.topic, t.partition, t.offset) for t in fetched.partitions) == [
         (TOPIC, 0, 100), (TOPIC, 1, 101), (TOPIC, 2, 102)]
 
