@@ -27,6 +27,7 @@ from kcoord.broker.fault_injector import FaultInjector
 from kcoord.broker.hooks import Hooks
 from kcoord.broker.server import BoundListener, KafkaServer
 from kcoord.metadata.dynamic_broker_configs import DynamicBrokerConfigs
+from kcoord.metadata.features import FeatureStore
 from kcoord.metadata.group_configs import GroupConfigStore
 from kcoord.metadata.topics import (
     CONSUMER_OFFSETS,
@@ -70,6 +71,7 @@ class Broker:
         self.topics: TopicManager | None = None
         self.dynamic_configs: DynamicBrokerConfigs | None = None  # BROKER config resource (KIP-226)
         self.group_configs: GroupConfigStore | None = None        # GROUP config resource; group_config(id)
+        self.features: FeatureStore | None = None                 # finalized feature levels (KIP-584)
         self.producers: ProducerStateManager | None = None
         self.fetch_waiters = FetchWaiters()
         self.visibility = Visibility(self.fetch_waiters, self.metrics)  # high watermark moves, long polls wake
@@ -95,6 +97,7 @@ class Broker:
         # Dynamic configs first: the logs open with the effective broker defaults.
         self.dynamic_configs = DynamicBrokerConfigs(self.log_dir, self.config, self.node_id)
         self.group_configs = GroupConfigStore(self.log_dir, self.config)
+        self.features = FeatureStore(self.log_dir, self.node_id)
         # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
         # under the delete policy (retention would drop coordinator state).
         self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs, topic_configs={
