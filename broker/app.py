@@ -27,6 +27,7 @@ from kcoord.broker.fault_injector import FaultInjector
 from kcoord.broker.hooks import Hooks
 from kcoord.broker.server import BoundListener, KafkaServer
 from kcoord.metadata.dynamic_broker_configs import DynamicBrokerConfigs
+from kcoord.metadata.features import FeatureStore
 from kcoord.metadata.group_configs import GroupConfigStore
 from kcoord.metadata.topics import (
     CONSUMER_OFFSETS,
@@ -73,6 +74,7 @@ class Broker:
     topics: TopicManager
     dynamic_configs: DynamicBrokerConfigs  # BROKER config resource (KIP-226)
     group_configs: GroupConfigStore        # GROUP config resource; group_config(id)
+    features: FeatureStore                 # finalized feature levels (KIP-584)
     producers: ProducerStateManager
     group_coordinator: GroupRuntime        # the group coordinator (GroupCoordinatorService on asyncio)
     txn_coordinator: TransactionRuntime    # the transaction coordinator
@@ -108,6 +110,7 @@ class Broker:
         # Dynamic configs first: the logs open with the effective broker defaults.
         self.dynamic_configs = DynamicBrokerConfigs(self.log_dir, self.config, self.node_id, PROPERTIES)
         self.group_configs = GroupConfigStore(self.log_dir, self.config)
+        self.features = FeatureStore(self.log_dir, self.node_id)
         # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
         # under the delete policy (retention would drop coordinator state).
         self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs, topic_configs={

@@ -139,6 +139,10 @@ class GroupConfigStore:
         return {name: parse_value(GROUP_CONFIG_DEFS[name], value) for name, value in raw.items()
                 if name in GROUP_CONFIG_DEFS}
 
+    def group_ids(self) -> list[str]:
+        """The groups that have overrides (ListConfigResources' GROUP resources), sorted."""
+        return sorted(self._groups)
+
     def overrides(self, group_id: str) -> dict[str, str]:
         return dict(self._groups.get(group_id, {}))
 

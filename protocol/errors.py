@@ -140,6 +140,12 @@ class ErrorCode(enum.IntEnum):
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
+    REBOOTSTRAP_REQUIRED = 129            # Kafka 4.0, KIP-1102: the client should rebootstrap
+    STREAMS_INVALID_TOPOLOGY = 130        # Kafka 4.1, KIP-1071
+    STREAMS_INVALID_TOPOLOGY_EPOCH = 131  # Kafka 4.1, KIP-1071
+    STREAMS_TOPOLOGY_FENCED = 132         # Kafka 4.1, KIP-1071
+    SHARE_SESSION_LIMIT_REACHED = 133     # Kafka 4.1, KIP-932 (retriable)
+    # 133 is the last code of Errors.java through Kafka 4.3.1: there is no 134.
 
     @property
     def retriable(self) -> bool:
@@ -177,6 +183,7 @@ _RETRIABLE = frozenset({
     ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR,
     ErrorCode.SHARE_SESSION_NOT_FOUND,
     ErrorCode.INVALID_SHARE_SESSION_EPOCH,
+    ErrorCode.SHARE_SESSION_LIMIT_REACHED,  # ShareSessionLimitReachedException extends RetriableException
 })
 
 

@@ -1195,6 +1195,22 @@ class LeaveGroupResponse:
     members: list[_LeaveGroupResponse__MemberResponse]
     def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., members: list[_LeaveGroupResponse__MemberResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class ListConfigResourcesRequest:
+    resource_types: Any
+    def __init__(self, *, resource_types: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ListConfigResourcesResponse__ConfigResource:
+    resource_name: Any
+    resource_type: Any
+    def __init__(self, *, resource_name: Any = ..., resource_type: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ListConfigResourcesResponse:
+    ConfigResource = _ListConfigResourcesResponse__ConfigResource
+    throttle_time_ms: Any
+    error_code: Any
+    config_resources: list[_ListConfigResourcesResponse__ConfigResource]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., config_resources: list[_ListConfigResourcesResponse__ConfigResource] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class ListGroupsRequest:
     states_filter: Any
     types_filter: Any
@@ -1618,6 +1634,53 @@ class SaslHandshakeResponse:
     mechanisms: Any
     def __init__(self, *, error_code: Any = ..., mechanisms: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class ShareSnapshotKey:
+    group_id: Any
+    topic_id: Any
+    partition: Any
+    def __init__(self, *, group_id: Any = ..., topic_id: Any = ..., partition: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareSnapshotValue__StateBatch:
+    first_offset: Any
+    last_offset: Any
+    delivery_state: Any
+    delivery_count: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., delivery_state: Any = ..., delivery_count: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareSnapshotValue:
+    StateBatch = _ShareSnapshotValue__StateBatch
+    snapshot_epoch: Any
+    state_epoch: Any
+    leader_epoch: Any
+    start_offset: Any
+    delivery_complete_count: Any
+    create_timestamp: Any
+    write_timestamp: Any
+    state_batches: list[_ShareSnapshotValue__StateBatch]
+    def __init__(self, *, snapshot_epoch: Any = ..., state_epoch: Any = ..., leader_epoch: Any = ..., start_offset: Any = ..., delivery_complete_count: Any = ..., create_timestamp: Any = ..., write_timestamp: Any = ..., state_batches: list[_ShareSnapshotValue__StateBatch] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareUpdateKey:
+    group_id: Any
+    topic_id: Any
+    partition: Any
+    def __init__(self, *, group_id: Any = ..., topic_id: Any = ..., partition: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareUpdateValue__StateBatch:
+    first_offset: Any
+    last_offset: Any
+    delivery_state: Any
+    delivery_count: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., delivery_state: Any = ..., delivery_count: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareUpdateValue:
+    StateBatch = _ShareUpdateValue__StateBatch
+    snapshot_epoch: Any
+    leader_epoch: Any
+    start_offset: Any
+    delivery_complete_count: Any
+    state_batches: list[_ShareUpdateValue__StateBatch]
+    def __init__(self, *, snapshot_epoch: Any = ..., leader_epoch: Any = ..., start_offset: Any = ..., delivery_complete_count: Any = ..., state_batches: list[_ShareUpdateValue__StateBatch] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class _SyncGroupRequest__SyncGroupRequestAssignment:
     member_id: Any
     assignment: Any
@@ -1685,6 +1748,34 @@ class TxnOffsetCommitResponse:
     throttle_time_ms: Any
     topics: list[_TxnOffsetCommitResponse__TxnOffsetCommitResponseTopic]
     def __init__(self, *, throttle_time_ms: Any = ..., topics: list[_TxnOffsetCommitResponse__TxnOffsetCommitResponseTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _UpdateFeaturesRequest__FeatureUpdateKey:
+    feature: Any
+    max_version_level: Any
+    allow_downgrade: Any
+    upgrade_type: Any
+    def __init__(self, *, feature: Any = ..., max_version_level: Any = ..., allow_downgrade: Any = ..., upgrade_type: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class UpdateFeaturesRequest:
+    FeatureUpdateKey = _UpdateFeaturesRequest__FeatureUpdateKey
+    timeout_ms: Any
+    feature_updates: list[_UpdateFeaturesRequest__FeatureUpdateKey]
+    validate_only: Any
+    def __init__(self, *, timeout_ms: Any = ..., feature_updates: list[_UpdateFeaturesRequest__FeatureUpdateKey] = ..., validate_only: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _UpdateFeaturesResponse__UpdatableFeatureResult:
+    feature: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, feature: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class UpdateFeaturesResponse:
+    UpdatableFeatureResult = _UpdateFeaturesResponse__UpdatableFeatureResult
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    results: list[_UpdateFeaturesResponse__UpdatableFeatureResult]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., results: list[_UpdateFeaturesResponse__UpdatableFeatureResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class _WriteTxnMarkersRequest__WritableTxnMarkerTopic:
     name: Any

@@ -32,7 +32,7 @@ SERVED_APIS = (
     "DescribeCluster", "CreatePartitions", "DeleteRecords", "OffsetForLeaderEpoch", "AlterConfigs",
     "IncrementalAlterConfigs", "DescribeLogDirs", "SaslHandshake", "SaslAuthenticate", "CreateAcls", "DescribeAcls",
     "DeleteAcls", "DescribeUserScramCredentials", "AlterUserScramCredentials", "ConsumerGroupHeartbeat",
-    "ConsumerGroupDescribe",
+    "ConsumerGroupDescribe", "UpdateFeatures", "ListConfigResources",
     # transactions (KIP-98)
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
     "DescribeTransactions", "ListTransactions", "DescribeProducers", "WriteTxnMarkers",

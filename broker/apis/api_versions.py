@@ -4,8 +4,12 @@ Versions:
   v0: error code + [api key, min, max]
   v1: throttle_time_ms
   v2: same as v1
-  v3: flexible (tagged fields, request header v2); client_software_name/version; supported features
-  v4: same as v3; the version kafka-python 3 sends first
+  v3: flexible (tagged fields, request header v2); client_software_name/version; tagged SupportedFeatures
+      (min/max per feature), FinalizedFeaturesEpoch, FinalizedFeatures (level as both min and max level),
+      ZkMigrationReady (always false) -- from metadata/features.py. At v3 a supported feature whose
+      minimum is 0 is left out (KAFKA-17492: older clients cannot read it; Kafka's ApiVersionsResponse
+      maybeFilterSupportedFeatureKeys with alterFeatureLevel0 = request version < 4)
+  v4: same as v3, every supported feature listed (KAFKA-17011); the version kafka-python 3 sends first
 A version above 4 is answered with UNSUPPORTED_VERSION and a v0 body listing our ApiVersions range
 (KIP-511), so a client probing with a newer version falls back; the response header is always v0.
 """
@@ -28,8 +32,16 @@ async def handle(ctx: RequestContext, request: m.ApiVersionsRequest):
         return m.ApiVersionsResponse(
             error_code=ErrorCode.UNSUPPORTED_VERSION,
             api_keys=[_entry(own)])
-    return m.ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=[_entry(s) for s in served],
-                                 throttle_time_ms=0)
+    R = m.ApiVersionsResponse
+    features = ctx.broker.features
+    supported = [R.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+                 for name, (low, high) in sorted(features.supported().items())
+                 if not (ctx.api_version < 4 and low == 0)]
+    finalized = [R.FinalizedFeatureKey(name=name, max_version_level=level, min_version_level=level)
+                 for name, level in sorted(features.finalized().items())]
+    return R(error_code=ErrorCode.NONE, api_keys=[_entry(s) for s in served], throttle_time_ms=0,
+             supported_features=supported, finalized_features_epoch=features.epoch,
+             finalized_features=finalized, zk_migration_ready=False)
 
 
 def _entry(spec: registry.ApiSpec):

@@ -220,6 +220,11 @@ def list_groups(c, v, env):
 def api_versions(c, v, env):
     resp = call(c, 18, v, m.ApiVersionsRequest(client_software_name="every-version", client_software_version="1"))
     assert {k.api_key for k in resp.api_keys} == {spec.key for spec in registry.served()}
+    if v >= 3:  # the features, tagged (metadata/features.py); group.version's minimum 0 is left out at v3
+        assert {f.name: f.max_version_level for f in resp.finalized_features} == {
+            "metadata.version": 29, "group.version": 1}
+        assert {f.name for f in resp.supported_features} == (
+            {"metadata.version", "group.version"} if v >= 4 else {"metadata.version"})
     return resp
 
 
@@ -461,12 +466,30 @@ def consumer_group_describe(c, v, env):
     return resp
 
 
+def update_features(c, v, env):
+    """An upgrade of group.version to its finalized level, validate-only from v1 (the shared server keeps its
+    levels): no change, one NONE result per feature at v0-1, none at v2 (QuorumController.updateFeatures)."""
+    R = m.UpdateFeaturesRequest
+    resp = call(c, 57, v, R(timeout_ms=1000, validate_only=v >= 1, feature_updates=[R.FeatureUpdateKey(
+        feature="group.version", max_version_level=1, allow_downgrade=False, upgrade_type=1)]))
+    assert [r.feature for r in resp.results] == (["group.version"] if v <= 1 else [])
+    return resp
+
+
+def list_config_resources(c, v, env):
+    """v0 lists CLIENT_METRICS only (none: no telemetry); v1 every type, TOPIC among them
+    (ListConfigResourcesRequest.supportedResourceTypes)."""
+    resp = call(c, 74, v, m.ListConfigResourcesRequest(resource_types=[]))
+    assert ((2, TOPIC) in {(r.resource_type, r.resource_name) for r in resp.config_resources}) == (v >= 1)
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
     18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch,
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
-    47: offset_delete, 60: describe_cluster, 68: consumer_group_heartbeat, 69: consumer_group_describe,
+    47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,

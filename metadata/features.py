@@ -1,0 +1,153 @@
+"""Feature versions (KIP-584): what kcoord supports and the finalized levels, kept durably in
+log.dirs/kcoord-features.json, as ApiVersions v3+ reports them and UpdateFeatures changes them.
+
+What kcoord supports, and why (Kafka 4.2's server-common MetadataVersion and *Version enums are the scale):
+  metadata.version 29-29   IBP_4_2_IV1, Kafka 4.2's latest production level: kcoord advertises 4.2's API
+                           ranges (kafka-python infers 4.2 from ListOffsets 11). It serves no older
+                           behaviour, so no lower level is supported and a downgrade is refused.
+  group.version    0-1     GV_1 (finalized by default) is the KIP-848 consumer protocol; at level 0
+                           ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as
+                           KafkaApis.isConsumerGroupProtocolEnabled makes them (`consumer_protocol_enabled`).
+Not listed (Kafka lists no feature whose highest supported level is 0: BrokerFeatures.defaultSupportedFeatures):
+  transaction.version      kcoord's transaction coordinator is TV_0's: it writes TransactionLogValue v0
+                           (TransactionVersion.transactionLogValueVersion is 1 from TV_1) and serves the
+                           KIP-890 part 1 protocol only (no per-transaction epoch bump, which is TV_2).
+  share.version, streams.version   share and streams groups are not served.
+  kraft.version, eligible.leader.replicas.version   no KRaft quorum, no ELR.
+A feature missing from SUPPORTED is Kafka's DISABLED range 0-0 (QuorumFeatures.localSupportedFeature).
+
+The finalized levels and their epoch live here and nowhere else; the epoch (Kafka's is the metadata offset
+of the last change) starts at 0 and rises by one on every change of a level.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import os
+from dataclasses import dataclass
+
+from kcoord.metadata.json_file import read_json, write_json_atomically
+from kcoord.protocol.errors import ErrorCode
+
+log = logging.getLogger("kcoord.features")
+
+FEATURES_FILE = "kcoord-features.json"
+METADATA_VERSION = "metadata.version"
+GROUP_VERSION = "group.version"
+TRANSACTION_VERSION = "transaction.version"
+SHARE_VERSION = "share.version"
+
+# name -> (min, max) of the levels kcoord serves; only features with max > 0.
+SUPPORTED: dict[str, tuple[int, int]] = {
+    METADATA_VERSION: (29, 29),  # IBP_4_2_IV1
+    GROUP_VERSION: (0, 1),       # GV_0 (classic groups only), GV_1 (KIP-848)
+}
+# A new cluster's finalized levels: each supported feature at its highest level, as Kafka bootstraps a
+# new cluster at the release's defaults.
+DEFAULT_LEVELS: dict[str, int] = {name: high for name, (_, high) in SUPPORTED.items()}
+DISABLED = (0, 0)
+
+
+class UpgradeType(enum.IntEnum):
+    """FeatureUpdate.UpgradeType: UpdateFeatures v1+'s UpgradeType field (v0: AllowDowngrade true = SAFE)."""
+
+    UNKNOWN = 0
+    UPGRADE = 1
+    SAFE_DOWNGRADE = 2
+    UNSAFE_DOWNGRADE = 3
+
+    @classmethod
+    def of(cls, code: int) -> UpgradeType:
+        try:
+            return cls(code)
+        except ValueError:
+            return cls.UNKNOWN
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureUpdate:
+    name: str
+    level: int
+    upgrade_type: UpgradeType
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateResult:
+    error: ErrorCode
+    message: str | None = None
+
+
+class FeatureStore:
+    """The one owner of the finalized feature levels and their epoch, durable before a change is answered."""
+
+    def __init__(self, log_dir: str, node_id: int) -> None:
+        self._path = os.path.join(log_dir, FEATURES_FILE)
+        self._node_id = node_id
+        doc = read_json(self._path, None)
+        if doc is None:
+            self._levels, self._epoch = dict(DEFAULT_LEVELS), 0
+        else:
+            self._levels = {name: int(level) for name, level in doc["levels"].items()}
+            self._epoch = int(doc["epoch"])
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def supported(self) -> dict[str, tuple[int, int]]:
+        return dict(SUPPORTED)
+
+    def finalized(self) -> dict[str, int]:
+        """Finalized levels above 0 (a level-0 feature is not finalized: Kafka removes it)."""
+        return {name: level for name, level in self._levels.items() if level > 0}
+
+    def level(self, name: str) -> int:
+        return self._levels.get(name, 0)
+
+    def consumer_protocol_enabled(self) -> bool:
+        """group.version >= 1 (GroupVersion.isConsumerRebalanceProtocolSupported)."""
+        return self.level(GROUP_VERSION) >= 1
+
+    def update(self, updates: list[FeatureUpdate], validate_only: bool) -> UpdateResult:
+        """Kafka's FeatureControlManager.updateFeatures: every update is checked in order and the first
+        refusal refuses the whole request (QuorumController.updateFeatures prefixes its message); else all
+        are applied at once, unless `validate_only`."""
+        for u in updates:
+            reason = self._refusal(u)
+            if reason is not None:
+                message = f"Invalid update version {u.level} for feature {u.name}. {reason}"
+                log.warning("update of features refused: %s", message)
+                return UpdateResult(ErrorCode.INVALID_UPDATE_VERSION,
+                                    "The update failed for all features since the following feature had an "
+                                    f"error: {message}")
+        if validate_only:
+            return UpdateResult(ErrorCode.NONE)
+        changed = {u.name: u.level for u in updates if self.level(u.name) != u.level}
+        if changed:
+            for name, level in changed.items():
+                if level == 0:
+                    self._levels.pop(name, None)
+                else:
+                    self._levels[name] = level
+            self._epoch += 1
+            write_json_atomically(self._path, {"version": 1, "epoch": self._epoch, "levels": self._levels})
+            log.info("features now %s (epoch %d)", self.finalized(), self._epoch)
+        return UpdateResult(ErrorCode.NONE)
+
+    def _refusal(self, u: FeatureUpdate) -> str | None:
+        """Why Kafka's FeatureControlManager.updateFeature refuses `u` (all INVALID_UPDATE_VERSION), or None."""
+        if u.upgrade_type == UpgradeType.UNKNOWN:
+            return "The upgrade type is not one this controller knows."
+        if u.level < 0:
+            return "A feature version cannot be below 0."
+        low, high = SUPPORTED.get(u.name, DISABLED)
+        if not low <= u.level <= high:  # QuorumFeatures.reasonNotSupported
+            if high == 0:
+                return f"Local controller {self._node_id} does not support this feature."
+            return f"Local controller {self._node_id} only supports versions {low}-{high}"
+        current = self.level(u.name)
+        if u.level < current and u.upgrade_type == UpgradeType.UPGRADE:
+            return "A downgrade needs the upgrade type SAFE_DOWNGRADE or UNSAFE_DOWNGRADE."
+        if u.level > current and u.upgrade_type != UpgradeType.UPGRADE:
+            return "A downgrade cannot go to a newer version."
+        return None
