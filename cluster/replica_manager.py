@@ -173,6 +173,9 @@ class ReplicaManager:
         self._isr_writes: dict[TopicPartition, asyncio.Task[None]] = {}
         self._isr_loop: asyncio.Task[None] | None = None
         self._closed = False
+        # replication-offset-checkpoint: where each replica's high watermark starts (Kafka's
+        # ReplicaManager reads it when it creates a Partition), written back by storage every 5 s and at close
+        self._checkpointed_hws = logs.read_high_watermarks()
 
     # -- role changes (ReplicaManager.applyDelta) ------------------------------------------------------
 
@@ -278,11 +281,13 @@ class ReplicaManager:
     def _partition(self, tp: TopicPartition, plog: PartitionLog, image: MetadataImage) -> PartitionReplication:
         part = self._partitions.get(tp)
         if part is None:
+            checkpointed = self._checkpointed_hws.get((tp.topic, tp.partition), 0)
             part = PartitionReplication(
                 self.node_id, plog,
                 min_insync_replicas=self._min_isr(tp.topic, image),
                 replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
-                is_isr_eligible=self._eligible)
+                is_isr_eligible=self._eligible,
+                high_watermark=max(plog.log_start_offset, min(checkpointed, plog.log_end_offset)))
             self._partitions[tp] = part
         part.min_insync_replicas = self._min_isr(tp.topic, image)
         me = image.brokers.get(self.node_id)
@@ -500,6 +505,11 @@ class ReplicaManager:
     def _ensure_isr_loop(self) -> None:
         if self._isr_loop is None:
             self._isr_loop = asyncio.get_running_loop().create_task(self._expire_isr(), name="kcoord isr-expiration")
+            self.logs.start_high_watermark_checkpoints(self.high_watermarks)
+
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        """Every replica's high watermark (ReplicaManager.checkpointHighWatermarks' source)."""
+        return {(tp.topic, tp.partition): part.high_watermark for tp, part in self._partitions.items()}
 
     async def _expire_isr(self) -> None:
         """ReplicaManager's `isr-expiration` task: every replica.lag.time.max.ms / 2."""
