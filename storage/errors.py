@@ -27,3 +27,16 @@ class RecordTooLargeError(StorageError):
     """A record set larger than a segment (it would never fit one)."""
 
     error_code = ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower's append starts below the log end (Kafka's UnexpectedAppendOffsetException): the
+    replica must truncate before it appends what its leader sent."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class OffsetsOutOfOrderError(StorageError):
+    """A follower's record set whose offsets go back (Kafka's OffsetsOutOfOrderException)."""
+
+    error_code = ErrorCode.KAFKA_STORAGE_ERROR

@@ -2,8 +2,16 @@
 the partition directory's `leader-epoch-checkpoint` (Kafka's format: version 0, count, "epoch offset"
 lines), so OffsetForLeaderEpoch can tell a consumer where an epoch ended.
 
-The log assigns an entry when it appends the first batch of a new epoch, cuts entries away when it is
-truncated (truncate_from_end) and when its start moves (truncate_from_start), as Kafka's UnifiedLog does.
+The log assigns an entry when it becomes leader at an epoch (become_leader), when it appends the first
+batch of a new epoch as leader, and for every batch a follower appends (each carries its leader's epoch);
+it cuts entries away when it is truncated (truncate_from_end) and when its start moves
+(truncate_from_start), as Kafka's UnifiedLog does.
+
+Durability as Kafka's (storage/.../epoch/LeaderEpochFileCache.java): `assign` rewrites the checkpoint
+and fsyncs it before it returns (CheckpointFile.write: temporary file fsynced, atomic move, directory
+fsynced), so the file never misses an entry; the truncations rewrite it without fsyncs (Kafka flushes
+them in the background, truncateFromEndAsyncFlush / truncateFromStartAsyncFlush): a crash may bring
+back stale entries, which the log cuts again when it loads the cache (as Kafka's LogLoader does).
 """
 from __future__ import annotations
 
@@ -39,19 +47,33 @@ class LeaderEpochCache:
     def rebuild(self, batches: Iterable[tuple[int, int]]) -> None:
         """From (partition leader epoch, base offset) of every batch, for a log without a checkpoint."""
         self.entries = []
-        for epoch, base_offset in batches:
+        for epoch, base_offset in batches:  # a log's epochs only grow: only the first batch of each counts
             if epoch >= 0 and (not self.entries or epoch > self.entries[-1][0]):
                 self.entries.append((epoch, base_offset))
         self.loaded = True
         if self.entries:
             self._save()
 
-    def assign(self, epoch: int, start_offset: int) -> None:
-        """The first batch of `epoch` starts at `start_offset` (ignored unless the epoch is new)."""
-        if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
-            return
-        self.entries.append((epoch, start_offset))
-        self._save()
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """`epoch` starts at `start_offset`, by Kafka's rule (LeaderEpochFileCache.assign, isUpdateNeeded,
+        maybeTruncateNonMonotonicEntries): nothing changes when the latest entry is this epoch starting at
+        or below that offset; otherwise every entry from the end that does not stay strictly below the new
+        one -- an epoch at or above it, or a start at or above its start -- is removed (a conflicting
+        history: the same epoch seen again from a lower offset, or an epoch begun where a later one had
+        been recorded), and the new entry becomes the latest. The checkpoint is then rewritten and fsynced.
+        True when the entries changed. ValueError for a negative epoch or offset (as Kafka)."""
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid leader epoch entry ({epoch}, {start_offset})")
+        entries = self.entries
+        if entries:
+            latest_epoch, latest_start = entries[-1]
+            if epoch == latest_epoch and start_offset >= latest_start:
+                return False
+            while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
+                entries.pop()
+        entries.append((epoch, start_offset))
+        self._save(durable=True)
+        return True
 
     def truncate_from_end(self, end_offset: int) -> None:
         """The log was cut back to `end_offset`: epochs starting at or after it never happened."""
@@ -94,8 +116,8 @@ class LeaderEpochCache:
         i = bisect.bisect_right([start for _, start in self.entries], offset)
         return self.entries[i - 1][0] if i else UNDEFINED_EPOCH
 
-    def _save(self) -> None:
-        # Not fsynced here (this runs on the append path): the log fsyncs its directory with its next
-        # flush, and a torn file reads as malformed, which rebuilds the cache from the batches.
+    def _save(self, durable: bool = False) -> None:
+        # Not fsynced unless asked (assign asks, as Kafka's writeToFile): the log fsyncs its directory with
+        # its next flush, and a torn file reads as malformed, which rebuilds the cache from the batches.
         write_checkpoint_lines(self._fs, self._path, [f"{epoch} {offset}" for epoch, offset in self.entries],
-                               durable=False)
+                               durable=durable)

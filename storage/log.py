@@ -29,7 +29,14 @@ from kcoord.protocol.records import (
 )
 from kcoord.storage import cleaner
 from kcoord.storage.config import LogConfig
-from kcoord.storage.errors import CorruptRecordError, OffsetOutOfRangeError, RecordTooLargeError, StorageError
+from kcoord.storage.errors import (
+    CorruptRecordError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordTooLargeError,
+    StorageError,
+    UnexpectedAppendOffsetError,
+)
 from kcoord.storage.fs import FS
 from kcoord.storage.fsync_pool import FsyncPool
 from kcoord.storage.group_commit import GroupCommit
@@ -162,13 +169,38 @@ class PartitionLog:
 
     @property
     def leader_epoch(self) -> int:
-        """The epoch stamped on every appended batch, as a Kafka leader does (Metadata reports it). Each
-        time the log is opened this node becomes its leader again, one epoch above the last one the log
-        holds (a single-node KRaft broker's partitions lose and regain their leader across a restart)."""
+        """The epoch stamped on every batch appended as leader, as a Kafka leader does (Metadata reports it).
+        A cluster node sets it with become_leader. Otherwise (one node), each time the log is opened this
+        node becomes its leader again, one epoch above the last one the log holds (a single-node KRaft
+        broker's partitions lose and regain their leader across a restart), and the epoch is recorded in
+        the cache only by the first append in it: opening and closing without appending keeps the number."""
         if self._leader_epoch is None:
             latest = self.leader_epochs.latest_epoch
             self._leader_epoch = 0 if latest is None else latest + 1
         return self._leader_epoch
+
+    def become_leader(self, epoch: int) -> None:
+        """Lead at `epoch` from the log end on: the cache records (epoch, log end offset) at once, and every
+        later append() stamps `epoch` (Kafka's Partition.makeLeader -> UnifiedLog.maybeAssignEpochStartOffset
+        with the log end offset as the leader epoch start offset). Idempotent for the same epoch (the
+        cache keeps the earlier start). The start is recorded even before any record is written: a
+        follower asking OffsetForLeaderEpoch for the previous epoch learns that it ended here, and
+        end_offset_for_epoch(epoch) answers the log end. An epoch below the latest one the log holds is
+        refused (StorageError): leaders' epochs only grow, and Kafka's assign rule would cut the newer
+        history away."""
+        self._check_open()
+        if epoch < 0:
+            raise ValueError(f"{self.name}: invalid leader epoch {epoch}")
+        cache = self.leader_epochs
+        latest = cache.latest_epoch
+        if latest is not None and epoch < latest:
+            raise StorageError(f"{self.name}: cannot lead at epoch {epoch}, the log already holds epoch {latest}")
+        try:
+            cache.assign(epoch, self.log_end_offset)
+        except OSError as exc:
+            raise StorageError(f"{self.name}: cannot write the leader epoch checkpoint: {exc}") from exc
+        self._leader_epoch = epoch
+        self._epoch_assigned = True
 
     @property
     def leader_epochs(self) -> LeaderEpochCache:
@@ -178,11 +210,14 @@ class PartitionLog:
             # Its own file-system layer: the checkpoint is metadata beside the segments, and the faults
             # and counters a test sets on the log's FS (FaultyFS) are about the segments' I/O.
             cache = LeaderEpochCache(FS(), self.directory)
-            if not cache.loaded:
-                try:
+            try:
+                if not cache.loaded:
                     cache.rebuild((h.partition_leader_epoch, h.base_offset) for h, _ in self.batches())
-                except OSError as exc:
-                    raise StorageError(f"{self.name}: cannot write the leader epoch checkpoint: {exc}") from exc
+                # Entries past the log end (their batches lost with a torn tail, or the async truncation
+                # not yet on disk) never happened: LogLoader.load's truncateFromEndAsyncFlush(nextOffset).
+                cache.truncate_from_end(self.log_end_offset)
+            except OSError as exc:
+                raise StorageError(f"{self.name}: cannot write the leader epoch checkpoint: {exc}") from exc
             self._epochs = cache
         return self._epochs
 
@@ -238,6 +273,8 @@ class PartitionLog:
         append_time = self.clock() if self.config.message_timestamp_type == "LogAppendTime" else -1
         first = offset = self.log_end_offset
         epoch = self.leader_epoch
+        if not self._epoch_assigned:
+            self._check_epoch_not_stale(epoch)
         patched: list[BatchHeader] = []
         position = 0
         for header in headers:
@@ -252,11 +289,7 @@ class PartitionLog:
                                            attributes=attributes, max_timestamp=max_timestamp))
             offset += header.last_offset_delta + 1
             position += header.size
-        self._maybe_roll(len(buf), patched)
-        try:
-            self.active_segment.append(buf, patched)
-        except OSError as exc:
-            raise StorageError(f"{self.name}: write failed: {exc}") from exc
+        self._write(buf, patched)
         if not self._epoch_assigned:  # the first batch of this epoch: where the epoch begins
             try:
                 self.leader_epochs.assign(epoch, first)
@@ -266,12 +299,67 @@ class PartitionLog:
             self._dir_dirty = True  # the checkpoint's rename becomes durable with the next flush
         return AppendInfo(first, offset - 1, append_time, self.generation)
 
-    def _validate(self, buf: bytearray, verify: bool = True) -> list[BatchHeader]:
+    def append_as_follower(self, records) -> AppendInfo:
+        """Append batches fetched from the leader as they are (Kafka's UnifiedLog.appendAsFollower: append
+        with validateAndAssignOffsets=false): their offsets, partition leader epochs and timestamps are
+        kept. Written to the OS like append(); durable through the same group commit (sync(info) /
+        sync_future(info)).
+
+        Checked first, nothing written otherwise: whole v2 batches with valid CRCs (CorruptRecordError),
+        each stamped with a leader epoch; offsets that never go back -- the first batch at or past the log
+        end (UnexpectedAppendOffsetError, as Kafka's UnexpectedAppendOffsetException: the follower must
+        truncate first) and each batch past the previous one (OffsetsOutOfOrderError). Gaps are allowed:
+        a compacted leader log has them. Each batch's epoch is then recorded in the leader-epoch cache at
+        its base offset (UnifiedLog.append's maybeAssignEpochStartOffset per batch, with
+        LeaderEpochFileCache.assign's rule: a new epoch, or a conflicting entry replaced)."""
+        self._check_open()
+        buf = records if isinstance(records, (bytes, bytearray)) else bytes(records)
+        headers = self._validate(buf, verify=True, counts_match=False)
+        end = self.log_end_offset
+        if headers[0].base_offset < end:
+            raise UnexpectedAppendOffsetError(
+                f"{self.name}: follower append starts at offset {headers[0].base_offset}, below the log end "
+                f"{end} (last offset in the append {headers[-1].last_offset})")
+        for header in headers:
+            if header.base_offset < end:
+                raise OffsetsOutOfOrderError(f"{self.name}: batch at offset {header.base_offset} overlaps the "
+                                             f"one before it (ending below {end})")
+            if header.partition_leader_epoch < 0:
+                raise CorruptRecordError(f"{self.name}: replicated batch at offset {header.base_offset} "
+                                         f"carries no partition leader epoch")
+            end = header.last_offset + 1
+        self._write(buf, headers)
+        cache = self.leader_epochs
+        try:
+            for header in headers:
+                if cache.assign(header.partition_leader_epoch, header.base_offset):
+                    # The leader path checks its epoch against the cache again before it stamps one.
+                    self._epoch_assigned = False
+        except OSError as exc:
+            raise StorageError(f"{self.name}: cannot write the leader epoch checkpoint: {exc}") from exc
+        return AppendInfo(headers[0].base_offset, headers[-1].last_offset, -1, self.generation)
+
+    def _check_epoch_not_stale(self, epoch: int) -> None:
+        latest = self.leader_epochs.latest_epoch
+        if latest is not None and latest > epoch:
+            raise StorageError(f"{self.name}: cannot append as leader at epoch {epoch}: the log holds epoch "
+                               f"{latest} (become_leader at a current epoch first)")
+
+    def _write(self, buf, headers: list[BatchHeader]) -> None:
+        self._maybe_roll(len(buf), headers)
+        try:
+            self.active_segment.append(buf, headers)
+        except OSError as exc:
+            raise StorageError(f"{self.name}: write failed: {exc}") from exc
+
+    def _validate(self, buf, verify: bool = True, counts_match: bool = True) -> list[BatchHeader]:
+        """`counts_match`: each batch must hold one record per offset it spans (offsets are assigned from
+        the header); a follower's batches may hold fewer (compaction keeps a batch's offset span)."""
         headers = []
         end = 0
         try:
             for position, header, _ in iter_batches(buf, verify=verify):
-                if header.records_count != header.last_offset_delta + 1:
+                if counts_match and header.records_count != header.last_offset_delta + 1:
                     # As Kafka's LogValidator: offsets are assigned from the header, so it must
                     # agree with the records it carries.
                     raise CorruptRecordError(f"{self.name}: batch claims {header.last_offset_delta + 1} "
@@ -464,6 +552,12 @@ class PartitionLog:
         """Remove every offset >= offset (whole batches). Waiters for removed data fail."""
         self._check_open()
         before = self.log_end_offset
+        if offset >= before:
+            # Kafka's UnifiedLog.truncateTo cuts the epoch cache at the log end even then: an epoch a
+            # leader recorded here without writing anything (become_leader) conflicts with its successor's.
+            self._epochs_changed("truncate_from_end", before)
+            self._forget_cut_epoch()
+            return
         self._truncate(max(offset, self.log_start_offset), reason="truncate_to")
         if self.log_end_offset < before and self.on_truncated is not None:
             # A recovery point checkpointed above the cut would vouch for what is appended there next.
@@ -482,11 +576,14 @@ class PartitionLog:
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self.generation += 1
         self._epochs_changed("truncate_from_end", self.log_end_offset)
-        if self._epochs is not None and self._epochs.latest_epoch != self._leader_epoch:
-            self._epoch_assigned = False  # the current epoch's entry was cut away with its batches
+        self._forget_cut_epoch()
         error = StorageError(f"{self.name}: data cut back to offset {self.log_end_offset} ({reason})")
         error.__cause__ = cause
         self._commit.fail_all(error)
+
+    def _forget_cut_epoch(self) -> None:
+        if self._epochs is not None and self._epochs.latest_epoch != self._leader_epoch:
+            self._epoch_assigned = False  # the current epoch's entry was cut away with its batches
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
         """DeleteRecords: move the log start offset up to `offset` (never down, never past the log end);

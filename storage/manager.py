@@ -9,6 +9,12 @@ The checkpoint is rewritten once the logs are open, by maintenance when a point 
 truncation or topic deletion and at close; a close that flushed and closed every log without an
 error then writes the marker (Kafka's LogManager.shutdown, CleanShutdownFileHandler.write).
 
+A replicated log dir also holds `replication-offset-checkpoint`: the high watermark of each of its
+partitions, which the replication layer owns and hands over (checkpoint_high_watermarks, periodically
+and at a clean shutdown, as Kafka's ReplicaManager.checkpointHighWatermarks every
+replica.high.watermark.checkpoint.interval.ms); a node reads it when it starts (read_high_watermarks).
+A single node never writes it.
+
 Topic deletion renames the directory to `<name>.<uuid>-delete` first (as Kafka does), so a crash
 mid-delete never leaves a half-deleted partition that would be recovered as live; leftovers are
 removed on the next start.
@@ -42,6 +48,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 # CleanShutdownFileHandler's content; one node without a controller has no broker epoch (Kafka's -1).
 CLEAN_SHUTDOWN_CONTENT = b'{"version":0,"brokerEpoch":-1}'
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -73,6 +80,9 @@ class LogManager:
         self._maintenance: asyncio.Task | None = None
         self.had_clean_shutdown = False
         self._checkpointed: dict[tuple[str, int], int] = {}  # the recovery points last written
+        # The replication layer's high watermarks, checkpointed at close (None: a single node, no file).
+        self.high_watermarks: Callable[[], dict[tuple[str, int], int]] | None = None
+        self._hw_checkpoints: asyncio.Task | None = None
         # Storage's own threads: fsyncs never queue behind other blocking work, and one cleaner
         # thread (Kafka's log.cleaner.threads default) keeps compaction from hogging both cores.
         self.fsync_executor = FsyncPool(max_workers=4, thread_name_prefix="kcoord-fsync")
@@ -196,6 +206,8 @@ class LogManager:
             self.write_recovery_checkpoint()  # a log created again under this name starts from 0
             if self.fs.exists(os.path.join(self.log_dir, LOG_START_CHECKPOINT)):
                 self.write_log_start_checkpoint()  # a topic made again under this name starts at 0
+            if self.fs.exists(os.path.join(self.log_dir, HIGH_WATERMARK_CHECKPOINT)):
+                self.checkpoint_high_watermarks(self.read_high_watermarks())  # nor with its old HWM
         return len(keys)
 
     # -- background maintenance: retention and compaction --------------------------------------
@@ -251,6 +263,40 @@ class LogManager:
             return
         self._checkpointed = offsets
 
+    def checkpoint_high_watermarks(self, high_watermarks: dict[tuple[str, int], int]) -> None:
+        """Replace `replication-offset-checkpoint` with the high watermarks of this dir's partitions (those
+        of partitions without a log here are left out), in Kafka's OffsetCheckpointFile format (version 0,
+        count, "topic partition offset" lines), atomically: temporary file fsynced, renamed, directory
+        fsynced (ReplicaManager.checkpointHighWatermarks). Raises StorageError."""
+        offsets = {key: hw for key, hw in high_watermarks.items() if key in self._logs}
+        try:
+            write_checkpoint(self.fs, os.path.join(self.log_dir, HIGH_WATERMARK_CHECKPOINT), offsets)
+        except OSError as exc:
+            raise StorageError(f"could not write {HIGH_WATERMARK_CHECKPOINT}: {exc}") from exc
+
+    def read_high_watermarks(self) -> dict[tuple[str, int], int]:
+        """The checkpointed high watermarks, as written ({} without a file, or with a malformed one). A
+        caller bounds each by its log (UnifiedLog.updateHighWatermark keeps it within [log start, log end])."""
+        return read_checkpoint(self.fs, os.path.join(self.log_dir, HIGH_WATERMARK_CHECKPOINT))
+
+    def start_high_watermark_checkpoints(self, source: Callable[[], dict[tuple[str, int], int]],
+                                         interval_s: float = 5.0) -> asyncio.Task:
+        """Checkpoint `source()` every interval (Kafka's replica.high.watermark.checkpoint.interval.ms,
+        5 s) and once more at close."""
+        self.high_watermarks = source
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_s)
+                try:
+                    self.checkpoint_high_watermarks(source())
+                except Exception:  # a background loop must outlive one bad pass
+                    log.exception("high watermark checkpoint failed")
+
+        if self._hw_checkpoints is None:
+            self._hw_checkpoints = asyncio.get_running_loop().create_task(loop(), name="high watermark checkpoints")
+        return self._hw_checkpoints
+
     def _write_clean_shutdown_marker(self) -> None:
         try:
             replace_file(self.fs, os.path.join(self.log_dir, CLEAN_SHUTDOWN_FILE), CLEAN_SHUTDOWN_CONTENT)
@@ -283,12 +329,18 @@ class LogManager:
 
     async def close(self) -> None:
         """Stop maintenance, let running group commits finish, fsync and close every log."""
-        if self._maintenance is not None:
-            self._maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._maintenance
-            self._maintenance = None
+        for task in (self._maintenance, self._hw_checkpoints):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._maintenance = self._hw_checkpoints = None
         errors = []
+        if self.high_watermarks is not None and self._logs:
+            try:  # ReplicaManager.shutdown checkpoints the high watermarks before the logs close
+                self.checkpoint_high_watermarks(self.high_watermarks())
+            except StorageError as exc:
+                log.warning("%s", exc)
         if self._logs:
             self.write_cleaner_checkpoint()
             with contextlib.suppress(StorageError):

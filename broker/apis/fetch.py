@@ -28,6 +28,10 @@ of what it reads (KIP-98; kcoord.broker.data.txn_index); read_uncommitted reads 
 Consumers read below the high watermark only (kcoord.broker.data.visibility: the durable offset when every
 append is fsynced); an offset between it and the log end answers empty, as in Kafka. The reading and
 the long poll are kcoord.broker.data.fetch_read's.
+Cluster mode (kcoord.cluster.replica_manager): a Fetch from a replica (replica id >= 0, ReplicaState from
+v15) is the leader's side of replication (ReplicaManager.serve_replica_fetch: the follower's state, ISR
+expansion, a read to the log end, DivergingEpoch); a consumer's reads from the leader only, below the
+ISR's high watermark, its current_leader_epoch checked against the leader's.
 """
 from __future__ import annotations
 
@@ -49,6 +53,9 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
         if error is not None:
             return m.FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
     broker = ctx.broker
+    replication = broker.visibility.replication
+    if replication is not None and (request.replica_state.replica_id if v >= 15 else request.replica_id) >= 0:
+        return await replication.serve_replica_fetch(request, v)
     topics = [(_topic_name(broker, t, v), t) for t in request.topics]
     wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
                              p.current_leader_epoch if v >= 9 else -1, p.last_fetched_epoch if v >= 12 else -1)

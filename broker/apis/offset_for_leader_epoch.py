@@ -9,6 +9,8 @@ Per partition, as Kafka's Partition.lastOffsetForLeaderEpoch: unknown -> UNKNOWN
 a current_leader_epoch below the partition's epoch -> FENCED_LEADER_EPOCH, above it ->
 UNKNOWN_LEADER_EPOCH (-1 skips the check); else the epoch cache's answer (kcoord.storage.leader_epochs:
 the latest epoch ends at the log end, an earlier one where the next begins, -1/-1 when unknown).
+Cluster mode: the replica's state answers (ReplicaManager.lastOffsetForLeaderEpoch): a consumer's request
+needs the leader, a follower's (replica_id >= 0) may be answered by any replica.
 """
 from __future__ import annotations
 
@@ -24,11 +26,18 @@ NO_EPOCH = -1
 @api(key=23, name="OffsetForLeaderEpoch", min_version=2, max_version=4)
 async def handle(ctx: RequestContext, request: m.OffsetForLeaderEpochRequest):
     R = m.OffsetForLeaderEpochResponse
+    replication = ctx.broker.visibility.replication
+    replica_id = request.replica_id if ctx.api_version >= 3 else -1
     topics = []
     for t in request.topics:
         partitions = []
         for p in t.partitions:
-            code, epoch, end = _end_offset(ctx.broker, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch)
+            if replication is None:
+                code, epoch, end = _end_offset(ctx.broker, t.topic, p.partition, p.current_leader_epoch,
+                                               p.leader_epoch)
+            else:
+                code, epoch, end = replication.offset_for_leader_epoch(t.topic, p.partition, p.current_leader_epoch,
+                                                                       p.leader_epoch, replica_id)
             partitions.append(R.OffsetForLeaderTopicResult.EpochEndOffset(
                 error_code=code, partition=p.partition, leader_epoch=epoch, end_offset=end))
         topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=partitions))

@@ -23,8 +23,16 @@ through the producer state: duplicates of one of the last 5 batches get their or
 Transactional batches are verified against the transaction coordinator first (KIP-890: the partition must
 be in the producer's ongoing transaction) and open the partition's transaction (kcoord.broker.data.txn_index).
 Per-partition checks and the append are kcoord.broker.data.append's.
+Cluster mode (kcoord.cluster.replica_manager, ReplicaManager.appendRecords): only the leader takes a
+batch (NOT_LEADER_OR_FOLLOWER); acks=-1 is refused with NOT_ENOUGH_REPLICAS while the ISR is below
+min.insync.replicas, and once appended and fsynced here it is answered when the ISR holds it (the high
+watermark passes it: DelayedProduce), NOT_ENOUGH_REPLICAS_AFTER_APPEND / NOT_LEADER_OR_FOLLOWER /
+REQUEST_TIMED_OUT (after timeout_ms) otherwise. acks=0/1 are answered after the local append and fsync.
 """
 from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
 
 from kcoord.broker.connection import CloseConnection
 from kcoord.broker.context import RequestContext
@@ -33,6 +41,9 @@ from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from kcoord.cluster.replica_manager import ReplicaManager
+
 
 @api(key=0, name="Produce", min_version=3, max_version=13, advertised_min_version=0)
 async def handle(ctx: RequestContext, request: m.ProduceRequest):
@@ -40,12 +51,14 @@ async def handle(ctx: RequestContext, request: m.ProduceRequest):
     acks = request.acks
     refused = _refusal(acks)
     by_id = ctx.api_version >= 13
+    replication = broker.visibility.replication
+    append = append_partition if replication is None else _leader_append(replication, acks)
     results: list[tuple[object, list[tuple[int, Appended]]]] = []
     for topic_data in request.topic_data:
         key = topic_data.topic_id if by_id else topic_data.name
         name = _topic_name(broker, topic_data.topic_id) if by_id else topic_data.name
         results.append((key, [
-            (p.index, refused or (append_partition(broker, name, p.index, p.records, request.transactional_id)
+            (p.index, refused or (append(broker, name, p.index, p.records, request.transactional_id)
                                   if name is not None
                                   else Appended(ErrorCode.UNKNOWN_TOPIC_ID)))
             for p in topic_data.partition_data]))
@@ -63,10 +76,37 @@ async def handle(ctx: RequestContext, request: m.ProduceRequest):
             raise CloseConnection(f"acks=0 produce failed for {failed}")
         return None
     lost = {id(lg) for lg, error in zip(logs, await broker.visibility.publish(logs), strict=True) if error}
+    if replication is not None and acks == -1:
+        await _wait_for_isr(replication, results, lost, request.timeout_ms)
     R = m.ProduceResponse
     return R(responses=[R.TopicProduceResponse(**{"topic_id" if by_id else "name": key}, partition_responses=[
         _response(index, a, id(a.log) in lost) for index, a in parts]) for key, parts in results],
         throttle_time_ms=0)
+
+
+def _leader_append(replication: ReplicaManager, acks: int):
+    """append_partition on a cluster node: the leader and min ISR checks first, then the append, which
+    wakes the followers' fetches."""
+    def append(broker, name: str, index: int, records, transactional_id: str | None) -> Appended:
+        error = replication.produce_error(name, index, acks)
+        if error:
+            return Appended(error)
+        appended = append_partition(broker, name, index, records, transactional_id)
+        if appended.log is not None:
+            replication.on_leader_append(name, index)
+        return appended
+    return append
+
+
+async def _wait_for_isr(replication: ReplicaManager, results, lost: set[int], timeout_ms: int) -> None:
+    """acks=-1 in cluster mode: each appended partition waits for the ISR, all at once (DelayedProduce)."""
+    waiting = [a for _key, parts in results for _index, a in parts
+               if not a.error and a.log is not None and id(a.log) not in lost]
+    errors = await asyncio.gather(*(replication.wait_acks_all(a.log.topic, a.log.partition, a.last_offset, timeout_ms)
+                                    for a in waiting))
+    for a, error in zip(waiting, errors, strict=True):
+        if error:
+            a.error = error
 
 
 def _topic_name(broker, topic_id) -> str | None:

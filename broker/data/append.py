@@ -28,6 +28,7 @@ class Appended:
     log_start_offset: int = -1
     log_append_time_ms: int = -1
     log: Any = None  # the PartitionLog to publish before answering (None: nothing was taken)
+    last_offset: int = -1  # the batch's last offset (cluster mode: what acks=all waits for)
 
 
 def append_partition(broker: Any, topic_name: str, index: int, records: Any,
@@ -56,7 +57,7 @@ def append_partition(broker: Any, topic_name: str, index: int, records: Any,
             return Appended(verdict, log_start_offset=plog.log_start_offset)
         if verdict is not None:  # a retry of a batch we already have: same answer, no append,
             return Appended(ErrorCode.NONE, base_offset=verdict.first_offset,  # but still only once durable
-                            log_start_offset=plog.log_start_offset, log=plog)
+                            log_start_offset=plog.log_start_offset, log=plog, last_offset=verdict.last_offset)
     batch = bytearray(records)
     started = time.perf_counter()
     try:
@@ -73,7 +74,7 @@ def append_partition(broker: Any, topic_name: str, index: int, records: Any,
         broker.txn_index.on_append(plog, header.producer_id, info.base_offset)
     # Storage stamps LogAppendTime when the topic's message.timestamp.type asks for it.
     return Appended(ErrorCode.NONE, base_offset=info.base_offset, log_start_offset=plog.log_start_offset,
-                    log_append_time_ms=info.log_append_time_ms, log=plog)
+                    log_append_time_ms=info.log_append_time_ms, log=plog, last_offset=info.last_offset)
 
 
 # What a failed verification answers a producer (ReplicaManager.appendRecords' postVerificationCallback and

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcoord.broker.data.visibility import high_watermark
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.records import iter_batches
+
+if TYPE_CHECKING:
+    from kcoord.cluster.replica_manager import ReplicaManager
 
 READ_COMMITTED = 1
 
@@ -55,41 +58,49 @@ async def read_when_ready(broker: Any, wanted: list[PartitionFetch], max_bytes: 
     partitions to move (or max_wait_ms, or shutdown) and read again."""
     deadline = time.monotonic() + max(max_wait_ms, 0) / 1000.0
     known = [(w.topic, w.partition) for w in wanted if w.topic is not None]
+    replication = broker.visibility.replication
     while True:
-        reads, total = read(broker.topics, wanted, max_bytes, broker.txn_index, isolation_level)
+        reads, total = read(broker.topics, wanted, max_bytes, broker.txn_index, isolation_level, replication)
         # A partition error or a diverging epoch answers at once, as Kafka's DelayedFetch completes on one.
         failed = any(r.error or r.diverging_epoch for r in reads)
         remaining = deadline - time.monotonic()
         if total >= min_bytes or failed or remaining <= 0 or broker.stopping or not known:
             return reads
         if not await broker.fetch_waiters.wait(known, remaining):
-            return read(broker.topics, wanted, max_bytes, broker.txn_index, isolation_level)[0]
+            return read(broker.topics, wanted, max_bytes, broker.txn_index, isolation_level, replication)[0]
 
 
 def read(topics: Any, wanted: list[PartitionFetch], max_bytes: int, txn_index: Any = None,
-         isolation_level: int = 0) -> tuple[list[PartitionRead], int]:
-    """One pass over the partitions, in request order; returns the reads and the bytes read."""
+         isolation_level: int = 0, replication: ReplicaManager | None = None) -> tuple[list[PartitionRead], int]:
+    """One pass over the partitions, in request order; returns the reads and the bytes read.
+    `replication` (cluster mode): leader checks and the ISR's high watermark."""
     reads = []
     total = 0
     for w in wanted:
-        result = _read_partition(topics, w, max_bytes - total, total == 0, txn_index, isolation_level)
+        result = _read_partition(topics, w, max_bytes - total, total == 0, txn_index, isolation_level, replication)
         total += len(result.records or b"")
         reads.append(result)
     return reads, total
 
 
 def _read_partition(topics: Any, w: PartitionFetch, budget_left: int, first: bool, txn_index: Any,
-                    isolation_level: int) -> PartitionRead:
+                    isolation_level: int, replication: ReplicaManager | None = None) -> PartitionRead:
     if w.topic is None:
         return PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
     plog = topics.log(w.topic, w.partition)
     if plog is None:
         return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    fenced = leader_epoch_error(plog, w.current_leader_epoch)
+    if replication is None:
+        fenced, hw = leader_epoch_error(plog, w.current_leader_epoch), high_watermark(plog)
+    else:  # cluster mode: the leader's epoch check, and the ISR's high watermark
+        fenced, hw = replication.consumer_fetch_bounds(w.topic, w.partition, w.current_leader_epoch,
+                                                       high_watermark(plog))
     if fenced:
         return PartitionRead(fenced)
-    start, end, hw = plog.log_start_offset, plog.log_end_offset, high_watermark(plog)
+    start, end = plog.log_start_offset, plog.log_end_offset
     lso = hw if txn_index is None else txn_index.last_stable_offset(plog)
+    if replication is not None:
+        lso = min(lso, hw)
     if w.last_fetched_epoch >= 0:
         diverged = _divergence(plog, w, start)
         if diverged is not None:

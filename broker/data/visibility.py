@@ -9,6 +9,9 @@ larger interval the OS flushes when it likes and acks come before any fsync, so 
 watermark is the log end offset.
 
 Long-polling fetches are woken when the high watermark moves: on the fsync, not on the write.
+
+In cluster mode (`Visibility.replication` set) the high watermark is the ISR's (kcoord.cluster.
+replica_manager), still bounded by the leader's fsynced end, and it wakes the long polls itself.
 """
 from __future__ import annotations
 
@@ -16,7 +19,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kcoord.cluster.replica_manager import ReplicaManager
 
 log = logging.getLogger("kcoord.produce")
 
@@ -34,6 +40,9 @@ class Visibility:
         self._waiters = waiters
         self._metrics = metrics
         self._background: set[asyncio.Task] = set()
+        # Cluster mode: the replicas' high watermarks (over the ISR) and the leader checks; the cluster
+        # node sets it. None on a single node, where nothing below changes.
+        self.replication: ReplicaManager | None = None
 
     async def publish(self, logs: Sequence[Any]) -> list[BaseException | None]:
         """Make what was appended to `logs` so far readable; per log, None or the fsync's error."""
