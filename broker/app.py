@@ -139,6 +139,7 @@ class Broker:
             self.cluster = await ClusterNode.open(self)
             await self.cluster.start([Endpoint(b.name, b.host, b.port) for b in self.advertised()],
                                      self.config.get("broker.rack"))
+            self.cluster_id = self.cluster.cluster_id  # the cluster's (the first node's), not this data dir's
         await self._start_metrics()
         await self._start_admin()
         log.info("kcoord node %d of cluster %s started; listeners %s", self.node_id, self.cluster_id,
