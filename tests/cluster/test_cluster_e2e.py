@@ -163,3 +163,23 @@ def test_sigkill_moves_leaders_with_bumped_epochs_then_restart_registers_anew(ka
 def _partitions_via_running(cluster, node_id: int):
     [t] = cluster.metadata(via=node_id, topics=["failover"]).topics
     return {p.partition_index: p for p in t.partitions}
+
+
+def test_find_coordinator_names_the_leader_of_the_group_partition(kafka_cluster):
+    """__consumer_offsets is created through the controller with offsets.topic.replication.factor (3)
+    on the first FindCoordinator (COORDINATOR_NOT_AVAILABLE meanwhile), then every node names the
+    leader of the group's partition."""
+    from kcoord.protocol import messages as m
+    from kcoord.tools.client import KafkaWireClient
+
+    def find(node_id: int):
+        with KafkaWireClient.connect(kafka_cluster.nodes[node_id].bootstrap_servers) as client:
+            return client.request(m.FindCoordinatorRequest(key="g", key_type=0), version=3)
+
+    first = find(1)
+    assert first.error_code in (0, 15)  # NONE, or COORDINATOR_NOT_AVAILABLE while the topic is created
+    answer = _wait(lambda: (r := find(3)).error_code == 0 and r, 15, "a coordinator")
+    [offsets] = kafka_cluster.metadata(topics=["__consumer_offsets"]).topics
+    assert offsets.is_internal and len(offsets.partitions[0].replica_nodes) == 3
+    assert answer.node_id == offsets.partitions[0].leader_id
+    assert all(find(i).node_id == answer.node_id for i in (1, 2, 3))
