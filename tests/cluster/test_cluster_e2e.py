@@ -183,3 +183,16 @@ def test_find_coordinator_names_the_leader_of_the_group_partition(kafka_cluster)
     assert offsets.is_internal and len(offsets.partitions[0].replica_nodes) == 3
     assert answer.node_id == offsets.partitions[0].leader_id
     assert all(find(i).node_id == answer.node_id for i in (1, 2, 3))
+
+
+def test_a_node_paused_past_its_lease_steps_down_and_registers_again(kafka_cluster):
+    kafka_cluster.pause(3)
+    try:
+        kafka_cluster.wait_registered({1, 2}, timeout=15, via=1)
+    finally:
+        kafka_cluster.resume(3)
+    kafka_cluster.wait_registered({1, 2, 3}, timeout=15, via=1)
+    node = kafka_cluster.nodes[3]
+    node.wait_for_log(r"node 3 registered again with broker epoch \d+", timeout=10)
+    epochs = [int(x) for x in re.findall(r"broker 3 registered with epoch (\d+)", node.log_text())]
+    assert len(epochs) == 2 and epochs[1] > epochs[0]
