@@ -29,6 +29,7 @@ from kcoord.broker.server import BoundListener, KafkaServer
 from kcoord.metadata.dynamic_broker_configs import DynamicBrokerConfigs
 from kcoord.metadata.features import FeatureStore
 from kcoord.metadata.group_configs import GroupConfigStore
+from kcoord.metadata.store import StoreError
 from kcoord.metadata.topics import (
     CONSUMER_OFFSETS,
     TRANSACTION_STATE,
@@ -42,6 +43,7 @@ from kcoord.protocol.headers import is_flexible
 if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinators load with the node)
     from kcoord.broker.admin_http import AdminEndpoint
     from kcoord.broker.security.manager import Security
+    from kcoord.cluster.node import ClusterNode
     from kcoord.coordinator.runtime import GroupRuntime
     from kcoord.storage import FS, LogConfig, LogManager, PartitionLog
     from kcoord.txn.runtime import TransactionRuntime
@@ -97,6 +99,7 @@ class Broker:
         self._prometheus: PrometheusEndpoint | None = None
         self._statsd: StatsdPusher | None = None
         self._admin: AdminEndpoint | None = None  # when kcoord.admin.listener is set
+        self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
         self.stopping = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -132,6 +135,14 @@ class Broker:
             high_water=max(2, self.config.get("queued.max.requests")),
             low_water=max(1, self.config.get("queued.max.requests") // 4))
         self.listeners = await self.server.start(self.config.listeners)
+        if self.config.get("kcoord.etcd.connect") is not None:  # cluster mode: join once the ports are bound
+            from kcoord.cluster.keys import Endpoint
+            from kcoord.cluster.node import ClusterNode
+
+            self.cluster = await ClusterNode.open(self)
+            await self.cluster.start([Endpoint(b.name, b.host, b.port) for b in self.advertised()],
+                                     self.config.get("broker.rack"))
+            self.cluster_id = self.cluster.cluster_id  # the cluster's (the first node's), not this data dir's
         await self._start_metrics()
         await self._start_admin()
         log.info("kcoord node %d of cluster %s started; listeners %s", self.node_id, self.cluster_id,
@@ -141,6 +152,8 @@ class Broker:
         if self.stopping:
             return
         self.stopping = True
+        if self.cluster is not None:  # controlled shutdown first: leaderships move while we still serve
+            await self.cluster.shutdown()
         self.fetch_waiters.wake_all()  # long-polling fetches answer now with what they have
         # The coordinator goes first, as Kafka's does when it gives up its partitions: parked JoinGroup /
         # SyncGroup requests are answered NOT_COORDINATOR at once (clients look for the coordinator
@@ -292,7 +305,7 @@ async def _serve_async(config: BrokerConfig) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-    except (OSError, ConfigError) as exc:
+    except (OSError, ConfigError, StoreError) as exc:  # StoreError: cluster mode, etcd not reachable
         log.error("cannot start: %s", exc)
         await broker.stop(timeout=1.0)
         return 1

@@ -159,7 +159,14 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("node.id", 1, _int(0, INT32_MAX), "This broker's id (Kafka's KRaft name; broker.id is an alias)."),
     _p("log.dirs", "./data", _str_list, "Where partition directories live (first entry is used)."),
     _p("num.partitions", 1, _int(1, 100_000), "Partitions of an auto-created topic."),
-    _p("default.replication.factor", 1, _int(1, 1), "Single node: always 1."),
+    _p("default.replication.factor", 1, _int(1, 32767),
+       "Replication factor of auto-created topics and of CreateTopics with -1 (cluster mode); a single "
+       "node always uses 1."),
+    _p("min.insync.replicas", 1, _int(1, INT32_MAX),
+       "Replicas that must acknowledge an acks=all write (topic default; cluster mode)."),
+    _p("unclean.leader.election.enable", False, _bool,
+       "Cluster mode: let an out-of-sync replica lead when the whole ISR is gone (data loss)."),
+    _p("broker.rack", None, _optional_str, "This broker's rack (rack-aware replica placement; Metadata)."),
     _p("auto.create.topics.enable", True, _bool, "Create a topic on Metadata/Produce for an unknown name."),
     _p("delete.topic.enable", True, _bool, "Allow DeleteTopics."),
     _p("message.max.bytes", 1048588, _int(0, INT32_MAX), "Largest record batch accepted by Produce."),
@@ -237,7 +244,9 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("group.consumer.regex.refresh.interval.ms", 600_000, _int(10_000, INT32_MAX),
        "Consumer groups: how old a regex subscription's resolution may get before it is resolved again."),
     _p("offsets.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __consumer_offsets."),
-    _p("offsets.topic.replication.factor", 3, _int(1, 32767), "Accepted for compatibility; single node."),
+    _p("offsets.topic.replication.factor", 3, _int(1, 32767),
+       "Replication factor of __consumer_offsets (cluster mode: not created until that many brokers "
+       "are registered); a single node uses 1."),
     _p("offsets.topic.segment.bytes", 104857600, _int(14, INT32_MAX), "Segment size of __consumer_offsets."),
     _p("offsets.topic.compression.codec", 0, _int(0, 4), "Compression of coordinator writes (0 = none)."),
     _p("offsets.retention.minutes", 10080, _int(1, INT32_MAX), "Offset retention (KIP-211)."),
@@ -247,6 +256,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("offset.metadata.max.bytes", 4096, _int(0, INT32_MAX), "Largest commit metadata string."),
     # --- transaction coordinator
     _p("transaction.state.log.num.partitions", 50, _int(1, 10_000), "Partitions of __transaction_state."),
+    _p("transaction.state.log.replication.factor", 3, _int(1, 32767),
+       "Replication factor of __transaction_state (cluster mode; a single node uses 1)."),
+    _p("transaction.state.log.min.isr", 2, _int(1, INT32_MAX),
+       "min.insync.replicas of __transaction_state (cluster mode)."),
     _p("transaction.state.log.segment.bytes", 104857600, _int(14, INT32_MAX), "Segment size of __transaction_state."),
     _p("transaction.max.timeout.ms", 900000, _int(1, INT32_MAX), "Largest transaction timeout a producer may ask for."),
     _p("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, _int(1, INT32_MAX),
@@ -266,6 +279,9 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("kcoord.etcd.connect", "", parse_etcd_connect,
        "kcoord: HOST:PORT[,HOST:PORT...][/PREFIX] of the etcd cluster holding this cluster's metadata under "
        "PREFIX (default /kcoord), as zookeeper.connect; empty = no etcd, the node is a cluster of one."),
+    _p("kcoord.etcd.session.timeout.ms", 9000, _int(1000, INT32_MAX),
+       "kcoord: lease TTL of this node's registration (KRaft's broker.session.timeout.ms); whole seconds, "
+       "etcd grants at least about 2 s."),
     _p("kcoord.admin.listener", None, _admin_listener,
        "kcoord: http://HOST:PORT of the admin endpoint (fault injection, timers); unset = off. For tests only: "
        "it has no authentication."),
@@ -280,8 +296,7 @@ IGNORED = frozenset({
     "controller.listener.names", "inter.broker.listener.name", "sasl.mechanism.inter.broker.protocol",
     "sasl.mechanism.controller.protocol", "ssl.endpoint.identification.algorithm",
     "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
-    "socket.send.buffer.bytes", "socket.receive.buffer.bytes", "transaction.state.log.replication.factor",
-    "transaction.state.log.min.isr", "min.insync.replicas", "unclean.leader.election.enable",
+    "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "zookeeper.connect", "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
     "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     "log.flush.interval.ms", "log.flush.scheduler.interval.ms",

@@ -126,7 +126,7 @@ def broker_default(config: Any, key: str) -> str:
     if key == "compression.type":
         return "producer"
     if key == "min.insync.replicas":
-        return "1"
+        return str(config.get("min.insync.replicas"))
     if key == "unclean.leader.election.enable":
         return "false"
     value = config.get(TOPIC_CONFIG_DEFAULTS[key])
@@ -219,12 +219,31 @@ class TopicManager:
         self._by_id[topic.topic_id] = topic
 
     def _open_partitions(self, topic: Topic) -> None:
-        overrides = topic.configs
-        if topic.internal:  # whatever the metadata says (or lacks), e.g. after adopting a data dir
-            overrides = {**overrides, **internal_configs(self.config, topic.name)}
-        cfg = self.broker.log_config(overrides)
+        cfg = self.log_config_of(topic)  # internal topics: their configs whatever the metadata says (or lacks)
         for p in range(topic.partitions):
             self.logs.get_or_create(topic.name, p, config=cfg)
+
+    def mirror(self, name: str, topic_id: uuid.UUID, partitions: int, configs: dict[str, str]) -> Topic:
+        """Cluster mode (kcoord.cluster.node): the cluster's topic as this node's handlers see it: its id,
+        partition count and configs come from the cluster metadata, not from this node. Saved like any
+        change so the id survives a restart before the metadata is read again; logs are not opened here
+        (the node opens the partitions it holds)."""
+        topic = self._topics.get(name)
+        if topic is not None and (topic.topic_id, topic.partitions, topic.configs) == (topic_id, partitions, configs):
+            return topic
+        if topic is not None:
+            self._by_id.pop(topic.topic_id, None)
+        topic = Topic(name, topic_id, partitions, dict(configs))
+        self._add(topic)
+        self._save()
+        return topic
+
+    def log_config_of(self, topic: Topic) -> Any:
+        """The LogConfig a partition of `topic` opens with (internal topics keep their own configs)."""
+        overrides = topic.configs
+        if topic.internal:
+            overrides = {**overrides, **internal_configs(self.config, topic.name)}
+        return self.broker.log_config(overrides)
 
     # -- queries ----------------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:

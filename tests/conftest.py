@@ -9,7 +9,7 @@ import pytest
 
 from tests.support import client_leaks
 
-pytest_plugins = ["kcoord.testkit.pytest_plugin"]
+pytest_plugins = ["kcoord.testkit.pytest_plugin", "kcoord.testkit.cluster_plugin"]
 
 _RUNNING_BEFORE = pytest.StashKey[tuple]()
 

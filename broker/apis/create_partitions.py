@@ -11,6 +11,9 @@ UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one -> INVALID_PARTITI
 the wrong length, with more than one replica or naming another broker -> INVALID_REPLICATION_ASSIGNMENT.
 validate_only runs every check and changes nothing. Clients see the new partitions in their next
 Metadata; a consumer group's leader then rejoins (classic protocol), and the assignment covers them.
+Cluster mode: not served yet (the controller has no create-partitions operation): every topic is
+answered NOT_CONTROLLER on a node that is not the controller, and on the controller INVALID_REQUEST
+saying so.
 """
 from __future__ import annotations
 
@@ -28,6 +31,12 @@ async def handle(ctx: RequestContext, request: m.CreatePartitionsRequest):
     counts = Counter(t.name for t in request.topics)
     duplicates = [name for name, n in counts.items() if n > 1]
     results = [_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for name in duplicates]
+    cluster = ctx.broker.cluster
+    if cluster is not None:
+        code, message = ((ErrorCode.INVALID_REQUEST, "CreatePartitions is not supported in cluster mode yet.")
+                         if cluster.is_controller else (ErrorCode.NOT_CONTROLLER, None))
+        results += [_result(name, code, message) for name in counts if counts[name] == 1]
+        return m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
     topics = ctx.broker.topics
     for t in request.topics:
         if counts[t.name] > 1:

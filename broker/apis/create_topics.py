@@ -10,17 +10,33 @@ Versions (we serve 2-7):
 Single node: replication factor must be 1 (or -1 = default); a manual assignment may only name this
 node. Errors as Kafka: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
 INVALID_REPLICATION_ASSIGNMENT, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_REQUEST (a name twice).
+Cluster mode: the active controller creates the topic (kcoord.cluster.controller: placement over the
+registered brokers, rack-aware; INVALID_REPLICATION_FACTOR "Unable to replicate the partition 4 time(s):
+..." as KRaft words it); -1 partitions / replication factor = num.partitions / default.replication.factor.
+Any other node answers NOT_CONTROLLER, as a ZooKeeper-era broker did: clients send CreateTopics to the
+controller Metadata names.
 """
 from __future__ import annotations
 
+import random
 import uuid
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
-from kcoord.metadata.topics import TopicError
+from kcoord.cluster.replica_placement import (
+    PlacementError,
+    UsableBroker,
+    check_manual_assignments,
+    place_replicas,
+)
+from kcoord.metadata.topics import TopicError, validate_topic_configs, validate_topic_name
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kcoord.cluster.node import ClusterNode
 
 CONFIG_SOURCE_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
 ZERO_UUID = uuid.UUID(int=0)  # validate_only: no topic, no id
@@ -35,7 +51,10 @@ async def handle(ctx: RequestContext, request: m.CreateTopicsRequest):
             results.append(_result(t.name, ErrorCode.INVALID_REQUEST,
                                    f"Create topics request from client contains duplicate topic {t.name}"))
             continue
-        results.append(_create(ctx, t, request.validate_only))
+        if ctx.broker.cluster is not None:
+            results.append(await _create_in_cluster(ctx, ctx.broker.cluster, t, request.validate_only))
+        else:
+            results.append(_create(ctx, t, request.validate_only))
     return m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
@@ -58,10 +77,58 @@ def _create(ctx, t, validate_only: bool):
     else:
         topic = topics.create(t.name, partitions, configs)
         topic_id, effective = topic.topic_id, topics.effective_configs(topic)
+    return _created(t.name, topic_id, partitions, 1, effective)
+
+
+def _created(name: str, topic_id: uuid.UUID, partitions: int, replication_factor: int,
+             effective: dict[str, tuple[str, bool]]):
     R = m.CreateTopicsResponse.CreatableTopicResult
-    return R(name=t.name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
-             num_partitions=partitions, replication_factor=1, topic_config_error_code=ErrorCode.NONE,
+    return R(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
+             num_partitions=partitions, replication_factor=replication_factor,
+             topic_config_error_code=ErrorCode.NONE,
              configs=[R.CreatableTopicConfigs(
                  name=k, value=v, read_only=False, is_sensitive=False,
                  config_source=CONFIG_SOURCE_DEFAULT if is_default else CONFIG_SOURCE_TOPIC)
                  for k, (v, is_default) in sorted(effective.items())])
+
+
+async def _create_in_cluster(ctx: RequestContext, cluster: ClusterNode, t, validate_only: bool):
+    if not cluster.is_controller:
+        return _result(t.name, ErrorCode.NOT_CONTROLLER, f"This node ({cluster.node_id}) is not the controller.")
+    config = ctx.broker.config
+    configs = {c.name: c.value for c in t.configs}
+    assignments = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+    partitions, rf = t.num_partitions, t.replication_factor
+    try:
+        validate_topic_name(t.name)
+        if assignments is not None and (partitions != -1 or rf != -1):
+            raise TopicError(ErrorCode.INVALID_REQUEST,
+                             "Both numPartitions or replicationFactor and replicasAssignments were set.")
+        validate_topic_configs(configs)
+    except TopicError as exc:
+        return _result(t.name, exc.code, exc.message)
+    partitions = config.get("num.partitions") if partitions == -1 else partitions
+    rf = config.get("default.replication.factor") if rf == -1 else rf
+    effective = ctx.broker.topics.preview_configs(configs)
+    if validate_only:  # the controller's checks, without a write
+        image = cluster.image
+        if t.name in image.topics:
+            return _result(t.name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+        try:
+            if assignments is not None:
+                lists = check_manual_assignments(list(assignments.items()), set(image.brokers), image.live_brokers())
+            elif partitions <= 0:
+                return _result(t.name, ErrorCode.INVALID_PARTITIONS,
+                               f"Number of partitions was set to an invalid value {partitions}.")
+            else:
+                usable = [UsableBroker(b.id, b.info.rack) for b in image.brokers.values() if b.may_lead]
+                lists = place_replicas(sorted(usable, key=lambda b: b.id), partitions, rf, random.Random())
+        except PlacementError as exc:
+            return _result(t.name, exc.code, exc.message)
+        return _created(t.name, ZERO_UUID, len(lists), len(lists[0]) if lists else rf, effective)
+    result = await cluster.create_topic(t.name, partitions, rf, {k: v for k, v in configs.items() if v is not None},
+                                        assignments)
+    if result.error != ErrorCode.NONE:
+        return _result(t.name, result.error, result.message)
+    replicas = next(iter(result.assignment.values()), ())
+    return _created(t.name, result.topic_id or ZERO_UUID, len(result.assignment), len(replicas), effective)

@@ -11,20 +11,95 @@ Versions:
   v6: KeyType 2, share groups (KIP-932) — not served here: COORDINATOR_NOT_AVAILABLE
 Key type 1 (transaction): this node, once the transaction coordinator runs (kcoord.txn.runtime); a partition
 still loading is led here all the same (its requests answer COORDINATOR_LOAD_IN_PROGRESS).
+
+Cluster mode (KafkaApis.getCoordinator): the node that leads the key's partition of `__consumer_offsets`
+/ `__transaction_state` (partition_for, Kafka's hash), COORDINATOR_NOT_AVAILABLE while it has none.
+An internal topic not created yet is created through the controller with its replication factor
+(offsets.topic.replication.factor, transaction.state.log.replication.factor): as Kafka's
+AutoTopicCreationManager, the creation is started and COORDINATOR_NOT_AVAILABLE answered at once;
+with fewer registered brokers than that factor the controller refuses it, and FindCoordinator keeps
+answering COORDINATOR_NOT_AVAILABLE (KIP-115), the factor is never capped.
+Until issue #27 the coordinators themselves still load every shard on every node: the node named here
+serves the group from its own local __consumer_offsets, and nothing moves a group when a leader moves.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
+from kcoord.cluster.metadata_image import TopicPartition
+from kcoord.metadata.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, internal_configs
 from kcoord.protocol import messages as m
+from kcoord.protocol.consumer_offsets import partition_for
 from kcoord.protocol.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from kcoord.cluster.node import ClusterNode
+
+log = logging.getLogger("kcoord.find_coordinator")
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
 SHARE_KEY = 2
 
 
-def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
+Where = tuple[int, str, int]  # node id, host, port
+
+
+def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, Where | None]:
+    """(error, message, where) for one key; NONE with where None means this node coordinates it."""
+    cluster = ctx.broker.cluster
+    if cluster is not None and key_type in (GROUP_KEY, TRANSACTION_KEY):
+        return _in_cluster(ctx, cluster, key, key_type)
+    error, message = _local(ctx, key, key_type)
+    return error, message, None
+
+
+_creating: set[asyncio.Task] = set()  # internal topic creations started by FindCoordinator
+
+
+def _in_cluster(ctx, cluster: ClusterNode, key: str, key_type: int) -> tuple[ErrorCode, str | None, Where | None]:
+    config = ctx.broker.config
+    if key_type == GROUP_KEY:
+        topic, count, rf = (CONSUMER_OFFSETS, config.get("offsets.topic.num.partitions"),
+                            config.get("offsets.topic.replication.factor"))
+        extra = {}
+    else:
+        topic, count, rf = (TRANSACTION_STATE, config.get("transaction.state.log.num.partitions"),
+                            config.get("transaction.state.log.replication.factor"))
+        extra = {"min.insync.replicas": str(config.get("transaction.state.log.min.isr"))}
+    unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", None
+    image = cluster.image
+    if topic not in image.topics:
+        if not any(t.get_name() == topic for t in _creating):
+            task = asyncio.ensure_future(cluster.create_topics([(topic, count, rf,
+                                                                 {**internal_configs(config, topic), **extra})]))
+            task.set_name(topic)
+            _creating.add(task)
+            task.add_done_callback(_created)
+        return unavailable
+    part = image.partition(TopicPartition(topic, partition_for(key, count)))
+    leader = None if part is None else image.brokers.get(part.registration.leader)
+    if leader is None or not leader.info.listeners:
+        return unavailable
+    if leader.id == cluster.node_id:
+        error, message = _local(ctx, key, key_type)
+        return error, message, None
+    e = next((e for e in leader.info.listeners if e.name == ctx.listener), leader.info.listeners[0])
+    return ErrorCode.NONE, None, (leader.id, e.host, e.port)
+
+
+def _created(task: asyncio.Task) -> None:
+    _creating.discard(task)
+    if not task.cancelled() and task.exception() is None:
+        for name, result in task.result().items():
+            if result.error:
+                log.info("creating %s: %s %s", name, result.error.name, result.message or "")
+
+
+def _local(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
     """(error, message) for one key; NONE means this node coordinates it."""
     if key_type == GROUP_KEY:
         # A partition still loading is led here all the same: its group requests answer
@@ -47,18 +122,19 @@ async def handle(ctx: RequestContext, request: m.FindCoordinatorRequest):
     key_type = request.key_type if version >= 1 else GROUP_KEY
     endpoint = ctx.broker.endpoint_for(ctx.listener)
     node_id, host, port = ctx.node_id, endpoint.host, endpoint.port
+    here = (node_id, host, port)
     if version < 4:
-        error, message = _lookup(ctx, request.key, key_type)
+        error, message, where = _lookup(ctx, request.key, key_type)
         if error:
             return m.FindCoordinatorResponse(error_code=error, error_message=message,
                                              node_id=-1, host="", port=-1)
+        node, at, on = where or here
         return m.FindCoordinatorResponse(error_code=ErrorCode.NONE, error_message=None,
-                                         node_id=node_id, host=host, port=port)
+                                         node_id=node, host=at, port=on)
     coordinators = []
     for key in request.coordinator_keys:
-        error, message = _lookup(ctx, key, key_type)
-        found = error == ErrorCode.NONE
+        error, message, where = _lookup(ctx, key, key_type)
+        node, at, on = (where or here) if error == ErrorCode.NONE else (-1, "", -1)
         coordinators.append(m.FindCoordinatorResponse.Coordinator(
-            key=key, node_id=node_id if found else -1, host=host if found else "",
-            port=port if found else -1, error_code=error, error_message=message))
+            key=key, node_id=node, host=at, port=on, error_code=error, error_message=message))
     return m.FindCoordinatorResponse(coordinators=coordinators)

@@ -1,4 +1,7 @@
-"""Metadata (key 3): this node as the only broker and controller; topics and their partitions.
+"""Metadata (key 3): brokers, controller, topics and their partitions.
+
+Single node: this node as the only broker, controller and leader. Cluster mode (kcoord.etcd.connect): every registered broker with its rack, the controller, and per
+partition the leader, leader epoch, replicas, ISR and offline replicas from the node's metadata image.
 
 Versions:
   v0: topics (empty = all), brokers, partition leaders/replicas/isr
@@ -20,12 +23,17 @@ Versions:
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
-from kcoord.metadata.topics import TopicError, validate_topic_name
+from kcoord.metadata.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, TopicError, validate_topic_name
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kcoord.cluster.metadata_image import MetadataImage, TopicImage
+    from kcoord.cluster.node import ClusterNode
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -33,6 +41,8 @@ ZERO_UUID = uuid.UUID(int=0)
 @api(key=3, name="Metadata", min_version=0, max_version=13)
 async def handle(ctx: RequestContext, request: m.MetadataRequest):
     broker = ctx.broker
+    if broker.cluster is not None:
+        return await _cluster(ctx, request, broker.cluster)
     topics_mgr = broker.topics
     v = ctx.api_version
     allow_auto = request.allow_auto_topic_creation if v >= 4 else True
@@ -90,3 +100,79 @@ def _topic(topics_mgr, topic, node_id: int):
                       isr_nodes=[node_id],
                       offline_replicas=[])
                     for p in range(topic.partitions)])
+
+
+# -- cluster mode -------------------------------------------------------------------------------------
+
+async def _cluster(ctx: RequestContext, request: m.MetadataRequest, cluster: ClusterNode):
+    """Kafka's answer from the node's metadata image (KafkaApis.handleTopicMetadataRequest with the
+    KRaftMetadataCache): every registered broker, the controller, each partition's state; a partition
+    without a leader is LEADER_NOT_AVAILABLE with leader -1; offline replicas are the unregistered ones."""
+    v = ctx.api_version
+    image = cluster.image
+    allow_auto = request.allow_auto_topic_creation if v >= 4 else True
+    wanted = request.topics
+    results = []
+    if wanted is None or (v == 0 and not wanted):
+        results = [_cluster_topic(image, t) for _, t in sorted(image.topics.items()) if t.info is not None]
+    else:
+        by_id = {t.info.topic_id: t for t in image.topics.values() if t.info is not None}
+        missing: list[str] = []
+        for req in wanted:
+            if req.name is None and v >= 10:
+                topic = by_id.get(req.topic_id)
+                results.append(_cluster_topic(image, topic) if topic is not None else
+                               m.MetadataResponse.MetadataResponseTopic(
+                                   error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                   topic_id=req.topic_id, partitions=[]))
+                continue
+            topic = image.topics.get(req.name)
+            if topic is not None and topic.info is not None:
+                results.append(_cluster_topic(image, topic))
+                continue
+            try:
+                validate_topic_name(req.name)
+            except TopicError:
+                results.append(_error(req.name, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            if (allow_auto and ctx.broker.config.get("auto.create.topics.enable")
+                    and req.name not in (CONSUMER_OFFSETS, TRANSACTION_STATE)):
+                missing.append(req.name)
+                results.append(_error(req.name, ErrorCode.LEADER_NOT_AVAILABLE))  # Kafka's answer while it is created
+            else:
+                results.append(_error(req.name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        if missing:  # AutoTopicCreationManager: through the controller, with the broker defaults
+            config = ctx.broker.config
+            created = await cluster.create_topics([(name, config.get("num.partitions"),
+                                                    config.get("default.replication.factor"), {})
+                                                   for name in missing])
+            for i, topic_result in enumerate(results):
+                outcome = created.get(topic_result.name) if topic_result.name in missing else None
+                if outcome is not None and outcome.error not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                    results[i] = _error(topic_result.name, outcome.error)
+    brokers = []
+    for b in cluster.live_brokers():
+        endpoint = next((e for e in b.info.listeners if e.name == ctx.listener), None) or \
+            (b.info.listeners[0] if b.info.listeners else None)
+        if endpoint is not None:
+            brokers.append(m.MetadataResponse.MetadataResponseBroker(
+                node_id=b.id, host=endpoint.host, port=endpoint.port, rack=b.info.rack))
+    return m.MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=cluster.cluster_id,
+                              controller_id=cluster.controller_id, topics=results, error_code=ErrorCode.NONE)
+
+
+def _cluster_topic(image: MetadataImage, topic: TopicImage):
+    assert topic.info is not None
+    P = m.MetadataResponse.MetadataResponsePartition
+    registered = image.brokers
+    partitions = []
+    for index, part in sorted(topic.partitions.items()):
+        reg = part.registration
+        partitions.append(P(
+            error_code=ErrorCode.NONE if reg.has_leader else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=index, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
+            replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr),
+            offline_replicas=[r for r in reg.replicas if r not in registered]))
+    return m.MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.info.topic_id,
+        is_internal=topic.name in (CONSUMER_OFFSETS, TRANSACTION_STATE), partitions=partitions)

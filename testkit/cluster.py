@@ -1,0 +1,145 @@
+"""A kcoord cluster as child processes: one etcd and N `kcoord serve` nodes on loopback (issue #26).
+
+    cluster = KafkaCluster(workdir, nodes=3).start()   # returns once every node is registered
+    cluster.bootstrap_servers                          # "127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3"
+    cluster.leader_of("events", 0)                     # node id, from Metadata
+    cluster.kill(2); cluster.restart(2)                # SIGKILL; start again on its data and port
+    cluster.pause(3); cluster.resume(3)                # SIGSTOP / SIGCONT (past the session: lease lost)
+    cluster.stop()                                     # SIGTERM every node (controlled shutdown), then etcd
+
+Nodes are numbered 1..N (their node.id); each has its own data directory under `workdir` and its admin
+endpoint on. `session_timeout_ms` is kcoord.etcd.session.timeout.ms (etcd grants at least ~2 s). Used
+by `kcoord cluster up` and by the `kafka_cluster` pytest fixture (kcoord.testkit.cluster_plugin).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import time
+import uuid
+
+from kcoord.testkit.broker_process import TEST_SETTINGS, BrokerProcess
+from kcoord.testkit.etcd import EtcdProcess
+
+
+class ClusterFailed(RuntimeError):
+    pass
+
+
+class KafkaCluster:
+    def __init__(self, workdir: str | os.PathLike, nodes: int = 3, overrides: dict[str, object] | None = None,
+                 *, session_timeout_ms: int = 9000, test_settings: bool = True, log_level: str = "INFO") -> None:
+        self.workdir = pathlib.Path(workdir)
+        self.etcd = EtcdProcess(self.workdir)
+        self.prefix = f"/kcoord/{uuid.uuid4().hex[:12]}"
+        settings = {**(TEST_SETTINGS if test_settings else {}),
+                    "kcoord.etcd.session.timeout.ms": str(session_timeout_ms),
+                    **{k: str(v) for k, v in (overrides or {}).items()}}
+        self.settings = settings
+        self.nodes: dict[int, BrokerProcess] = {
+            i: BrokerProcess(self.workdir, {**settings, "node.id": str(i)}, name=f"node{i}", log_level=log_level,
+                             test_settings=False)
+            for i in range(1, nodes + 1)}
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def start(self, timeout: float = 60.0) -> KafkaCluster:
+        self.etcd.start()
+        connect = self.etcd.connect + self.prefix
+        deadline = time.monotonic() + timeout
+        try:
+            for node in self.nodes.values():
+                node.overrides["kcoord.etcd.connect"] = connect
+                node.start(max(1.0, deadline - time.monotonic()))
+            self.wait_registered(set(self.nodes), max(1.0, deadline - time.monotonic()))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM every node (controlled shutdown), then stop etcd and remove its data."""
+        for node in self.nodes.values():
+            if node.pid is not None:
+                self._signal(node, signal.SIGCONT)
+            if node.running:
+                os.kill(node.pid, signal.SIGTERM)  # all at once: each waits for its leaderships to move
+        for node in self.nodes.values():
+            node.stop(timeout=30)
+        self.etcd.stop()
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL: the node's lease expires a session timeout later and its partitions fail over."""
+        self.nodes[node_id].kill(restart=False)
+
+    def restart(self, node_id: int, timeout: float = 30.0) -> None:
+        """Start a stopped or killed node again, on its data directory and port."""
+        node = self.nodes[node_id]
+        if node.running:
+            node.stop()
+        node.start(timeout)
+
+    def pause(self, node_id: int) -> None:
+        self._signal(self.nodes[node_id], signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        self._signal(self.nodes[node_id], signal.SIGCONT)
+
+    @staticmethod
+    def _signal(node: BrokerProcess, sig: signal.Signals) -> None:
+        if node.pid is not None:
+            try:
+                os.kill(node.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    # -- what tests and tools read -----------------------------------------------------------------
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(node.bootstrap_servers for node in self.nodes.values())
+
+    @property
+    def connect(self) -> str:
+        """The kcoord.etcd.connect value of this cluster."""
+        return self.etcd.connect + self.prefix
+
+    def metadata(self, via: int | None = None, topics: list[str] | None = None):
+        """A Metadata v12 response from node `via` (default: the first running node)."""
+        from kcoord.protocol import messages as m
+        from kcoord.tools.client import KafkaWireClient
+
+        node = self.nodes[via] if via is not None else next(n for n in self.nodes.values() if n.running)
+        request = m.MetadataRequest(
+            topics=None if topics is None else [m.MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        with KafkaWireClient.connect(node.bootstrap_servers, timeout=10) as client:
+            return client.request(request, version=12)
+
+    def leader_of(self, topic: str, partition: int, via: int | None = None) -> int:
+        """The partition's leader as Metadata answers it (-1: none)."""
+        for t in self.metadata(via, [topic]).topics:
+            for p in t.partitions:
+                if p.partition_index == partition:
+                    return p.leader_id
+        raise KeyError(f"{topic}-{partition} is not in Metadata")
+
+    def wait_registered(self, node_ids: set[int], timeout: float = 30.0, via: int | None = None) -> None:
+        """Until Metadata lists exactly `node_ids` as the cluster's brokers."""
+        deadline = time.monotonic() + timeout
+        seen: set[int] = set()
+        while True:
+            try:
+                seen = {b.node_id for b in self.metadata(via).brokers}
+                if seen == node_ids:
+                    return
+            except (OSError, StopIteration):
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterFailed(f"brokers {sorted(seen)} registered, expected {sorted(node_ids)}")
+            time.sleep(0.05)
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
