@@ -47,7 +47,7 @@ class ConsumerContext(Protocol):
     groups: dict[str, ConsumerGroup]         # the groups table itself (never rebound)
     # the shard's classic groups: online migration reads a classic group to upgrade it, and hands a
     # downgraded group's members over to it (None in a manager used alone)
-    classic: GroupMetadataManager | None
+    group_manager: GroupMetadataManager | None
 
     def submit(self, group_id: str, op: Operation, callback: Callable[[Any], None],
                failure: Callable[[ErrorCode, str | None], Any]) -> None:

@@ -61,7 +61,7 @@ class ConsumerGroupManager:
         self.live = False
         # the shard's classic groups (kcoord.coordinator.group_manager.GroupMetadataManager): online migration
         # reads a classic group to upgrade it, and hands a downgraded group's members over to it
-        self.classic: GroupMetadataManager | None = None
+        self.group_manager: GroupMetadataManager | None = None
         # ids whose log holds a classic GroupMetadata value after their consumer group's records (none of
         # ours: classic requests queue behind a consumer group's write in flight); the shard ignores it,
         # live and on load alike, and deleting the consumer group deletes it too
@@ -278,4 +278,4 @@ class _Replayed(list):
             return
         m.groups[gid] = self.scratch
         if any(record.decoded.type == r.GROUP_METADATA for record in self):
-            shard.groups.drop_upgraded(gid)  # (as replaying an epoch record does)
+            shard.group_manager.drop_upgraded(gid)  # (as replaying an epoch record does)

@@ -97,7 +97,7 @@ def get_or_maybe_create_group(context: ConsumerContext, group_id: str, create: b
         return group, False
     if not create:
         raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-    classic = context.classic.get_group(group_id) if context.classic is not None else None
+    classic = context.group_manager.get_group(group_id) if context.group_manager is not None else None
     if classic is None or classic.is_(GroupState.DEAD):
         return ConsumerGroup(group_id), False
     if classic.is_(GroupState.EMPTY) and not classic.members:
@@ -269,11 +269,11 @@ def after_downgrade(context: ConsumerContext, group: ConsumerGroup, rebalance_to
     rebalances (unless a static member replaced another with the same subscription)."""
     for member_id in group.members:
         context.cancel_member_timers(group.group_id, member_id)
-    classic = context.classic.get_group(group.group_id) if context.classic is not None else None
+    classic = context.group_manager.get_group(group.group_id) if context.group_manager is not None else None
     if classic is None:
         return
     context.events.group_members(group.group_id, len(classic.members))
-    rebalance = context.classic.rebalance
+    rebalance = context.group_manager.rebalance
     for member in classic.all_member_metadata():
         rebalance.complete_and_schedule_next_heartbeat_expiration(classic, member)
     if rebalance_too:
