@@ -3,7 +3,8 @@
     protocol <- storage <- (coordinator, txn) <- metadata <- cluster <- broker <- (tools, testkit)
 
 observability is importable by the serving path and above and imports nothing of ours; analytics uses
-protocol and storage only; nothing in kcoord imports tools (except the test kit), testkit, analytics,
+protocol and storage only; txn may import kcoord.coordinator.common (what the two coordinators' runtimes
+share, Kafka's coordinator-common), a leaf of the coordinator, and nothing else of it; nothing in kcoord imports tools (except the test kit), testkit, analytics,
 bench or tests. Every package is imported as `kcoord.<package>`: a bare `import storage` is an error
 here as it is for ruff (TID251).
 """
@@ -31,6 +32,11 @@ ALLOWED = {
     "testkit": BELOW_BROKER | {"broker", "tools"},
     "analytics": {"protocol", "storage"},
 }
+# Subpackages a package may import although their package is not in its ALLOWED set: Kafka's
+# coordinator-common, shared by the group and the transaction coordinators. It must stay a leaf (imports
+# only what its package may: test_shared_subpackages_are_leaves), so txn does not come to depend on the
+# group coordinator through it.
+ALLOWED_SUBPACKAGES = {"txn": {"kcoord.coordinator.common"}}
 PACKAGES = set(ALLOWED)  # each a real folder at the repository's top, src/kcoord/<name> links to it
 OUTSIDE = {"bench", "tests", "fuzz"}  # beside kcoord, never in the wheel; they may import any of it
 # Upward imports that are known and waiting for their fix (issue #25); each entry must still be
@@ -87,10 +93,28 @@ def test_imports_point_one_way(pkg):
             top = layer_of(module)
             if top is None or top in ("kcoord", pkg) or top in ALLOWED[pkg]:
                 continue
+            if any(module == sub or module.startswith(sub + ".") for sub in ALLOWED_SUBPACKAGES.get(pkg, ())):
+                continue
             if (rel(path), module) in KNOWN_EXCEPTIONS:
                 continue
             bad.append(f"{rel(path)}:{lineno} imports {module}")
     assert not bad, "layering violated:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("sub", sorted(set().union(*ALLOWED_SUBPACKAGES.values())))
+def test_shared_subpackages_are_leaves(sub):
+    """A shared subpackage imports nothing of its own package outside itself, and only what that package
+    may import: whoever may import it does not get the rest of the package through it."""
+    pkg = sub.split(".")[1]
+    folder = ROOT.joinpath(*sub.split(".")[1:])
+    bad = []
+    for path in sorted(folder.rglob("*.py")):
+        for lineno, module in imported_modules(path):
+            top = layer_of(module)
+            if top is None or top == "kcoord" or top in ALLOWED[pkg] or module == sub or module.startswith(sub + "."):
+                continue
+            bad.append(f"{rel(path)}:{lineno} imports {module}")
+    assert folder.is_dir() and not bad, f"{sub} must stay a leaf:\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("folder", sorted(PACKAGES | OUTSIDE))
