@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from kcoord.coordinator.config import GroupConfig
 from kcoord.coordinator.consumer import describe as consumer_describe
@@ -83,6 +84,10 @@ class GroupCoordinatorShard:
         self.group_manager.is_consumer_group = self.consumer_manager.groups.__contains__
         self.offset_manager.consumer_groups = self.consumer_manager.groups
         self._append_seq = itertools.count()
+        # ConsumerGroupHeartbeat (KIP-848: kcoord.coordinator.consumer.heartbeat), the hot path: the step itself,
+        # bound once, so a heartbeat costs no frame of the shard's own
+        self.consumer_group_heartbeat: Callable[[RequestContext, Any, Callable[[HeartbeatResult], None]], None] = \
+            self.consumer_manager.heartbeats.handle
 
     # ------------------------------------------------------------ records out ...
 
@@ -242,11 +247,6 @@ class GroupCoordinatorShard:
         self.consumer_manager.classic_members.leave(group_id, members, lambda result: callback(
             membership.handle_leave_group(group_id, members) if result is CLASSIC_GROUP else result))
         return None
-
-    def consumer_group_heartbeat(self, context: RequestContext, request,
-                                 callback: Callable[[HeartbeatResult], None]) -> None:
-        """ConsumerGroupHeartbeat (KIP-848: kcoord.coordinator.consumer.heartbeat)."""
-        self.consumer_manager.heartbeats.handle(context, request, callback)
 
     def consumer_group_describe(self, group_id: str, default_assignor: str) -> DescribedConsumerGroup:
         """ConsumerGroupDescribe of one group (Kafka's consumerGroupDescribe, per id): GROUP_ID_NOT_FOUND for

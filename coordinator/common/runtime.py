@@ -1,7 +1,6 @@
 """The runtime parts both coordinators repeat: WallClock, the append error map, `every`, LoadGate."""
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -40,7 +39,7 @@ async def every(interval_ms: int, work: Callable[[], Any], *, sleep: Callable[[f
         await sleep(interval_ms / 1000)
         try:
             result = work()
-            if inspect.isawaitable(result):
+            if hasattr(result, "__await__"):  # (not inspect: importing it costs every process's collections)
                 await result
         except Exception:
             log.exception("%s failed", what)
