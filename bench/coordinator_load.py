@@ -118,7 +118,7 @@ def _append_tail(mgr: LogManager, n: int) -> None:
 
 
 def _offsets(gc: GroupCoordinatorService) -> dict:
-    return {gid: offsets for shard in gc.shards.values() for gid, offsets in shard.offsets.offsets.items()}
+    return {gid: offsets for shard in gc.shards.values() for gid, offsets in shard.offset_manager.offsets.items()}
 
 
 def _best(fn, runs: int):

@@ -9,6 +9,15 @@ HTTP + JSON, for test suites in any language. No authentication: bind it to loop
     POST   /groups/expire-member       {"group_id", "member_id"}: the member's session expires now
     POST   /groups/fire-timers         {"group_id"}: the group's pending join / sync timers fire now
     POST   /offsets/run-retention      {}: offset retention runs now -> {"records": N written}
+    POST   /coordinator/hold-load      {"partitions": [N, ...]}: a load of these __consumer_offsets partitions
+                                       waits until released -> {"held": [...]}
+    POST   /coordinator/release-load   {"partitions": [...]} or {} (all): held loads go on -> {"held": [...]}
+    POST   /coordinator/reload         {}: every __consumer_offsets partition loads again, in order, held ones
+                                       wait (as after a restart) -> {"partitions": N}
+    POST   /coordinator/fail-offsets-writes  {"count": N} (default 1): the next N writes to __consumer_offsets
+                                       fail -> {"failing": N}
+    POST   /transactions/hold-load, /transactions/release-load, /transactions/reload: the same for
+                                       __transaction_state (503 without a transaction coordinator)
     GET    /health                     {"ok": true, "groups_loaded": bool} (__consumer_offsets replayed)
 
 Answers are JSON; bad input is a 4xx with {"error": "..."} and changes nothing. `AdminApi.handle`
@@ -96,6 +105,18 @@ class AdminApi:
             if self.broker.group_coordinator is None:
                 raise AdminError(503, "the group coordinator is not running")
             return timers(_json_body(body))
+        loads = {"/coordinator/hold-load": self._hold_load, "/coordinator/release-load": self._release_load,
+                 "/coordinator/reload": self._reload, "/coordinator/fail-offsets-writes": self._fail_offsets_writes,
+                 "/transactions/hold-load": self._hold_load, "/transactions/release-load": self._release_load,
+                 "/transactions/reload": self._reload}.get(path)
+        if loads is not None:
+            if method != "POST":
+                raise AdminError(405, f"{method} {path}: use POST")
+            txn = path.startswith("/transactions/")
+            runtime = self.broker.transactions if txn else self.broker.groups
+            if runtime is None:
+                raise AdminError(503, f"the {'transaction' if txn else 'group'} coordinator is not running")
+            return loads(runtime, _json_body(body))
         if path == "/health" and method == "GET":
             groups = self.broker.group_coordinator
             return 200, {"ok": True, "groups_loaded": groups is not None and groups.loaded_event.is_set()}
@@ -120,6 +141,50 @@ class AdminApi:
         records = self.broker.group_coordinator.run_offset_retention()
         log.info("admin: offset retention ran, %d records written", records)
         return 200, {"records": records}
+
+
+    @staticmethod
+    def _hold_load(runtime: Any, body: Any) -> tuple[int, dict]:
+        held = runtime.hold_load(_partitions(body, required=True))
+        log.info("admin: loads held: %s", held)
+        return 200, {"held": held}
+
+    @staticmethod
+    def _release_load(runtime: Any, body: Any) -> tuple[int, dict]:
+        return 200, {"held": runtime.release_load(_partitions(body, required=False))}
+
+    @staticmethod
+    def _reload(runtime: Any, body: Any) -> tuple[int, dict]:
+        if not isinstance(body, dict) or body:
+            raise AdminError(400, "reload takes no parameters (send {} or nothing)")
+        try:
+            partitions = runtime.reload()
+        except RuntimeError as exc:
+            raise AdminError(503, str(exc)) from None
+        log.info("admin: reloading %d partitions", partitions)
+        return 200, {"partitions": partitions}
+
+    @staticmethod
+    def _fail_offsets_writes(runtime: Any, body: Any) -> tuple[int, dict]:
+        count = body.get("count", 1) if isinstance(body, dict) else None
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise AdminError(400, "count (a positive integer) is optional, 1 if absent")
+        try:
+            failing = runtime.fail_offsets_writes(count)
+        except RuntimeError as exc:
+            raise AdminError(503, str(exc)) from None
+        log.info("admin: the next %d __consumer_offsets writes fail", failing)
+        return 200, {"failing": failing}
+
+
+def _partitions(body: Any, required: bool) -> list[int] | None:
+    value = body.get("partitions") if isinstance(body, dict) else None
+    if value is None and not required:
+        return None
+    if not isinstance(value, list) or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0
+                                              for p in value):
+        raise AdminError(400, "partitions (a list of partition numbers) is required")
+    return value
 
 
 class AdminEndpoint:

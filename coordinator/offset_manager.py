@@ -79,10 +79,10 @@ def _values_with_metadata(offsets: list[OffsetCommitRequestPartition], now: int,
 
 
 class OffsetMetadataManager:
-    def __init__(self, groups: GroupMetadataManager) -> None:
-        self.groups = groups
-        self.config = groups.config
-        self.log = groups.log
+    def __init__(self, group_manager: GroupMetadataManager) -> None:
+        self.group_manager = group_manager
+        self.config = group_manager.config
+        self.log = group_manager.log
         self.offsets: dict[str, Offsets] = {}                      # group id -> committed, never empty
         self.pending: dict[str, dict[TopicPartition, int]] = {}    # group id -> writes in flight per partition
         self.transactional = PendingTransactionalOffsets()         # TxnOffsetCommit's, until their marker
@@ -100,7 +100,7 @@ class OffsetMetadataManager:
             self.transactional.drop(group_id, [tp for tp, v in records.items() if v is None])
         if live:
             self.offsets[group_id] = live
-            self.groups.ensure_group(group_id)
+            self.group_manager.ensure_group(group_id)
         else:
             self.offsets.pop(group_id, None)
 
@@ -114,7 +114,7 @@ class OffsetMetadataManager:
             if error != ErrorCode.NONE:
                 return self._fail(request, error, callback)
             return self.store_offsets(request.group_id, request.offsets, callback, request.retention_time_ms)
-        group = self.groups.get_group(request.group_id)
+        group = self.group_manager.get_group(request.group_id)
         if group is None:
             if request.generation_id >= 0:
                 # Committing as a member of a group that does not exist.
@@ -143,7 +143,7 @@ class OffsetMetadataManager:
         match group.state:
             case S.STABLE | S.PREPARING_REBALANCE:
                 # A commit proves the member alive (and the previous generation may still commit).
-                self.groups.rebalance.complete_and_schedule_next_heartbeat_expiration(
+                self.group_manager.rebalance.complete_and_schedule_next_heartbeat_expiration(
                     group, group.get(request.member_id))
                 self.store_offsets(group.group_id, request.offsets, callback, request.retention_time_ms)
             case _:  # CompletingRebalance: the assignment is about to change
@@ -153,7 +153,7 @@ class OffsetMetadataManager:
                       callback: CommitCallback, retention_time_ms: int = -1) -> None:
         # The hot path of a busy coordinator: the table of values that is both written (one record per
         # partition) and, once durable, replayed.
-        now = self.groups.now_ms()
+        now = self.group_manager.now_ms()
         expire = now + retention_time_ms if retention_time_ms >= 0 else -1
         # The last value per partition wins, as on replay.
         if not any(map(_metadata, offsets)):
@@ -185,7 +185,7 @@ class OffsetMetadataManager:
                     results[tp] = mapped
             callback(results)
 
-        self.groups.write(offset_commit_records(group_id, written), on_written)
+        self.group_manager.write(offset_commit_records(group_id, written), on_written)
 
     def _release_pending(self, group_id: str, written: Offsets) -> None:
         """One write of `written` is no longer in flight."""
@@ -214,14 +214,14 @@ class OffsetMetadataManager:
         transactional batch; they are pending (kcoord.coordinator.txn_offsets) until the transaction's marker."""
         if (consumer_group := self.consumer_groups.get(request.group_id)) is not None:
             error = validate_transactional_offset_commit(consumer_group, request.member_id, request.generation_id)
-        elif (group := self.groups.get_group(request.group_id)) is None:
+        elif (group := self.group_manager.get_group(request.group_id)) is None:
             error = ErrorCode.ILLEGAL_GENERATION if request.generation_id >= 0 else ErrorCode.NONE
         else:
             error = validate_txn_offset_commit(group, request.member_id, request.group_instance_id,
                                                request.generation_id)
         if error != ErrorCode.NONE:
             return self._fail(request, error, callback)
-        written, too_large = _values_with_metadata(request.offsets, self.groups.now_ms(), -1,
+        written, too_large = _values_with_metadata(request.offsets, self.group_manager.now_ms(), -1,
                                                    self.config.offset_metadata_max_bytes)
         results: dict[TopicPartition, ErrorCode] = dict.fromkeys(written, ErrorCode.NONE)
         results.update(too_large)
@@ -235,7 +235,7 @@ class OffsetMetadataManager:
                     results[tp] = mapped
             callback(results)
 
-        self.groups.write(TxnOffsetCommitRecords(request.group_id, written, producer_id, producer_epoch), on_written)
+        self.group_manager.write(TxnOffsetCommitRecords(request.group_id, written, producer_id, producer_epoch), on_written)
 
     def replay_end_transaction_marker(self, producer_id: int, commit: bool) -> None:
         """The transaction's marker is durable: its pending offsets become committed, or are dropped."""
@@ -277,7 +277,7 @@ class OffsetMetadataManager:
         """KIP-496: tombstones for committed offsets of topics the group does not consume:
         (top-level error, per-partition errors, records)."""
         consumer_group = self.consumer_groups.get(group_id)
-        group = self.groups.get_group(group_id)
+        group = self.group_manager.get_group(group_id)
         if consumer_group is not None:  # KIP-848: any state; not the topics it subscribes to
             subscribed = consumer_group.subscribed_topic_names()
         elif group is None or group.is_(S.DEAD):

@@ -30,13 +30,11 @@ import logging
 from collections.abc import Callable, Iterable
 
 from kcoord.coordinator.config import GroupConfig
-from kcoord.coordinator.consumer.classic_members import CLASSIC_GROUP, PendingHeartbeat
-from kcoord.coordinator.consumer.describe import DescribedConsumerGroup, not_a_classic_group
-from kcoord.coordinator.consumer.describe import describe as describe_consumer_group
-from kcoord.coordinator.consumer.heartbeat import HeartbeatResult
-from kcoord.coordinator.consumer.offsets import validate_offset_fetch
+from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
+from kcoord.coordinator.consumer.describe import DescribedConsumerGroup
+from kcoord.coordinator.consumer.steady import HeartbeatResult
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
-from kcoord.coordinator.core import LOGGER_NAME, RecordWriter
+from kcoord.coordinator.core import LOGGER_NAME, OFFSETS_TOPIC, RecordWriter
 from kcoord.coordinator.events import NO_EVENTS, CoordinatorEvents
 from kcoord.coordinator.join_request import JoinRequest
 from kcoord.coordinator.membership import leave_members
@@ -133,17 +131,7 @@ class GroupCoordinatorService:
         shard = self.shard_for(request.group_id)
         if isinstance(shard, ErrorCode):
             return callback(JoinGroupResult(shard))
-        join = JoinRequest.of(context, request)
-        if not self._consumer_side(shard, request.group_id):
-            return shard.groups.joins.handle_join_group(join, callback)
-        shard.consumer.classic_members.join(join, lambda result: shard.groups.joins.handle_join_group(
-            join, callback) if result is CLASSIC_GROUP else callback(result))
-
-    @staticmethod
-    def _consumer_side(shard: GroupCoordinatorShard, group_id: str) -> bool:
-        """A classic request the consumer side takes (classic members of a consumer group): the id holds a
-        consumer group, or a write of one is in flight (e.g. an upgrade): it then runs once that is durable."""
-        return group_id in shard.consumer.groups or shard.consumer.busy(group_id)
+        shard.join_group(JoinRequest.of(context, request), callback)
 
     def consumer_group_heartbeat(self, context: RequestContext, request,
                                  callback: Callable[[HeartbeatResult], None]) -> None:
@@ -153,31 +141,23 @@ class GroupCoordinatorService:
         shard = self.shard_for(request.group_id or "")
         if isinstance(shard, ErrorCode):
             return callback(HeartbeatResult(shard))
-        shard.consumer.heartbeats.handle(context, request, callback)
+        shard.consumer_group_heartbeat(context, request, callback)
 
     def sync_group(self, context: RequestContext, request, callback: Callable[[SyncGroupResult], None]) -> None:
         shard = self._shard_or_error(request.group_id)
         if isinstance(shard, ErrorCode):
             return callback(SyncGroupResult(shard))
-        syncs, version = shard.groups.syncs, context.api_version
-        if not self._consumer_side(shard, request.group_id):
-            return syncs.handle_sync_group(request, version, callback)
-        shard.consumer.classic_members.sync(request, version, lambda result: syncs.handle_sync_group(
-            request, version, callback) if result is CLASSIC_GROUP else callback(result))
+        shard.sync_group(request, context.api_version, callback)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> ErrorCode | PendingHeartbeat:
-        """Fields: the frame fast path calls this for every heartbeat (see ClassicMembers.heartbeat_or_pending)."""
+        """Fields: the frame fast path calls this for every heartbeat (see GroupCoordinatorShard.heartbeat)."""
         if not group_id:
             return E.INVALID_GROUP_ID if self.active else E.COORDINATOR_NOT_AVAILABLE
         shard = self.shard_for(group_id)
         if shard.__class__ is ErrorCode:
             return E.NONE if shard is E.COORDINATOR_LOAD_IN_PROGRESS else shard
-        consumer, classic = shard.consumer, shard.groups.membership
-        if group_id in consumer.groups or consumer.busy(group_id):  # a consumer group's classic member (migration)
-            return consumer.classic_members.heartbeat_or_pending(group_id, member_id, group_instance_id, generation_id,
-                                                                 classic.heartbeat)
-        return classic.heartbeat(group_id, member_id, group_instance_id, generation_id)
+        return shard.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
     def leave_group(self, context: RequestContext, request,
                     callback: Callable[[LeaveGroupResult], None] | None = None) -> LeaveGroupResult | None:
@@ -186,19 +166,16 @@ class GroupCoordinatorService:
         shard = self._shard_or_error(request.group_id)
         if isinstance(shard, ErrorCode):
             return LeaveGroupResult(shard)
-        members = leave_members(request, context.api_version)
-        if not self._consumer_side(shard, request.group_id):
-            return shard.groups.membership.handle_leave_group(request.group_id, members)
         done: list = []
 
-        def answer(result) -> None:
-            if result is CLASSIC_GROUP:
-                result = shard.groups.membership.handle_leave_group(request.group_id, members)
+        def answer(result: LeaveGroupResult) -> None:
             if callback is not None:
                 callback(result)
             done.append(result)
 
-        shard.consumer.classic_members.leave(request.group_id, members, answer)
+        at_once = shard.leave_group(request.group_id, leave_members(request, context.api_version), answer)
+        if at_once is not None:
+            return at_once
         return done[0] if done and callback is None else None
 
     # ------------------------------------------------------------ offsets
@@ -208,7 +185,7 @@ class GroupCoordinatorService:
         shard = self._shard_or_error(request.group_id, allow_empty=True)
         if isinstance(shard, ErrorCode):
             return callback({(p.topic, p.partition): shard for p in request.offsets})
-        shard.offsets.handle_commit_offsets(request, callback)
+        shard.commit_offset(request, callback)
 
     def fetch_offsets(self, group_id: str | None, partitions: Iterable[TopicPartition] | None,
                       require_stable: bool = False, member_id: str | None = None,
@@ -218,12 +195,7 @@ class GroupCoordinatorService:
         shard = self._shard_or_error(group_id, allow_empty=True)
         if isinstance(shard, ErrorCode):
             return OffsetFetchResult(group_id, shard)
-        consumer_group = shard.consumer.groups.get(group_id)
-        if consumer_group is not None:
-            error = validate_offset_fetch(consumer_group, member_id, member_epoch)
-            if error != E.NONE:
-                return OffsetFetchResult(group_id, error)
-        return shard.offsets.handle_fetch_offsets(group_id, partitions, require_stable)
+        return shard.fetch_offsets(group_id, partitions, require_stable, member_id, member_epoch)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
                        callback: Callable[[tuple[ErrorCode, dict]], None]) -> None:
@@ -241,7 +213,7 @@ class GroupCoordinatorService:
         shard = self._shard_or_error(request.group_id)
         if isinstance(shard, ErrorCode):
             return callback({(p.topic, p.partition): shard for p in request.offsets})
-        shard.offsets.handle_txn_commit_offsets(request, producer_id, producer_epoch, callback)
+        shard.commit_transactional_offset(request, producer_id, producer_epoch, callback)
 
     def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                              callback: Callable[[ErrorCode], None]) -> None:
@@ -266,10 +238,8 @@ class GroupCoordinatorService:
             shard = self._shard_or_error(group_id, allow_empty=True)
             if isinstance(shard, ErrorCode):
                 out.append(DescribedGroup(group_id, shard, "", "", ""))
-            elif group_id in shard.consumer.groups:
-                out.append(not_a_classic_group(group_id, request_version))
             else:
-                out.append(shard.groups.describe_group(group_id, request_version))
+                out.append(shard.describe_group(group_id, request_version))
         return out
 
     def list_groups(self, states_filter: Iterable[str] | None = None) -> tuple[ErrorCode, list[ListedGroup]]:
@@ -278,13 +248,9 @@ class GroupCoordinatorService:
         if self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, []
         states = list(states_filter) if states_filter else None
-        wanted = {s.lower() for s in states} if states else None
         listed = []
         for p in sorted(self.shards):
-            shard = self.shards[p]
-            listed += shard.groups.list_groups(states)
-            listed += [ListedGroup(g.group_id, g.protocol_type, g.state, "consumer")
-                       for g in shard.consumer.groups.values() if wanted is None or g.state.lower() in wanted]
+            listed += self.shards[p].list_groups(states)
         return E.NONE, listed
 
     def consumer_group_describe(self, group_ids: Iterable[str | None]) -> list[DescribedConsumerGroup]:
@@ -296,12 +262,7 @@ class GroupCoordinatorService:
             if isinstance(shard, ErrorCode):
                 out.append(DescribedConsumerGroup(group_id, shard))
                 continue
-            group = shard.consumer.groups.get(group_id)
-            if group is None:
-                out.append(DescribedConsumerGroup(group_id, E.GROUP_ID_NOT_FOUND,
-                                                  message=f"Group {group_id} not found."))
-            else:
-                out.append(describe_consumer_group(group, self.topics, self.config.consumer_group_assignors[0]))
+            out.append(shard.consumer_group_describe(group_id, self.config.consumer_group_assignors[0]))
         return out
 
     def delete_groups(self, group_ids: Iterable[str | None],
@@ -344,8 +305,8 @@ class GroupCoordinatorService:
             self.owned_partitions.add(partition)
         self.shards[partition] = shard
         shard.on_loaded()
-        self.log.info("Finished loading offsets and group metadata from %s: %d groups",
-                      shard.groups.topic_partition_name, len(shard.groups.groups))
+        self.log.info("Finished loading offsets and group metadata from %s-%d: %d groups", OFFSETS_TOPIC, partition,
+                      shard.classic_group_count())
         return shard
 
     def load_partition(self, partition: int, records: Iterable = (), state: PartitionState | None = None,
@@ -358,7 +319,7 @@ class GroupCoordinatorService:
         state.replay(records, self.log)
         shard.load(state, keep_state)
         self.complete_load(partition)
-        return len(shard.groups.groups)
+        return shard.classic_group_count()
 
     def unload_partition(self, partition: int) -> int:
         """Give up a partition: its groups go Dead and parked requests are told NOT_COORDINATOR."""

@@ -153,23 +153,23 @@ class CoordinatorContext:
         return shard
 
     def manager(self, group_id: str) -> GroupMetadataManager:
-        return self.shard(group_id).groups
+        return self.shard(group_id).group_manager
 
     @property
     def groups(self) -> dict:
         """Every group of every live shard, by id (a fresh dict: read it, do not change it)."""
-        return {gid: g for shard in self.gc.shards.values() for gid, g in shard.groups.groups.items()}
+        return {gid: g for shard in self.gc.shards.values() for gid, g in shard.group_manager.groups.items()}
 
     def group(self, group_id: str):
         """The group object, or None."""
         return self.manager(group_id).groups.get(group_id)
 
     def offsets(self, group_id: str) -> dict:
-        return self.shard(group_id).offsets.committed(group_id)
+        return self.shard(group_id).offset_manager.committed(group_id)
 
     def pending(self, group_id: str) -> dict:
         """(topic, partition) -> commits of the group in flight."""
-        return self.shard(group_id).offsets.pending.get(group_id, {})
+        return self.shard(group_id).offset_manager.pending.get(group_id, {})
 
     # ------------------------------------------------------------ requests, as a client sends them
 

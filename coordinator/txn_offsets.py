@@ -56,7 +56,7 @@ class TxnOffsetCommitRecords(Sequence[Record]):
                            timestamp_ms=timestamp_ms)
 
     def replay_into(self, shard) -> None:
-        shard.offsets.transactional.replay_offsets(self.producer_id, self.group_id, self.values)
+        shard.offset_manager.transactional.replay_offsets(self.producer_id, self.group_id, self.values)
 
 
 class TxnMarkerRecords(Sequence[Record]):
@@ -79,7 +79,7 @@ class TxnMarkerRecords(Sequence[Record]):
         return end_txn_marker_batch(self.producer_id, self.producer_epoch, self.commit, timestamp_ms=timestamp_ms)
 
     def replay_into(self, shard) -> None:
-        shard.offsets.replay_end_transaction_marker(self.producer_id, self.commit)
+        shard.offset_manager.replay_end_transaction_marker(self.producer_id, self.commit)
 
 
 @dataclass(slots=True)

@@ -190,6 +190,24 @@ class BrokerProcess:
         """kcoord.tools.admin_client.Timers: expire_member(group, member), fire(group), run_retention()."""
         return self.admin.timers
 
+    # the coordinators' test controls on the admin endpoint (kcoord.broker.admin_http): `of` is "coordinator"
+    # (__consumer_offsets, the group coordinator) or "transactions" (__transaction_state)
+    def hold_load(self, partitions, of: str = "coordinator") -> list[int]:
+        """A load of these partitions waits until released (at start, or after `reload`)."""
+        return self.admin.request("POST", f"/{of}/hold-load", {"partitions": list(partitions)})["held"]
+
+    def release_load(self, partitions=None, of: str = "coordinator") -> list[int]:
+        body = {} if partitions is None else {"partitions": list(partitions)}
+        return self.admin.request("POST", f"/{of}/release-load", body)["held"]
+
+    def reload(self, of: str = "coordinator") -> int:
+        """Every partition of the coordinator's topic loads again, in order, as after a restart."""
+        return self.admin.request("POST", f"/{of}/reload", {})["partitions"]
+
+    def fail_offsets_writes(self, count: int = 1) -> int:
+        """The next `count` writes to __consumer_offsets fail."""
+        return self.admin.request("POST", "/coordinator/fail-offsets-writes", {"count": count})["failing"]
+
     def log_text(self) -> str:
         try:
             return self.log_path.read_text(encoding="utf-8", errors="replace")

@@ -6,16 +6,20 @@
   COORDINATOR_LOAD_IN_PROGRESS meanwhile), then completes transactions a crash left prepared;
 * aborts transactions open past their timeout every
   transaction.abort.timed.out.transaction.cleanup.interval.ms.
+
+The clock, the append error map, the periodic work and the tests' hold on loads are the group
+coordinator's too (kcoord.coordinator.common). Tests (through the admin endpoint) may hold a partition's
+load (`hold_load` / `release_load`) and load every partition again (`reload`).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.coordinator.common.runtime import APPEND_ERRORS, LoadGate, WallClock, every
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.protocol.record_kv import batch_key_values
 from kcoord.protocol.records import build_batch
@@ -24,25 +28,6 @@ from kcoord.txn.coordinator import TransactionCoordinator
 from kcoord.txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnConfig
 
 log = logging.getLogger("kcoord.txn")
-# Tests: while the file this names lists a partition number, that partition's load waits (so a test sees
-# its ids answer COORDINATOR_LOAD_IN_PROGRESS), as kcoord.coordinator.runtime's KCOORD_TEST_HOLD_LOAD_FILE.
-HOLD_LOAD_FILE_ENV = "KCOORD_TEST_HOLD_TXN_LOAD_FILE"
-
-# Kafka's TransactionStateManager.appendTransactionToLog maps append errors to what clients retry on.
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
-
-
-class WallClock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
 
 
 class TransactionRuntime:
@@ -62,22 +47,28 @@ class TransactionRuntime:
             self.state, append=self._append, write_markers=write_markers,
             allocate_producer_id=allocate_producer_id, clock=WallClock(), spawn=self._spawn, sleep=asyncio.sleep)
         self.loaded = asyncio.Event()
+        self.load_gate = LoadGate(lambda: asyncio.get_running_loop().create_future())  # tests' holds
+        self._load_task: asyncio.Task | None = None
         self._active = False
 
     async def start(self) -> None:
         for partition in range(self.config.num_partitions):
             self.state.begin_load(partition)
         self._active = True
-        self._spawn(self._load_all())
-        self._spawn(self._abort_timed_out_loop())
-        self._spawn(self._remove_expired_loop())
+        self._load_task = self._spawn(self._load_all())
+        running = lambda: self._active  # noqa: E731
+        self._spawn(every(self.config.abort_timed_out_interval_ms, self.coordinator.abort_timed_out_transactions,
+                          sleep=asyncio.sleep, running=running, what="aborting timed-out transactions", log=log))
+        self._spawn(every(self.config.remove_expired_interval_ms, self.coordinator.remove_expired_transactional_ids,
+                          sleep=asyncio.sleep, running=running, what="removing expired transactional ids", log=log))
 
-    def _spawn(self, coro, key: str | None = None) -> None:
+    def _spawn(self, coro, key: str | None = None) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
         if key is not None:
             self._completions[key] = task
+        return task
 
     async def wait_completed(self, transactional_id: str, timeout_s: float) -> None:
         """Wait (at most timeout_s) until the id's markers are written and its transaction complete.
@@ -104,7 +95,7 @@ class TransactionRuntime:
             await self._log_for(partition).append_durable(bytearray(build_batch([(key, value)])))
         except StorageError as exc:
             log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, partition, exc)
-            return _APPEND_ERRORS.get(exc.error_code, exc.error_code)
+            return APPEND_ERRORS.get(exc.error_code, exc.error_code)
         return ErrorCode.NONE
 
     async def _load_all(self) -> None:
@@ -112,7 +103,7 @@ class TransactionRuntime:
         await asyncio.sleep(0)  # the server opens its port first
         count = 0
         for partition in range(self.config.num_partitions):
-            await self._maybe_hold(partition)
+            await self.load_gate.wait(partition)
             try:
                 txns = self.state.load(partition, self._read(partition))
             except (StorageError, DecodeError):
@@ -128,16 +119,28 @@ class TransactionRuntime:
         log.info("loaded %d transactional ids from %s in %.1f ms", count, TRANSACTION_STATE_TOPIC,
                  (time.monotonic() - started) * 1000)
 
-    async def _maybe_hold(self, partition: int) -> None:
-        path = os.environ.get(HOLD_LOAD_FILE_ENV)
-        while path and self._active:
-            try:
-                with open(path, encoding="utf-8") as f:
-                    if partition not in {int(word) for word in f.read().split()}:
-                        return
-            except (FileNotFoundError, ValueError):
-                return
-            await asyncio.sleep(0.01)
+    # ------------------------------------------------------------------ tests' controls (the admin endpoint)
+    def hold_load(self, partitions) -> list[int]:
+        """From now on a load of these partitions waits until they are released. Returns the held ones."""
+        return self.load_gate.hold(partitions)
+
+    def release_load(self, partitions=None) -> list[int]:
+        """Let held loads go on (`partitions` None: all). Returns the partitions still held."""
+        return self.load_gate.release(partitions)
+
+    def reload(self) -> int:
+        """Load every partition again by replaying its log, in order as at start (held ones wait): as if this
+        node gave up every partition and was elected for them again. Their ids answer
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile. Returns the partitions."""
+        if not self._active:
+            raise RuntimeError("the transaction coordinator is not running")
+        if self._load_task is not None and not self._load_task.done():
+            self._load_task.cancel()
+        for partition in range(self.config.num_partitions):
+            self.state.begin_load(partition)  # (its transactions dropped until replayed again)
+        self.loaded.clear()
+        self._load_task = self._spawn(self._load_all())
+        return self.config.num_partitions
 
     def _read(self, partition: int) -> list:
         plog = self._existing_log(partition)
@@ -148,22 +151,6 @@ class TransactionRuntime:
             if not header.is_control:
                 records.extend(batch_key_values(batch, header))
         return records
-
-    async def _abort_timed_out_loop(self) -> None:
-        while self._active:
-            await asyncio.sleep(self.config.abort_timed_out_interval_ms / 1000)
-            try:
-                await self.coordinator.abort_timed_out_transactions()
-            except Exception:
-                log.exception("aborting timed-out transactions failed")
-
-    async def _remove_expired_loop(self) -> None:
-        while self._active:
-            await asyncio.sleep(self.config.remove_expired_interval_ms / 1000)
-            try:
-                await self.coordinator.remove_expired_transactional_ids()
-            except Exception:
-                log.exception("removing expired transactional ids failed")
 
     async def close(self) -> None:
         self._active = False

@@ -11,12 +11,12 @@ revoke, or partitions it waits for were freed). Join and sync timeouts (its reba
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kcoord.coordinator.consumer import migration
 from kcoord.coordinator.consumer import records as r
 from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
-from kcoord.coordinator.consumer.manager import GroupError
+from kcoord.coordinator.consumer.context import ConsumerContext
+from kcoord.coordinator.consumer.errors import GroupError
+from kcoord.coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
 from kcoord.coordinator.consumer.member import (
     UNRELEASED_PARTITIONS,
     UNREVOKED_PARTITIONS,
@@ -25,9 +25,6 @@ from kcoord.coordinator.consumer.member import (
 )
 from kcoord.coordinator.results import JoinGroupResult, LeaveGroupResult, LeaveMemberResult, SyncGroupResult
 from kcoord.protocol.errors import DecodeError, ErrorCode
-
-if TYPE_CHECKING:
-    from kcoord.coordinator.consumer.manager import ConsumerGroupManager
 
 E = ErrorCode
 PROTOCOL_TYPE = "consumer"
@@ -82,8 +79,13 @@ class PendingHeartbeat:
 
 
 class ClassicMembers:
-    def __init__(self, manager: ConsumerGroupManager) -> None:
-        self.m = manager
+    """The classic members' requests to consumer groups. `context`: the shard's consumer groups
+    (ConsumerGroupManager); `heartbeats`: the consumer-protocol steps a classic JoinGroup shares (updating
+    the member, fencing, session timeouts)."""
+
+    def __init__(self, context: ConsumerContext, heartbeats: ConsumerGroupHeartbeat) -> None:
+        self.m = context
+        self.heartbeats = heartbeats
         self._join_timers: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------ JoinGroup
@@ -102,7 +104,7 @@ class ClassicMembers:
         if group.is_empty():  # GroupMetadataManager.maybeDeleteEmptyConsumerGroup: a classic group takes the id
             return m.deletion_records(group), CLASSIC_GROUP, None
         is_unknown = join.member_id == ""
-        member_id = join.member_id or m.heartbeats.new_member_id()
+        member_id = join.member_id or self.heartbeats.new_member_id()
         if len(group.members) >= m.config.consumer_group_max_size and member_id not in group.members:
             raise GroupError(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
                                                        f"{m.config.consumer_group_max_size} members.")
@@ -129,7 +131,7 @@ class ClassicMembers:
                                           tuple((name, bytes(data)) for name, data in join.protocols)))
         joined = member.member_id not in group.members and replaced is None
         owned = migration.owned_partitions(subscription, m.topics)
-        reconciled, cause, _refresh = m.heartbeats.update_member(group, member, updated, replaced, owned, records,
+        reconciled, cause, _refresh = self.heartbeats.update_member(group, member, updated, replaced, owned, records,
                                                                  joined)  # (classic members have no regex)
         result = JoinGroupResult(E.NONE, reconciled.member_id, reconciled.member_epoch, PROTOCOL_TYPE,
                                  join.protocols[0][0])
@@ -141,11 +143,11 @@ class ClassicMembers:
 
         def after() -> None:
             self.cancel_join_timeout(gid, reconciled.member_id)
-            m.heartbeats.schedule_session_timeout(gid, reconciled.member_id, join.session_timeout_ms)
+            self.heartbeats.schedule_session_timeout(gid, reconciled.member_id, join.session_timeout_ms)
             m.timer.schedule(("consumer-sync", gid, reconciled.member_id), max(join.rebalance_timeout_ms, 0),
-                             lambda: m.heartbeats.expire(gid, reconciled.member_id, "sync_timeout", None))
+                             lambda: self.heartbeats.expire(gid, reconciled.member_id, "sync_timeout", None))
             if replaced is not None:
-                m.heartbeats.cancel_timers(gid, replaced)
+                self.m.cancel_member_timers(gid, replaced)
             if cause is not None:
                 m.events.rebalance(gid, cause)
             g = m.groups.get(gid)
@@ -216,7 +218,7 @@ class ClassicMembers:
 
         def after() -> None:
             m.timer.cancel(("consumer-sync", gid, member_id))
-            m.heartbeats.schedule_session_timeout(gid, member_id, timeout)
+            self.heartbeats.schedule_session_timeout(gid, member_id, timeout)
 
         return [], SyncGroupResult(E.NONE, protocol_type, protocol_name, assignment), after
 
@@ -239,7 +241,7 @@ class ClassicMembers:
             return e.error
         if generation_id != member.member_epoch:
             return E.ILLEGAL_GENERATION
-        self.m.heartbeats.schedule_session_timeout(group.group_id, member.member_id, member.classic.session_timeout_ms)
+        self.heartbeats.schedule_session_timeout(group.group_id, member.member_id, member.classic.session_timeout_ms)
         if (member.member_epoch < group.group_epoch or member.state == UNREVOKED_PARTITIONS
                 or (member.state == UNRELEASED_PARTITIONS and not group.waiting_on_unreleased_partition(member))):
             self.schedule_join_timeout_if_absent(group.group_id, member)
@@ -323,8 +325,8 @@ class ClassicMembers:
         records: list = []
         for member_id in leaving:
             records += r.member_removal(gid, member_id)
-        records += m.heartbeats.regex_tombstones(group, exclude=ids, new=None)
-        metadata = m.heartbeats.subscription_metadata(group, exclude=ids, new=None)
+        records += self.heartbeats.regex_tombstones(group, exclude=ids, new=None)
+        metadata = self.heartbeats.subscription_metadata(group, exclude=ids, new=None)
         if metadata != group.subscription_metadata:
             records.append(r.subscription_metadata_record(gid, metadata))
         first = next(iter(leaving))
@@ -333,7 +335,7 @@ class ClassicMembers:
 
         def after() -> None:
             for member_id in leaving:
-                m.heartbeats.cancel_timers(gid, member_id)
+                self.m.cancel_member_timers(gid, member_id)
             m.events.rebalance(gid, "member_left")
             g = m.groups.get(gid)
             m.events.group_members(gid, len(g.members) if g else 0)
@@ -350,7 +352,7 @@ class ClassicMembers:
 
         def expired() -> None:
             self._join_timers.discard(key)
-            self.m.heartbeats.expire(group_id, member.member_id, "join_timeout", None)
+            self.heartbeats.expire(group_id, member.member_id, "join_timeout", None)
 
         self.m.timer.schedule(("consumer-join",) + key, max(member.rebalance_timeout_ms, 0), expired)
 

@@ -11,6 +11,7 @@ import uuid
 from typing import NamedTuple
 
 from kcoord.coordinator.consumer import records as r
+from kcoord.coordinator.consumer.errors import PartitionOwnedTwice
 from kcoord.coordinator.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     UNRELEASED_PARTITIONS,
@@ -27,10 +28,6 @@ class ResolvedRegex(NamedTuple):
     topics: frozenset[str]
     version: int
     timestamp_ms: int
-
-
-class PartitionOwnedTwice(Exception):
-    """A replayed assignment gives a partition that another member still owns (Kafka: IllegalStateException)."""
 
 
 class ConsumerGroup:

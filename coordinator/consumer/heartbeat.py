@@ -17,7 +17,8 @@ from kcoord.coordinator.consumer import migration
 from kcoord.coordinator.consumer import records as r
 from kcoord.coordinator.consumer.assignors import ASSIGNORS
 from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
-from kcoord.coordinator.consumer.manager import GroupError
+from kcoord.coordinator.consumer.context import ConsumerContext
+from kcoord.coordinator.consumer.errors import FencedMemberEpoch, GroupError, InvalidRegex
 from kcoord.coordinator.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -26,11 +27,12 @@ from kcoord.coordinator.consumer.member import (
     is_subset,
 )
 from kcoord.coordinator.consumer.migration import MIGRATION
-from kcoord.coordinator.consumer.reconciliation import FencedMemberEpoch, reconcile
-from kcoord.coordinator.consumer.regex import InvalidRegex, compile_regex
+from kcoord.coordinator.consumer.reconciliation import reconcile
+from kcoord.coordinator.consumer.regex import compile_regex
 from kcoord.coordinator.consumer.regex_refresh import (
     REGEX_UPDATED,
     REGEX_UPDATED_AND_RESOLVED,
+    RegexRefresh,
     update_regexes,
 )
 from kcoord.coordinator.consumer.steady import HeartbeatResult, steady_heartbeat
@@ -94,9 +96,13 @@ def validate(request, assignors: tuple[str, ...] = tuple(ASSIGNORS)) -> GroupErr
 
 
 class ConsumerGroupHeartbeat:
-    def __init__(self, manager) -> None:
-        self.m = manager
-        subscriptions = manager.subscriptions
+    """ConsumerGroupHeartbeat's steps, and the fencing and timers of consumer-protocol members. `context`: the
+    shard's consumer groups (ConsumerGroupManager); `regex_refresh`: the background regex resolutions."""
+
+    def __init__(self, context: ConsumerContext, regex_refresh: RegexRefresh) -> None:
+        self.m = context
+        self.regex_refresh = regex_refresh
+        subscriptions = regex_refresh.subscriptions
         self.regex_tombstones = subscriptions.regex_tombstones
         self.subscription_metadata = subscriptions.subscription_metadata
         self.topics_of = subscriptions.topics_of
@@ -179,14 +185,14 @@ class ConsumerGroupHeartbeat:
                 else:
                     self.m.timer.cancel(("consumer-rebalance", gid, reconciled.member_id))
             if replaced is not None:
-                self.cancel_timers(gid, replaced)
+                self.m.cancel_member_timers(gid, replaced)
             for other in group.members.values() if upgraded else ():  # the classic members' sessions run here
                 if other.classic is not None:
                     self.schedule_session_timeout(gid, other.member_id, other.classic.session_timeout_ms)
             if cause is not None:
                 self.m.events.rebalance(gid, cause)
             if refresh is not None:
-                self.m.regex_refresh.schedule(gid, refresh, reconciled.member_id)
+                self.regex_refresh.schedule(gid, refresh, reconciled.member_id)
             g = self.m.groups.get(gid)
             self.m.events.group_members(gid, len(g.members) if g else 0)
 
@@ -209,7 +215,7 @@ class ConsumerGroupHeartbeat:
             records.append(r.member_subscription_record(gid, updated))
         regex_update, refresh = update_regexes(group, member, updated, m.clock.now_ms(), m.topics.version(),
                                                m.config.consumer_group_regex_refresh_interval_ms,
-                                               m.regex_refresh.is_refreshing(gid))
+                                               self.regex_refresh.is_refreshing(gid))
         if (group.group_epoch == 0 or updated.subscribed_topic_names != member.subscribed_topic_names
                 or regex_update == REGEX_UPDATED_AND_RESOLVED):
             cause = "member_joined" if joined else "subscription_changed"
@@ -336,7 +342,7 @@ class ConsumerGroupHeartbeat:
                                             member.member_id))
 
         def after() -> None:
-            self.cancel_timers(gid, member.member_id)
+            self.m.cancel_member_timers(gid, member.member_id)
             self.m.events.rebalance(gid, cause)
             g = self.m.groups.get(gid)
             self.m.events.group_members(gid, len(g.members) if g else 0)
@@ -371,6 +377,7 @@ class ConsumerGroupHeartbeat:
                       lambda _result: None, lambda _e, _msg: None)
 
     def cancel_timers(self, group_id: str, member_id: str) -> None:
+        """The session and rebalance timeouts; a classic member's join and sync are ClassicMembers' (both:
+        ConsumerContext.cancel_member_timers)."""
         self.m.timer.cancel(("consumer-session", group_id, member_id))
         self.m.timer.cancel(("consumer-rebalance", group_id, member_id))
-        self.m.classic_members.cancel_timers(group_id, member_id)  # a classic member's join and sync

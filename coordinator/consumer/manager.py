@@ -5,46 +5,43 @@ regex_refresh.py) and one queue of operations per
 group: an operation computes records from the group as the log has it, and the next operation on that
 group starts only once those records are durable and replayed (or failed). So two heartbeats of one
 group never compute from the same state, and what is in memory is exactly what the log says.
+
+It composes the steps (context.py draws the chain): each gets the manager as its ConsumerContext and
+the steps it calls, so none imports this module back.
 """
 from __future__ import annotations
 
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcoord.coordinator.config import GroupConfig
 from kcoord.coordinator.consumer import records as r
-from kcoord.coordinator.consumer.consumer_group import ConsumerGroup, PartitionOwnedTwice
+from kcoord.coordinator.consumer.classic_members import ClassicMembers
+from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
+from kcoord.coordinator.consumer.context import Operation, Write
+from kcoord.coordinator.consumer.describe import tombstones
+from kcoord.coordinator.consumer.errors import GroupError, PartitionOwnedTwice
+from kcoord.coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
 from kcoord.coordinator.consumer.member import UNREVOKED_PARTITIONS
 from kcoord.coordinator.consumer.regex_refresh import RegexRefresh
 from kcoord.coordinator.consumer.subscriptions import Subscriptions
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from kcoord.coordinator.core import map_write_error
 from kcoord.coordinator.events import CoordinatorEvents
+from kcoord.coordinator.records import group_metadata_tombstone
 from kcoord.coordinator.timers import Clock, Timer
 from kcoord.protocol.errors import DecodeError, ErrorCode
 
-Write = Callable[[list, Callable[[ErrorCode], None]], None]
+if TYPE_CHECKING:
+    from kcoord.coordinator.group_manager import GroupMetadataManager
+
 # Operations of one group written as one append: at most MAX_BATCH, and no more once their records reach
 # MAX_BATCH_BYTES (half Kafka's default max.message.bytes: a batch stays an ordinary append). Larger batches
 # mean fewer appends to wait for while a group forms; they change no answer.
 MAX_BATCH = 256
 MAX_BATCH_BYTES = 512 * 1024
-
-
-class GroupError(Exception):
-    """An operation refused: the error code and message the client gets; nothing is written."""
-
-    def __init__(self, error: ErrorCode, message: str | None = None) -> None:
-        super().__init__(message or error.name)
-        self.error = error
-        self.message = message
-
-
-# An operation: () -> (records, result, after) or raises GroupError. `after` runs once the records are
-# durable and replayed (timers, events), before the result is handed to the callback.
-Operation = Callable[[], tuple[list, Any, Callable[[], None] | None]]
 
 
 class ConsumerGroupManager:
@@ -64,17 +61,15 @@ class ConsumerGroupManager:
         self.live = False
         # the shard's classic groups (kcoord.coordinator.group_manager.GroupMetadataManager): online migration
         # reads a classic group to upgrade it, and hands a downgraded group's members over to it
-        self.classic = None
+        self.group_manager: GroupMetadataManager | None = None
         # ids whose log holds a classic GroupMetadata value after their consumer group's records (none of
         # ours: classic requests queue behind a consumer group's write in flight); the shard ignores it,
         # live and on load alike, and deleting the consumer group deletes it too
         self.stale_classic: set[str] = set()
-        from kcoord.coordinator.consumer.classic_members import ClassicMembers  # they use this module's names
-        from kcoord.coordinator.consumer.heartbeat import ConsumerGroupHeartbeat
         self.subscriptions = Subscriptions(self)
         self.regex_refresh = RegexRefresh(self, self.subscriptions)  # regexes resolved in the background
-        self.heartbeats = ConsumerGroupHeartbeat(self)
-        self.classic_members = ClassicMembers(self)
+        self.heartbeats = ConsumerGroupHeartbeat(self, self.regex_refresh)
+        self.classic_members = ClassicMembers(self, self.heartbeats)
 
     # ------------------------------------------------------------ replay
 
@@ -125,7 +120,7 @@ class ConsumerGroupManager:
         gone = len(self.groups)
         for group in self.groups.values():
             for member_id in group.members:
-                self.heartbeats.cancel_timers(group.group_id, member_id)
+                self.cancel_member_timers(group.group_id, member_id)
         self.regex_refresh.cancel_all()
         for lane in self._lanes.values():
             for _op, callback, failure in lane:
@@ -225,10 +220,13 @@ class ConsumerGroupManager:
 
     def deletion_records(self, group: ConsumerGroup) -> list:
         """The tombstones deleting an empty consumer group (and a stale classic value of its id)."""
-        from kcoord.coordinator.consumer.describe import tombstones
-        from kcoord.coordinator.records import group_metadata_tombstone
         stale = [group_metadata_tombstone(group.group_id)] if group.group_id in self.stale_classic else []
         return tombstones(group) + stale
+
+    def cancel_member_timers(self, group_id: str, member_id: str) -> None:
+        """Every timer of a member: session and rebalance timeouts, a classic member's join and sync."""
+        self.heartbeats.cancel_timers(group_id, member_id)
+        self.classic_members.cancel_timers(group_id, member_id)
 
     def busy(self, group_id: str) -> bool:
         """A write of the group is in flight (its state is about to change)."""
@@ -280,4 +278,4 @@ class _Replayed(list):
             return
         m.groups[gid] = self.scratch
         if any(record.decoded.type == r.GROUP_METADATA for record in self):
-            shard.groups.drop_upgraded(gid)  # (as replaying an epoch record does)
+            shard.group_manager.drop_upgraded(gid)  # (as replaying an epoch record does)

@@ -17,11 +17,11 @@ Both are records like any other: nothing changes until they are durable and repl
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from kcoord.coordinator.consumer import records as r
 from kcoord.coordinator.consumer.consumer_group import ConsumerGroup
-from kcoord.coordinator.consumer.manager import GroupError
+from kcoord.coordinator.consumer.context import ConsumerContext
+from kcoord.coordinator.consumer.errors import CustomAssignorUserData, GroupError
 from kcoord.coordinator.consumer.member import STABLE, Assignment, ClassicMemberMetadata, ConsumerGroupMember
 from kcoord.coordinator.consumer.topics_image import TopicsImage
 from kcoord.coordinator.group_metadata import GroupMetadata
@@ -30,9 +30,6 @@ from kcoord.coordinator.member_metadata import MemberMetadata
 from kcoord.coordinator.records import group_metadata_record, group_metadata_tombstone
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import DecodeError, ErrorCode
-
-if TYPE_CHECKING:
-    from kcoord.coordinator.consumer.manager import ConsumerGroupManager
 
 E = ErrorCode
 MIGRATION = "migration"  # the rebalance cause of an upgrade's or a downgrade's epoch bump
@@ -60,10 +57,6 @@ def owned_partitions(subscription, topics: TopicsImage) -> list[tuple[uuid.UUID,
         if topic is not None:
             out.append((topic[0], list(tp.partitions)))
     return out
-
-
-class CustomAssignorUserData(Exception):
-    """A classic assignment carries user data a custom assignor needs: an upgrade would lose it."""
 
 
 def assignment_from_bytes(data: bytes, topics: TopicsImage) -> Assignment:
@@ -95,45 +88,45 @@ def assignment_to_bytes(assignment: Assignment, topics: TopicsImage, version: in
 # ---------------------------------------------------------------- upgrade
 
 
-def get_or_maybe_create_group(manager: ConsumerGroupManager, group_id: str, create: bool, records: list
+def get_or_maybe_create_group(context: ConsumerContext, group_id: str, create: bool, records: list
                               ) -> tuple[ConsumerGroup, bool]:
     """Kafka's getOrMaybeCreateConsumerGroup: (the group, whether it is a classic group upgraded now). An
     empty classic group is replaced (its tombstone); a non-empty one upgraded, or GROUP_ID_NOT_FOUND."""
-    group = manager.groups.get(group_id)
+    group = context.groups.get(group_id)
     if group is not None:
         return group, False
     if not create:
         raise GroupError(E.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
-    classic = manager.classic.get_group(group_id) if manager.classic is not None else None
+    classic = context.group_manager.get_group(group_id) if context.group_manager is not None else None
     if classic is None or classic.is_(GroupState.DEAD):
         return ConsumerGroup(group_id), False
     if classic.is_(GroupState.EMPTY) and not classic.members:
         records.append(group_metadata_tombstone(group_id))
         return ConsumerGroup(group_id), False
-    records += upgrade_records(manager, classic)
+    records += upgrade_records(context, classic)
     return replayed(group_id, records), True
 
 
-def validate_online_upgrade(manager: ConsumerGroupManager, classic: GroupMetadata) -> None:
+def validate_online_upgrade(context: ConsumerContext, classic: GroupMetadata) -> None:
     """Kafka's validateOnlineUpgrade: GROUP_ID_NOT_FOUND with its message when the upgrade is refused."""
     gid = classic.group_id
-    if not manager.config.upgrade_enabled:
+    if not context.config.upgrade_enabled:
         reason = "online upgrade is disabled"
     elif classic.protocol_type != "consumer":
         reason = "the group does not use the consumer embedded protocol"
-    elif len(classic.members) > manager.config.consumer_group_max_size:
+    elif len(classic.members) > context.config.consumer_group_max_size:
         reason = "the group size exceeds the consumer group maximum size"
     else:
         return
-    manager.log.info("Cannot upgrade classic group %s to consumer group because %s.", gid, reason)
+    context.log.info("Cannot upgrade classic group %s to consumer group because %s.", gid, reason)
     raise GroupError(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {gid} to consumer group because {reason}.")
 
 
-def upgrade_records(manager: ConsumerGroupManager, classic: GroupMetadata) -> list:
+def upgrade_records(context: ConsumerContext, classic: GroupMetadata) -> list:
     """The classic group's tombstone, then the records creating its consumer group (Kafka's
     convertToConsumerGroup: createGroupTombstoneRecords + ConsumerGroup.createConsumerGroupRecords)."""
-    validate_online_upgrade(manager, classic)
-    gid, epoch, topics = classic.group_id, classic.generation_id, manager.topics
+    validate_online_upgrade(context, classic)
+    gid, epoch, topics = classic.group_id, classic.generation_id, context.topics
     members: list[tuple[ConsumerGroupMember, Assignment]] = []
     try:
         for cm in classic.members.values():
@@ -148,12 +141,12 @@ def upgrade_records(manager: ConsumerGroupManager, classic: GroupMetadata) -> li
                 classic=ClassicMemberMetadata(cm.session_timeout_ms, tuple(
                     (n, bytes(d)) for n, d in cm.supported_protocols))), assigned))
     except CustomAssignorUserData as e:  # Kafka 4.1+: UnsupportedVersionException in fromClassicGroup
-        manager.log.warning("Cannot upgrade classic group %s to consumer group: %s.", gid, e)
+        context.log.warning("Cannot upgrade classic group %s to consumer group: %s.", gid, e)
         raise GroupError(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {gid} to consumer group because an "
                                                "unsupported custom assignor is in use. Please refer to the documentation "
                                                "or switch to a default assignor before re-attempting the upgrade.") from None
     except (DecodeError, ValueError, IndexError, KeyError) as e:
-        manager.log.warning("Cannot upgrade classic group %s to consumer group because the embedded consumer "
+        context.log.warning("Cannot upgrade classic group %s to consumer group because the embedded consumer "
                             "protocol is malformed: %s.", gid, e)
         raise GroupError(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {gid} to consumer group because the "
                                                "embedded consumer protocol is malformed.") from None
@@ -163,7 +156,7 @@ def upgrade_records(manager: ConsumerGroupManager, classic: GroupMetadata) -> li
     records += [r.target_member_record(gid, member.member_id, assigned) for member, assigned in members]
     records.append(r.target_epoch_record(gid, epoch))
     records += [r.current_assignment_record(gid, member) for member, _ in members]
-    manager.log.info("[GroupId %s] Converted the classic group to a consumer group.", gid)
+    context.log.info("[GroupId %s] Converted the classic group to a consumer group.", gid)
     return records
 
 
@@ -179,15 +172,15 @@ def replayed(group_id: str, records: list) -> ConsumerGroup:
 # ---------------------------------------------------------------- downgrade
 
 
-def validate_online_downgrade(manager: ConsumerGroupManager, group: ConsumerGroup, leaving_member_id: str) -> bool:
+def validate_online_downgrade(context: ConsumerContext, group: ConsumerGroup, leaving_member_id: str) -> bool:
     """Kafka's validateOnlineDowngradeWithFencedMember: the leaving member is the last one using the
     consumer protocol, some classic member stays, the policy allows it and the classic group would fit."""
     if not group.all_members_use_classic_protocol_except(leaving_member_id) or len(group.members) <= 1:
         return False
-    return _downgrade_allowed(manager, group, len(group.members) - 1)
+    return _downgrade_allowed(context, group, len(group.members) - 1)
 
 
-def validate_online_downgrade_with_fenced_members(manager: ConsumerGroupManager, group: ConsumerGroup,
+def validate_online_downgrade_with_fenced_members(context: ConsumerContext, group: ConsumerGroup,
                                                   leaving: set[str]) -> bool:
     """Kafka's validateOnlineDowngradeWithFencedMembers (a LeaveGroup fencing several members at once):
     every member that stays uses the classic protocol, one stays at least, and the policy and the classic
@@ -197,25 +190,25 @@ def validate_online_downgrade_with_fenced_members(manager: ConsumerGroupManager,
     classic_left = group.num_classic_members - sum(1 for x in gone if x.classic is not None)
     if classic_left != remaining or remaining <= 0:
         return False
-    return _downgrade_allowed(manager, group, remaining)
+    return _downgrade_allowed(context, group, remaining)
 
 
-def validate_online_downgrade_with_replaced_member(manager: ConsumerGroupManager, group: ConsumerGroup,
+def validate_online_downgrade_with_replaced_member(context: ConsumerContext, group: ConsumerGroup,
                                                    replaced_member_id: str) -> bool:
     """Kafka's validateOnlineDowngradeWithReplacedMember: a classic static member replaces the last member
     using the consumer protocol."""
     if not group.all_members_use_classic_protocol_except(replaced_member_id):
         return False
-    return _downgrade_allowed(manager, group, len(group.members))
+    return _downgrade_allowed(context, group, len(group.members))
 
 
-def _downgrade_allowed(manager: ConsumerGroupManager, group: ConsumerGroup, remaining: int) -> bool:
-    if not manager.config.downgrade_enabled:
-        manager.log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
+def _downgrade_allowed(context: ConsumerContext, group: ConsumerGroup, remaining: int) -> bool:
+    if not context.config.downgrade_enabled:
+        context.log.info("Cannot downgrade consumer group %s to classic group because the online downgrade is "
                          "disabled.", group.group_id)
         return False
-    if remaining > manager.config.group_max_size:
-        manager.log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
+    if remaining > context.config.group_max_size:
+        context.log.info("Cannot downgrade consumer group %s to classic group because its group size is greater "
                          "than classic group max size.", group.group_id)
         return False
     return True
@@ -261,26 +254,26 @@ def classic_group_of(group: ConsumerGroup, leaving: str | set[str], topics: Topi
     return classic, assignment
 
 
-def downgrade_records(manager: ConsumerGroupManager, group: ConsumerGroup, leaving: str | set[str],
+def downgrade_records(context: ConsumerContext, group: ConsumerGroup, leaving: str | set[str],
                       joining: ConsumerGroupMember | None = None) -> list:
     """The consumer group's tombstones, then the classic group's GroupMetadata record (`leaving`: the id or
     ids of the members that go; one id when a `joining` static member replaces it)."""
-    classic, assignment = classic_group_of(group, leaving, manager.topics, manager.clock.now_ms(), joining)
-    manager.log.info("[GroupId %s] Converted the consumer group to a classic group.", group.group_id)
+    classic, assignment = classic_group_of(group, leaving, context.topics, context.clock.now_ms(), joining)
+    context.log.info("[GroupId %s] Converted the consumer group to a classic group.", group.group_id)
     replaced = None if joining is None else (leaving, joining.member_id)
     return consumer_group_tombstones(group, replaced) + [group_metadata_record(classic, assignment)]
 
 
-def after_downgrade(manager: ConsumerGroupManager, group: ConsumerGroup, rebalance_too: bool = True) -> None:
+def after_downgrade(context: ConsumerContext, group: ConsumerGroup, rebalance_too: bool = True) -> None:
     """Once the classic group is replayed: its members' sessions run on the classic side, and it
     rebalances (unless a static member replaced another with the same subscription)."""
     for member_id in group.members:
-        manager.heartbeats.cancel_timers(group.group_id, member_id)
-    classic = manager.classic.get_group(group.group_id) if manager.classic is not None else None
+        context.cancel_member_timers(group.group_id, member_id)
+    classic = context.group_manager.get_group(group.group_id) if context.group_manager is not None else None
     if classic is None:
         return
-    manager.events.group_members(group.group_id, len(classic.members))
-    rebalance = manager.classic.rebalance
+    context.events.group_members(group.group_id, len(classic.members))
+    rebalance = context.group_manager.rebalance
     for member in classic.all_member_metadata():
         rebalance.complete_and_schedule_next_heartbeat_expiration(classic, member)
     if rebalance_too:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+from kcoord.coordinator.consumer.errors import FencedMemberEpoch
 from kcoord.coordinator.consumer.member import (
     STABLE,
     UNRELEASED_PARTITIONS,
@@ -20,10 +21,6 @@ from kcoord.coordinator.consumer.member import (
 )
 
 Owned = list[tuple[uuid.UUID, list[int]]] | None  # what the member reported; None: not sent this time
-
-
-class FencedMemberEpoch(Exception):
-    """The member must abandon its partitions and rejoin (FENCED_MEMBER_EPOCH)."""
 
 
 def owns_revoked_partitions(owned: Owned, revoking: Assignment) -> bool:

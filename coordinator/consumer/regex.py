@@ -12,11 +12,9 @@ from __future__ import annotations
 import functools
 import re
 
+from kcoord.coordinator.consumer.errors import InvalidRegex
+
 _NOT_RE2 = re.compile(r"\(\?<?[=!]|\\[1-9]|\(\?P=")
-
-
-class InvalidRegex(ValueError):
-    pass
 
 
 @functools.lru_cache(maxsize=1024)

@@ -22,8 +22,11 @@ from collections.abc import Iterable
 
 from kcoord.coordinator.consumer import records as r
 from kcoord.coordinator.consumer.consumer_group import ConsumerGroup, ResolvedRegex
+from kcoord.coordinator.consumer.context import ConsumerContext
+from kcoord.coordinator.consumer.errors import InvalidRegex
 from kcoord.coordinator.consumer.member import ConsumerGroupMember
-from kcoord.coordinator.consumer.regex import InvalidRegex, compile_regex
+from kcoord.coordinator.consumer.regex import compile_regex
+from kcoord.coordinator.consumer.subscriptions import Subscriptions
 
 # Kafka's GroupMetadataManager.REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: the least time between two refreshes
 # of one group's regexes, whatever asks for one.
@@ -130,8 +133,8 @@ class RegexRefresh:
     """The shard's background regex resolutions (Kafka's CoordinatorExecutor, keyed "<group>-regex"):
     which groups have one scheduled or not yet applied, on the manager's timer and clock."""
 
-    def __init__(self, manager, subscriptions) -> None:
-        self.m = manager
+    def __init__(self, context: ConsumerContext, subscriptions: Subscriptions) -> None:
+        self.m = context
         self.subscriptions = subscriptions
         self._refreshing: set[str] = set()
 

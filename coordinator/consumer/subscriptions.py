@@ -12,12 +12,13 @@ from collections.abc import Mapping
 
 from kcoord.coordinator.consumer import records as r
 from kcoord.coordinator.consumer.consumer_group import ConsumerGroup, ResolvedRegex
+from kcoord.coordinator.consumer.context import ConsumerContext
 from kcoord.coordinator.consumer.member import ConsumerGroupMember
 
 
 class Subscriptions:
-    def __init__(self, manager) -> None:
-        self.m = manager  # its topics image
+    def __init__(self, context: ConsumerContext) -> None:
+        self.m = context  # its topics image
 
     def regex_tombstones(self, group: ConsumerGroup, exclude: set, new: ConsumerGroupMember | None) -> list:
         """The tombstone of each recorded resolution no member uses once `exclude` are taken out and `new`

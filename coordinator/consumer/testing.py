@@ -35,7 +35,7 @@ class ConsumerGroupContext(CoordinatorContext):
         return self.topics.topics[name][0]
 
     def consumer_group(self, group_id: str):
-        return self.shard(group_id).consumer.groups.get(group_id)
+        return self.shard(group_id).consumer_manager.groups.get(group_id)
 
     def heartbeat(self, group_id: str, member_id: str = "", member_epoch: int = 0, *, instance_id=None,
                   rack_id=None, rebalance_timeout_ms: int | None = None, topics=_UNSET, assignor=None,

@@ -3,7 +3,8 @@
 Everything else in coordinator/ is deterministic and I/O-free; this module supplies what it is
 injected with:
 
-* `WallClock` — `now_ms()`; records carry wall-clock timestamps, like Kafka's.
+* `WallClock` — `now_ms()`; records carry wall-clock timestamps, like Kafka's (kcoord.coordinator.common,
+  shared with the transaction coordinator's runtime, as are the append error map, `every` and LoadGate).
 * `LoopTimer` — keyed, replaceable timers on `loop.call_at` (delays are relative, so loop time alone
   places them); pushing a deadline back is lazy (no cancel + re-arm per heartbeat).
 * `OffsetsTopicWriter` (kcoord.coordinator.runtime.writer) — appends the coordinator's records as one v2
@@ -15,7 +16,9 @@ injected with:
   partition at a time (its groups answer as loading meanwhile, the loaded ones are served): from the
   partition's checkpoint and the log after it when the checkpoint is valid, else the whole log
   (kcoord.coordinator.runtime.checkpoints decides when checkpoints are written). It turns the service's
-  callbacks into awaitables for the handlers, and shuts down cleanly.
+  callbacks into awaitables for the handlers, and shuts down cleanly. Tests (through the admin endpoint)
+  may hold a partition's load (`hold_load` / `release_load`), load every partition again (`reload`) and
+  fail the next offsets writes (`fail_offsets_writes`); nothing of that is read from the environment.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.coordinator.common.runtime import LoadGate, every
 from kcoord.coordinator.config import GroupConfig
 from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
@@ -36,7 +40,6 @@ from kcoord.coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFet
 from kcoord.coordinator.runtime import timer_control
 from kcoord.coordinator.runtime.checkpoints import Checkpointer
 from kcoord.coordinator.runtime.loop_timer import LoopTimer, WallClock
-from kcoord.coordinator.runtime.writer import FAULT_FILE_ENV as FAULT_FILE_ENV  # tests and the broker set it
 from kcoord.coordinator.runtime.writer import OffsetsTopicWriter
 from kcoord.coordinator.service import GroupCoordinatorService
 from kcoord.protocol.errors import DecodeError, ErrorCode
@@ -47,7 +50,9 @@ from kcoord.storage import StorageError
 # partition's checkpoint is rewritten (a rewrite decodes only the groups its tail touches).
 CHECKPOINT_RECORDS = 10_000
 CHECKPOINT_RECORDS_ENV = "KCOORD_OFFSETS_CHECKPOINT_RECORDS"  # tests and benches: another interval
-HOLD_LOAD_FILE_ENV = "KCOORD_TEST_HOLD_LOAD_FILE"  # tests: partitions listed in this file wait to load
+# Read by nothing any more (the admin endpoint's fail-offsets-writes replaced it); only so that
+# tests/broker/groups/conftest.py's import holds until its unused faulty_server fixture goes with it.
+FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"
 LOAD_SLICE = 1000  # groups built between two turns of the loop while a partition loads
 
 log = logging.getLogger("kcoord.coordinator.runtime")
@@ -133,7 +138,7 @@ class GroupRuntime:
         self.loaded_event = asyncio.Event()
         interval = int(os.environ.get(CHECKPOINT_RECORDS_ENV) or CHECKPOINT_RECORDS)
         self.checkpoints = Checkpointer(log_for, self.clock, interval, self._logger)
-        self._hold_file = os.environ.get(HOLD_LOAD_FILE_ENV) or None
+        self.load_gate = LoadGate(lambda: asyncio.get_running_loop().create_future())  # tests' holds
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -162,7 +167,7 @@ class GroupRuntime:
         await asyncio.sleep(0)  # the server opens its port first
         with gc_paused(freeze=True):  # for the whole load: between partitions, collections would scan it all
             for partition in range(self.num_partitions):
-                await self._maybe_hold(partition)
+                await self.load_gate.wait(partition)
                 try:
                     replayed, used = await self._load_partition(partition)
                 except (StorageError, DecodeError):
@@ -179,7 +184,11 @@ class GroupRuntime:
         self.checkpoints.start()
         log.info("loaded %d %s partitions (%d from checkpoints; %d records replayed) in %.1f ms",
                  self.num_partitions, OFFSETS_TOPIC, from_checkpoint, count, (time.monotonic() - started) * 1000)
-        self._sweep_task = asyncio.get_running_loop().create_task(self._sweep(), name="offsets checkpoint sweep")
+        if self._sweep_task is None:  # (a reload keeps the one running)
+            self._sweep_task = asyncio.get_running_loop().create_task(
+                every(self.config.offsets_retention_check_interval_ms, lambda: self.checkpoints.sweep(sorted(self._loaded)),
+                      sleep=asyncio.sleep, running=lambda: self._active, what="offsets checkpoint sweep", log=log),
+                name="offsets checkpoint sweep")
 
     async def _load_partition(self, partition: int) -> tuple[int, bool]:
         """Replay one partition into its loading shard without holding the loop for long: the log is read
@@ -204,23 +213,36 @@ class GroupRuntime:
             shard.load(state, keep, [])
         return result
 
-    async def _maybe_hold(self, partition: int) -> None:
-        """Test switch: while the file named by KCOORD_TEST_HOLD_LOAD_FILE lists `partition`, its load waits
-        (so a test sees a partition loading while others serve)."""
-        while self._hold_file is not None and self._active:
-            try:
-                with open(self._hold_file, encoding="utf-8") as f:
-                    held = {int(word) for word in f.read().split()}
-            except (FileNotFoundError, ValueError):
-                return
-            if partition not in held:
-                return
-            await asyncio.sleep(0.01)
+    # ------------------------------------------------------------------ tests' controls (the admin endpoint)
+    def hold_load(self, partitions) -> list[int]:
+        """From now on a load of these partitions waits until they are released. Returns the held ones."""
+        return self.load_gate.hold(partitions)
 
-    async def _sweep(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.offsets_retention_check_interval_ms / 1000)
-            self.checkpoints.sweep(sorted(self._loaded))
+    def release_load(self, partitions=None) -> list[int]:
+        """Let held loads go on (`partitions` None: all). Returns the partitions still held."""
+        return self.load_gate.release(partitions)
+
+    def reload(self) -> int:
+        """Load every partition again, from its checkpoint and log, a partition at a time as at start (held
+        ones wait): as if this node gave up every partition and was elected for them again. Their groups
+        answer as loading meanwhile; parked requests are told NOT_COORDINATOR. Returns the partitions."""
+        if self.service is None or not self._active:
+            raise RuntimeError("the group coordinator is not running")
+        if self._load_task is not None and not self._load_task.done():
+            self._load_task.cancel()
+        for partition in range(self.num_partitions):
+            self.service.begin_load(partition)
+        self._loaded.clear()
+        self.loaded_event.clear()
+        self._load_task = asyncio.get_running_loop().create_task(self._load_all())
+        return self.num_partitions
+
+    def fail_offsets_writes(self, count: int = 1) -> int:
+        """The next `count` writes to __consumer_offsets fail (nothing of them is written or acknowledged).
+        Returns how many will."""
+        if self._writer is None:
+            raise RuntimeError("the group coordinator is not running")
+        return self._writer.fail_next(count)
 
     async def close(self) -> None:
         """Stop serving: let in-flight writes finish (their callbacks answer their requests), then

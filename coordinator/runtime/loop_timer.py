@@ -1,18 +1,14 @@
-"""The runtime's clock and timers: wall-clock time, and keyed, replaceable timers on the event loop."""
+"""The runtime's timers: keyed, replaceable timers on the event loop (the clock: kcoord.coordinator.common)."""
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.coordinator.common.runtime import WallClock as WallClock  # re-exported: the runtime's clock
+
 log = logging.getLogger("kcoord.coordinator.runtime")
-
-
-class WallClock:
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
 
 
 class _Pending:

@@ -17,7 +17,7 @@ def expire_member(runtime: Any, group_id: str, member_id: str) -> bool:
     shard = service.shard_for(group_id) if service is not None else ErrorCode.NOT_COORDINATOR
     if isinstance(shard, ErrorCode):
         return False
-    manager = shard.groups
+    manager = shard.group_manager
     group = manager.get_group(group_id)
     if group is None:
         return False

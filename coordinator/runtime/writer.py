@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -19,10 +18,6 @@ from kcoord.coordinator.core import OFFSETS_TOPIC
 from kcoord.coordinator.record_batch import build_coordinator_batch
 from kcoord.protocol.errors import ErrorCode
 from kcoord.storage import StorageError
-
-# Test switch: while this file exists, coordinator writes fail (one failure per file; the writer
-# removes it), so a test in another process can fail exactly one OffsetCommit's write.
-FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"
 
 log = logging.getLogger("kcoord.coordinator.runtime")
 
@@ -63,11 +58,13 @@ class OffsetsTopicWriter:
         self._queued: dict[int, tuple[list[bytes], list[Callback]]] = {}
         self._flush_handle: asyncio.Handle | None = None
         self._in_flight: set[asyncio.Future] = set()  # fsync waits whose callbacks have not run
-        self._fault_file = os.environ.get(FAULT_FILE_ENV) or None
+        self._failures = 0  # tests: how many of the next appends fail (fail_next; the admin endpoint)
 
     def append(self, partition: int, records, callback: Callback) -> None:
         try:
-            self._maybe_inject_fault()
+            if self._failures:
+                self._failures -= 1
+                raise StorageError("injected write fault (the admin endpoint's fail-offsets-writes)")
             to_batch = getattr(records, "to_batch", None)  # a commit's records build their batch themselves
             batch = (to_batch(self._compression) if to_batch is not None
                      else build_coordinator_batch(list(records), self._compression))
@@ -134,14 +131,11 @@ class OffsetsTopicWriter:
             except Exception:
                 log.exception("offsets write callback failed")
 
-    def _maybe_inject_fault(self) -> None:
-        if self._fault_file is None:
-            return
-        try:
-            os.unlink(self._fault_file)
-        except FileNotFoundError:
-            return
-        raise StorageError(f"injected write fault ({FAULT_FILE_ENV})")
+    def fail_next(self, count: int = 1) -> int:
+        """Tests: the next `count` appends fail (a KAFKA_STORAGE_ERROR, nothing written), on top of any
+        still to fail. Returns how many will."""
+        self._failures += count
+        return self._failures
 
     async def drain(self) -> None:
         """Write what is queued and wait until every write's callback ran — part of a clean shutdown."""

@@ -79,7 +79,7 @@ def _groups_snapshot(ctx) -> dict:
                      dict(ctx.offsets(gid)))
                for gid, g in sorted(ctx.groups.items())}
     consumer = {gid: (g.group_epoch, g.assignment_epoch, g.members)
-                for shard in ctx.gc.shards.values() for gid, g in sorted(shard.consumer.groups.items())}
+                for shard in ctx.gc.shards.values() for gid, g in sorted(shard.consumer_manager.groups.items())}
     return {"classic": classic, "consumer": consumer}
 
 

@@ -24,10 +24,10 @@ def projection(ctx: CoordinatorContext) -> dict:
     """What a group's log holds, as the live service has it: stored values and committed offsets."""
     out = {}
     for shard in ctx.gc.shards.values():
-        for gid, g in shard.groups.groups.items():
+        for gid, g in shard.group_manager.groups.items():
             if g.stored is not None:
                 out.setdefault(gid, {})["stored"] = g.stored
-        for gid, offsets in shard.offsets.offsets.items():
+        for gid, offsets in shard.offset_manager.offsets.items():
             out.setdefault(gid, {})["offsets"] = dict(offsets)
     return out
 

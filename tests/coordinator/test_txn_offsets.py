@@ -101,9 +101,9 @@ def test_load_applies_committed_drops_aborted_keeps_open_pending(tmp_path):
     loaded = checkpoint_store.load(log, 0, 0, load_partition, use_checkpoint=False)
     assert loaded.end == open_at
     shard = service.shards[0]
-    assert {tp: v.offset for tp, v in shard.offsets.committed("g").items()} == {("t", 0): 10}
-    assert shard.offsets.transactional.partitions("g") == {("t", 2)}
+    assert {tp: v.offset for tp, v in shard.offset_manager.committed("g").items()} == {("t", 0): 10}
+    assert shard.offset_manager.transactional.partitions("g") == {("t", 2)}
     cap = Capture()
     shard.complete_transaction(3, 0, True, cap)
     assert cap.result == E.NONE
-    assert {tp: v.offset for tp, v in shard.offsets.committed("g").items()} == {("t", 0): 10, ("t", 2): 30}
+    assert {tp: v.offset for tp, v in shard.offset_manager.committed("g").items()} == {("t", 0): 10, ("t", 2): 30}

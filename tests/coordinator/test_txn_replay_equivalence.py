@@ -45,8 +45,8 @@ class MemLog:
 
 def live(ctx) -> tuple[dict, set]:
     shard = ctx.shard(GROUP)
-    return ({tp: v.offset for tp, v in shard.offsets.committed(GROUP).items()},
-            shard.offsets.transactional.partitions(GROUP))
+    return ({tp: v.offset for tp, v in shard.offset_manager.committed(GROUP).items()},
+            shard.offset_manager.transactional.partitions(GROUP))
 
 
 def loaded(ctx) -> tuple[dict, set]:
@@ -61,8 +61,8 @@ def loaded(ctx) -> tuple[dict, set]:
 
     checkpoint_store.load(log, partition, 0, load_partition, use_checkpoint=False)
     shard = service.shards[partition]
-    return ({tp: v.offset for tp, v in shard.offsets.committed(GROUP).items()},
-            shard.offsets.transactional.partitions(GROUP))
+    return ({tp: v.offset for tp, v in shard.offset_manager.committed(GROUP).items()},
+            shard.offset_manager.transactional.partitions(GROUP))
 
 
 class TxnOffsetsMachine(RuleBasedStateMachine):

@@ -32,7 +32,7 @@ SYNC_DELAY_S = 0.3  # far longer than the 20 ms poll: the join finishes while no
 def _group(coordinator):
     """The group's object, once its shard is loaded (None before)."""
     shard = coordinator.shard_for(GROUP)
-    return None if isinstance(shard, ErrorCode) else shard.groups.get_group(GROUP)
+    return None if isinstance(shard, ErrorCode) else shard.group_manager.get_group(GROUP)
 
 
 async def _wait_for(predicate, timeout: float, what: str):

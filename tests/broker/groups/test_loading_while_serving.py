@@ -1,7 +1,8 @@
 """Kafka 4 loads `__consumer_offsets` partitions after it starts serving: the port is open, groups of
 loaded partitions are served, and a group whose partition is still loading gets each API's loading
-answer. A real server (subprocess) restarted on its own data, with the load of one partition held
-(KCOORD_TEST_HOLD_LOAD_FILE) so the loading window is seen deterministically over TCP.
+answer. A real server (subprocess) restarted on its own data, then its partitions loaded again in order
+with one of them held (the admin endpoint's /coordinator/hold-load and /coordinator/reload), so the
+loading window is seen deterministically over TCP.
 
 Each API's answer follows Kafka's GroupCoordinatorService (group-coordinator/src/main/java/org/apache/
 kafka/coordinator/group/GroupCoordinatorService.java): the runtime fails the operation of a loading
@@ -54,10 +55,8 @@ def _fetch(c: KafkaWireClient, group: str):
 def held(tmp_path_factory):
     """A server whose partition of HELD is loading (held), every partition before it loaded."""
     workdir = tmp_path_factory.mktemp("loading")
-    hold = workdir / "hold"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("KCOORD_TEST_HOLD_LOAD_FILE", str(hold))
-    srv = KcoordServer(workdir, {"group.initial.rebalance.delay.ms": "0", "num.partitions": "1"})
+    srv = KcoordServer(workdir, {"group.initial.rebalance.delay.ms": "0", "num.partitions": "1",
+                                 "kcoord.admin.listener": "http://127.0.0.1:0"})
     try:
         srv.start()
         with KafkaWireClient.connect(srv.bootstrap) as c:
@@ -71,12 +70,11 @@ def held(tmp_path_factory):
                     time.sleep(0.05)
                 assert error == E.NONE
         srv.stop()
-        hold.write_text(str(HELD_PARTITION))
-        srv.start()  # returns once the port is open: the held partition has not loaded
-        srv.hold = hold
+        srv.start()  # (returns once every partition is loaded: it asks the admin endpoint)
+        assert srv.hold_load([HELD_PARTITION]) == [HELD_PARTITION]
+        srv.reload()  # every partition loads again from the log, in order; HELD's waits
         yield srv
     finally:
-        mp.undo()
         srv.stop()
 
 
@@ -172,7 +170,7 @@ def test_offset_delete_while_loading(held):
 
 
 def test_the_held_partition_serves_its_committed_offsets_once_loaded(held):
-    held.hold.unlink()
+    assert held.release_load() == []
     deadline = time.monotonic() + BOUND_S
     with KafkaWireClient.connect(held.bootstrap) as c:
         while (got := _fetch(c, HELD)).error_code == LOADING and time.monotonic() < deadline:

@@ -66,7 +66,7 @@ async def test_classic_heartbeat_waits_for_the_groups_write(faulty_broker, path)
         shard = broker.group_coordinator.service.shard_for("hb")
         gate = hold_fsyncs(fs)
         joining = asyncio.create_task(asyncio.to_thread(first_consumer))  # a second one: its write is held
-        await wait_until(lambda: shard.consumer.busy("hb"))
+        await wait_until(lambda: shard.consumer_manager.busy("hb"))
         beat = asyncio.create_task(asyncio.to_thread(a.heartbeat))
         await asyncio.sleep(0.3)
         assert not beat.done() and not joining.done()  # neither is answered before the write is durable

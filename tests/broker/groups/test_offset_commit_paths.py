@@ -14,7 +14,6 @@ from kcoord.broker.apis import offset_commit as offset_commit_api
 from kcoord.broker.app import Broker
 from kcoord.broker.config import BrokerConfig
 from kcoord.broker.registry import version_range
-from kcoord.coordinator.runtime import FAULT_FILE_ENV
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.protocol.headers import encode_request_frame
@@ -47,13 +46,26 @@ def frame_of(api_key: int, version: int, correlation_id: int, request) -> bytes:
     return encode_request_frame(api_key, version, correlation_id, "paths", body)
 
 
+class WriteFault:
+    """From a test's thread: the broker's next __consumer_offsets write fails (GroupRuntime.fail_offsets_writes,
+    what the admin endpoint's /coordinator/fail-offsets-writes calls), armed on the loop before it returns."""
+
+    def __init__(self, broker: Broker, loop: asyncio.AbstractEventLoop) -> None:
+        self.broker, self.loop = broker, loop
+
+    def arm(self) -> None:
+        async def arm() -> None:
+            self.broker.groups.fail_offsets_writes(1)
+        asyncio.run_coroutine_threadsafe(arm(), self.loop).result(10)
+
+    def pending(self) -> int:
+        return self.broker.groups.fail_offsets_writes(0)
+
+
 @pytest.fixture
-async def served(tmp_path, monkeypatch):
-    """An in-process broker whose coordinator writes can be made to fail (one per touch of the file),
-    with topic `t` (3 partitions), a stable group, a static member's group and a group that is
-    completing its rebalance."""
-    fault = tmp_path / "fail-next-offsets-write"
-    monkeypatch.setenv(FAULT_FILE_ENV, str(fault))
+async def served(tmp_path):
+    """An in-process broker whose coordinator writes can be made to fail (WriteFault), with topic `t`
+    (3 partitions), a stable group, a static member's group and a group that is completing its rebalance."""
     broker = Broker(BrokerConfig.load(overrides={
         "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_DEFAULTS}))
     await broker.start()
@@ -72,6 +84,7 @@ async def served(tmp_path, monkeypatch):
             return joined.member_id, joined.generation_id
 
     completing = await asyncio.to_thread(join_only)
+    fault = WriteFault(broker, asyncio.get_running_loop())
     yield broker, port, fault, (member_id, generation), completing
     stable.close()
     await broker.stop(timeout=5.0)
@@ -125,7 +138,7 @@ def by_id(request: m.OffsetCommitRequest, ids: dict[str, uuid.UUID]) -> m.Offset
     return request
 
 
-def answers(port: int, fault, stable, completing, ids: dict[str, uuid.UUID]) -> dict[tuple[str, int], bytes]:
+def answers(port: int, fault: WriteFault, stable, completing, ids: dict[str, uuid.UUID]) -> dict[tuple[str, int], bytes]:
     """Every case at every version on one connection: the raw response frames."""
     out = {}
     with RawKafka(port, client_id="paths") as c:
@@ -134,11 +147,11 @@ def answers(port: int, fault, stable, completing, ids: dict[str, uuid.UUID]) -> 
             by_id(request, ids)
             for version in VERSIONS:
                 if what == "failed write":
-                    fault.touch()
+                    fault.arm()
                 correlation_id += 1
                 c.send_raw(frame_of(OFFSET_COMMIT, version, correlation_id, request))
                 out[what, version] = c.read_frame()
-        assert not fault.exists()
+        assert fault.pending() == 0
     return out
 
 

@@ -11,6 +11,7 @@ from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups import procs
+from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
 from tests.broker.groups.procs import committed_max, disjoint_cover, wait_until
 
 PARTITIONS = 3
@@ -64,6 +65,16 @@ def _commit(client: KafkaWireClient, group: str, topic: str, offset: int, versio
     return client.request(request, version).topics[0].partitions[0].error_code
 
 
+@pytest.fixture
+def faulty_server(tmp_path):
+    """A server whose next `__consumer_offsets` write fails whenever the test asks (the admin endpoint's
+    /coordinator/fail-offsets-writes)."""
+    srv = GroupTestServer(tmp_path, dict(GROUP_TEST_OVERRIDES, **{"kcoord.admin.listener": "http://127.0.0.1:0"}),
+                          name="faulty").start()
+    yield srv
+    srv.stop()
+
+
 def test_failed_offsets_write_answers_an_error_then_the_next_commit_succeeds(faulty_server):
     server = faulty_server
     topic, group = "faulty", "faulty-group"
@@ -71,7 +82,7 @@ def test_failed_offsets_write_answers_an_error_then_the_next_commit_succeeds(fau
     server.produce_keyed(topic, 10)
     with KafkaWireClient.connect(server.bootstrap) as client:
         assert _commit(client, group, topic, 3) == E.NONE
-        server.fail_next_offsets_write()
+        assert server.fail_offsets_writes(1) == 1
         error = _commit(client, group, topic, 7)
         # A storage failure on __consumer_offsets is NOT_COORDINATOR to the client (Kafka's mapping),
         # which makes every client rediscover the coordinator and retry.

@@ -3,7 +3,8 @@ is loaded its requests answer COORDINATOR_LOAD_IN_PROGRESS (TransactionStateMana
 while the partition is in loadingPartitions), ids of loaded partitions are served meanwhile, and the
 loaded state continues where it was (the epoch bump goes on from the stored epoch).
 
-The load is held deterministically with KCOORD_TEST_HOLD_TXN_LOAD_FILE (kcoord.txn.runtime)."""
+The load is held deterministically through the admin endpoint: after the restart every partition loads
+again in order (/transactions/reload) with one held (/transactions/hold-load)."""
 from __future__ import annotations
 
 from kcoord.protocol import messages as m
@@ -20,19 +21,19 @@ def _id_in(partition: int, prefix: str) -> str:
     return next(f"{prefix}-{i}" for i in range(1000) if partition_for(f"{prefix}-{i}", PARTITIONS) == partition)
 
 
-def test_loading_partition_answers_load_in_progress(tmp_path, monkeypatch):
+def test_loading_partition_answers_load_in_progress(tmp_path):
     held, served, before = _id_in(2, "held"), _id_in(4, "served"), _id_in(1, "before")
-    hold = tmp_path / "hold"
-    monkeypatch.setenv("KCOORD_TEST_HOLD_TXN_LOAD_FILE", str(hold))
-    server = KcoordServer(tmp_path, {"transaction.state.log.num.partitions": str(PARTITIONS)}, "txn-loading").start()
+    server = KcoordServer(tmp_path, {"transaction.state.log.num.partitions": str(PARTITIONS),
+                                     "kcoord.admin.listener": "http://127.0.0.1:0"}, "txn-loading").start()
     try:
         with RawKafka(server.port) as raw:
             _, pid, _ = init_until_ready(raw, held)
             assert init_pid(raw, held)[0] == E.NONE  # epoch 1
             init_until_ready(raw, served)
         server.stop()
-        hold.write_text(str(partition_for(held, PARTITIONS)))
         server.start()
+        server.hold_load([partition_for(held, PARTITIONS)], of="transactions")
+        server.reload(of="transactions")
         with RawKafka(server.port) as raw:
             assert init_pid(raw, held)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
             assert end_txn(raw, held, pid, 1, True) == E.COORDINATOR_LOAD_IN_PROGRESS
@@ -40,7 +41,7 @@ def test_loading_partition_answers_load_in_progress(tmp_path, monkeypatch):
             assert resp.transaction_states[0].error_code == E.COORDINATOR_LOAD_IN_PROGRESS
             assert init_pid(raw, served)[0] == E.COORDINATOR_LOAD_IN_PROGRESS  # after the held one
             assert init_until_ready(raw, before)[0] == E.NONE  # before it: loaded and served
-            hold.write_text("")
+            assert server.release_load(of="transactions") == []
             assert init_until_ready(raw, held) == (E.NONE, pid, 2)
             assert init_until_ready(raw, served)[2] == 1
     finally:

@@ -196,7 +196,7 @@ def test_no_downgrade_when_policy_or_size_forbids(ctx):
     for shrink in (dict(consumer_group_migration_policy="upgrade"), dict(group_max_size=1)):
         c = ConsumerGroupContext(topics={"foo": 6}, group_initial_rebalance_delay_ms=0)
         classic_group(c)
-        consumer = c.shard("g").consumer
+        consumer = c.shard("g").consumer_manager
         consumer.config = dataclasses.replace(consumer.config, **shrink)
         x = c.heartbeat("g", "", 0, topics=["foo"])
         assert x.error == E.NONE

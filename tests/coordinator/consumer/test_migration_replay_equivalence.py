@@ -25,10 +25,10 @@ PROTOCOLS = [("range", encode_subscription(["foo"]))]
 def projection(ctx: ConsumerGroupContext) -> dict:
     shard = ctx.shard(GROUP)
     out = {}
-    classic = shard.groups.groups.get(GROUP)
+    classic = shard.group_manager.groups.get(GROUP)
     if classic is not None and classic.stored is not None:
         out["stored"] = classic.stored
-    group = shard.consumer.groups.get(GROUP)
+    group = shard.consumer_manager.groups.get(GROUP)
     if group is not None:
         out["consumer"] = {name: getattr(group, name) for name in (
             "group_epoch", "assignment_epoch", "members", "static_members", "target_assignment",

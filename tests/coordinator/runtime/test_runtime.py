@@ -6,8 +6,9 @@ import asyncio
 import time
 
 from kcoord.coordinator import GroupConfig, OffsetCommit, OffsetCommitRequestPartition, RequestContext
-from kcoord.coordinator.runtime import FAULT_FILE_ENV, OFFSETS_TOPIC, GroupRuntime, LoopTimer, WallClock
+from kcoord.coordinator.runtime import OFFSETS_TOPIC, GroupRuntime, LoopTimer, WallClock
 from kcoord.protocol import messages as m
+from kcoord.protocol.consumer_offsets import partition_for
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.storage import FS, FaultyFS, LogManager
 
@@ -70,17 +71,16 @@ async def test_a_failed_fsync_fails_the_commit_and_the_next_one_succeeds(tmp_pat
     await manager.close()
 
 
-async def test_the_fault_file_fails_exactly_one_write(tmp_path, monkeypatch):
-    fault = tmp_path / "fail"
-    monkeypatch.setenv(FAULT_FILE_ENV, str(fault))
+async def test_fail_offsets_writes_fails_exactly_that_many_writes(tmp_path):
     manager = LogManager(str(tmp_path / "data"))
     runtime = runtime_over(manager)
     await runtime.start()
     await asyncio.wait_for(runtime.loaded_event.wait(), 10)
-    fault.write_text("x")
+    assert runtime.fail_offsets_writes(1) == 1
     assert await commit(runtime, "g", 5) == E.NOT_COORDINATOR
-    assert not fault.exists()
+    assert runtime.fail_offsets_writes(0) == 0
     assert await commit(runtime, "g", 6) == E.NONE
+    assert fetched(runtime, "g") == 6
     await runtime.close()
     await manager.close()
 
@@ -205,5 +205,32 @@ async def test_a_large_partition_loads_in_steps_while_the_loop_serves(tmp_path):
         assert len(runtime.list_groups(None)[1]) == 300
     finally:
         store.READ_CHUNK, runtime_module.LOAD_SLICE = old_chunk, old_slice
+    await runtime.close()
+    await manager.close()
+
+
+async def test_a_held_partition_loads_once_released_and_reload_holds_it_again(tmp_path):
+    """The admin endpoint's hold-load / release-load / reload, on the runtime itself."""
+    manager = LogManager(str(tmp_path / "data"))
+    runtime = runtime_over(manager)
+    held = partition_for("g", CONFIG.offsets_topic_num_partitions)
+    assert runtime.hold_load([held]) == [held]
+    await runtime.start()
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not runtime.loaded_event.is_set()
+    assert runtime.fetch_offsets("g", [("t", 0)], False).error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert runtime.release_load() == []
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    assert await commit(runtime, "g", 4) == E.NONE
+
+    runtime.hold_load([held])
+    assert runtime.reload() == CONFIG.offsets_topic_num_partitions
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert runtime.fetch_offsets("g", [("t", 0)], False).error == E.COORDINATOR_LOAD_IN_PROGRESS
+    assert runtime.release_load([held]) == []
+    await asyncio.wait_for(runtime.loaded_event.wait(), 10)
+    assert fetched(runtime, "g") == 4  # replayed from the log again
     await runtime.close()
     await manager.close()
