@@ -102,8 +102,6 @@ class AdminApi:
         if timers is not None:
             if method != "POST":
                 raise AdminError(405, f"{method} {path}: use POST")
-            if self.broker.group_coordinator is None:
-                raise AdminError(503, "the group coordinator is not running")
             return timers(_json_body(body))
         loads = {"/coordinator/hold-load": self._hold_load, "/coordinator/release-load": self._release_load,
                  "/coordinator/reload": self._reload, "/coordinator/fail-offsets-writes": self._fail_offsets_writes,
@@ -113,13 +111,11 @@ class AdminApi:
             if method != "POST":
                 raise AdminError(405, f"{method} {path}: use POST")
             txn = path.startswith("/transactions/")
-            runtime = self.broker.transactions if txn else self.broker.groups
-            if runtime is None:
-                raise AdminError(503, f"the {'transaction' if txn else 'group'} coordinator is not running")
+            # the endpoint starts after both coordinators are built (Broker.start), so both are here
+            runtime = self.broker.txn_coordinator if txn else self.broker.group_coordinator
             return loads(runtime, _json_body(body))
         if path == "/health" and method == "GET":
-            groups = self.broker.group_coordinator
-            return 200, {"ok": True, "groups_loaded": groups is not None and groups.loaded_event.is_set()}
+            return 200, {"ok": True, "groups_loaded": self.broker.group_coordinator.loaded_event.is_set()}
         raise AdminError(404, f"no such endpoint: {method} {path}")
 
     def _expire_member(self, body: Any) -> tuple[int, dict]:

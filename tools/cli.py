@@ -134,10 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         from kcoord.tools.demo import main as demo_main
 
         return demo_main(argv[1:])
-    if argv and argv[0] == "cluster":  # `kcoord cluster up`: etcd + N nodes on loopback
-        from kcoord.tools.cluster_cli import main as cluster_main
-
-        return cluster_main(argv[1:])
+    if argv and argv[0] == "cluster":  # `kcoord cluster up`: etcd + N nodes on loopback (the test kit's)
+        os.execv(sys.executable, [sys.executable, "-m", "kcoord.testkit.cluster_up", *argv[1:]])
     if argv and argv[0] == "analyze":
         os.execv(sys.executable, [sys.executable, "-m", "kcoord.analytics", *argv[1:]])
     parser = build_parser()

@@ -1,5 +1,8 @@
 """`kcoord cluster up --nodes 3 [--dir DIR]`: a cluster on this machine, in the foreground.
 
+The test kit's KafkaCluster, as a command: tools/cli.py runs it in its own interpreter
+(`python -m kcoord.testkit.cluster_up up ...`), so the tools never import the test kit.
+
 Starts one etcd (Debian's etcd-server) and N `kcoord serve` nodes on loopback, on free ports, node ids
 1..N, each with its own data directory under DIR (default: a new temporary directory); waits until all
 are registered, prints the bootstrap list, and runs until Ctrl-C (or SIGTERM), then stops the nodes with
@@ -15,7 +18,7 @@ import tempfile
 import threading
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kcoord cluster", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -26,7 +29,7 @@ def main(argv: list[str]) -> int:
                     help="a property for every node (repeatable)")
     up.add_argument("--session-timeout-ms", type=int, default=9000,
                     help="kcoord.etcd.session.timeout.ms of the nodes (default 9000)")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.nodes < 1:
         parser.error("--nodes must be at least 1")
     from kcoord.broker.config import ConfigError, parse_overrides
@@ -61,3 +64,7 @@ def main(argv: list[str]) -> int:
     print("stopping (controlled shutdown) ...", flush=True)
     cluster.stop()
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
