@@ -31,6 +31,18 @@ kcoord.cluster.partition_change) for what each change is:
   the topic key first.
 - **ElectLeaders** (KafkaController.electLeaders / KRaft's ReplicationControlManager.electLeaders):
   preferred or unclean, per partition, with partition_change.elect_leader.
+- **Reassignments** (KIP-455 as KRaft runs them: ReplicationControlManager.alterPartitionReassignments,
+  listPartitionReassignments): start writes RS = TRS + removing with adding / removing recorded in the
+  registration; the new replicas become followers (the role diff) and the leaders add them to the ISR as
+  they catch up; the controller re-checks every reassigning partition whose key changes in a batch it
+  observes (and all of them at failover) and completes it once TRS is in the ISR (partition_change.
+  build_change -> complete_reassignment: the removed replicas go, the leader moves if it was one of
+  them). Null replicas cancel (cancel_reassignment).
+- **DeleteTopics** (ReplicationControlManager.deleteTopics): the topic key and every partition key
+  deleted in one txn behind the epoch compare; each replica's role diff then says StopReplica.
+- **CreatePartitions** (ReplicationControlManager.createPartitions): the new partitions placed (or
+  checked, when assigned by hand) with the topic's replication factor; the topic key (compared on its
+  mod_revision) and the new partition keys in one txn.
 ISR changes are not the controller's: leaders CAS their own (kcoord.cluster.isr).
 """
 from __future__ import annotations
@@ -46,18 +58,29 @@ from dataclasses import dataclass, field
 from kcoord.cluster import keys
 from kcoord.cluster.keys import ControllerInfo, TopicInfo
 from kcoord.cluster.metadata_image import EMPTY, MetadataImage, PartitionImage, TopicPartition
-from kcoord.cluster.partition_change import Election, Outcome, broker_fenced, build_change, elect_leader
+from kcoord.cluster.partition_change import (
+    Election,
+    Outcome,
+    broker_fenced,
+    build_change,
+    cancel_reassignment,
+    complete_reassignment,
+    elect_leader,
+    start_reassignment,
+)
 from kcoord.cluster.partition_state import PartitionRegistration, initial_registration
 from kcoord.cluster.replica_placement import (
     PlacementError,
     RandomSource,
     UsableBroker,
+    check_added_assignments,
     check_manual_assignments,
     place_replicas,
 )
 from kcoord.metadata.store import (
     Compacted,
     Compare,
+    Delete,
     Get,
     KeyValue,
     LeaseLost,
@@ -65,9 +88,11 @@ from kcoord.metadata.store import (
     MetadataStore,
     Op,
     Put,
+    WatchEvent,
     absent,
     created_at,
     modified_at,
+    present,
 )
 from kcoord.protocol.errors import ErrorCode
 
@@ -150,6 +175,32 @@ class ControllerWriter:
             written += [KeyValue(op.key, op.value, result.revision, result.revision, 1)
                         for op in chunk if isinstance(op, Put)]
         return written
+
+    async def delete_topic(self, name: str) -> bool:
+        """The topic key and all its partition keys, in one txn. False: the topic was already gone."""
+        topic = keys.topic_key(name)
+        result = await self.store.txn([self._fence(), present(topic)],
+                                      [Delete(topic), Delete(keys.partition_key(name, 0)[:-1], prefix=True)],
+                                      [Get(keys.CONTROLLER)])
+        if not result.succeeded:
+            self._check_epoch(result.responses[0])
+        return result.succeeded
+
+    async def add_partitions(self, name: str, info: TopicInfo,
+                             added: Mapping[int, PartitionRegistration]) -> list[KeyValue] | None:
+        """The topic key with its new assignment (the topic must still exist: only the controller writes
+        topic keys, under its lock) and the new partition keys (which must be absent), in one txn. None:
+        the topic was deleted or the partitions exist."""
+        topic = keys.topic_key(name)
+        ops: list[Op] = [Put(topic, info.encode())]
+        ops += [Put(keys.partition_key(name, i), r.encode()) for i, r in sorted(added.items())]
+        compares = [self._fence(), present(topic)]
+        compares += [absent(keys.partition_key(name, i)) for i in sorted(added)]
+        result = await self.store.txn(compares, ops, [Get(keys.CONTROLLER)])
+        if not result.succeeded:
+            self._check_epoch(result.responses[0])
+            return None
+        return [KeyValue(op.key, op.value, result.revision, result.revision, 1) for op in ops if isinstance(op, Put)]
 
     def _check_epoch(self, found: object) -> None:
         if not isinstance(found, tuple) or not found or found[0].create_revision != self.epoch:
@@ -240,6 +291,7 @@ class Controller:
                                 raise Deposed(f"the controller key of epoch {writer.epoch} is gone")
                             if _liveness(old) != _liveness(self._image):
                                 await self._reconcile()
+                            await self._complete_reassignments(_reassigning_in(batch, self._image))
             except Compacted:
                 log.info("controller %d: history compacted; reading the state again", writer.epoch)
 
@@ -252,6 +304,24 @@ class Controller:
         for tp, part in list(self._image.partitions()):
             unclean = self._unclean(tp.topic)
             await self._write(tp, part, lambda reg, u=unclean: _wanted(reg, live, u))
+        await self._complete_reassignments([tp for tp, part in self._image.partitions()
+                                            if part.registration.is_reassigning])
+
+    async def _complete_reassignments(self, tps: Iterable[TopicPartition]) -> None:
+        """Finish each reassignment whose target replicas are all in the ISR now (the controller's reaction
+        to an ISR expansion it observes; KRaft finishes it inside the AlterPartition that expands the
+        ISR, ReplicationControlManager.alterPartition -> PartitionChangeBuilder). Run under the lock."""
+        live = self._image.live_brokers()
+        for tp in tps:
+            part = self._image.partition(tp)
+            if part is None or not part.registration.is_reassigning:
+                continue
+            unclean = self._unclean(tp.topic)
+            written = await self._write(tp, part, lambda reg, u=unclean: _completed(reg, live, u))
+            if written is not None:
+                reg = written.registration
+                log.info("controller %d: reassignment of %s complete: replicas %s, leader %d",
+                         self.epoch or -1, tp, list(reg.replicas), reg.leader)
 
     async def _write(self, tp: TopicPartition, part: PartitionImage, compute: Compute) -> PartitionImage | None:
         assert self._writer is not None
@@ -335,6 +405,157 @@ class Controller:
                 outcome = last[-1]
                 results[tp] = Outcome(outcome.error, written.registration if written else None, outcome.message)
         return results
+
+    async def alter_partition_reassignments(
+            self, targets: Iterable[tuple[TopicPartition, Sequence[int] | None]], *,
+            allow_replication_factor_change: bool = True) -> dict[TopicPartition, Outcome]:
+        """AlterPartitionReassignments (ReplicationControlManager.alterPartitionReassignments): per
+        partition, start (or replace) a reassignment to the target replicas, or cancel it (None)."""
+        results: dict[TopicPartition, Outcome] = {}
+        async with self._lock:
+            for tp, target in targets:
+                results[tp] = await self._reassign(tp, target, allow_replication_factor_change)
+        return results
+
+    async def _reassign(self, tp: TopicPartition, target: Sequence[int] | None, allow_rf_change: bool) -> Outcome:
+        if self._writer is None:
+            return Outcome(ErrorCode.NOT_CONTROLLER, message=f"node {self.node_id} is not the controller")
+        topic = self._image.topics.get(tp.topic)
+        if topic is None or topic.info is None:
+            return Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, message=f"Unable to find a topic named {tp.topic}.")
+        part = topic.partitions.get(tp.partition)
+        if part is None:
+            return Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           message=f"Unable to find partition {tp.topic}:{tp.partition}.")
+        reg = part.registration
+        rf = len(reg.replicas) - len(reg.removing_replicas)
+        if target is not None and not allow_rf_change and len(target) != rf:
+            return Outcome(ErrorCode.INVALID_REPLICATION_FACTOR,
+                           message=f"The replication factor is changed from {rf} to {len(target)}")
+        unclean = self._unclean(tp.topic)
+        registered = frozenset(self._image.brokers)
+        live = self._image.live_brokers()
+        last: list[Outcome] = []
+
+        def compute(current: PartitionRegistration) -> PartitionRegistration | None:
+            outcome = (cancel_reassignment(current, live, unclean_leader_election_enable=unclean) if target is None
+                       else start_reassignment(current, target, registered, live))
+            last.append(outcome)
+            return outcome.registration if outcome.error is ErrorCode.NONE else None
+
+        try:
+            written = await self._write(tp, part, compute)
+        except Deposed as exc:
+            return Outcome(ErrorCode.NOT_CONTROLLER, message=str(exc))
+        outcome = last[-1] if last else Outcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if written is not None:
+            await self._complete_reassignments([tp])  # a reorder, or targets already in sync
+        return Outcome(outcome.error, written.registration if written else None, outcome.message)
+
+    def list_partition_reassignments(self, tps: Iterable[TopicPartition] | None
+                                     ) -> list[tuple[TopicPartition, PartitionRegistration]] | None:
+        """The reassigning partitions among `tps` (None: all) as the controller's image has them
+        (ReplicationControlManager.listPartitionReassignments: unknown topics and partitions and those not
+        reassigning are left out). None when this node is not the active controller."""
+        if self._writer is None:
+            return None
+        image = self._image
+        if tps is None:
+            found = list(image.partitions())
+        else:
+            found = [(tp, part) for tp in tps if (part := image.partition(tp)) is not None]
+        return [(tp, part.registration) for tp, part in found if part.registration.is_reassigning]
+
+    async def delete_topics(self, names: Iterable[str]) -> dict[str, tuple[ErrorCode, str | None]]:
+        """DeleteTopics (ReplicationControlManager.deleteTopics): every partition key and the topic key go
+        in one txn; unknown names are UNKNOWN_TOPIC_OR_PARTITION. The caller checked the request's own
+        rules (internal topics, delete.topic.enable)."""
+        results: dict[str, tuple[ErrorCode, str | None]] = {}
+        async with self._lock:
+            for name in names:
+                if self._writer is None:
+                    results[name] = (ErrorCode.NOT_CONTROLLER, f"node {self.node_id} is not the controller")
+                    continue
+                if name not in self._image.topics:
+                    results[name] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+                    continue
+                try:
+                    deleted = await self._writer.delete_topic(name)
+                except Deposed as exc:
+                    results[name] = (ErrorCode.NOT_CONTROLLER, str(exc))
+                    continue
+                topic = self._image.topics[name]
+                gone = [KeyValue(keys.topic_key(name), b"", 0, 0, 0)]
+                gone += [KeyValue(keys.partition_key(name, p), b"", 0, 0, 0) for p in topic.partitions]
+                events = [WatchEvent("delete", kv.key, b"", 0, self._image.revision, 0, None) for kv in gone]
+                self._image = self._image.apply(events)
+                results[name] = (ErrorCode.NONE, None) if deleted else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+        return results
+
+    async def create_partitions(self, name: str, count: int, assignments: Sequence[Sequence[int]] | None = None,
+                                *, validate_only: bool = False) -> tuple[ErrorCode, str | None]:
+        """CreatePartitions for one topic (ReplicationControlManager.createPartitions), its errors and
+        messages in Kafka's order."""
+        async with self._lock:
+            if self._writer is None:
+                return ErrorCode.NOT_CONTROLLER, f"node {self.node_id} is not the controller"
+            topic = self._image.topics.get(name)
+            if topic is None or topic.info is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+            current = len(topic.info.replicas)
+            if count == current:
+                return ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s)."
+            if count < current:
+                return (ErrorCode.INVALID_PARTITIONS,
+                        f"The topic {name} currently has {current} partition(s); {count} would not be an increase.")
+            added = count - current
+            if assignments is not None and len(assignments) != added:
+                return (ErrorCode.INVALID_REPLICATION_ASSIGNMENT, f"Attempted to add {added} additional partition(s), "
+                        f"but only {len(assignments)} assignment(s) were specified.")
+            rf = len(topic.info.replicas.get(0, ()))
+            image = self._image
+            live = image.live_brokers()
+            try:
+                if assignments is not None:
+                    lists = check_added_assignments(assignments, added, rf, current, set(image.brokers), live)
+                else:
+                    usable = [UsableBroker(b.id, b.info.rack) for b in image.brokers.values() if b.may_lead]
+                    lists = place_replicas(sorted(usable, key=lambda b: b.id), added, rf, self._rng)
+            except PlacementError as exc:
+                return exc.code, exc.message
+            if validate_only:
+                return ErrorCode.NONE, None
+            new = {current + i: initial_registration(replicas, live) for i, replicas in enumerate(lists)}
+            info = TopicInfo(topic.info.topic_id, {**topic.info.replicas, **{p: r.replicas for p, r in new.items()}},
+                             topic.info.configs)
+            try:
+                written = await self._writer.add_partitions(name, info, new)
+            except Deposed as exc:
+                return ErrorCode.NOT_CONTROLLER, str(exc)
+            if written is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic changed while its partitions were added."
+            self._image = self._image.apply_kvs(written, 0)
+            return ErrorCode.NONE, None
+
+
+def _reassigning_in(batch: Iterable[WatchEvent], image: MetadataImage) -> list[TopicPartition]:
+    """The partitions a watch batch wrote that are being reassigned."""
+    found = []
+    for event in batch:
+        parsed = keys.parse_topic_key(event.key)
+        if event.type == "put" and parsed is not None and parsed[1] is not None:
+            tp = TopicPartition(parsed[0], parsed[1])
+            part = image.partition(tp)
+            if part is not None and part.registration.is_reassigning:
+                found.append(tp)
+    return found
+
+
+def _completed(reg: PartitionRegistration, live: frozenset[int], unclean: bool) -> PartitionRegistration | None:
+    """The registration that ends `reg`'s reassignment when its targets are all in sync, else None."""
+    if complete_reassignment(reg.replicas, reg.isr, reg.adding_replicas, reg.removing_replicas) is None:
+        return None
+    return build_change(reg, live, unclean_leader_election_enable=unclean)
 
 
 def _liveness(image: MetadataImage) -> dict[int, tuple[int, bool]]:

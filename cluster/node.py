@@ -304,6 +304,14 @@ class ClusterNode:
                      self.node_id, controller.id, exc)
             return {name: CreateTopicResult(ErrorCode.NOT_CONTROLLER, str(exc)) for name, *_ in topics}
 
+    # -- the controller's admin operations (ElectLeaders, reassignments, DeleteTopics, CreatePartitions) ---
+
+    @property
+    def active_controller(self) -> Controller | None:
+        """This node's controller while it is the active one, else None: the handlers of the controller's
+        admin APIs answer NOT_CONTROLLER then, and clients retry on the controller Metadata names."""
+        return self.controller if self.is_controller else None
+
 
 _SIZE = struct.Struct(">i")
 _CREATE_TOPICS_KEY, _CREATE_TOPICS_VERSION = 19, 5

@@ -99,6 +99,47 @@ class AlterConfigsResponse:
     responses: list[_AlterConfigsResponse__AlterConfigsResourceResponse]
     def __init__(self, *, throttle_time_ms: Any = ..., responses: list[_AlterConfigsResponse__AlterConfigsResourceResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _AlterPartitionReassignmentsRequest__ReassignablePartition:
+    partition_index: Any
+    replicas: Any
+    def __init__(self, *, partition_index: Any = ..., replicas: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterPartitionReassignmentsRequest__ReassignableTopic:
+    ReassignablePartition = _AlterPartitionReassignmentsRequest__ReassignablePartition
+    name: Any
+    partitions: list[_AlterPartitionReassignmentsRequest__ReassignablePartition]
+    def __init__(self, *, name: Any = ..., partitions: list[_AlterPartitionReassignmentsRequest__ReassignablePartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class AlterPartitionReassignmentsRequest:
+    ReassignablePartition = _AlterPartitionReassignmentsRequest__ReassignablePartition
+    ReassignableTopic = _AlterPartitionReassignmentsRequest__ReassignableTopic
+    timeout_ms: Any
+    allow_replication_factor_change: Any
+    topics: list[_AlterPartitionReassignmentsRequest__ReassignableTopic]
+    def __init__(self, *, timeout_ms: Any = ..., allow_replication_factor_change: Any = ..., topics: list[_AlterPartitionReassignmentsRequest__ReassignableTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterPartitionReassignmentsResponse__ReassignablePartitionResponse:
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, partition_index: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterPartitionReassignmentsResponse__ReassignableTopicResponse:
+    ReassignablePartitionResponse = _AlterPartitionReassignmentsResponse__ReassignablePartitionResponse
+    name: Any
+    partitions: list[_AlterPartitionReassignmentsResponse__ReassignablePartitionResponse]
+    def __init__(self, *, name: Any = ..., partitions: list[_AlterPartitionReassignmentsResponse__ReassignablePartitionResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class AlterPartitionReassignmentsResponse:
+    ReassignablePartitionResponse = _AlterPartitionReassignmentsResponse__ReassignablePartitionResponse
+    ReassignableTopicResponse = _AlterPartitionReassignmentsResponse__ReassignableTopicResponse
+    throttle_time_ms: Any
+    allow_replication_factor_change: Any
+    error_code: Any
+    error_message: Any
+    responses: list[_AlterPartitionReassignmentsResponse__ReassignableTopicResponse]
+    def __init__(self, *, throttle_time_ms: Any = ..., allow_replication_factor_change: Any = ..., error_code: Any = ..., error_message: Any = ..., responses: list[_AlterPartitionReassignmentsResponse__ReassignableTopicResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class _AlterUserScramCredentialsRequest__ScramCredentialDeletion:
     name: Any
     mechanism: Any
@@ -856,6 +897,59 @@ class DescribeProducersResponse:
     topics: list[_DescribeProducersResponse__TopicResponse]
     def __init__(self, *, throttle_time_ms: Any = ..., topics: list[_DescribeProducersResponse__TopicResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _DescribeTopicPartitionsRequest__Cursor:
+    topic_name: Any
+    partition_index: Any
+    def __init__(self, *, topic_name: Any = ..., partition_index: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeTopicPartitionsRequest__TopicRequest:
+    name: Any
+    def __init__(self, *, name: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DescribeTopicPartitionsRequest:
+    Cursor = _DescribeTopicPartitionsRequest__Cursor
+    TopicRequest = _DescribeTopicPartitionsRequest__TopicRequest
+    topics: list[_DescribeTopicPartitionsRequest__TopicRequest]
+    response_partition_limit: Any
+    cursor: _DescribeTopicPartitionsRequest__Cursor
+    def __init__(self, *, topics: list[_DescribeTopicPartitionsRequest__TopicRequest] = ..., response_partition_limit: Any = ..., cursor: _DescribeTopicPartitionsRequest__Cursor = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeTopicPartitionsResponse__Cursor:
+    topic_name: Any
+    partition_index: Any
+    def __init__(self, *, topic_name: Any = ..., partition_index: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeTopicPartitionsResponse__DescribeTopicPartitionsResponsePartition:
+    error_code: Any
+    partition_index: Any
+    leader_id: Any
+    leader_epoch: Any
+    replica_nodes: Any
+    isr_nodes: Any
+    eligible_leader_replicas: Any
+    last_known_elr: Any
+    offline_replicas: Any
+    def __init__(self, *, error_code: Any = ..., partition_index: Any = ..., leader_id: Any = ..., leader_epoch: Any = ..., replica_nodes: Any = ..., isr_nodes: Any = ..., eligible_leader_replicas: Any = ..., last_known_elr: Any = ..., offline_replicas: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeTopicPartitionsResponse__DescribeTopicPartitionsResponseTopic:
+    DescribeTopicPartitionsResponsePartition = _DescribeTopicPartitionsResponse__DescribeTopicPartitionsResponsePartition
+    error_code: Any
+    name: Any
+    topic_id: Any
+    is_internal: Any
+    partitions: list[_DescribeTopicPartitionsResponse__DescribeTopicPartitionsResponsePartition]
+    topic_authorized_operations: Any
+    def __init__(self, *, error_code: Any = ..., name: Any = ..., topic_id: Any = ..., is_internal: Any = ..., partitions: list[_DescribeTopicPartitionsResponse__DescribeTopicPartitionsResponsePartition] = ..., topic_authorized_operations: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DescribeTopicPartitionsResponse:
+    Cursor = _DescribeTopicPartitionsResponse__Cursor
+    DescribeTopicPartitionsResponsePartition = _DescribeTopicPartitionsResponse__DescribeTopicPartitionsResponsePartition
+    DescribeTopicPartitionsResponseTopic = _DescribeTopicPartitionsResponse__DescribeTopicPartitionsResponseTopic
+    throttle_time_ms: Any
+    topics: list[_DescribeTopicPartitionsResponse__DescribeTopicPartitionsResponseTopic]
+    next_cursor: _DescribeTopicPartitionsResponse__Cursor
+    def __init__(self, *, throttle_time_ms: Any = ..., topics: list[_DescribeTopicPartitionsResponse__DescribeTopicPartitionsResponseTopic] = ..., next_cursor: _DescribeTopicPartitionsResponse__Cursor = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class DescribeTransactionsRequest:
     transactional_ids: Any
     def __init__(self, *, transactional_ids: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
@@ -914,6 +1008,38 @@ class DescribeUserScramCredentialsResponse:
     error_message: Any
     results: list[_DescribeUserScramCredentialsResponse__DescribeUserScramCredentialsResult]
     def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., results: list[_DescribeUserScramCredentialsResponse__DescribeUserScramCredentialsResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ElectLeadersRequest__TopicPartitions:
+    topic: Any
+    partitions: Any
+    def __init__(self, *, topic: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ElectLeadersRequest:
+    TopicPartitions = _ElectLeadersRequest__TopicPartitions
+    election_type: Any
+    topic_partitions: list[_ElectLeadersRequest__TopicPartitions]
+    timeout_ms: Any
+    def __init__(self, *, election_type: Any = ..., topic_partitions: list[_ElectLeadersRequest__TopicPartitions] = ..., timeout_ms: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ElectLeadersResponse__PartitionResult:
+    partition_id: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, partition_id: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ElectLeadersResponse__ReplicaElectionResult:
+    PartitionResult = _ElectLeadersResponse__PartitionResult
+    topic: Any
+    partition_result: list[_ElectLeadersResponse__PartitionResult]
+    def __init__(self, *, topic: Any = ..., partition_result: list[_ElectLeadersResponse__PartitionResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ElectLeadersResponse:
+    PartitionResult = _ElectLeadersResponse__PartitionResult
+    ReplicaElectionResult = _ElectLeadersResponse__ReplicaElectionResult
+    throttle_time_ms: Any
+    error_code: Any
+    replica_election_results: list[_ElectLeadersResponse__ReplicaElectionResult]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., replica_election_results: list[_ElectLeadersResponse__ReplicaElectionResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class EndTxnRequest:
     transactional_id: Any
@@ -1273,6 +1399,39 @@ class ListOffsetsResponse:
     throttle_time_ms: Any
     topics: list[_ListOffsetsResponse__ListOffsetsTopicResponse]
     def __init__(self, *, throttle_time_ms: Any = ..., topics: list[_ListOffsetsResponse__ListOffsetsTopicResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ListPartitionReassignmentsRequest__ListPartitionReassignmentsTopics:
+    name: Any
+    partition_indexes: Any
+    def __init__(self, *, name: Any = ..., partition_indexes: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ListPartitionReassignmentsRequest:
+    ListPartitionReassignmentsTopics = _ListPartitionReassignmentsRequest__ListPartitionReassignmentsTopics
+    timeout_ms: Any
+    topics: list[_ListPartitionReassignmentsRequest__ListPartitionReassignmentsTopics]
+    def __init__(self, *, timeout_ms: Any = ..., topics: list[_ListPartitionReassignmentsRequest__ListPartitionReassignmentsTopics] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ListPartitionReassignmentsResponse__OngoingPartitionReassignment:
+    partition_index: Any
+    replicas: Any
+    adding_replicas: Any
+    removing_replicas: Any
+    def __init__(self, *, partition_index: Any = ..., replicas: Any = ..., adding_replicas: Any = ..., removing_replicas: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ListPartitionReassignmentsResponse__OngoingTopicReassignment:
+    OngoingPartitionReassignment = _ListPartitionReassignmentsResponse__OngoingPartitionReassignment
+    name: Any
+    partitions: list[_ListPartitionReassignmentsResponse__OngoingPartitionReassignment]
+    def __init__(self, *, name: Any = ..., partitions: list[_ListPartitionReassignmentsResponse__OngoingPartitionReassignment] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ListPartitionReassignmentsResponse:
+    OngoingPartitionReassignment = _ListPartitionReassignmentsResponse__OngoingPartitionReassignment
+    OngoingTopicReassignment = _ListPartitionReassignmentsResponse__OngoingTopicReassignment
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    topics: list[_ListPartitionReassignmentsResponse__OngoingTopicReassignment]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., topics: list[_ListPartitionReassignmentsResponse__OngoingTopicReassignment] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class ListTransactionsRequest:
     state_filters: Any

@@ -33,6 +33,8 @@ SERVED_APIS = (
     "IncrementalAlterConfigs", "DescribeLogDirs", "SaslHandshake", "SaslAuthenticate", "CreateAcls", "DescribeAcls",
     "DeleteAcls", "DescribeUserScramCredentials", "AlterUserScramCredentials", "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe", "UpdateFeatures", "ListConfigResources",
+    # the cluster's admin surface (issue 26)
+    "ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments", "DescribeTopicPartitions",
     # transactions (KIP-98)
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
     "DescribeTransactions", "ListTransactions", "DescribeProducers", "WriteTxnMarkers",

@@ -11,9 +11,10 @@ UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one -> INVALID_PARTITI
 the wrong length, with more than one replica or naming another broker -> INVALID_REPLICATION_ASSIGNMENT.
 validate_only runs every check and changes nothing. Clients see the new partitions in their next
 Metadata; a consumer group's leader then rejoins (classic protocol), and the assignment covers them.
-Cluster mode: not served yet (the controller has no create-partitions operation): every topic is
-answered NOT_CONTROLLER on a node that is not the controller, and on the controller INVALID_REQUEST
-saying so.
+Cluster mode: the active controller adds the partitions (Controller.create_partitions: placed over the
+registered brokers with the topic's replication factor, or checked when assigned by hand, as
+ReplicationControlManager.createPartitions; its messages), the topic key and the new partition keys in
+one txn; any other node answers NOT_CONTROLLER (clients send CreatePartitions to the controller).
 """
 from __future__ import annotations
 
@@ -33,9 +34,18 @@ async def handle(ctx: RequestContext, request: m.CreatePartitionsRequest):
     results = [_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for name in duplicates]
     cluster = ctx.broker.cluster
     if cluster is not None:
-        code, message = ((ErrorCode.INVALID_REQUEST, "CreatePartitions is not supported in cluster mode yet.")
-                         if cluster.is_controller else (ErrorCode.NOT_CONTROLLER, None))
-        results += [_result(name, code, message) for name in counts if counts[name] == 1]
+        controller = cluster.active_controller
+        for t in request.topics:
+            if counts[t.name] > 1:
+                continue
+            if controller is None:
+                results.append(_result(t.name, ErrorCode.NOT_CONTROLLER,
+                                       f"This node ({cluster.node_id}) is not the controller."))
+                continue
+            assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+            code, message = await controller.create_partitions(t.name, t.count, assignments,
+                                                               validate_only=request.validate_only)
+            results.append(_result(t.name, code, message))
         return m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
     topics = ctx.broker.topics
     for t in request.topics:

@@ -9,6 +9,8 @@ As Kafka's ReplicaManager.describeLogDirs: topics null = every partition; reques
 not in the directory are left out; partition_size is the bytes of its segments; offset_lag is the log
 end minus the high watermark (what is written but not yet durable); is_future_key is false (no
 AlterReplicaLogDirs). One directory: log.dirs' first entry, the one kcoord writes to.
+Cluster mode: each node answers for its own directory, and lists only the partitions its metadata image
+says it holds a replica of (a log left behind by a replica moved away is not one of them).
 """
 from __future__ import annotations
 
@@ -25,6 +27,10 @@ from kcoord.protocol.errors import ErrorCode
 async def handle(ctx: RequestContext, request: m.DescribeLogDirsRequest):
     broker = ctx.broker
     by_topic = broker.logs.topics()  # {topic: [partitions]} present on disk
+    if broker.cluster is not None:
+        image, node = broker.cluster.image, broker.node_id
+        held = {(tp.topic, tp.partition) for tp, part in image.partitions() if node in part.registration.replicas}
+        by_topic = {t: ps for t, ps in ((t, [p for p in ps if (t, p) in held]) for t, ps in by_topic.items()) if ps}
     if request.topics is None:
         wanted = sorted(by_topic.items())
     else:

@@ -427,6 +427,44 @@ def describe_log_dirs(c, v, env):
     return resp
 
 
+def node_id(c: RawKafka) -> int:
+    return call(c, 3, 1, m.MetadataRequest(topics=[])).brokers[0].node_id
+
+
+def elect_leaders(c, v, env):
+    """Null partitions = every partition; a one-broker cluster needs no election anywhere, and Kafka leaves
+    ELECTION_NOT_NEEDED partitions out of such an answer (ReplicationControlManager.electLeaders)."""
+    resp = call(c, 43, v, m.ElectLeadersRequest(election_type=0, topic_partitions=None, timeout_ms=5000))
+    assert all(not r.partition_result for r in resp.replica_election_results)
+    return resp
+
+
+def alter_partition_reassignments(c, v, env):
+    """The one valid target on one broker: the partition's own replica (no change)."""
+    R = m.AlterPartitionReassignmentsRequest
+    resp = call(c, 45, v, R(timeout_ms=5000, allow_replication_factor_change=False, topics=[R.ReassignableTopic(
+        name=TOPIC, partitions=[R.ReassignableTopic.ReassignablePartition(partition_index=0,
+                                                                        replicas=[node_id(c)])])]))
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in resp.responses] == [(TOPIC, [0])]
+    return resp
+
+
+def list_partition_reassignments(c, v, env):
+    resp = call(c, 46, v, m.ListPartitionReassignmentsRequest(timeout_ms=5000, topics=None))
+    assert resp.topics == []
+    return resp
+
+
+def describe_topic_partitions(c, v, env):
+    R = m.DescribeTopicPartitionsRequest
+    resp = call(c, 75, v, R(topics=[R.TopicRequest(name=TOPIC)], response_partition_limit=1,
+                            cursor=R.Cursor(topic_name=TOPIC, partition_index=0)))
+    (topic,) = resp.topics
+    assert topic.name == TOPIC and [p.partition_index for p in topic.partitions] == [0]
+    assert topic.partitions[0].replica_nodes == topic.partitions[0].isr_nodes == [node_id(c)]
+    return resp
+
+
 def offset_for_leader_epoch(c, v, env):
     R = m.OffsetForLeaderEpochRequest
     T = R.OffsetForLeaderTopic
@@ -489,6 +527,7 @@ SCENARIOS: dict[int, Callable] = {
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
     18: api_versions, 19: create_topics, 20: delete_topics, 21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch,
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
+    43: elect_leaders, 45: alter_partition_reassignments, 46: list_partition_reassignments, 75: describe_topic_partitions,
     47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
