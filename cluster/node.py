@@ -11,18 +11,22 @@ ZooKeeper-era registration in etcd, in this order:
    acted on in the listener, and a task of their own hands them to `replicas.apply(...)`;
 4. run the controller candidacy under the same lease (kcoord.cluster.controller).
 
-Lease lost (the node was paused or cut off past its session): every leadership is dropped at once
-(each partition the image says it leads is handed to `replicas` as BecomeFollower(NO_LEADER): stop
-leading, keep the data), the node registers again (new lease, new broker epoch) and a new controller
-candidacy starts under the new lease, as ZooKeeper-era Kafka's processExpire re-registered.
+Lease lost (the node was paused or cut off past its session): every role is dropped at once
+(`replicas.drop_all_roles()`: waiting acks=all writes fail, fetchers stop, the data stays), the node
+registers again (new lease, new broker epoch), follows again every partition it holds and does not lead
+(leaderships wait for the controller's next election), and a new controller candidacy starts under the
+new lease, as ZooKeeper-era Kafka's processExpire re-registered.
 
 Controlled shutdown (SIGTERM, `stop()`): mark the registration `shutting_down`; the controller moves
 every leadership of this node away (or leaves a partition whose only ISR member it is leaderless); wait
 until the image shows this node leading nothing, bounded by `shutdown_timeout_s`; then revoke the lease.
 
-The seam with replication (`replicas`): an object with `apply(changes, image)` and `close()`. Until
-kcoord.cluster.replica_manager.ReplicaManager exists, `LocalRoles` below stands in: it opens the local
-logs of every partition this node holds and records its roles, nothing else (no fetching, no ISR).
+The seam with replication (`replicas`): an object with `apply(changes, image)`, `drop_all_roles()` and
+`close()`. On a broker it is `BrokerReplicas`: the partition's topic is mirrored into the node's
+TopicManager (the cluster's topic id and configs) and its local log opened with the topic's config, then
+kcoord.cluster.replica_manager.ReplicaManager takes the role (fetchers, ISR, high watermark, acks=all).
+Role changes, a lease loss's "drop every role" and the rejoin's "resume following" go through one queue,
+so they are applied in the order they happened.
 """
 from __future__ import annotations
 
@@ -31,9 +35,9 @@ import contextlib
 import logging
 import math
 import struct
+import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kcoord.cluster import keys
@@ -41,7 +45,6 @@ from kcoord.cluster.controller import Controller, CreateTopicResult
 from kcoord.cluster.keys import BrokerInfo, Endpoint
 from kcoord.cluster.metadata_image import (
     BecomeFollower,
-    BecomeLeader,
     BrokerImage,
     MetadataFollower,
     MetadataImage,
@@ -49,7 +52,6 @@ from kcoord.cluster.metadata_image import (
     StopReplica,
     TopicPartition,
 )
-from kcoord.cluster.partition_state import NO_LEADER
 from kcoord.cluster.registration import BrokerRegistration
 from kcoord.metadata.store import LeaseLost, MetadataStore, Put, StoreError, absent
 from kcoord.protocol.errors import ErrorCode
@@ -57,9 +59,11 @@ from kcoord.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from kcoord.broker.app import Broker
     from kcoord.broker.config import BrokerConfig
+    from kcoord.cluster.replica_manager import ReplicaManager
 
 log = logging.getLogger("kcoord.cluster.node")
 
+DROP_ALL, RESUME = "drop all roles", "resume following"  # markers in the role queue
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0  # bounded: SIGTERM exits even if leaderships cannot move
 FORWARD_TIMEOUT_S = 5.0
 
@@ -71,35 +75,32 @@ class Replicas(Protocol):
 
     def apply(self, changes: list[RoleChange], image: MetadataImage) -> None: ...
 
+    def drop_all_roles(self) -> None: ...
+
     async def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Role:
-    role: str          # "leader", "follower", "stopped"
-    leader: int
-    leader_epoch: int
+class BrokerReplicas:
+    """The broker's side of role changes around the ReplicaManager: before it takes a role, the topic is
+    mirrored into the node's TopicManager with the cluster's topic id and configs (what produce, fetch and
+    ListOffsets look topics up in), the partition's log opened with that topic's config, and the
+    partition's producer state dropped (rebuilt from the log when next needed)."""
 
-
-class LocalRoles:
-    """Placeholder for ReplicaManager: the local log of every partition this node holds is opened (the
-    topic mirrored into the node's TopicManager with the cluster's topic id and configs), and the role
-    each change gives is recorded in `roles`. No replication: a follower's log stays as it is."""
-
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, manager: ReplicaManager) -> None:
         self._broker = broker
-        self.roles: dict[TopicPartition, Role] = {}
+        self.manager = manager
 
     def apply(self, changes: list[RoleChange], image: MetadataImage) -> None:
         for change in changes:
-            if isinstance(change, StopReplica):
-                self.roles[change.tp] = Role("stopped", NO_LEADER, -1)
-                continue
-            self._open(change.tp, image)
-            if isinstance(change, BecomeLeader):
-                self.roles[change.tp] = Role("leader", self._broker.node_id, change.leader_epoch)
-            else:
-                self.roles[change.tp] = Role("follower", change.leader, change.leader_epoch)
+            # idempotence state is rebuilt from the log by the next leader: as a follower this node
+            # appended and truncated without it
+            self._broker.producers.forget_partition((change.tp.topic, change.tp.partition))
+            if not isinstance(change, StopReplica):
+                self._open(change.tp, image)
+        self.manager.apply(changes, image)
+
+    def drop_all_roles(self) -> None:
+        self.manager.drop_all_roles()
 
     def _open(self, tp: TopicPartition, image: MetadataImage) -> None:
         topic = image.topics.get(tp.topic)
@@ -111,7 +112,16 @@ class LocalRoles:
                                         config=self._broker.topics.log_config_of(local))
 
     async def close(self) -> None:
-        self.roles.clear()
+        await self.manager.close()
+
+
+def held_roles(image: MetadataImage, node_id: int) -> list[RoleChange]:
+    """BecomeFollower for every partition `node_id` holds and does not lead in `image`: what a node that
+    dropped its roles (lease lost) follows again once registered anew. Partitions the image still says it
+    leads are left to the controller, whose election (a new leader epoch) brings the next role."""
+    return [BecomeFollower(tp, part.registration.leader, part.registration.leader_epoch)
+            for tp, part in image.partitions()
+            if node_id in part.registration.replicas and part.registration.leader != node_id]
 
 
 class ClusterNode:
@@ -127,7 +137,8 @@ class ClusterNode:
         self._ttl_s = max(1, math.ceil(config.get("kcoord.etcd.session.timeout.ms") / 1000))
         self._shutdown_timeout_s = shutdown_timeout_s
         self.follower = MetadataFollower(store, self.node_id, self._on_metadata)
-        self._roles: asyncio.Queue[tuple[list[RoleChange], MetadataImage]] = asyncio.Queue()
+        # role batches in order; DROP_ALL (lease lost) and RESUME (registered again) among them
+        self._roles: asyncio.Queue[tuple[list[RoleChange] | str, MetadataImage]] = asyncio.Queue()
         self.registration: BrokerRegistration | None = None
         self.controller: Controller | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
@@ -136,12 +147,25 @@ class ClusterNode:
 
     @classmethod
     async def open(cls, broker: Broker) -> ClusterNode:
-        """The store and the placeholder replicas for `broker`; nothing runs until `start()`."""
+        """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
+        until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
         from kcoord.cluster.etcd_store import EtcdStore
+        from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig
 
         connect = broker.config.get("kcoord.etcd.connect")
         store = await EtcdStore.open(connect)
-        return cls(broker.config, store, LocalRoles(broker), local_cluster_id=broker.cluster_id)
+        node: ClusterNode | None = None
+
+        def image() -> MetadataImage:
+            assert node is not None
+            return node.image
+
+        manager = ReplicaManager(broker.node_id, broker.logs, store, ReplicationConfig.from_mapping(broker.config.props),
+                                 lambda: int(time.time() * 1000), image,
+                                 on_high_watermark=broker.fetch_waiters.notify)
+        node = cls(broker.config, store, BrokerReplicas(broker, manager), local_cluster_id=broker.cluster_id)
+        broker.visibility.replication = manager
+        return node
 
     # -- what the serving path reads -----------------------------------------------------------------
 
@@ -211,9 +235,16 @@ class ClusterNode:
         while True:
             changes, image = await self._roles.get()
             try:
+                if changes == DROP_ALL:
+                    self.replicas.drop_all_roles()
+                    continue
+                if changes == RESUME:  # the image as it is now, not as it was when queued
+                    image = self.image
+                    changes = held_roles(image, self.node_id)
+                assert not isinstance(changes, str)
                 self.replicas.apply(changes, image)
             except Exception:  # a bug in one batch must not stop every later role change
-                log.exception("node %d: applying %d role change(s) failed", self.node_id, len(changes))
+                log.exception("node %d: applying role change(s) %s failed", self.node_id, changes)
 
     def _lease_lost(self, epoch: int) -> None:
         if self._stopping:
@@ -226,11 +257,7 @@ class ClusterNode:
         log.warning("node %d lost its lease (broker epoch %d): stepping down from every leadership",
                     self.node_id, epoch)
         await self._cancel("controller")
-        image = self.image
-        dropped: list[RoleChange] = [BecomeFollower(tp, NO_LEADER, part.registration.leader_epoch)
-                                     for tp, part in image.partitions() if part.registration.leader == self.node_id]
-        if dropped:
-            self.replicas.apply(dropped, image)
+        self._roles.put_nowait((DROP_ALL, self.image))  # after the batches already queued, before later ones
         assert self.registration is not None
         while not self._stopping:
             try:
@@ -240,6 +267,7 @@ class ClusterNode:
                 await asyncio.sleep(0.5)
                 continue
             log.info("node %d registered again with broker epoch %d", self.node_id, new_epoch)
+            self._roles.put_nowait((RESUME, self.image))
             self._start_controller()
             return
 

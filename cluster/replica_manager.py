@@ -324,13 +324,18 @@ class ReplicaManager:
     def produce_error(self, topic: str, partition: int, acks: int) -> ErrorCode:
         """Before appending (ReplicaManager.appendRecords -> Partition.appendRecordsToLeader): only the
         leader takes a produce; acks=all is refused below the effective min ISR."""
-        tp = TopicPartition(topic, partition)
-        part = self._partitions.get(tp)
-        if part is None and self._image().partition(tp) is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if part is None or not part.is_leader:
+        part = self._partitions.get(TopicPartition(topic, partition))
+        if part is None:
+            return self.not_held_error(topic, partition)
+        if not part.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return part.acks_all_check() if acks == -1 else ErrorCode.NONE
+
+    def not_held_error(self, topic: str, partition: int) -> ErrorCode:
+        """What a request for a partition this node has no log of is answered (Kafka's getPartitionOrError):
+        NOT_LEADER_OR_FOLLOWER when the cluster has it, UNKNOWN_TOPIC_OR_PARTITION when it does not."""
+        known = self._image().partition(TopicPartition(topic, partition)) is not None
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def on_leader_append(self, topic: str, partition: int) -> None:
         """The leader's log grew (any acks): followers' long polls wake, and with no other ISR member the
@@ -384,9 +389,7 @@ class ReplicaManager:
         follower's request (replica id >= 0) may be answered by a follower, a consumer's by the leader."""
         part = self._partitions.get(TopicPartition(topic, partition))
         if part is None:
-            known = self._image().partition(TopicPartition(topic, partition)) is not None
-            error = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            return error, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            return self.not_held_error(topic, partition), UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
         error, found = part.offset_for_leader_epoch(current_leader_epoch, epoch, require_leader=replica_id < 0)
         return error, found.epoch, found.end_offset
 

@@ -172,6 +172,8 @@ class TopicManager:
         # Bumped by every saved change and kept in the file: a monotonic stand-in for the offset of
         # Kafka's metadata image (consumer groups record the version a regex was resolved at).
         self.metadata_version = 0
+        # kcoord.etcd.connect set: partitions live where the cluster's metadata places them
+        self.cluster_mode = broker.config.get("kcoord.etcd.connect") is not None
         self._load()
 
     # -- persistence ------------------------------------------------------------------------------
@@ -205,6 +207,8 @@ class TopicManager:
                 adopted = True
         if adopted:
             self._save()
+        if self.cluster_mode:
+            return  # the cluster node opens the partitions this node holds, as the metadata assigns them
         for topic in self._topics.values():
             self._open_partitions(topic)
 
@@ -256,10 +260,14 @@ class TopicManager:
         return sorted(self._topics.values(), key=lambda t: t.name)
 
     def log(self, name: str, partition: int) -> Any | None:
-        """The partition's log, or None when the topic or partition does not exist."""
+        """The partition's log, or None when the topic or partition does not exist. In cluster mode only a
+        replica this node holds has a log (the cluster node opens it when it takes the role): a partition
+        held elsewhere is None here, and the cluster's replica manager names the error."""
         topic = self._topics.get(name)
         if topic is None or not 0 <= partition < topic.partitions:
             return None
+        if self.cluster_mode:
+            return self.logs.get(name, partition)
         return self.logs.get_or_create(name, partition)
 
     def effective_configs(self, topic: Topic) -> dict[str, tuple[str, bool]]:

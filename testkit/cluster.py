@@ -5,6 +5,9 @@
     cluster.leader_of("events", 0)                     # node id, from Metadata
     cluster.kill(2); cluster.restart(2)                # SIGKILL; start again on its data and port
     cluster.pause(3); cluster.resume(3)                # SIGSTOP / SIGCONT (past the session: lease lost)
+    cluster.wait_leader("events", 0, not_on=2)         # until a leader other than node 2
+    cluster.wait_isr("events", 0, 3)                   # until the ISR has 3 members
+    cluster.data_dir(2)                                # node 2's log.dirs
     cluster.stop()                                     # SIGTERM every node (controlled shutdown), then etcd
 
 Nodes are numbered 1..N (their node.id); each has its own data directory under `workdir` and its admin
@@ -122,6 +125,45 @@ class KafkaCluster:
                 if p.partition_index == partition:
                     return p.leader_id
         raise KeyError(f"{topic}-{partition} is not in Metadata")
+
+    def data_dir(self, node_id: int) -> pathlib.Path:
+        """Node `node_id`'s log.dirs (its partitions are `<topic>-<partition>` directories in it)."""
+        return self.nodes[node_id].data_dir
+
+    def partition(self, topic: str, partition: int, via: int | None = None):
+        """The partition's Metadata entry (leader_id, leader_epoch, replica_nodes, isr_nodes, ...)."""
+        for t in self.metadata(via, [topic]).topics:
+            for p in t.partitions:
+                if p.partition_index == partition:
+                    return p
+        raise KeyError(f"{topic}-{partition} is not in Metadata")
+
+    def wait_leader(self, topic: str, partition: int, *, not_on: int | None = None, timeout: float = 30.0,
+                    via: int | None = None) -> int:
+        """Until the partition has a leader (other than `not_on`); returns it."""
+        return self._poll(lambda: self.leader_of(topic, partition, via), lambda leader: leader >= 0 and leader != not_on,
+                          timeout, f"{topic}-{partition}: leader")
+
+    def wait_isr(self, topic: str, partition: int, size: int, timeout: float = 30.0, via: int | None = None) -> list[int]:
+        """Until the partition's ISR has `size` members (as Metadata answers it); returns the ISR."""
+        return self._poll(lambda: list(self.partition(topic, partition, via).isr_nodes), lambda isr: len(isr) == size,
+                          timeout, f"{topic}-{partition}: ISR (expected {size} members)")
+
+    @staticmethod
+    def _poll(read, done, timeout: float, what: str):
+        """read() every 50 ms until done(value) (a failed read counts as not done); returns that value."""
+        deadline = time.monotonic() + timeout
+        value = None
+        while True:
+            try:
+                value = read()
+                if done(value):
+                    return value
+            except (OSError, KeyError, StopIteration):
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterFailed(f"{what} {value} after {timeout} s")
+            time.sleep(0.05)
 
     def wait_registered(self, node_ids: set[int], timeout: float = 30.0, via: int | None = None) -> None:
         """Until Metadata lists exactly `node_ids` as the cluster's brokers."""

@@ -16,6 +16,8 @@ Special timestamps: -2 earliest (log start offset), -1 latest (the high watermar
 one a version does not know is UNSUPPORTED_VERSION, as Kafka answers it.
 Like Kafka's answer to a consumer, nothing at or above the high watermark is ever returned
 (kcoord.broker.data.visibility: with fsync-per-append that is the durable offset, not the log end).
+Cluster mode: only the partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH against its leader epoch), and the high watermark is the ISR's.
 """
 from __future__ import annotations
 
@@ -63,9 +65,16 @@ def _epoch(broker, topic: str, partition: int, code: ErrorCode, offset: int) -> 
 def _lookup(broker, topic: str, partition: int, timestamp: int, version: int,
             current_leader_epoch: int, isolation_level: int = 0) -> tuple[ErrorCode, int, int]:
     plog = broker.topics.log(topic, partition)
+    replication = broker.visibility.replication
     if plog is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-    fenced = leader_epoch_error(plog, current_leader_epoch)
+        error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if replication is None else \
+            replication.not_held_error(topic, partition)
+        return error, -1, -1
+    if replication is None:
+        fenced, high = leader_epoch_error(plog, current_leader_epoch), high_watermark(plog)
+    else:  # cluster mode: only the leader answers (fetchOnlyFromLeader), with the ISR's high watermark
+        fenced, high = replication.consumer_fetch_bounds(topic, partition, current_leader_epoch,
+                                                         high_watermark(plog))
     if fenced:
         return fenced, -1, -1
     if timestamp < 0 and version < SPECIAL_SINCE.get(timestamp, 1 << 15):
@@ -75,7 +84,7 @@ def _lookup(broker, topic: str, partition: int, timestamp: int, version: int,
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing is tiered or waiting to be
         return ErrorCode.NONE, -1, -1
     # Kafka's lastFetchableOffset: the last stable offset for read_committed, else the high watermark.
-    hw = broker.txn_index.last_stable_offset(plog) if isolation_level == 1 else high_watermark(plog)
+    hw = min(broker.txn_index.last_stable_offset(plog), high) if isolation_level == 1 else high
     if timestamp == LATEST:
         return ErrorCode.NONE, hw, -1
     found = plog.offset_for_timestamp(timestamp)  # storage also knows MAX_TIMESTAMP

@@ -89,7 +89,8 @@ def _read_partition(topics: Any, w: PartitionFetch, budget_left: int, first: boo
         return PartitionRead(ErrorCode.UNKNOWN_TOPIC_ID)
     plog = topics.log(w.topic, w.partition)
     if plog is None:
-        return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return PartitionRead(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if replication is None
+                             else replication.not_held_error(w.topic, w.partition))
     if replication is None:
         fenced, hw = leader_epoch_error(plog, w.current_leader_epoch), high_watermark(plog)
     else:  # cluster mode: the leader's epoch check, and the ISR's high watermark

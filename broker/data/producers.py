@@ -135,6 +135,11 @@ class ProducerStateManager:
         return [(pid, e.epoch, e.last_seq, e.batches[-1].timestamp if e.batches else -1)
                 for pid, e in sorted(self._state(tp, log).items())]
 
+    def forget_partition(self, tp: TopicPartition) -> None:
+        """Drop what is known of `tp`'s producers; the next look rebuilds it from the log (cluster mode: a
+        follower's fetcher appends and truncates without telling this cache, so a new leader starts over)."""
+        self._partitions.pop(tp, None)
+
     def forget_topic(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:
             del self._partitions[tp]

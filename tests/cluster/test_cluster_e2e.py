@@ -10,9 +10,10 @@ import json
 import re
 import shutil
 import subprocess
-import time
 
 import pytest
+
+from tests.cluster.replication_checks import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120),
               pytest.mark.kcoord_cluster(nodes=3, session_timeout_ms=2000)]
@@ -21,17 +22,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120),
 def _partitions(cluster, topic: str):
     [t] = cluster.metadata(topics=[topic]).topics
     return {p.partition_index: p for p in t.partitions}
-
-
-def _wait(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} within {timeout} s")
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -51,7 +41,7 @@ def _create(admin, name: str, partitions: int = 6, rf: int = 3):
 
 def test_rf3_topic_has_leaders_spread_and_full_isrs(kafka_cluster, admin):
     _create(admin, "events")
-    parts = _wait(lambda: (p := _partitions(kafka_cluster, "events")) and len(p) == 6 and p, 10, "6 partitions")
+    parts = wait_until(lambda: (p := _partitions(kafka_cluster, "events")) and len(p) == 6 and p, 10, "6 partitions")
     assert {p.leader_id for p in parts.values()} == {1, 2, 3}
     for p in parts.values():
         assert sorted(p.replica_nodes) == [1, 2, 3] and sorted(p.isr_nodes) == [1, 2, 3]
@@ -67,7 +57,7 @@ def _partitions_via(cluster, node_id: int, topic: str):
         [t] = cluster.metadata(via=node_id, topics=[topic]).topics
         return {p.partition_index: p for p in t.partitions} if len(t.partitions) == 6 else None
 
-    return _wait(ready, 10, f"node {node_id} sees {topic}")
+    return wait_until(ready, 10, f"node {node_id} sees {topic}")
 
 
 def test_kafka_python_and_confluent_metadata_and_describe_cluster(kafka_cluster, admin):
@@ -81,7 +71,7 @@ def test_kafka_python_and_confluent_metadata_and_describe_cluster(kafka_cluster,
     assert kafka_cluster.metadata().controller_id == controller
 
     confluent = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
-    md = _wait(lambda: (m := confluent.list_topics(timeout=10)) and "seen" in m.topics
+    md = wait_until(lambda: (m := confluent.list_topics(timeout=10)) and "seen" in m.topics
                and len(m.topics["seen"].partitions) == 6 and m, 10, "confluent sees the topic")
     assert sorted(md.brokers) == [1, 2, 3]
     assert md.controller_id == controller
@@ -95,7 +85,7 @@ def test_kafka_python_and_confluent_metadata_and_describe_cluster(kafka_cluster,
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 def test_kcat_lists_the_cluster(kafka_cluster, admin):
     _create(admin, "listed")
-    _wait(lambda: len(_partitions(kafka_cluster, "listed")) == 6, 10, "the topic")
+    wait_until(lambda: len(_partitions(kafka_cluster, "listed")) == 6, 10, "the topic")
     out = subprocess.run(["kcat", "-b", kafka_cluster.bootstrap_servers, "-L", "-J", "-t", "listed"],
                          capture_output=True, text=True, timeout=30, check=True).stdout
     doc = json.loads(out)
@@ -131,7 +121,7 @@ def test_create_topics_on_a_node_that_is_not_the_controller_is_not_controller(ka
 
 def test_sigkill_moves_leaders_with_bumped_epochs_then_restart_registers_anew(kafka_cluster, admin):
     _create(admin, "failover")
-    before = _wait(lambda: (p := _partitions(kafka_cluster, "failover")) and len(p) == 6 and p, 10, "the topic")
+    before = wait_until(lambda: (p := _partitions(kafka_cluster, "failover")) and len(p) == 6 and p, 10, "the topic")
     victim = 2
     led = {i for i, p in before.items() if p.leader_id == victim}
     assert led
@@ -143,7 +133,7 @@ def test_sigkill_moves_leaders_with_bumped_epochs_then_restart_registers_anew(ka
         return parts if all(parts[i].leader_id not in (victim, -1) for i in led) and \
             all(victim not in p.isr_nodes for p in parts.values()) else None
 
-    after = _wait(moved, 15, "the killed node's partitions get new leaders")
+    after = wait_until(moved, 15, "the killed node's partitions get new leaders")
     for i in led:
         assert after[i].leader_epoch > before[i].leader_epoch
     for p in after.values():
@@ -156,7 +146,7 @@ def test_sigkill_moves_leaders_with_bumped_epochs_then_restart_registers_anew(ka
     epochs = [int(x) for x in re.findall(rf"broker {victim} registered with epoch (\d+)", log)]
     assert len(epochs) == 2 and epochs[1] > epochs[0]
     # registered again: no longer offline (rejoining the ISRs is the leaders' work: replication's data plane)
-    _wait(lambda: all(q.offline_replicas == [] for q in _partitions_via_running(kafka_cluster, survivor).values()),
+    wait_until(lambda: all(q.offline_replicas == [] for q in _partitions_via_running(kafka_cluster, survivor).values()),
           10, "its replicas are online again")
 
 
@@ -178,7 +168,7 @@ def test_find_coordinator_names_the_leader_of_the_group_partition(kafka_cluster)
 
     first = find(1)
     assert first.error_code in (0, 15)  # NONE, or COORDINATOR_NOT_AVAILABLE while the topic is created
-    answer = _wait(lambda: (r := find(3)).error_code == 0 and r, 15, "a coordinator")
+    answer = wait_until(lambda: (r := find(3)).error_code == 0 and r, 15, "a coordinator")
     [offsets] = kafka_cluster.metadata(topics=["__consumer_offsets"]).topics
     assert offsets.is_internal and len(offsets.partitions[0].replica_nodes) == 3
     assert answer.node_id == offsets.partitions[0].leader_id
