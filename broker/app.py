@@ -136,10 +136,10 @@ class Broker:
             low_water=max(1, self.config.get("queued.max.requests") // 4))
         self.listeners = await self.server.start(self.config.listeners)
         if self.config.get("kcoord.etcd.connect") is not None:  # cluster mode: join once the ports are bound
+            from kcoord.broker.cluster_node import open_cluster_node
             from kcoord.cluster.keys import Endpoint
-            from kcoord.cluster.node import ClusterNode
 
-            self.cluster = await ClusterNode.open(self)
+            self.cluster = await open_cluster_node(self)
             await self.cluster.start([Endpoint(b.name, b.host, b.port) for b in self.advertised()],
                                      self.config.get("broker.rack"))
             self.cluster_id = self.cluster.cluster_id  # the cluster's (the first node's), not this data dir's

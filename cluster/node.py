@@ -35,10 +35,9 @@ import contextlib
 import logging
 import math
 import struct
-import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from kcoord.cluster import keys
 from kcoord.cluster.controller import Controller, CreateTopicResult
@@ -49,17 +48,10 @@ from kcoord.cluster.metadata_image import (
     MetadataFollower,
     MetadataImage,
     RoleChange,
-    StopReplica,
-    TopicPartition,
 )
 from kcoord.cluster.registration import BrokerRegistration
 from kcoord.metadata.store import LeaseLost, MetadataStore, Put, StoreError, absent
 from kcoord.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from kcoord.broker.app import Broker
-    from kcoord.broker.config import BrokerConfig
-    from kcoord.cluster.replica_manager import ReplicaManager
 
 log = logging.getLogger("kcoord.cluster.node")
 
@@ -80,41 +72,6 @@ class Replicas(Protocol):
     async def close(self) -> None: ...
 
 
-class BrokerReplicas:
-    """The broker's side of role changes around the ReplicaManager: before it takes a role, the topic is
-    mirrored into the node's TopicManager with the cluster's topic id and configs (what produce, fetch and
-    ListOffsets look topics up in), the partition's log opened with that topic's config, and the
-    partition's producer state dropped (rebuilt from the log when next needed)."""
-
-    def __init__(self, broker: Broker, manager: ReplicaManager) -> None:
-        self._broker = broker
-        self.manager = manager
-
-    def apply(self, changes: list[RoleChange], image: MetadataImage) -> None:
-        for change in changes:
-            # idempotence state is rebuilt from the log by the next leader: as a follower this node
-            # appended and truncated without it
-            self._broker.producers.forget_partition((change.tp.topic, change.tp.partition))
-            if not isinstance(change, StopReplica):
-                self._open(change.tp, image)
-        self.manager.apply(changes, image)
-
-    def drop_all_roles(self) -> None:
-        self.manager.drop_all_roles()
-
-    def _open(self, tp: TopicPartition, image: MetadataImage) -> None:
-        topic = image.topics.get(tp.topic)
-        if topic is None or topic.info is None:
-            return
-        local = self._broker.topics.mirror(tp.topic, topic.info.topic_id, len(topic.info.replicas),
-                                           dict(topic.info.configs))
-        self._broker.logs.get_or_create(tp.topic, tp.partition,
-                                        config=self._broker.topics.log_config_of(local))
-
-    async def close(self) -> None:
-        await self.manager.close()
-
-
 def held_roles(image: MetadataImage, node_id: int) -> list[RoleChange]:
     """BecomeFollower for every partition `node_id` holds and does not lead in `image`: what a node that
     dropped its roles (lease lost) follows again once registered anew. Partitions the image still says it
@@ -124,10 +81,18 @@ def held_roles(image: MetadataImage, node_id: int) -> list[RoleChange]:
             if node_id in part.registration.replicas and part.registration.leader != node_id]
 
 
+class NodeConfig(Protocol):
+    """What the node reads of the broker's configuration (kcoord.broker.config.BrokerConfig has it)."""
+
+    node_id: int
+
+    def get(self, key: str): ...
+
+
 class ClusterNode:
     """One node's membership: registration, metadata follower, controller candidacy, role hand-off."""
 
-    def __init__(self, config: BrokerConfig, store: MetadataStore, replicas: Replicas, *,
+    def __init__(self, config: NodeConfig, store: MetadataStore, replicas: Replicas, *,
                  local_cluster_id: str, shutdown_timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
         self.config = config
         self.node_id: int = config.node_id
@@ -144,28 +109,6 @@ class ClusterNode:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._stopping = False
         self.lease_losses = 0
-
-    @classmethod
-    async def open(cls, broker: Broker) -> ClusterNode:
-        """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
-        until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
-        from kcoord.cluster.etcd_store import EtcdStore
-        from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig
-
-        connect = broker.config.get("kcoord.etcd.connect")
-        store = await EtcdStore.open(connect)
-        node: ClusterNode | None = None
-
-        def image() -> MetadataImage:
-            assert node is not None
-            return node.image
-
-        manager = ReplicaManager(broker.node_id, broker.logs, store, ReplicationConfig.from_mapping(broker.config.props),
-                                 lambda: int(time.time() * 1000), image,
-                                 on_high_watermark=broker.fetch_waiters.notify)
-        node = cls(broker.config, store, BrokerReplicas(broker, manager), local_cluster_id=broker.cluster_id)
-        broker.visibility.replication = manager
-        return node
 
     # -- what the serving path reads -----------------------------------------------------------------
 

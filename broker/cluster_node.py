@@ -1,0 +1,74 @@
+"""The serving path's side of cluster mode (issue #26): a ClusterNode over this broker's parts.
+
+kcoord.cluster knows nothing of the broker; here its ReplicaManager gets the broker's logs and long-poll
+waiters, and role changes reach the broker's TopicManager and producer state before the manager acts.
+Built by Broker.start() only when kcoord.etcd.connect is set.
+"""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from kcoord.cluster.metadata_image import MetadataImage, RoleChange, StopReplica, TopicPartition
+from kcoord.cluster.node import ClusterNode
+
+if TYPE_CHECKING:
+    from kcoord.broker.app import Broker
+    from kcoord.cluster.replica_manager import ReplicaManager
+
+
+class BrokerReplicas:
+    """The broker's side of role changes around the ReplicaManager: before it takes a role, the topic is
+    mirrored into the node's TopicManager with the cluster's topic id and configs (what produce, fetch and
+    ListOffsets look topics up in), the partition's log opened with that topic's config, and the
+    partition's producer state dropped (rebuilt from the log when next needed)."""
+
+    def __init__(self, broker: Broker, manager: ReplicaManager) -> None:
+        self._broker = broker
+        self.manager = manager
+
+    def apply(self, changes: list[RoleChange], image: MetadataImage) -> None:
+        for change in changes:
+            # idempotence state is rebuilt from the log by the next leader: as a follower this node
+            # appended and truncated without it
+            self._broker.producers.forget_partition((change.tp.topic, change.tp.partition))
+            if not isinstance(change, StopReplica):
+                self._open(change.tp, image)
+        self.manager.apply(changes, image)
+
+    def drop_all_roles(self) -> None:
+        self.manager.drop_all_roles()
+
+    def _open(self, tp: TopicPartition, image: MetadataImage) -> None:
+        topic = image.topics.get(tp.topic)
+        if topic is None or topic.info is None:
+            return
+        local = self._broker.topics.mirror(tp.topic, topic.info.topic_id, len(topic.info.replicas),
+                                           dict(topic.info.configs))
+        self._broker.logs.get_or_create(tp.topic, tp.partition,
+                                        config=self._broker.topics.log_config_of(local))
+
+    async def close(self) -> None:
+        await self.manager.close()
+
+
+async def open_cluster_node(broker: Broker) -> ClusterNode:
+    """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
+    until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
+    from kcoord.cluster.etcd_store import EtcdStore
+    from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig
+
+    connect = broker.config.get("kcoord.etcd.connect")
+    store = await EtcdStore.open(connect)
+    node: ClusterNode | None = None
+
+    def image() -> MetadataImage:
+        assert node is not None
+        return node.image
+
+    manager = ReplicaManager(broker.node_id, broker.logs, store, ReplicationConfig.from_mapping(broker.config.props),
+                             lambda: int(time.time() * 1000), image,
+                             on_high_watermark=broker.fetch_waiters.notify)
+    node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager), local_cluster_id=broker.cluster_id)
+    broker.visibility.replication = manager
+    return node
