@@ -168,9 +168,13 @@ def _cluster_topic(image: MetadataImage, topic: TopicImage):
     partitions = []
     for index, part in sorted(topic.partitions.items()):
         reg = part.registration
+        # KRaftMetadataCache.getPartitionMetadata: a leader that is not a registered (live) broker is
+        # answered as none (-1, LEADER_NOT_AVAILABLE), as between a node's death and the controller's
+        # election; clients then wait and refresh instead of connecting to a broker they cannot find
+        leads = reg.has_leader and reg.leader in registered
         partitions.append(P(
-            error_code=ErrorCode.NONE if reg.has_leader else ErrorCode.LEADER_NOT_AVAILABLE,
-            partition_index=index, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
+            error_code=ErrorCode.NONE if leads else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=index, leader_id=reg.leader if leads else -1, leader_epoch=reg.leader_epoch,
             replica_nodes=list(reg.replicas), isr_nodes=list(reg.isr),
             offline_replicas=[r for r in reg.replicas if r not in registered]))
     return m.MetadataResponse.MetadataResponseTopic(
