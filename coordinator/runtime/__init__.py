@@ -111,7 +111,7 @@ class MetricsEvents(CoordinatorEvents):
 
 
 class GroupRuntime:
-    """The asyncio face of the GroupCoordinatorService (`broker.groups`): it owns the clock, the timers
+    """The asyncio face of the GroupCoordinatorService (`broker.group_coordinator`): it owns the clock, the timers
     and the writer, loads the shards after the server listens, and turns the service's callbacks into
     awaitables for the handlers."""
 

@@ -55,11 +55,11 @@ class WriteFault:
 
     def arm(self) -> None:
         async def arm() -> None:
-            self.broker.groups.fail_offsets_writes(1)
+            self.broker.group_coordinator.fail_offsets_writes(1)
         asyncio.run_coroutine_threadsafe(arm(), self.loop).result(10)
 
     def pending(self) -> int:
-        return self.broker.groups.fail_offsets_writes(0)
+        return self.broker.group_coordinator.fail_offsets_writes(0)
 
 
 @pytest.fixture
