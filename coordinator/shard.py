@@ -7,8 +7,8 @@ answer the client. A failed append replays nothing, so it changes nothing.
 
 `replay(key, value)` routes a record by its key's type (Kafka's GroupCoordinatorShard.replay):
 OffsetCommitKey to the offset manager, GroupMetadataKey to the group manager, KIP-848's consumer group
-records (key types 3-8) to the consumer group manager (kcoord.coordinator.consumer); other types (share
-groups) are not ours yet and are skipped. A shard is the unit that loads (`load`, then
+records (key types 3-8) to the consumer group manager (kcoord.coordinator.consumer), KIP-932's share group
+records (key types 10-14) to the share group manager (kcoord.coordinator.share). A shard is the unit that loads (`load`, then
 `on_loaded`) and unloads (`on_unloaded`), and later moves between nodes.
 """
 from __future__ import annotations
@@ -50,6 +50,8 @@ from kcoord.coordinator.results import (
     RequestContext,
     SyncGroupResult,
 )
+from kcoord.coordinator.share import records as share_records
+from kcoord.coordinator.share.manager import ShareGroupManager
 from kcoord.coordinator.timers import Clock, Timer
 from kcoord.coordinator.txn_offsets import TxnMarkerRecords
 from kcoord.protocol.consumer_offsets import (
@@ -83,11 +85,17 @@ class GroupCoordinatorShard:
         self.consumer_manager.group_manager = self.group_manager  # online migration reads and hands over classic groups
         self.group_manager.is_consumer_group = self.consumer_manager.groups.__contains__
         self.offset_manager.consumer_groups = self.consumer_manager.groups
+        # share groups (KIP-932): a third kind in the same namespace of ids
+        self.share_manager = ShareGroupManager(f"{OFFSETS_TOPIC}-{partition}", config, clock, timer, log, events,
+                                               self.write, topics)
+        self.share_manager.is_other_group = lambda gid: gid in self.group_manager.groups or gid in self.consumer_manager.groups
         self._append_seq = itertools.count()
         # ConsumerGroupHeartbeat (KIP-848: kcoord.coordinator.consumer.heartbeat), the hot path: the step itself,
-        # bound once, so a heartbeat costs no frame of the shard's own
+        # bound once, so a heartbeat costs no frame of the shard's own -- until the shard holds a share group:
+        # then the id is checked first (consumer_group_heartbeat_checked, group-type exclusivity)
         self.consumer_group_heartbeat: Callable[[RequestContext, Any, Callable[[HeartbeatResult], None]], None] = \
             self.consumer_manager.heartbeats.handle
+        self.share_manager.on_first_group = self._check_consumer_heartbeats
 
     # ------------------------------------------------------------ records out ...
 
@@ -129,7 +137,9 @@ class GroupCoordinatorShard:
             return
         for record in records:
             decoded = getattr(record, "decoded", None)
-            if decoded is not None:  # a consumer group record we wrote: its decoded form, no decoding
+            if isinstance(decoded, share_records.ShareRecord):  # a share group record we wrote
+                self.share_manager.replay_record(decoded)
+            elif decoded is not None:  # a consumer group record we wrote: its decoded form, no decoding
                 self.replay_consumer(decoded)
             else:
                 self.replay(record[0], record[1])
@@ -152,6 +162,8 @@ class GroupCoordinatorShard:
             self.consumer_manager.replay(key, value)
             if rtype == consumer_records.GROUP_METADATA and value is not None:
                 self.group_manager.drop_upgraded(consumer_records.decode(key, None).group_id)
+        elif share_records.record_type(key) is not None:
+            self.share_manager.replay(key, value)
 
     def replay_consumer(self, record: consumer_records.ConsumerRecord) -> None:
         """A KIP-848 consumer group record we wrote, as `replay` of its bytes would decode it."""
@@ -190,14 +202,18 @@ class GroupCoordinatorShard:
     def load_consumer_groups(self, state: PartitionState) -> None:
         """The partition's consumer group records (KIP-848), before its classic groups and offsets: offsets
         of a consumer group then make no classic group of the same id."""
-        self.consumer_manager.load(state.consumer_records)
+        share = {k: v for k, v in state.consumer_records.items() if share_records.record_type(k) is not None}
+        self.consumer_manager.load({k: v for k, v in state.consumer_records.items() if k not in share}
+                                   if share else state.consumer_records)
+        self.share_manager.load(share)
 
     def on_loaded(self) -> None:
         self.group_manager.on_loaded()
         self.consumer_manager.on_loaded()
+        self.share_manager.on_loaded()
 
     def on_unloaded(self) -> int:
-        return self.group_manager.on_unloaded() + self.consumer_manager.on_unloaded()
+        return self.group_manager.on_unloaded() + self.consumer_manager.on_unloaded() + self.share_manager.on_unloaded()
 
     # ------------------------------------------------------------ the operations the service calls
 
@@ -213,6 +229,8 @@ class GroupCoordinatorShard:
     def join_group(self, join: JoinRequest, callback: Callable[[JoinGroupResult], None]) -> None:
         """JoinGroup (classicGroupJoin, or classicGroupJoinToConsumerGroup for a consumer group)."""
         joins = self.group_manager.joins
+        if join.group_id in self.share_manager.groups:  # classicGroupJoin: a group of another type
+            return callback(JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ""))
         if not self._consumer_side(join.group_id):
             return joins.handle_join_group(join, callback)
         self.consumer_manager.classic_members.join(join, lambda result: joins.handle_join_group(
@@ -258,7 +276,7 @@ class GroupCoordinatorShard:
 
     def describe_group(self, group_id: str, request_version: int) -> DescribedGroup:
         """DescribeGroups of one group (Kafka's describeGroups, per id); a consumer group is not a classic one."""
-        if group_id in self.consumer_manager.groups:
+        if group_id in self.consumer_manager.groups or group_id in self.share_manager.groups:
             return consumer_describe.not_a_classic_group(group_id, request_version)
         return self.group_manager.describe_group(group_id, request_version)
 
@@ -267,7 +285,9 @@ class GroupCoordinatorShard:
         wanted = {s.lower() for s in states} if states else None
         return self.group_manager.list_groups(states) + [
             ListedGroup(g.group_id, g.protocol_type, g.state, "consumer")
-            for g in self.consumer_manager.groups.values() if wanted is None or g.state.lower() in wanted]
+            for g in self.consumer_manager.groups.values() if wanted is None or g.state.lower() in wanted] + [
+            ListedGroup(g.group_id, "share", g.state, "share")
+            for g in self.share_manager.groups.values() if wanted is None or g.state.lower() in wanted]
 
     def commit_offset(self, request: OffsetCommit, callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
         """OffsetCommit."""
@@ -289,6 +309,31 @@ class GroupCoordinatorShard:
                 return OffsetFetchResult(group_id, error)
         return self.offset_manager.handle_fetch_offsets(group_id, partitions, require_stable)
 
+    # ------------------------------------------------------------ share groups (KIP-932: kcoord.coordinator.share)
+
+    def _check_consumer_heartbeats(self) -> None:
+        self.consumer_group_heartbeat = self.consumer_group_heartbeat_checked
+
+    def consumer_group_heartbeat_checked(self, context: RequestContext, request, callback) -> None:
+        """ConsumerGroupHeartbeat on an id a share group holds: getOrMaybeCreateConsumerGroup's
+        GROUP_ID_NOT_FOUND; any other goes to the consumer side."""
+        if request.group_id in self.share_manager.groups:
+            return callback(HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group."))
+        self.consumer_manager.heartbeats.handle(context, request, callback)
+
+    def share_group_heartbeat(self, context: RequestContext, request, callback) -> None:
+        """ShareGroupHeartbeat (kcoord.coordinator.share.heartbeat)."""
+        self.share_manager.heartbeat(context, request, callback)
+
+    def share_group_describe(self, group_id: str):
+        """ShareGroupDescribe of one group: (error, message, group or None)."""
+        group = self.share_manager.groups.get(group_id)
+        if group is not None:
+            return ErrorCode.NONE, None, group
+        if self.share_manager.is_other_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
+        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+
     def classic_group_count(self) -> int:
         """How many classic groups the shard holds (what a load reports)."""
         return len(self.group_manager.groups)
@@ -301,6 +346,13 @@ class GroupCoordinatorShard:
         results: dict[str, ErrorCode] = {}
         records: list[Record] = []
         for group_id in group_ids:
+            share_group = self.share_manager.groups.get(group_id)
+            if share_group is not None:  # KIP-932: Empty only (and no write in flight)
+                error = results[group_id] = (ErrorCode.NON_EMPTY_GROUP if self.share_manager.busy(group_id)
+                                             or not share_group.is_empty() else ErrorCode.NONE)
+                if error == ErrorCode.NONE:
+                    records += self.offset_manager.delete_all_offsets(group_id) + self.share_manager.deletion_records(share_group)
+                continue
             consumer_group = self.consumer_manager.groups.get(group_id)
             if consumer_group is not None:  # KIP-848: Empty only (and no write in flight), its records' tombstones
                 error = results[group_id] = (ErrorCode.NON_EMPTY_GROUP if self.consumer_manager.busy(group_id)
