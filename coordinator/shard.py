@@ -7,16 +7,15 @@ answer the client. A failed append replays nothing, so it changes nothing.
 
 `replay(key, value)` routes a record by its key's type (Kafka's GroupCoordinatorShard.replay):
 OffsetCommitKey to the offset manager, GroupMetadataKey to the group manager, KIP-848's consumer group
-records (key types 3-8) to the consumer group manager (kcoord.coordinator.consumer), KIP-932's share group
-records (key types 10-14) to the share group manager (kcoord.coordinator.share). A shard is the unit that loads (`load`, then
-`on_loaded`) and unloads (`on_unloaded`), and later moves between nodes.
+records (key types 3-8) to the consumer group manager (kcoord.coordinator.consumer), KIP-932's (10-14) to
+the share group manager (kcoord.coordinator.share; its operations: share/shard_ops.py). A shard is the unit
+that loads (`load`, then `on_loaded`) and unloads (`on_unloaded`), and later moves between nodes.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from kcoord.coordinator.config import GroupConfig
 from kcoord.coordinator.consumer import describe as consumer_describe
@@ -25,7 +24,6 @@ from kcoord.coordinator.consumer.classic_members import CLASSIC_GROUP, PendingHe
 from kcoord.coordinator.consumer.describe import DescribedConsumerGroup
 from kcoord.coordinator.consumer.manager import ConsumerGroupManager
 from kcoord.coordinator.consumer.offsets import validate_offset_fetch
-from kcoord.coordinator.consumer.steady import HeartbeatResult
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from kcoord.coordinator.core import OFFSETS_TOPIC, map_write_error
 from kcoord.coordinator.events import CoordinatorEvents
@@ -47,11 +45,9 @@ from kcoord.coordinator.results import (
     ListedGroup,
     OffsetCommit,
     OffsetFetchResult,
-    RequestContext,
     SyncGroupResult,
 )
-from kcoord.coordinator.share import records as share_records
-from kcoord.coordinator.share.manager import ShareGroupManager
+from kcoord.coordinator.share.shard_ops import ShareGroupOperations
 from kcoord.coordinator.timers import Clock, Timer
 from kcoord.coordinator.txn_offsets import TxnMarkerRecords
 from kcoord.protocol.consumer_offsets import (
@@ -67,7 +63,7 @@ S = GroupState
 TopicPartition = tuple[str, int]
 
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(ShareGroupOperations):
     def __init__(self, partition: int, config: GroupConfig, clock: Clock, timer: Timer, writer,
                  log: logging.Logger, events: CoordinatorEvents, topics: TopicsImage = NO_TOPICS) -> None:
         self.partition = partition
@@ -85,17 +81,10 @@ class GroupCoordinatorShard:
         self.consumer_manager.group_manager = self.group_manager  # online migration reads and hands over classic groups
         self.group_manager.is_consumer_group = self.consumer_manager.groups.__contains__
         self.offset_manager.consumer_groups = self.consumer_manager.groups
-        # share groups (KIP-932): a third kind in the same namespace of ids
-        self.share_manager = ShareGroupManager(f"{OFFSETS_TOPIC}-{partition}", config, clock, timer, log, events,
-                                               self.write, topics)
-        self.share_manager.is_other_group = lambda gid: gid in self.group_manager.groups or gid in self.consumer_manager.groups
         self._append_seq = itertools.count()
-        # ConsumerGroupHeartbeat (KIP-848: kcoord.coordinator.consumer.heartbeat), the hot path: the step itself,
-        # bound once, so a heartbeat costs no frame of the shard's own -- until the shard holds a share group:
-        # then the id is checked first (consumer_group_heartbeat_checked, group-type exclusivity)
-        self.consumer_group_heartbeat: Callable[[RequestContext, Any, Callable[[HeartbeatResult], None]], None] = \
-            self.consumer_manager.heartbeats.handle
-        self.share_manager.on_first_group = self._check_consumer_heartbeats
+        # share groups (KIP-932), and ConsumerGroupHeartbeat bound to the consumer step itself (the hot path: no
+        # frame of the shard's own) until a share group exists (share/shard_ops.py: group-type exclusivity)
+        self._init_share_groups(partition, config, clock, timer, log, events, self.write, topics)
 
     # ------------------------------------------------------------ records out ...
 
@@ -137,10 +126,8 @@ class GroupCoordinatorShard:
             return
         for record in records:
             decoded = getattr(record, "decoded", None)
-            if isinstance(decoded, share_records.ShareRecord):  # a share group record we wrote
-                self.share_manager.replay_record(decoded)
-            elif decoded is not None:  # a consumer group record we wrote: its decoded form, no decoding
-                self.replay_consumer(decoded)
+            if decoded is not None:  # a group record we wrote (KIP-848, KIP-932): its decoded form, no decoding
+                self.replay_decoded(decoded)
             else:
                 self.replay(record[0], record[1])
 
@@ -162,8 +149,8 @@ class GroupCoordinatorShard:
             self.consumer_manager.replay(key, value)
             if rtype == consumer_records.GROUP_METADATA and value is not None:
                 self.group_manager.drop_upgraded(consumer_records.decode(key, None).group_id)
-        elif share_records.record_type(key) is not None:
-            self.share_manager.replay(key, value)
+        else:  # KIP-932's share group records; others belong to other coordinators
+            self.replay_share(key, value)
 
     def replay_consumer(self, record: consumer_records.ConsumerRecord) -> None:
         """A KIP-848 consumer group record we wrote, as `replay` of its bytes would decode it."""
@@ -202,10 +189,7 @@ class GroupCoordinatorShard:
     def load_consumer_groups(self, state: PartitionState) -> None:
         """The partition's consumer group records (KIP-848), before its classic groups and offsets: offsets
         of a consumer group then make no classic group of the same id."""
-        share = {k: v for k, v in state.consumer_records.items() if share_records.record_type(k) is not None}
-        self.consumer_manager.load({k: v for k, v in state.consumer_records.items() if k not in share}
-                                   if share else state.consumer_records)
-        self.share_manager.load(share)
+        self.consumer_manager.load(self._split_share_records(state.consumer_records))
 
     def on_loaded(self) -> None:
         self.group_manager.on_loaded()
@@ -285,9 +269,8 @@ class GroupCoordinatorShard:
         wanted = {s.lower() for s in states} if states else None
         return self.group_manager.list_groups(states) + [
             ListedGroup(g.group_id, g.protocol_type, g.state, "consumer")
-            for g in self.consumer_manager.groups.values() if wanted is None or g.state.lower() in wanted] + [
-            ListedGroup(g.group_id, "share", g.state, "share")
-            for g in self.share_manager.groups.values() if wanted is None or g.state.lower() in wanted]
+            for g in self.consumer_manager.groups.values() if wanted is None or g.state.lower() in wanted
+        ] + self._listed_share_groups(wanted)
 
     def commit_offset(self, request: OffsetCommit, callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
         """OffsetCommit."""
@@ -309,31 +292,6 @@ class GroupCoordinatorShard:
                 return OffsetFetchResult(group_id, error)
         return self.offset_manager.handle_fetch_offsets(group_id, partitions, require_stable)
 
-    # ------------------------------------------------------------ share groups (KIP-932: kcoord.coordinator.share)
-
-    def _check_consumer_heartbeats(self) -> None:
-        self.consumer_group_heartbeat = self.consumer_group_heartbeat_checked
-
-    def consumer_group_heartbeat_checked(self, context: RequestContext, request, callback) -> None:
-        """ConsumerGroupHeartbeat on an id a share group holds: getOrMaybeCreateConsumerGroup's
-        GROUP_ID_NOT_FOUND; any other goes to the consumer side."""
-        if request.group_id in self.share_manager.groups:
-            return callback(HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group."))
-        self.consumer_manager.heartbeats.handle(context, request, callback)
-
-    def share_group_heartbeat(self, context: RequestContext, request, callback) -> None:
-        """ShareGroupHeartbeat (kcoord.coordinator.share.heartbeat)."""
-        self.share_manager.heartbeat(context, request, callback)
-
-    def share_group_describe(self, group_id: str):
-        """ShareGroupDescribe of one group: (error, message, group or None)."""
-        group = self.share_manager.groups.get(group_id)
-        if group is not None:
-            return ErrorCode.NONE, None, group
-        if self.share_manager.is_other_group(group_id):
-            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.", None
-        return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
-
     def classic_group_count(self) -> int:
         """How many classic groups the shard holds (what a load reports)."""
         return len(self.group_manager.groups)
@@ -345,14 +303,7 @@ class GroupCoordinatorShard:
         are gone once those are durable (Kafka's GroupCoordinatorShard.deleteGroups)."""
         results: dict[str, ErrorCode] = {}
         records: list[Record] = []
-        for group_id in group_ids:
-            share_group = self.share_manager.groups.get(group_id)
-            if share_group is not None:  # KIP-932: Empty only (and no write in flight)
-                error = results[group_id] = (ErrorCode.NON_EMPTY_GROUP if self.share_manager.busy(group_id)
-                                             or not share_group.is_empty() else ErrorCode.NONE)
-                if error == ErrorCode.NONE:
-                    records += self.offset_manager.delete_all_offsets(group_id) + self.share_manager.deletion_records(share_group)
-                continue
+        for group_id in (g for g in group_ids if not self._delete_share_group(g, results, records)):  # KIP-932's first
             consumer_group = self.consumer_manager.groups.get(group_id)
             if consumer_group is not None:  # KIP-848: Empty only (and no write in flight), its records' tombstones
                 error = results[group_id] = (ErrorCode.NON_EMPTY_GROUP if self.consumer_manager.busy(group_id)

@@ -26,7 +26,9 @@ def handle(ctx: RequestContext, request: m.ShareGroupDescribeRequest):
     service = ctx.broker.group_coordinator.service
     topics = NO_TOPICS if service is None else service.topics
     out = []
-    for group_id, error, message, group in ctx.broker.group_coordinator.share_group_describe(request.group_ids):
+    described = [(g, ErrorCode.COORDINATOR_NOT_AVAILABLE, None, None) for g in request.group_ids] if service is None \
+        else service.share_group_describe(request.group_ids)
+    for group_id, error, message, group in described:
         if group is None:
             out.append(r.DescribedGroup(error_code=error, error_message=message, group_id=group_id or "",
                                         group_state="Dead", group_epoch=-1, assignment_epoch=-1, assignor_name="",

@@ -311,9 +311,6 @@ class GroupRuntime:
         self.service.share_group_heartbeat(context, request, reply)
         return reply
 
-    def share_group_describe(self, group_ids) -> list:
-        return self.service.share_group_describe(group_ids)
-
     def commit_offsets(self, request: OffsetCommit, callback: Callable | None = None) -> Reply:
         """The commit's per-partition errors once durable: to `callback` if given, else the Reply."""
         reply = Reply() if callback is None else callback
