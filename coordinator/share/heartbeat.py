@@ -5,7 +5,8 @@ the answer. The manager (manager.py) writes the records and answers once they ar
     validate        throwIfShareGroupHeartbeatRequestIsInvalid: INVALID_REQUEST for bad fields
     heartbeat       the member (created by its first heartbeat with the client's own id and epoch 0;
                     else UNKNOWN_MEMBER_ID; an epoch it does not hold: FENCED_MEMBER_EPOCH), its
-                    subscription (a change bumps the group epoch), the target assignment recomputed
+                    subscription (a change, or subscribed topics created / deleted / grown, bumps the group epoch), the
+                    target assignment recomputed
                     with the simple share assignor when the group epoch passed the assignment epoch,
                     and the member moved to its target at once (no revocation in a share group)
     fence           a member leaving (epoch -1) or whose session expired: its records' tombstones and
@@ -102,7 +103,8 @@ def heartbeat(group: ShareGroup | None, request, client_id: str, client_host: st
         records.append(r.member_subscription_record(gid, member.member_id, rack, client_id, client_host, names))
     group_epoch = 0 if group is None else group.group_epoch
     assignment_epoch = 0 if group is None else group.assignment_epoch
-    if not known or names != member.subscribed_topic_names:  # hasMemberSubscriptionChanged
+    if not known or names != member.subscribed_topic_names or (  # hasMemberSubscriptionChanged
+            group is not None and group_epoch == assignment_epoch and metadata_changed(group, topics)):
         group_epoch += 1
         records.append(r.group_epoch_record(gid, group_epoch))
     if group_epoch > assignment_epoch:  # updateTargetAssignment
@@ -125,6 +127,22 @@ def heartbeat(group: ShareGroup | None, request, client_id: str, client_host: st
     send = epoch == 0 or assigned != member.assigned
     return records, ShareHeartbeatResult(E.NONE, None, member.member_id, new_epoch, heartbeat_interval_ms,
                                          dict(assigned) if send else None)
+
+
+def metadata_changed(group: ShareGroup, topics: TopicsImage) -> bool:
+    """The subscribed topics' partitions are not what the target covers: a topic was created, deleted or grew
+    (Kafka 4.2 compares a hash of the subscribed topics' metadata, kept with the group epoch; a share
+    group's target covers every partition of every subscribed topic, so the target itself tells)."""
+    expected: dict = {}
+    for name in group.subscribed_topics():
+        known = topics.topic(name)
+        if known is not None and known[1] > 0:
+            expected[known[0]] = known[1]
+    covered: dict = {}
+    for assignment in group.target.values():
+        for topic_id, partitions in assignment.items():
+            covered[topic_id] = covered.get(topic_id, frozenset()) | partitions
+    return covered.keys() != expected.keys() or any(len(covered[t]) != n for t, n in expected.items())
 
 
 def compute_target(subscriptions: dict[str, tuple[str, ...]], current: dict[str, r.Assignment],

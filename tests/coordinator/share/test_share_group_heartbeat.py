@@ -133,3 +133,54 @@ def test_replay_of_the_log_equals_the_live_state():
     fresh = ConsumerGroupContext(topics={"t": 3, "u": 2})
     fresh.gc.load_partition(partition, state=state)
     assert fresh.shard("g").share_manager.groups == live
+
+
+def test_a_failed_write_changes_nothing_and_the_next_heartbeat_waits_for_the_write():
+    """Records out, replay in (CoordinatorRuntime: a failed append is not replayed); one operation of a group at
+    a time, the next computed from the durable state."""
+    ctx = ConsumerGroupContext(topics={"t": 2})
+    ctx.writer.auto = False
+    first, second = Capture(), Capture()
+    request = m.ShareGroupHeartbeatRequest
+    rc = RequestContext("client", "/127.0.0.1", 1)
+    ctx.gc.share_group_heartbeat(rc, request(group_id="g", member_id="a", member_epoch=0, rack_id=None,
+                                             subscribed_topic_names=["t"]), first)
+    ctx.gc.share_group_heartbeat(rc, request(group_id="g", member_id="b", member_epoch=0, rack_id=None,
+                                             subscribed_topic_names=["t"]), second)
+    assert not first.called and not second.called and len(ctx.writer.pending()) == 1  # b waits for a's write
+    ctx.writer.fail_all(E.NOT_ENOUGH_REPLICAS)
+    assert first.result.error == E.COORDINATOR_NOT_AVAILABLE  # map_write_error, as Kafka's append errors
+    assert "g" not in ctx.shard("g").share_manager.groups
+    ctx.writer.complete_all()  # b's write, computed from a group that does not exist
+    assert (second.result.error, second.result.member_epoch) == (E.NONE, 1)
+    assert list(ctx.shard("g").share_manager.groups["g"].members) == ["b"]
+
+
+def test_a_loaded_group_gives_every_member_a_fresh_session():
+    """GroupMetadataManager.onLoaded: a member that does not heartbeat after a load expires."""
+    ctx = ConsumerGroupContext(topics={"t": 1})
+    hb(ctx, "g", "a", 0, ["t"])
+    state = PartitionState()
+    state.replay([(x[0], x[1]) for a in ctx.writer.durable() for x in a.records], ctx.gc.log)
+    fresh = ConsumerGroupContext(topics={"t": 1})
+    fresh.gc.load_partition(ctx.shard("g").partition, state=state)
+    fresh.sleep(44_999)
+    assert list(fresh.shard("g").share_manager.groups["g"].members) == ["a"]
+    fresh.sleep(1)
+    group = fresh.shard("g").share_manager.groups["g"]
+    assert group.members == {} and group.group_epoch == 2
+
+
+def test_subscribed_topic_created_or_grown_bumps_the_epoch():
+    """shareGroupHeartbeat: the subscribed topics' metadata changed (Kafka 4.2's metadata hash) -> group epoch
+    bumped, a new target; a topic subscribed before it exists is assigned once it does."""
+    ctx = ConsumerGroupContext(topics={"t": 1})
+    assert hb(ctx, "g", "a", 0, ["t", "later"]).assignment == {ctx.topic_id("t"): frozenset({0})}
+    assert hb(ctx, "g", "a", 1).assignment is None
+    ctx.add_topic("later", 2)
+    grown = hb(ctx, "g", "a", 1)
+    assert grown.member_epoch == 2
+    assert grown.assignment == {ctx.topic_id("t"): frozenset({0}), ctx.topic_id("later"): frozenset({0, 1})}
+    ctx.add_topic("t", 3)
+    assert hb(ctx, "g", "a", 2).assignment[ctx.topic_id("t")] == frozenset({0, 1, 2})
+    assert hb(ctx, "g", "a", 3).assignment is None
