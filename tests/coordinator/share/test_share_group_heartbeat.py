@@ -184,3 +184,14 @@ def test_subscribed_topic_created_or_grown_bumps_the_epoch():
     ctx.add_topic("t", 3)
     assert hb(ctx, "g", "a", 2).assignment[ctx.topic_id("t")] == frozenset({0, 1, 2})
     assert hb(ctx, "g", "a", 3).assignment is None
+
+
+def test_group_max_size():
+    """throwIfShareGroupIsFull: a new member beyond group.share.max.size, GROUP_MAX_SIZE_REACHED; members in it
+    still heartbeat."""
+    ctx = ConsumerGroupContext(topics={"t": 1}, share_group_max_size=1)
+    hb(ctx, "g", "a", 0, ["t"])
+    full = hb(ctx, "g", "b", 0, ["t"])
+    assert (full.error, full.message) == (E.GROUP_MAX_SIZE_REACHED,
+                                          "The share group has reached its maximum capacity of 1 members.")
+    assert hb(ctx, "g", "a", 1).error == E.NONE
