@@ -243,6 +243,19 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
        "Online conversion of non-empty groups between the classic and the consumer protocol (KIP-848)."),
     _p("group.consumer.regex.refresh.interval.ms", 600_000, _int(10_000, INT32_MAX),
        "Consumer groups: how old a regex subscription's resolution may get before it is resolved again."),
+    _p("group.share.session.timeout.ms", 45000, _int(1, INT32_MAX),
+       "Share groups (KIP-932): a member without a heartbeat for this long is removed."),
+    _p("group.share.min.session.timeout.ms", 45000, _int(1, INT32_MAX),
+       "Share groups: lower bound of group.share.session.timeout.ms."),
+    _p("group.share.max.session.timeout.ms", 60000, _int(1, INT32_MAX),
+       "Share groups: upper bound of group.share.session.timeout.ms."),
+    _p("group.share.heartbeat.interval.ms", 5000, _int(1, INT32_MAX),
+       "Share groups (KIP-932): how often members heartbeat."),
+    _p("group.share.min.heartbeat.interval.ms", 5000, _int(1, INT32_MAX),
+       "Share groups: lower bound of group.share.heartbeat.interval.ms."),
+    _p("group.share.max.heartbeat.interval.ms", 15000, _int(1, INT32_MAX),
+       "Share groups: upper bound of group.share.heartbeat.interval.ms."),
+    _p("group.share.max.size", 200, _int(1, 1000), "Share groups (KIP-932): members per group."),
     _p("offsets.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __consumer_offsets."),
     _p("offsets.topic.replication.factor", 3, _int(1, 32767),
        "Replication factor of __consumer_offsets (cluster mode: not created until that many brokers "
@@ -376,14 +389,16 @@ class BrokerConfig:
         check_listeners(self)
         self._check_bounds("group.consumer.session.timeout.ms")
         self._check_bounds("group.consumer.heartbeat.interval.ms")
+        self._check_bounds("group.share.session.timeout.ms", "group.share.")
+        self._check_bounds("group.share.heartbeat.interval.ms", "group.share.")
         if self.props["group.consumer.heartbeat.interval.ms"] >= self.props["group.consumer.session.timeout.ms"]:
             raise ConfigError("property 'group.consumer.heartbeat.interval.ms' must be less than "
                               "group.consumer.session.timeout.ms")
 
 
-    def _check_bounds(self, name: str) -> None:
-        """Kafka's GroupCoordinatorConfig: a consumer group timeout within its min and max properties."""
-        low_name, high_name = (name.replace("group.consumer.", f"group.consumer.{b}.") for b in ("min", "max"))
+    def _check_bounds(self, name: str, prefix: str = "group.consumer.") -> None:
+        """Kafka's GroupCoordinatorConfig: a consumer (or share) group timeout within its min and max properties."""
+        low_name, high_name = (name.replace(prefix, f"{prefix}{b}.") for b in ("min", "max"))
         value, low, high = self.props[name], self.props[low_name], self.props[high_name]
         if not low <= value <= high:
             raise ConfigError(f"property {name!r}: {value} is outside [{low_name}={low}, {high_name}={high}]")

@@ -24,6 +24,9 @@ PROPERTY_NAMES = {
     "group.consumer.assignors": "consumer_group_assignors",
     "group.consumer.migration.policy": "consumer_group_migration_policy",
     "group.consumer.regex.refresh.interval.ms": "consumer_group_regex_refresh_interval_ms",
+    "group.share.session.timeout.ms": "share_group_session_timeout_ms",
+    "group.share.heartbeat.interval.ms": "share_group_heartbeat_interval_ms",
+    "group.share.max.size": "share_group_max_size",
 }
 # group.consumer.migration.policy (Kafka's ConsumerGroupMigrationPolicy): which online conversions of a
 # non-empty group between the classic and the consumer protocol are allowed.
@@ -50,6 +53,9 @@ class GroupConfig:
     # how old a group's regex resolutions may get before a heartbeat has them resolved again (Kafka's
     # GroupCoordinatorConfig.CONSUMER_GROUP_REGEX_REFRESH_INTERVAL_MS; its lower bound is the 10 s batch interval)
     consumer_group_regex_refresh_interval_ms: int = 600_000
+    share_group_session_timeout_ms: int = 45_000        # KIP-932 share groups (Kafka's defaults)
+    share_group_heartbeat_interval_ms: int = 5000
+    share_group_max_size: int = 200
 
     @property
     def upgrade_enabled(self) -> bool:

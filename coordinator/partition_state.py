@@ -24,6 +24,7 @@ from operator import attrgetter, itemgetter
 
 from kcoord.coordinator.consumer.records import record_type as consumer_record_type
 from kcoord.coordinator.replay import apply_offset_records
+from kcoord.coordinator.share.records import record_type as share_record_type
 from kcoord.protocol.consumer_offsets import (
     OffsetCommitValue,
     decode_key,
@@ -153,7 +154,7 @@ def _decode_latest(latest: dict, log) -> tuple[dict[str, bytes | None], dict[str
             continue
         if k is not None:  # GroupMetadataKey
             metadata[k.group] = value
-        elif consumer_record_type(key) is not None:
+        elif consumer_record_type(key) is not None or share_record_type(key) is not None:
+            # KIP-848's and KIP-932's group records, kept raw (the shard hands each kind to its manager)
             consumer[bytes(key)] = None if value is None else bytes(value)
-        # other record types (share groups) belong to other coordinators
     return metadata, offsets_by_group, consumer

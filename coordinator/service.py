@@ -19,6 +19,8 @@ the request to the shard. The checks and what each API answers when one fails, a
 | OffsetDelete   | top level           | "" → INVALID_GROUP_ID | top level                     | top level        |
 | ConsumerGroupHeartbeat | top level   | "" → INVALID_REQUEST (in the shard) | top level        | top level        |
 | ConsumerGroupDescribe  | per group   | "" → INVALID_GROUP_ID | per group                     | per group        |
+| ShareGroupHeartbeat    | top level   | "" → INVALID_REQUEST (in the manager) | top level      | top level        |
+| ShareGroupDescribe     | per group   | "" → INVALID_GROUP_ID | per group                     | per group        |
 
 (`""` checks are Kafka's isGroupIdNotEmpty; "null" ones accept "" for backwards compatibility.) A shard
 that failed to load is not owned. Where the answer is an error, the API's handler in broker/apis puts
@@ -50,6 +52,8 @@ from kcoord.coordinator.results import (
     SyncGroupResult,
 )
 from kcoord.coordinator.shard import GroupCoordinatorShard
+from kcoord.coordinator.share.heartbeat import ShareHeartbeatResult
+from kcoord.coordinator.share.share_group import ShareGroup
 from kcoord.coordinator.timers import Clock, Timer, TimerQueue
 from kcoord.protocol.consumer_offsets import partition_for
 from kcoord.protocol.errors import ErrorCode
@@ -142,6 +146,29 @@ class GroupCoordinatorService:
         if isinstance(shard, ErrorCode):
             return callback(HeartbeatResult(shard))
         shard.consumer_group_heartbeat(context, request, callback)
+
+    def share_group_heartbeat(self, context: RequestContext, request,
+                              callback: Callable[[ShareHeartbeatResult], None]) -> None:
+        """KIP-932's heartbeat (kcoord.coordinator.share.heartbeat); the group id is validated by the manager."""
+        if not self.active:
+            return callback(ShareHeartbeatResult(E.COORDINATOR_NOT_AVAILABLE))
+        if not request.group_id:
+            return callback(ShareHeartbeatResult(E.INVALID_REQUEST, "GroupId can't be empty."))
+        shard = self.shard_for(request.group_id)
+        if isinstance(shard, ErrorCode):
+            return callback(ShareHeartbeatResult(shard))
+        shard.share_group_heartbeat(context, request, callback)
+
+    def share_group_describe(self, group_ids: Iterable[str | None]) -> list[tuple[str | None, ErrorCode, str | None, ShareGroup | None]]:
+        """ShareGroupDescribe (77): per group (id, error, message, the group or None)."""
+        out: list[tuple[str | None, ErrorCode, str | None, ShareGroup | None]] = []
+        for group_id in group_ids:
+            shard = self._shard_or_error(group_id)
+            if isinstance(shard, ErrorCode):
+                out.append((group_id, shard, None, None))
+                continue
+            out.append((group_id, *shard.share_group_describe(group_id)))
+        return out
 
     def sync_group(self, context: RequestContext, request, callback: Callable[[SyncGroupResult], None]) -> None:
         shard = self._shard_or_error(request.group_id)

@@ -7,16 +7,15 @@ answer the client. A failed append replays nothing, so it changes nothing.
 
 `replay(key, value)` routes a record by its key's type (Kafka's GroupCoordinatorShard.replay):
 OffsetCommitKey to the offset manager, GroupMetadataKey to the group manager, KIP-848's consumer group
-records (key types 3-8) to the consumer group manager (kcoord.coordinator.consumer); other types (share
-groups) are not ours yet and are skipped. A shard is the unit that loads (`load`, then
-`on_loaded`) and unloads (`on_unloaded`), and later moves between nodes.
+records (key types 3-8) to the consumer group manager (kcoord.coordinator.consumer), KIP-932's (10-14) to
+the share group manager (kcoord.coordinator.share; its operations: share/shard_ops.py). A shard is the unit
+that loads (`load`, then `on_loaded`) and unloads (`on_unloaded`), and later moves between nodes.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from kcoord.coordinator.config import GroupConfig
 from kcoord.coordinator.consumer import describe as consumer_describe
@@ -25,7 +24,6 @@ from kcoord.coordinator.consumer.classic_members import CLASSIC_GROUP, PendingHe
 from kcoord.coordinator.consumer.describe import DescribedConsumerGroup
 from kcoord.coordinator.consumer.manager import ConsumerGroupManager
 from kcoord.coordinator.consumer.offsets import validate_offset_fetch
-from kcoord.coordinator.consumer.steady import HeartbeatResult
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from kcoord.coordinator.core import OFFSETS_TOPIC, map_write_error
 from kcoord.coordinator.events import CoordinatorEvents
@@ -47,9 +45,9 @@ from kcoord.coordinator.results import (
     ListedGroup,
     OffsetCommit,
     OffsetFetchResult,
-    RequestContext,
     SyncGroupResult,
 )
+from kcoord.coordinator.share.shard_ops import ShareGroupOperations
 from kcoord.coordinator.timers import Clock, Timer
 from kcoord.coordinator.txn_offsets import TxnMarkerRecords
 from kcoord.protocol.consumer_offsets import (
@@ -65,7 +63,7 @@ S = GroupState
 TopicPartition = tuple[str, int]
 
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(ShareGroupOperations):
     def __init__(self, partition: int, config: GroupConfig, clock: Clock, timer: Timer, writer,
                  log: logging.Logger, events: CoordinatorEvents, topics: TopicsImage = NO_TOPICS) -> None:
         self.partition = partition
@@ -84,10 +82,9 @@ class GroupCoordinatorShard:
         self.group_manager.is_consumer_group = self.consumer_manager.groups.__contains__
         self.offset_manager.consumer_groups = self.consumer_manager.groups
         self._append_seq = itertools.count()
-        # ConsumerGroupHeartbeat (KIP-848: kcoord.coordinator.consumer.heartbeat), the hot path: the step itself,
-        # bound once, so a heartbeat costs no frame of the shard's own
-        self.consumer_group_heartbeat: Callable[[RequestContext, Any, Callable[[HeartbeatResult], None]], None] = \
-            self.consumer_manager.heartbeats.handle
+        # share groups (KIP-932), and ConsumerGroupHeartbeat bound to the consumer step itself (the hot path: no
+        # frame of the shard's own) until a share group exists (share/shard_ops.py: group-type exclusivity)
+        self._init_share_groups(partition, config, clock, timer, log, events, self.write, topics)
 
     # ------------------------------------------------------------ records out ...
 
@@ -129,8 +126,8 @@ class GroupCoordinatorShard:
             return
         for record in records:
             decoded = getattr(record, "decoded", None)
-            if decoded is not None:  # a consumer group record we wrote: its decoded form, no decoding
-                self.replay_consumer(decoded)
+            if decoded is not None:  # a group record we wrote (KIP-848, KIP-932): its decoded form, no decoding
+                self.replay_decoded(decoded)
             else:
                 self.replay(record[0], record[1])
 
@@ -152,6 +149,8 @@ class GroupCoordinatorShard:
             self.consumer_manager.replay(key, value)
             if rtype == consumer_records.GROUP_METADATA and value is not None:
                 self.group_manager.drop_upgraded(consumer_records.decode(key, None).group_id)
+        else:  # KIP-932's share group records; others belong to other coordinators
+            self.replay_share(key, value)
 
     def replay_consumer(self, record: consumer_records.ConsumerRecord) -> None:
         """A KIP-848 consumer group record we wrote, as `replay` of its bytes would decode it."""
@@ -190,14 +189,15 @@ class GroupCoordinatorShard:
     def load_consumer_groups(self, state: PartitionState) -> None:
         """The partition's consumer group records (KIP-848), before its classic groups and offsets: offsets
         of a consumer group then make no classic group of the same id."""
-        self.consumer_manager.load(state.consumer_records)
+        self.consumer_manager.load(self._split_share_records(state.consumer_records))
 
     def on_loaded(self) -> None:
         self.group_manager.on_loaded()
         self.consumer_manager.on_loaded()
+        self.share_manager.on_loaded()
 
     def on_unloaded(self) -> int:
-        return self.group_manager.on_unloaded() + self.consumer_manager.on_unloaded()
+        return self.group_manager.on_unloaded() + self.consumer_manager.on_unloaded() + self.share_manager.on_unloaded()
 
     # ------------------------------------------------------------ the operations the service calls
 
@@ -213,6 +213,8 @@ class GroupCoordinatorShard:
     def join_group(self, join: JoinRequest, callback: Callable[[JoinGroupResult], None]) -> None:
         """JoinGroup (classicGroupJoin, or classicGroupJoinToConsumerGroup for a consumer group)."""
         joins = self.group_manager.joins
+        if join.group_id in self.share_manager.groups:  # classicGroupJoin: a group of another type
+            return callback(JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ""))
         if not self._consumer_side(join.group_id):
             return joins.handle_join_group(join, callback)
         self.consumer_manager.classic_members.join(join, lambda result: joins.handle_join_group(
@@ -258,7 +260,7 @@ class GroupCoordinatorShard:
 
     def describe_group(self, group_id: str, request_version: int) -> DescribedGroup:
         """DescribeGroups of one group (Kafka's describeGroups, per id); a consumer group is not a classic one."""
-        if group_id in self.consumer_manager.groups:
+        if group_id in self.consumer_manager.groups or group_id in self.share_manager.groups:
             return consumer_describe.not_a_classic_group(group_id, request_version)
         return self.group_manager.describe_group(group_id, request_version)
 
@@ -267,7 +269,8 @@ class GroupCoordinatorShard:
         wanted = {s.lower() for s in states} if states else None
         return self.group_manager.list_groups(states) + [
             ListedGroup(g.group_id, g.protocol_type, g.state, "consumer")
-            for g in self.consumer_manager.groups.values() if wanted is None or g.state.lower() in wanted]
+            for g in self.consumer_manager.groups.values() if wanted is None or g.state.lower() in wanted
+        ] + self._listed_share_groups(wanted)
 
     def commit_offset(self, request: OffsetCommit, callback: Callable[[dict[TopicPartition, ErrorCode]], None]) -> None:
         """OffsetCommit."""
@@ -300,7 +303,7 @@ class GroupCoordinatorShard:
         are gone once those are durable (Kafka's GroupCoordinatorShard.deleteGroups)."""
         results: dict[str, ErrorCode] = {}
         records: list[Record] = []
-        for group_id in group_ids:
+        for group_id in (g for g in group_ids if not self._delete_share_group(g, results, records)):  # KIP-932's first
             consumer_group = self.consumer_manager.groups.get(group_id)
             if consumer_group is not None:  # KIP-848: Empty only (and no write in flight), its records' tombstones
                 error = results[group_id] = (ErrorCode.NON_EMPTY_GROUP if self.consumer_manager.busy(group_id)

@@ -1,7 +1,8 @@
 """Message definitions that kafka-python's bundled JSON lacks, written out in our own short notation.
 
 kafka-python ships Kafka's message definitions for the client APIs; it has nothing for KIP-848's
-ConsumerGroupHeartbeat / ConsumerGroupDescribe or for the group coordinator's records. Kafka's
+ConsumerGroupHeartbeat / ConsumerGroupDescribe, KIP-932's ShareGroupHeartbeat / ShareGroupDescribe (v1, Kafka
+4.1+'s stable versions) or for the group coordinator's records. Kafka's
 definitions (clients/src/main/resources/common/message and group-coordinator/src/main/resources/
 common/message) are the spec these lines follow; they hold only the wire facts a codec needs.
 
@@ -139,6 +140,95 @@ message ConsumerGroupCurrentMemberAssignmentValue data valid=0 flexible=0+
   State int8 0+
   AssignedPartitions []TopicPartitions 0+
   PartitionsPendingRevocation []TopicPartitions 0+
+struct TopicPartitions
+  TopicId uuid 0+
+  Partitions []int32 0+
+
+message ShareGroupHeartbeatRequest request api=76 valid=1 flexible=1+
+  GroupId string 1+
+  MemberId string 1+
+  MemberEpoch int32 1+
+  RackId string 1+ nullable=1+ default=null
+  SubscribedTopicNames []string 1+ nullable=1+ default=null
+
+message ShareGroupHeartbeatResponse response api=76 valid=1 flexible=1+
+  ThrottleTimeMs int32 1+
+  ErrorCode int16 1+
+  ErrorMessage string 1+ nullable=1+ default=null
+  MemberId string 1+ nullable=1+ default=null
+  MemberEpoch int32 1+
+  HeartbeatIntervalMs int32 1+
+  Assignment Assignment 1+ nullable=1+ default=null
+    TopicPartitions []TopicPartitions 1+
+struct TopicPartitions
+  TopicId uuid 1+
+  Partitions []int32 1+
+
+message ShareGroupDescribeRequest request api=77 valid=1 flexible=1+
+  GroupIds []string 1+
+  IncludeAuthorizedOperations bool 1+
+
+message ShareGroupDescribeResponse response api=77 valid=1 flexible=1+
+  ThrottleTimeMs int32 1+
+  Groups []DescribedGroup 1+
+    ErrorCode int16 1+
+    ErrorMessage string 1+ nullable=1+ default=null
+    GroupId string 1+
+    GroupState string 1+
+    GroupEpoch int32 1+
+    AssignmentEpoch int32 1+
+    AssignorName string 1+
+    Members []Member 1+
+      MemberId string 1+
+      RackId string 1+ nullable=1+ default=null
+      MemberEpoch int32 1+
+      ClientId string 1+
+      ClientHost string 1+
+      SubscribedTopicNames []string 1+
+      Assignment Assignment 1+
+    AuthorizedOperations int32 1+ default=-2147483648
+struct TopicPartitions
+  TopicId uuid 1+
+  TopicName string 1+
+  Partitions []int32 1+
+struct Assignment
+  TopicPartitions []TopicPartitions 1+
+
+message ShareGroupMemberMetadataKey data valid=10
+  GroupId string 10
+  MemberId string 10
+message ShareGroupMemberMetadataValue data valid=0 flexible=0+
+  RackId string 0+ nullable=0+
+  ClientId string 0+
+  ClientHost string 0+
+  SubscribedTopicNames []string 0+
+
+message ShareGroupMetadataKey data valid=11
+  GroupId string 11
+message ShareGroupMetadataValue data valid=0 flexible=0+
+  Epoch int32 0+
+
+message ShareGroupTargetAssignmentMetadataKey data valid=12
+  GroupId string 12
+message ShareGroupTargetAssignmentMetadataValue data valid=0 flexible=0+
+  AssignmentEpoch int32 0+
+
+message ShareGroupTargetAssignmentMemberKey data valid=13
+  GroupId string 13
+  MemberId string 13
+message ShareGroupTargetAssignmentMemberValue data valid=0 flexible=0+
+  TopicPartitions []TopicPartition 0+
+    TopicId uuid 0+
+    Partitions []int32 0+
+
+message ShareGroupCurrentMemberAssignmentKey data valid=14
+  GroupId string 14
+  MemberId string 14
+message ShareGroupCurrentMemberAssignmentValue data valid=0 flexible=0+
+  MemberEpoch int32 0+
+  PreviousMemberEpoch int32 0+
+  State int8 0+
+  AssignedPartitions []TopicPartitions 0+
 struct TopicPartitions
   TopicId uuid 0+
   Partitions []int32 0+

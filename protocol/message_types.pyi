@@ -1793,6 +1793,146 @@ class SaslHandshakeResponse:
     mechanisms: Any
     def __init__(self, *, error_code: Any = ..., mechanisms: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class ShareGroupCurrentMemberAssignmentKey:
+    group_id: Any
+    member_id: Any
+    def __init__(self, *, group_id: Any = ..., member_id: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareGroupCurrentMemberAssignmentValue__TopicPartitions:
+    topic_id: Any
+    partitions: Any
+    def __init__(self, *, topic_id: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupCurrentMemberAssignmentValue:
+    TopicPartitions = _ShareGroupCurrentMemberAssignmentValue__TopicPartitions
+    member_epoch: Any
+    previous_member_epoch: Any
+    state: Any
+    assigned_partitions: list[_ShareGroupCurrentMemberAssignmentValue__TopicPartitions]
+    def __init__(self, *, member_epoch: Any = ..., previous_member_epoch: Any = ..., state: Any = ..., assigned_partitions: list[_ShareGroupCurrentMemberAssignmentValue__TopicPartitions] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupDescribeRequest:
+    group_ids: Any
+    include_authorized_operations: Any
+    def __init__(self, *, group_ids: Any = ..., include_authorized_operations: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareGroupDescribeResponse__TopicPartitions:
+    topic_id: Any
+    topic_name: Any
+    partitions: Any
+    def __init__(self, *, topic_id: Any = ..., topic_name: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareGroupDescribeResponse__Assignment:
+    TopicPartitions = _ShareGroupDescribeResponse__TopicPartitions
+    topic_partitions: list[_ShareGroupDescribeResponse__TopicPartitions]
+    def __init__(self, *, topic_partitions: list[_ShareGroupDescribeResponse__TopicPartitions] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareGroupDescribeResponse__Member:
+    Assignment = _ShareGroupDescribeResponse__Assignment
+    member_id: Any
+    rack_id: Any
+    member_epoch: Any
+    client_id: Any
+    client_host: Any
+    subscribed_topic_names: Any
+    assignment: _ShareGroupDescribeResponse__Assignment
+    def __init__(self, *, member_id: Any = ..., rack_id: Any = ..., member_epoch: Any = ..., client_id: Any = ..., client_host: Any = ..., subscribed_topic_names: Any = ..., assignment: _ShareGroupDescribeResponse__Assignment = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareGroupDescribeResponse__DescribedGroup:
+    Member = _ShareGroupDescribeResponse__Member
+    error_code: Any
+    error_message: Any
+    group_id: Any
+    group_state: Any
+    group_epoch: Any
+    assignment_epoch: Any
+    assignor_name: Any
+    members: list[_ShareGroupDescribeResponse__Member]
+    authorized_operations: Any
+    def __init__(self, *, error_code: Any = ..., error_message: Any = ..., group_id: Any = ..., group_state: Any = ..., group_epoch: Any = ..., assignment_epoch: Any = ..., assignor_name: Any = ..., members: list[_ShareGroupDescribeResponse__Member] = ..., authorized_operations: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupDescribeResponse:
+    Assignment = _ShareGroupDescribeResponse__Assignment
+    DescribedGroup = _ShareGroupDescribeResponse__DescribedGroup
+    Member = _ShareGroupDescribeResponse__Member
+    TopicPartitions = _ShareGroupDescribeResponse__TopicPartitions
+    throttle_time_ms: Any
+    groups: list[_ShareGroupDescribeResponse__DescribedGroup]
+    def __init__(self, *, throttle_time_ms: Any = ..., groups: list[_ShareGroupDescribeResponse__DescribedGroup] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupHeartbeatRequest:
+    group_id: Any
+    member_id: Any
+    member_epoch: Any
+    rack_id: Any
+    subscribed_topic_names: Any
+    def __init__(self, *, group_id: Any = ..., member_id: Any = ..., member_epoch: Any = ..., rack_id: Any = ..., subscribed_topic_names: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareGroupHeartbeatResponse__TopicPartitions:
+    topic_id: Any
+    partitions: Any
+    def __init__(self, *, topic_id: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareGroupHeartbeatResponse__Assignment:
+    TopicPartitions = _ShareGroupHeartbeatResponse__TopicPartitions
+    topic_partitions: list[_ShareGroupHeartbeatResponse__TopicPartitions]
+    def __init__(self, *, topic_partitions: list[_ShareGroupHeartbeatResponse__TopicPartitions] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupHeartbeatResponse:
+    Assignment = _ShareGroupHeartbeatResponse__Assignment
+    TopicPartitions = _ShareGroupHeartbeatResponse__TopicPartitions
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    member_id: Any
+    member_epoch: Any
+    heartbeat_interval_ms: Any
+    assignment: _ShareGroupHeartbeatResponse__Assignment
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., member_id: Any = ..., member_epoch: Any = ..., heartbeat_interval_ms: Any = ..., assignment: _ShareGroupHeartbeatResponse__Assignment = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupMemberMetadataKey:
+    group_id: Any
+    member_id: Any
+    def __init__(self, *, group_id: Any = ..., member_id: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupMemberMetadataValue:
+    rack_id: Any
+    client_id: Any
+    client_host: Any
+    subscribed_topic_names: Any
+    def __init__(self, *, rack_id: Any = ..., client_id: Any = ..., client_host: Any = ..., subscribed_topic_names: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupMetadataKey:
+    group_id: Any
+    def __init__(self, *, group_id: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupMetadataValue:
+    epoch: Any
+    def __init__(self, *, epoch: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMemberKey:
+    group_id: Any
+    member_id: Any
+    def __init__(self, *, group_id: Any = ..., member_id: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareGroupTargetAssignmentMemberValue__TopicPartition:
+    topic_id: Any
+    partitions: Any
+    def __init__(self, *, topic_id: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMemberValue:
+    TopicPartition = _ShareGroupTargetAssignmentMemberValue__TopicPartition
+    topic_partitions: list[_ShareGroupTargetAssignmentMemberValue__TopicPartition]
+    def __init__(self, *, topic_partitions: list[_ShareGroupTargetAssignmentMemberValue__TopicPartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMetadataKey:
+    group_id: Any
+    def __init__(self, *, group_id: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareGroupTargetAssignmentMetadataValue:
+    assignment_epoch: Any
+    def __init__(self, *, assignment_epoch: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class ShareSnapshotKey:
     group_id: Any
     topic_id: Any

@@ -38,6 +38,8 @@ SERVED_APIS = (
     # transactions (KIP-98)
     "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit",
     "DescribeTransactions", "ListTransactions", "DescribeProducers", "WriteTxnMarkers",
+    # share groups' group side (KIP-932, issue 28)
+    "ShareGroupHeartbeat", "ShareGroupDescribe",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") + tuple(
@@ -47,7 +49,11 @@ DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") +
                                                   "CurrentMemberAssignment", "RegularExpression")
     for part in ("Key", "Value")) + (
     # KIP-932's __share_group_state records (kcoord.share.records)
-    "ShareSnapshotKey", "ShareSnapshotValue", "ShareUpdateKey", "ShareUpdateValue")
+    "ShareSnapshotKey", "ShareSnapshotValue", "ShareUpdateKey", "ShareUpdateValue") + tuple(
+    # KIP-932's share group records of __consumer_offsets (kcoord.coordinator.share.records)
+    f"ShareGroup{record}{part}" for record in ("MemberMetadata", "Metadata", "TargetAssignmentMetadata",
+                                               "TargetAssignmentMember", "CurrentMemberAssignment")
+    for part in ("Key", "Value"))
 
 _MESSAGE_NAMES = frozenset(
     [a + "Request" for a in SERVED_APIS] + [a + "Response" for a in SERVED_APIS] + list(DATA_MESSAGES)

@@ -305,6 +305,12 @@ class GroupRuntime:
         self.service.consumer_group_heartbeat(context, request, reply)
         return reply
 
+    def share_group_heartbeat(self, context: RequestContext, request) -> Reply:
+        """KIP-932's heartbeat: its result once durable (kcoord.coordinator.share)."""
+        reply = Reply()
+        self.service.share_group_heartbeat(context, request, reply)
+        return reply
+
     def commit_offsets(self, request: OffsetCommit, callback: Callable | None = None) -> Reply:
         """The commit's per-partition errors once durable: to `callback` if given, else the Reply."""
         reply = Reply() if callback is None else callback

@@ -487,6 +487,30 @@ def consumer_group_heartbeat(c, v, env, group: str | None = None):
     return resp
 
 
+def share_group_heartbeat(c, v, env, group: str | None = None):
+    """Joins a share group (KIP-932) with the client's own member id: the one member gets every partition
+    (GroupMetadataManager.shareGroupHeartbeat, SimpleAssignor)."""
+    R = m.ShareGroupHeartbeatRequest
+    resp = call(c, 76, v, R(group_id=group or f"sgh-v{v}", member_id="share-member-1", member_epoch=0, rack_id=None,
+                            subscribed_topic_names=[TOPIC]))
+    assert (resp.error_code, resp.member_id, resp.member_epoch) == (0, "share-member-1", 1)
+    assert [(tp.topic_id, tp.partitions) for tp in resp.assignment.topic_partitions] == [(env["topic_id"], [0])]
+    return resp
+
+
+def share_group_describe(c, v, env):
+    """A share group of one member: epochs 1/1, the simple assignor, its assignment by id and name
+    (GroupMetadataManager.shareGroupDescribe, ShareGroup.asDescribedGroup)."""
+    share_group_heartbeat(c, 1, env, group=f"sgd-v{v}")
+    resp = call(c, 77, v, m.ShareGroupDescribeRequest(group_ids=[f"sgd-v{v}"], include_authorized_operations=False))
+    (g,) = resp.groups
+    assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (0, "Stable", 1, 1, "simple")
+    (member,) = g.members
+    assert (member.member_id, member.member_epoch, member.subscribed_topic_names) == ("share-member-1", 1, [TOPIC])
+    assert [(tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [(TOPIC, [0])]
+    return resp
+
+
 def consumer_group_describe(c, v, env):
     """A consumer group of one member: epochs 1/1, its assignment and target by topic id and name
     (GroupMetadataManager.consumerGroupDescribe, ConsumerGroup.asDescribedGroup)."""
@@ -529,6 +553,7 @@ SCENARIOS: dict[int, Callable] = {
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
     43: elect_leaders, 45: alter_partition_reassignments, 46: list_partition_reassignments, 75: describe_topic_partitions,
     47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
+    76: share_group_heartbeat, 77: share_group_describe,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,
