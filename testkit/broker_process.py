@@ -24,8 +24,8 @@ import subprocess
 import sys
 import time
 
+from kcoord.broker.admin_client import AdminClient, AdminRequestError
 from kcoord.testkit.launcher import Launcher, child_env
-from kcoord.tools.admin_client import AdminClient, AdminRequestError
 
 READY = re.compile(r"kcoord ready: listening on (\S+?):(\d+)(?:.*?metrics on port (\d+))?(?:.*?admin on port (\d+))?")
 # Kafka defaults that make tests wait, lowered; every one can be overridden.
@@ -70,17 +70,17 @@ class BrokerProcess:
         if self.admin_listener:
             props["kcoord.admin.listener"] = f"http://{self.host}:{self.admin_port or 0}"
         props.update(self.overrides)
-        argv = ["serve", "--log-level", self.log_level]
-        for key, value in props.items():
-            argv += ["--override", f"{key}={value}"]
         self.workdir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self._log_offset = log.tell()  # the ready line of this start is after what is there
         self.returncode = None
         if self.launcher is not None:
             self._popen = None
-            self.pid = self.launcher.spawn(argv, str(self.workdir), str(self.log_path), self.env)
-        else:
+            self.pid = self.launcher.spawn(props, str(self.workdir), str(self.log_path), self.env, self.log_level)
+        else:  # a plain `kcoord serve` process
+            argv = ["serve", "--log-level", self.log_level]
+            for key, value in props.items():
+                argv += ["--override", f"{key}={value}"]
             env = child_env(self.env)
             with open(self.log_path, "ab") as log:
                 self._popen = subprocess.Popen([sys.executable, "-m", "kcoord.tools", *argv], cwd=str(self.workdir),
@@ -182,12 +182,12 @@ class BrokerProcess:
 
     @property
     def faults(self):
-        """kcoord.tools.admin_client.Faults: add(api, error=..., group_id=..., count=...), list(), clear()."""
+        """kcoord.broker.admin_client.Faults: add(api, error=..., group_id=..., count=...), list(), clear()."""
         return self.admin.faults
 
     @property
     def timers(self):
-        """kcoord.tools.admin_client.Timers: expire_member(group, member), fire(group), run_retention()."""
+        """kcoord.broker.admin_client.Timers: expire_member(group, member), fire(group), run_retention()."""
         return self.admin.timers
 
     def log_text(self) -> str:

@@ -3,7 +3,7 @@
     protocol <- storage <- (coordinator, txn) <- metadata <- cluster <- broker <- (tools, testkit)
 
 observability is importable by the serving path and above and imports nothing of ours; analytics uses
-protocol and storage only; nothing in kcoord imports tools (except the test kit), testkit, analytics,
+protocol and storage only; nothing in kcoord imports tools, testkit, analytics,
 bench or tests. Every package is imported as `kcoord.<package>`: a bare `import storage` is an error
 here as it is for ruff (TID251).
 """
@@ -27,8 +27,7 @@ ALLOWED = {
     "broker": BELOW_BROKER,
     # tools/cli.py runs `kcoord analyze` as `python -m kcoord.analytics` (a process, not an import)
     "tools": BELOW_BROKER | {"broker"},
-    # the test kit runs `kcoord serve` (tools.cli) and drives the admin endpoint with tools.admin_client
-    "testkit": BELOW_BROKER | {"broker", "tools"},
+    "testkit": BELOW_BROKER | {"broker"},
     "analytics": {"protocol", "storage"},
 }
 PACKAGES = set(ALLOWED)  # each a real folder at the repository's top, src/kcoord/<name> links to it

@@ -1,5 +1,5 @@
 """The admin endpoint's faults over real TCP: a subprocess server with kcoord.admin.listener, requests
-sent with our wire client, faults installed with kcoord.tools.admin_client (what `kcoord faults` uses).
+sent with our wire client, faults installed with kcoord.broker.admin_client (what `kcoord faults` uses).
 
 Error answers follow where Kafka's responses carry errors: Heartbeat's top-level ErrorCode
 (HeartbeatResponse.json), OffsetCommit's per-partition ErrorCode (OffsetCommitResponse.json)."""
@@ -12,9 +12,9 @@ import urllib.request
 
 import pytest
 
+from kcoord.broker.admin_client import AdminClient, AdminRequestError
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
-from kcoord.tools.admin_client import AdminClient, AdminRequestError
 from kcoord.tools.client import KafkaWireClient, WireError
 
 ADMIN = {"kcoord.admin.listener": "http://127.0.0.1:0", "metrics.port": "0"}

@@ -14,9 +14,9 @@ import urllib.request
 
 import pytest
 
+from kcoord.broker.admin_client import AdminClient, AdminRequestError
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
-from kcoord.tools.admin_client import AdminClient, AdminRequestError
 from kcoord.tools.client import KafkaWireClient
 from tests.broker.test_admin_faults import ADMIN, kcoord_cli
 
