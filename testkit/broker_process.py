@@ -47,6 +47,7 @@ class BrokerProcess:
         self.workdir = pathlib.Path(workdir)
         self.data_dir = self.workdir / f"{name}-data"
         self.log_path = self.workdir / f"{name}.log"
+        self.status_path = self.workdir / f"{name}.exit"  # a launcher's broker writes its exit status here
         self.overrides = {**(TEST_SETTINGS if test_settings else {}),
                           **{k: str(v) for k, v in (overrides or {}).items()}}
         self.log_level = log_level
@@ -76,7 +77,9 @@ class BrokerProcess:
         self.returncode = None
         if self.launcher is not None:
             self._popen = None
-            self.pid = self.launcher.spawn(props, str(self.workdir), str(self.log_path), self.env, self.log_level)
+            self.status_path.unlink(missing_ok=True)
+            self.pid = self.launcher.spawn(props, str(self.workdir), str(self.log_path), self.env, self.log_level,
+                                           str(self.status_path))
         else:  # a plain `kcoord serve` process
             argv = ["serve", "--log-level", self.log_level]
             for key, value in props.items():
@@ -124,8 +127,7 @@ class BrokerProcess:
             time.sleep(0.002)
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM and wait for the graceful exit (SIGKILL after `timeout`); returns the exit code
-        (None for a broker of a launcher, whose exit status its launcher reaps)."""
+        """SIGTERM and wait for the graceful exit (SIGKILL after `timeout`); returns the exit code."""
         if self.running:
             os.kill(self.pid, signal.SIGTERM)
             if not self._wait_exit(timeout):
@@ -163,9 +165,19 @@ class BrokerProcess:
             return self.returncode is None
         try:  # a launcher's child: the kernel reaps it, so a dead one is gone
             os.kill(self.pid, 0)
+            alive = _state(self.pid) != "Z"
         except ProcessLookupError:
-            return False
-        return _state(self.pid) != "Z"
+            alive = False
+        if not alive:
+            self.returncode = self._exit_status()
+        return alive
+
+    def _exit_status(self) -> int | None:
+        """A launcher's broker's exit status, from the file it wrote as it exited (none: it was killed)."""
+        try:
+            return int(self.status_path.read_text())
+        except (OSError, ValueError):
+            return -signal.SIGKILL
 
     # -- what tests use ---------------------------------------------------------------------------
     @property

@@ -45,14 +45,15 @@ class Launcher:
         self._lock = threading.Lock()
 
     def spawn(self, overrides: dict[str, str], cwd: str, log_path: str, env: dict[str, str] | None = None,
-              log_level: str = "INFO") -> int:
+              log_level: str = "INFO", status_path: str | None = None) -> int:
         """Fork a broker serving with these properties (`kcoord serve --override k=v ...`) in `cwd`,
-        stdout and stderr appended to `log_path`."""
+        stdout and stderr appended to `log_path`; its exit status is written to `status_path` as it exits
+        (the kernel reaps it, so nobody else can tell)."""
         with self._lock:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"the broker launcher exited ({self._proc.returncode})")
             self._proc.stdin.write(json.dumps({"overrides": overrides, "log_level": log_level, "cwd": cwd, "log": log_path,
-                                           "env": env or {}}) + "\n")
+                                           "env": env or {}, "status": status_path}) + "\n")
             self._proc.stdin.flush()
             answer = json.loads(self._proc.stdout.readline() or '{"error": "the launcher exited"}')
         if "pid" not in answer:
@@ -102,6 +103,9 @@ def _child(request: dict) -> None:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
+            if request.get("status"):
+                with open(request["status"], "w") as status:
+                    status.write(str(code))
         finally:
             os._exit(code)
 
