@@ -15,6 +15,7 @@ import pytest
 from kcoord.broker.admin_client import AdminClient, AdminRequestError
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from kcoord.testkit.pytest_plugin import start_broker
 from kcoord.tools.client import KafkaWireClient, WireError
 
 ADMIN = {"kcoord.admin.listener": "http://127.0.0.1:0", "metrics.port": "0"}
@@ -34,9 +35,13 @@ def heartbeat(client, group="g", member="m-1"):
     return client.request(m.HeartbeatRequest(group_id=group, member_id=member, generation_id=1), 4).error_code
 
 
-def test_off_by_default(kcoord_server):
-    assert kcoord_server.admin_port is None
-    assert "admin on port" not in kcoord_server.log_text()
+def test_off_by_default(tmp_path):
+    bare = start_broker(tmp_path, admin=False, test_settings=False)  # no property set, as a bare `kcoord serve`
+    try:
+        assert bare.admin_port is None
+        assert "admin on port" not in bare.log_text()
+    finally:
+        bare.stop()
 
 
 def test_error_fault_fires_after_n_for_count_then_stops(server, admin):

@@ -3,12 +3,11 @@ internals/epoch/LeaderEpochFileCache.java: assign, truncateFromEnd, truncateFrom
 partition's leader-epoch-checkpoint, and the epoch the log stamps on its batches."""
 from __future__ import annotations
 
-from storage_helpers import batch
-
 from kcoord.protocol.records import iter_batches
 from kcoord.storage import LogConfig, PartitionLog
 from kcoord.storage.fs import FS
 from kcoord.storage.leader_epochs import LeaderEpochCache
+from tests.storage.storage_helpers import batch
 
 
 def cache_with(tmp_path, entries) -> LeaderEpochCache:

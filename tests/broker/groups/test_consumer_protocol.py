@@ -13,9 +13,10 @@ import time
 import pytest
 from kafka import KafkaProducer
 
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
-from tests.broker.groups.procs import disjoint_cover, wait_until
+from tests.broker.groups.group_server import GROUP_TEST_OVERRIDES, start_group_server
+from tests.broker.groups.procs import disjoint_cover
 
 PARTITIONS = 6
 OVERRIDES = dict(GROUP_TEST_OVERRIDES, **{"group.consumer.heartbeat.interval.ms": "500",
@@ -26,7 +27,7 @@ OVERRIDES = dict(GROUP_TEST_OVERRIDES, **{"group.consumer.heartbeat.interval.ms"
 
 @pytest.fixture
 def kip848_server(tmp_path):
-    srv = GroupTestServer(tmp_path, dict(OVERRIDES), name="kip848").start()
+    srv = start_group_server(tmp_path, dict(OVERRIDES), name="kip848")
     yield srv
     srv.stop()
 

@@ -6,8 +6,8 @@ import signal
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode as E
+from kcoord.testkit.waiting import wait_until
 from kcoord.tools.client import KafkaWireClient
-from tests.broker.groups.procs import wait_until
 from tests.broker.groups.rawgroup import Member, assignment
 
 GROUP = "durable-membership"

@@ -18,9 +18,9 @@ from kcoord.coordinator.runtime import FAULT_FILE_ENV
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.protocol.headers import encode_request_frame
+from kcoord.testkit.broker_process import TEST_SETTINGS
 from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.test_heartbeat_paths import join_and_sync, join_request
-from tests.support.fixtures import TEST_DEFAULTS
 from tests.support.raw_kafka import RawKafka
 
 OFFSET_COMMIT, HEARTBEAT, METADATA = 8, 12, 3
@@ -55,7 +55,7 @@ async def served(tmp_path, monkeypatch):
     fault = tmp_path / "fail-next-offsets-write"
     monkeypatch.setenv(FAULT_FILE_ENV, str(fault))
     broker = Broker(BrokerConfig.load(overrides={
-        "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_DEFAULTS}))
+        "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_SETTINGS}))
     await broker.start()
     await asyncio.wait_for(broker.groups.loaded_event.wait(), 30)
     broker.topics.create(TOPIC, 3)

@@ -9,9 +9,10 @@ import pytest
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode as E
+from kcoord.testkit.waiting import wait_until
 from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups import procs
-from tests.broker.groups.procs import committed_max, disjoint_cover, wait_until
+from tests.broker.groups.procs import committed_max, disjoint_cover
 
 PARTITIONS = 3
 
