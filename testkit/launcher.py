@@ -52,8 +52,9 @@ class Launcher:
         with self._lock:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"the broker launcher exited ({self._proc.returncode})")
-            self._proc.stdin.write(json.dumps({"overrides": overrides, "log_level": log_level, "cwd": cwd, "log": log_path,
-                                           "env": env or {}, "status": status_path}) + "\n")
+            request = {"overrides": overrides, "log_level": log_level, "cwd": cwd, "log": log_path,
+                       "env": env or {}, "status": status_path}
+            self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
             answer = json.loads(self._proc.stdout.readline() or '{"error": "the launcher exited"}')
         if "pid" not in answer:

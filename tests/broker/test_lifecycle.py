@@ -66,7 +66,8 @@ async def test_fetch_long_poll_returns_when_data_arrives(kcoord_broker: Broker):
 
     waiter = asyncio.create_task(asyncio.to_thread(long_poll))
     # Parked: the fetch registered as waiting on the partition (it has no data and max_wait is long).
-    await wait_until_async(lambda: ("longpoll", 0) in kcoord_broker.fetch_waiters._waiting, BOUND_S, "the long poll parked")
+    await wait_until_async(lambda: ("longpoll", 0) in kcoord_broker.fetch_waiters._waiting,
+                           BOUND_S, "the long poll parked")
     assert not waiter.done()
     with RawKafka(port) as c:
         await asyncio.to_thread(produce, c, "longpoll", records_batch(4))
@@ -215,7 +216,8 @@ async def test_reading_pauses_when_too_many_requests_are_queued(tmp_path):
                 return sent, [c.read_response(18, 0)[0] for _ in sent]
 
         talker = asyncio.create_task(asyncio.to_thread(pipeline))
-        await wait_until_async(lambda: any(conn.state.reading_paused for conn in broker.server.connections), BOUND_S, "reading paused")
+        await wait_until_async(lambda: any(conn.state.reading_paused for conn in broker.server.connections),
+                               BOUND_S, "reading paused")
         (conn,) = broker.server.connections
         assert conn.state.pending < count  # the rest waits in the socket buffers, not in our queue
         release.set()
@@ -259,7 +261,8 @@ async def test_request_in_flight_completes_when_its_client_disconnects(kcoord_br
 
     await asyncio.to_thread(send_and_leave)
     await asyncio.wait_for(entered.wait(), BOUND_S)
-    await wait_until_async(lambda: not kcoord_broker.server.connections, BOUND_S, "the disconnect")  # the server saw the disconnect
+    await wait_until_async(lambda: not kcoord_broker.server.connections,
+                           BOUND_S, "the disconnect")  # the server saw the disconnect
     release.set()
     await asyncio.wait_for(finished.wait(), BOUND_S)  # the handler ran to the end; its answer is dropped
     assert kcoord_broker.topics.log("orphan", 0).log_end_offset == 2
