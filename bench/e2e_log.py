@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-# tools/cli.py's format: "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# broker/run.py's format: "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _STAMP = r"^(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ \S+: "
 REBALANCE, JOINED, ASSIGNMENT, STABLE = "rebalance", "joined", "assignment", "stable"
 _EVENTS = [

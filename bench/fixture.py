@@ -22,9 +22,9 @@ import tempfile
 import time
 
 from bench.runner import ROOT, interleaved, main, median, ratio, rss_bytes, settings
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.testkit.broker_process import BrokerProcess
 from kcoord.testkit.launcher import Launcher
-from kcoord.tools.client import KafkaWireClient
 
 SETTLE_S = 1.0
 IN_PROCESS = r"""
@@ -32,7 +32,7 @@ import asyncio, os, sys, threading, time
 t0 = time.monotonic()
 from kcoord.broker.app import Broker
 from kcoord.broker.config import BrokerConfig
-from kcoord.tools.client import KafkaWireClient
+from kcoord.protocol.client import KafkaWireClient
 ready, box = threading.Event(), {}
 def serve():
     async def go():

@@ -24,8 +24,8 @@ import subprocess
 import sys
 import time
 
+from kcoord.broker.admin_client import AdminClient, AdminRequestError
 from kcoord.testkit.launcher import Launcher, child_env
-from kcoord.tools.admin_client import AdminClient, AdminRequestError
 
 READY = re.compile(r"kcoord ready: listening on (\S+?):(\d+)(?:.*?metrics on port (\d+))?(?:.*?admin on port (\d+))?")
 # Kafka defaults that make tests wait, lowered; every one can be overridden.
@@ -47,6 +47,7 @@ class BrokerProcess:
         self.workdir = pathlib.Path(workdir)
         self.data_dir = self.workdir / f"{name}-data"
         self.log_path = self.workdir / f"{name}.log"
+        self.status_path = self.workdir / f"{name}.exit"  # a launcher's broker writes its exit status here
         self.overrides = {**(TEST_SETTINGS if test_settings else {}),
                           **{k: str(v) for k, v in (overrides or {}).items()}}
         self.log_level = log_level
@@ -70,17 +71,19 @@ class BrokerProcess:
         if self.admin_listener:
             props["kcoord.admin.listener"] = f"http://{self.host}:{self.admin_port or 0}"
         props.update(self.overrides)
-        argv = ["serve", "--log-level", self.log_level]
-        for key, value in props.items():
-            argv += ["--override", f"{key}={value}"]
         self.workdir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self._log_offset = log.tell()  # the ready line of this start is after what is there
         self.returncode = None
         if self.launcher is not None:
             self._popen = None
-            self.pid = self.launcher.spawn(argv, str(self.workdir), str(self.log_path), self.env)
-        else:
+            self.status_path.unlink(missing_ok=True)
+            self.pid = self.launcher.spawn(props, str(self.workdir), str(self.log_path), self.env, self.log_level,
+                                           str(self.status_path))
+        else:  # a plain `kcoord serve` process
+            argv = ["serve", "--log-level", self.log_level]
+            for key, value in props.items():
+                argv += ["--override", f"{key}={value}"]
             env = child_env(self.env)
             with open(self.log_path, "ab") as log:
                 self._popen = subprocess.Popen([sys.executable, "-m", "kcoord.tools", *argv], cwd=str(self.workdir),
@@ -124,8 +127,7 @@ class BrokerProcess:
             time.sleep(0.002)
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM and wait for the graceful exit (SIGKILL after `timeout`); returns the exit code
-        (None for a broker of a launcher, whose exit status its launcher reaps)."""
+        """SIGTERM and wait for the graceful exit (SIGKILL after `timeout`); returns the exit code."""
         if self.running:
             os.kill(self.pid, signal.SIGTERM)
             if not self._wait_exit(timeout):
@@ -163,9 +165,19 @@ class BrokerProcess:
             return self.returncode is None
         try:  # a launcher's child: the kernel reaps it, so a dead one is gone
             os.kill(self.pid, 0)
+            alive = _state(self.pid) != "Z"
         except ProcessLookupError:
-            return False
-        return _state(self.pid) != "Z"
+            alive = False
+        if not alive:
+            self.returncode = self._exit_status()
+        return alive
+
+    def _exit_status(self) -> int | None:
+        """A launcher's broker's exit status, from the file it wrote as it exited (none: it was killed)."""
+        try:
+            return int(self.status_path.read_text())
+        except (OSError, ValueError):
+            return -signal.SIGKILL
 
     # -- what tests use ---------------------------------------------------------------------------
     @property
@@ -182,12 +194,12 @@ class BrokerProcess:
 
     @property
     def faults(self):
-        """kcoord.tools.admin_client.Faults: add(api, error=..., group_id=..., count=...), list(), clear()."""
+        """kcoord.broker.admin_client.Faults: add(api, error=..., group_id=..., count=...), list(), clear()."""
         return self.admin.faults
 
     @property
     def timers(self):
-        """kcoord.tools.admin_client.Timers: expire_member(group, member), fire(group), run_retention()."""
+        """kcoord.broker.admin_client.Timers: expire_member(group, member), fire(group), run_retention()."""
         return self.admin.timers
 
     # the coordinators' test controls on the admin endpoint (kcoord.broker.admin_http): `of` is "coordinator"

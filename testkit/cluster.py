@@ -109,7 +109,7 @@ class KafkaCluster:
     def metadata(self, via: int | None = None, topics: list[str] | None = None):
         """A Metadata v12 response from node `via` (default: the first running node)."""
         from kcoord.protocol import messages as m
-        from kcoord.tools.client import KafkaWireClient
+        from kcoord.protocol.client import KafkaWireClient
 
         node = self.nodes[via] if via is not None else next(n for n in self.nodes.values() if n.running)
         request = m.MetadataRequest(

@@ -1,5 +1,6 @@
 """A fork server for test brokers: one interpreter imports the broker once, then forks a child per
-broker start, each running `kcoord serve` as `python -m kcoord.tools serve` would.
+broker start, each serving as `kcoord serve` does (kcoord.broker.run.serve_properties, the command's own
+implementation).
 
 A fresh interpreter spends most of a test broker's start-up importing (~0.25 s of ~0.5 s measured on
 2 shared cores, bench/fixture.py); a fork of one that has imported everything starts serving in
@@ -7,7 +8,7 @@ tens of milliseconds, and is still a process of its own: SIGKILL is a real crash
 own. The launcher forks before any event loop or thread exists in it, so children start clean.
 
     launcher = Launcher()                              # python -m kcoord.testkit.launcher, in the background
-    pid = launcher.spawn(["serve", "--override", ...], cwd, log_path, env={...})
+    pid = launcher.spawn({"listeners": ..., "log.dirs": ...}, cwd, log_path, env={...})
     launcher.close()                                   # its brokers get SIGKILL with it (PR_SET_PDEATHSIG)
 
 Protocol on the launcher's stdin / stdout: one JSON object a line each way.
@@ -43,12 +44,17 @@ class Launcher:
                                       stdout=subprocess.PIPE, env=child_env(env), text=True)
         self._lock = threading.Lock()
 
-    def spawn(self, argv: list[str], cwd: str, log_path: str, env: dict[str, str] | None = None) -> int:
-        """Fork a broker running `kcoord <argv>` in `cwd`, stdout and stderr appended to `log_path`."""
+    def spawn(self, overrides: dict[str, str], cwd: str, log_path: str, env: dict[str, str] | None = None,
+              log_level: str = "INFO", status_path: str | None = None) -> int:
+        """Fork a broker serving with these properties (`kcoord serve --override k=v ...`) in `cwd`,
+        stdout and stderr appended to `log_path`; its exit status is written to `status_path` as it exits
+        (the kernel reaps it, so nobody else can tell)."""
         with self._lock:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"the broker launcher exited ({self._proc.returncode})")
-            self._proc.stdin.write(json.dumps({"argv": argv, "cwd": cwd, "log": log_path, "env": env or {}}) + "\n")
+            request = {"overrides": overrides, "log_level": log_level, "cwd": cwd, "log": log_path,
+                       "env": env or {}, "status": status_path}
+            self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
             answer = json.loads(self._proc.stdout.readline() or '{"error": "the launcher exited"}')
         if "pid" not in answer:
@@ -67,7 +73,7 @@ class Launcher:
 
 
 def _child(request: dict) -> None:
-    """In the forked child: become `kcoord serve`, never return."""
+    """In the forked child: serve as `kcoord serve` does, never return."""
     code = 1
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -85,9 +91,9 @@ def _child(request: dict) -> None:
         sys.stdin = open(0, closefd=False)  # noqa: SIM115  (fd 0 is the process's)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-        from kcoord.tools.cli import main
+        from kcoord.broker.run import serve_properties
 
-        code = main(request["argv"])
+        code = serve_properties(None, request["overrides"], request["log_level"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:  # the child must never fall back into the launcher's loop
@@ -98,6 +104,9 @@ def _child(request: dict) -> None:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
+            if request.get("status"):
+                with open(request["status"], "w") as status:
+                    status.write(str(code))
         finally:
             os._exit(code)
 
@@ -114,8 +123,8 @@ def _die_with_parent() -> None:
 def serve() -> None:
     """The launcher: import what a broker needs, then fork one per request line until stdin closes."""
     import kcoord.broker.app  # noqa: F401  (the point: imported once, before any fork)
+    import kcoord.broker.run  # noqa: F401
     import kcoord.coordinator.runtime  # noqa: F401
-    import kcoord.tools.cli  # noqa: F401
     from kcoord.broker import registry
 
     try:

@@ -19,6 +19,10 @@ data directory, test settings (broker_process.TEST_SETTINGS: no initial rebalanc
 minimum session timeout, one __consumer_offsets partition) and its admin endpoint on; faults live in
 the server, so a restart clears them. When a test fails, the server's log is added to its report.
 
+`start_broker(workdir, overrides, name, cls=None)` starts one the same way for fixtures of your own (another
+scope, a BrokerProcess subclass); `kcoord.testkit.waiting.wait_until(condition, timeout, what)` waits for
+what a test expects, bounded.
+
 Brokers are forked from one launcher per test session (testkit/launcher.py), started in the background
 as soon as collection finds a test that uses these fixtures: a broker then starts in ~50 ms instead of
 the ~0.5 s of a fresh interpreter (bench/fixture.py), and is still a process of its own.
@@ -39,7 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
     if any(name in FIXTURES for item in items for name in getattr(item, "fixturenames", ())):
-        _get_launcher()  # it imports the broker while the first tests set up
+        session_launcher()  # it imports the broker while the first tests set up
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -47,7 +51,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _launcher.pop().close()
 
 
-def _get_launcher():
+def session_launcher():
+    """This session's launcher (started on first use; closed, and its brokers with it, when pytest exits):
+    `BrokerProcess(..., launcher=session_launcher())` for a broker to prepare before it starts."""
     if not _launcher:
         from kcoord.testkit.launcher import Launcher
 
@@ -55,10 +61,13 @@ def _get_launcher():
     return _launcher[0]
 
 
-def _start(workdir, overrides, name):
+def start_broker(workdir, overrides: dict | None = None, name: str = "kcoord", cls: type | None = None, **kwargs):
+    """Start a broker forked from this session's launcher, as the fixtures do: for a fixture of another
+    scope, or a BrokerProcess subclass (`cls`) with helpers of your own; `kwargs` go to its constructor
+    (`env`, `log_level`, ...). Stopping it is the caller's job."""
     from kcoord.testkit.broker_process import BrokerProcess
 
-    return BrokerProcess(workdir, overrides, name=name, launcher=_get_launcher()).start()
+    return (cls or BrokerProcess)(workdir, overrides, name=name, launcher=session_launcher(), **kwargs).start()
 
 
 @pytest.fixture
@@ -68,7 +77,7 @@ def kafka_broker_factory(request: pytest.FixtureRequest, tmp_path):
     request.node.stash[_BROKERS] = started
 
     def start(overrides: dict | None = None, name: str | None = None):
-        broker = _start(tmp_path, overrides, name or f"kcoord{len(started)}")
+        broker = start_broker(tmp_path, overrides, name or f"kcoord{len(started)}")
         started.append(broker)
         return broker
 
@@ -88,7 +97,7 @@ def kafka_broker(request: pytest.FixtureRequest, kafka_broker_factory):
 @pytest.fixture(scope="session")
 def kafka_broker_session(tmp_path_factory):
     """One kcoord broker for the whole test session."""
-    broker = _start(tmp_path_factory.mktemp("kcoord-session"), None, "kcoord")
+    broker = start_broker(tmp_path_factory.mktemp("kcoord-session"))
     _session_brokers.append(broker)
     yield broker
     _session_brokers.remove(broker)

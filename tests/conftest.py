@@ -1,7 +1,8 @@
 """The suite loads kcoord's pytest plugin (kafka_broker fixtures) from this checkout, not through its
 installed `pytest11` entry point, which pyproject's addopts turn off (`-p no:kcoord`): an entry point is
 imported before pytest puts the checkout on sys.path, so with an editable install of another checkout
-(worktrees sharing a venv) the `kcoord` package would come from there.
+(worktrees sharing a venv) the `kcoord` package would come from there. The suite's own server fixtures
+(tests/support/fixtures.py: kcoord_server, ...) are thin names over the plugin's, loaded here too.
 
 Every test must close the Kafka clients it starts, on every path (tests/support/client_leaks.py says
 why and what is counted): one still running after the test's teardown fails the test."""
@@ -9,7 +10,7 @@ import pytest
 
 from tests.support import client_leaks
 
-pytest_plugins = ["kcoord.testkit.pytest_plugin", "kcoord.testkit.cluster_plugin"]
+pytest_plugins = ["kcoord.testkit.pytest_plugin", "kcoord.testkit.cluster_plugin", "tests.support.fixtures"]
 
 _RUNNING_BEFORE = pytest.StashKey[tuple]()
 

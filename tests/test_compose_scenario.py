@@ -112,6 +112,7 @@ def test_compose_scenario_as_processes(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]))
     base = [sys.executable, "-m", "kcoord.tools", "demo"]
     overrides = {"group.initial.rebalance.delay.ms": "500", "group.min.session.timeout.ms": "1000"}
+    # a plain `kcoord serve` process on purpose: the scenario runs every part as compose does
     with KcoordServer(tmp_path / "data", overrides=overrides) as server:
         def demo(*args, **kw):
             return subprocess.run([*base, *args, "--bootstrap-server", server.bootstrap, "--wait", "30"],

@@ -17,17 +17,12 @@ from confluent_kafka import TopicPartition as RdTopicPartition
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 
+from kcoord.testkit.waiting import wait_until
+
 pytestmark = pytest.mark.kcoord(overrides={"num.partitions": "2", "metrics.port": "0"})
 
 TOPIC = "orders"
 FAST = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 300}  # let the group notice things quickly
-
-
-def eventually(check, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def produce(bootstrap, values):
@@ -142,8 +137,8 @@ def start_group(kafka_broker, app, group):
     produce(bootstrap, [f"before-{i}" for i in range(20)])
     app.start_kafka_python(bootstrap, group)
     app.start_confluent(bootstrap, group)
-    eventually(lambda: stable_with_both(bootstrap, group), what="both consumers in the group")
-    eventually(lambda: {f"before-{i}" for i in range(20)} <= app.seen, what="the first messages consumed")
+    wait_until(lambda: stable_with_both(bootstrap, group), 60, "both consumers in the group")
+    wait_until(lambda: {f"before-{i}" for i in range(20)} <= app.seen, 60, "the first messages consumed")
 
 
 def test_consumers_rejoin_after_rebalance_in_progress_heartbeats(kafka_broker, app):
@@ -152,14 +147,14 @@ def test_consumers_rejoin_after_rebalance_in_progress_heartbeats(kafka_broker, a
     assigned_before = sum(app.assignments.values())
 
     fault = kafka_broker.faults.add("Heartbeat", error="REBALANCE_IN_PROGRESS", group_id=group, count=3)
-    eventually(lambda: kafka_broker.faults.get(fault["id"])["fired"] == 3, what="3 heartbeats answered")
+    wait_until(lambda: kafka_broker.faults.get(fault["id"])["fired"] == 3, 60, "3 heartbeats answered")
 
     # they rejoined (each REBALANCE_IN_PROGRESS sends its consumer back to JoinGroup) ...
-    eventually(lambda: sum(app.assignments.values()) > assigned_before, what="a new assignment")
-    eventually(lambda: stable_with_both(kafka_broker.bootstrap_servers, group), what="the group stable again")
+    wait_until(lambda: sum(app.assignments.values()) > assigned_before, 60, "a new assignment")
+    wait_until(lambda: stable_with_both(kafka_broker.bootstrap_servers, group), 60, "the group stable again")
     # ... and keep consuming: everything produced afterwards is processed
     produce(kafka_broker.bootstrap_servers, [f"after-{i}" for i in range(20)])
-    eventually(lambda: {f"after-{i}" for i in range(20)} <= app.seen, what="the later messages consumed")
+    wait_until(lambda: {f"after-{i}" for i in range(20)} <= app.seen, 60, "the later messages consumed")
     assert kafka_broker.faults.get(fault["id"])["exhausted"]
 
 
@@ -173,7 +168,7 @@ def test_expired_member_triggers_a_session_timeout_rebalance_at_once(kafka_broke
     # rebalance can only be the expiry asked for (no waiting for the 6 s session timeout, let alone Kafka's
     # 45 s default). How fast it comes is a timing, not asserted here.
     kafka_broker.timers.expire_member(group, members["py-consumer"])
-    eventually(lambda: rebalances(kafka_broker, group, "session_timeout") == 1, what="the session-timeout rebalance")
+    wait_until(lambda: rebalances(kafka_broker, group, "session_timeout") == 1, 60, "the session-timeout rebalance")
     kafka_broker.wait_for_log(rf"Preparing to rebalance group {group} .*removing member "
                               rf"{members['py-consumer']} on heartbeat expiration")
 
@@ -182,9 +177,9 @@ def test_expired_member_triggers_a_session_timeout_rebalance_at_once(kafka_broke
         _, now = group_members(kafka_broker.bootstrap_servers, group)
         return set(now) == {"py-consumer", "rdkafka-consumer"} and now["py-consumer"] != members["py-consumer"]
 
-    eventually(rejoined, what="the expired consumer back in the group")
+    wait_until(rejoined, 60, "the expired consumer back in the group")
     produce(kafka_broker.bootstrap_servers, [f"after-{i}" for i in range(10)])
-    eventually(lambda: {f"after-{i}" for i in range(10)} <= app.seen, what="the later messages consumed")
+    wait_until(lambda: {f"after-{i}" for i in range(10)} <= app.seen, 60, "the later messages consumed")
 
 
 def test_resume_from_committed_offsets_after_a_broker_crash(kafka_broker):

@@ -4,7 +4,8 @@
 
 observability is importable by the serving path and above and imports nothing of ours; analytics uses
 protocol and storage only; txn may import kcoord.coordinator.common (what the two coordinators' runtimes
-share, Kafka's coordinator-common), a leaf of the coordinator, and nothing else of it; nothing in kcoord imports tools (except the test kit), testkit, analytics,
+share, Kafka's coordinator-common), a leaf of the coordinator, and nothing else of it; nothing in kcoord
+imports tools, testkit, analytics,
 bench or tests. Every package is imported as `kcoord.<package>`: a bare `import storage` is an error
 here as it is for ruff (TID251).
 """
@@ -31,8 +32,7 @@ ALLOWED = {
     "broker": BELOW_BROKER,
     # tools/cli.py runs `kcoord analyze` as `python -m kcoord.analytics` (a process, not an import)
     "tools": BELOW_BROKER | {"broker"},
-    # the test kit runs `kcoord serve` (tools.cli) and drives the admin endpoint with tools.admin_client
-    "testkit": BELOW_BROKER | {"broker", "tools"},
+    "testkit": BELOW_BROKER | {"broker"},
     "analytics": {"protocol", "storage"},
 }
 # Subpackages a package may import although their package is not in its ALLOWED set: Kafka's

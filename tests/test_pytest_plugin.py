@@ -12,7 +12,7 @@ from tests.support.kcoord_server import ROOT
 USER_TESTS = '''
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kcoord.tools.client import KafkaWireClient
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol import messages as m
 
 

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 
-from kcoord.tools.admin_client import AdminClient, AdminRequestError
+from kcoord.broker.admin_client import AdminClient, AdminRequestError
 
 ADMIN_ENV = "KCOORD_ADMIN"
 TIMER_COMMANDS = ("expire-member", "fire-timers", "run-retention")

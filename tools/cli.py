@@ -8,7 +8,6 @@ imports analytics, and Spark's JVM never shares a process with a server.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -90,17 +89,10 @@ def load_config(args: argparse.Namespace):
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    cfg = load_config(args)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    for key in cfg.ignored:
-        logging.getLogger("kcoord.config").info("ignoring %s (no meaning on a single-node broker)", key)
-    from kcoord.broker.app import serve
+    from kcoord.broker.config import parse_overrides
+    from kcoord.broker.run import serve_properties
 
-    return serve(cfg)
+    return serve_properties(args.properties, parse_overrides(args.override), args.log_level)
 
 
 def cmd_config(args: argparse.Namespace) -> int:

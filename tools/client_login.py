@@ -100,7 +100,7 @@ def add_command_config(parser: Any, *subparsers: Any) -> None:
 
 
 def use_command_config(args: Any) -> None:
-    from kcoord.tools.client import KafkaWireClient
+    from kcoord.protocol.client import KafkaWireClient
 
     path = getattr(args, "command_config", None)
     KafkaWireClient.default_security = ClientSecurity.from_file(path) if path else None

@@ -7,8 +7,8 @@ ConsumerGroupCommand.printMembers shows the column only for such a group)."""
 from __future__ import annotations
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient, WireError
 from kcoord.protocol.errors import ErrorCode
-from kcoord.tools.client import KafkaWireClient, WireError
 
 MEMBER_COLUMNS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
                   "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT")

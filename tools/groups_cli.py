@@ -18,9 +18,9 @@ import sys
 from dataclasses import dataclass
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode
 from kcoord.tools import consumer_groups_cli
-from kcoord.tools.client import KafkaWireClient
 from kcoord.tools.client_login import add_command_config, use_command_config
 from kcoord.tools.tool_run import run_tool
 

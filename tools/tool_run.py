@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from kcoord.tools.client import WireError
+from kcoord.protocol.client import WireError
 from kcoord.tools.client_login import LoginFailed
 
 

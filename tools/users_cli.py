@@ -16,8 +16,8 @@ import sys
 from kcoord.broker.security.scram import HASHES, MIN_ITERATIONS, make_credential, salted_password
 from kcoord.metadata.scram_store import MECHANISM_TYPES, TYPE_OF, ScramStore
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode
-from kcoord.tools.client import KafkaWireClient
 from kcoord.tools.client_login import add_command_config, use_command_config
 from kcoord.tools.tool_run import run_tool
 

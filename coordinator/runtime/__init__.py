@@ -50,9 +50,6 @@ from kcoord.storage import StorageError
 # partition's checkpoint is rewritten (a rewrite decodes only the groups its tail touches).
 CHECKPOINT_RECORDS = 10_000
 CHECKPOINT_RECORDS_ENV = "KCOORD_OFFSETS_CHECKPOINT_RECORDS"  # tests and benches: another interval
-# Read by nothing any more (the admin endpoint's fail-offsets-writes replaced it); only so that
-# tests/broker/groups/conftest.py's import holds until its unused faulty_server fixture goes with it.
-FAULT_FILE_ENV = "KCOORD_TEST_FAIL_OFFSETS_WRITE_FILE"
 LOAD_SLICE = 1000  # groups built between two turns of the loop while a partition loads
 
 log = logging.getLogger("kcoord.coordinator.runtime")

@@ -11,10 +11,11 @@ import pytest
 
 from kcoord.analytics import cli, pipeline
 from kcoord.protocol import messages as m
-from kcoord.tools.client import KafkaWireClient
+from kcoord.protocol.client import KafkaWireClient
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
-from tests.broker.groups.procs import disjoint_cover, wait_until
+from tests.broker.groups.group_server import GROUP_TEST_OVERRIDES, start_group_server
+from tests.broker.groups.procs import disjoint_cover
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -66,7 +67,7 @@ def settle(server, consumers, what):
 @pytest.fixture(scope="module")
 def history(tmp_path_factory, spark):
     work = tmp_path_factory.mktemp("kip848-real-server")
-    server = GroupTestServer(work, dict(OVERRIDES), name="kip848-analytics").start()
+    server = start_group_server(work, dict(OVERRIDES), name="kip848-analytics")
     everyone, settled = [], []      # (clients, the group epoch they reconciled at)
     try:
         server.create_topic(TOPIC, PARTITIONS)

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from kcoord.analytics import cli, pipeline
-from tests.support.kcoord_server import KcoordServer
+from kcoord.testkit.broker_process import BrokerProcess
+from kcoord.testkit.pytest_plugin import session_launcher
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -108,10 +109,9 @@ class Producer(threading.Thread):
 @pytest.fixture(scope="module")
 def history(tmp_path_factory, spark):
     work = tmp_path_factory.mktemp("real-server")
-    overrides = {"group.initial.rebalance.delay.ms": "0", "num.partitions": str(PARTITIONS),
-                 "offsets.topic.num.partitions": "4"}
+    overrides = {"num.partitions": str(PARTITIONS), "offsets.topic.num.partitions": "4"}
     consumers = []
-    with KcoordServer(work, overrides) as server:
+    with BrokerProcess(work, overrides, launcher=session_launcher()) as server:
         producer = Producer(server.bootstrap)
         producer.start()
         deadline = time.monotonic() + 30

@@ -7,8 +7,8 @@ import os
 from kcoord.analytics.segment import SegmentDecoder
 from kcoord.protocol.consumer_offsets import partition_for
 from kcoord.protocol.errors import ErrorCode as E
+from kcoord.testkit.pytest_plugin import start_broker
 from tests.broker.transactions.txnwire import add_offsets, end_txn, init_until_ready, txn_commit
-from tests.support.kcoord_server import KcoordServer
 from tests.support.raw_kafka import RawKafka
 
 PARTITIONS = 5
@@ -17,8 +17,8 @@ PARTITIONS = 5
 def test_only_committed_transactional_offsets_reach_offset_commits(tmp_path):
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    server = KcoordServer(tmp_path, {"offsets.topic.num.partitions": str(PARTITIONS),
-                                     "transaction.state.log.num.partitions": "3"}, "analytics-txn").start()
+    server = start_broker(tmp_path, {"offsets.topic.num.partitions": str(PARTITIONS),
+                                     "transaction.state.log.num.partitions": "3"}, "analytics-txn")
     try:
         admin = AdminClient({"bootstrap.servers": server.bootstrap})
         [f.result(30) for f in admin.create_topics([NewTopic("t", 3)]).values()]

@@ -1,5 +1,5 @@
 """The admin endpoint's faults over real TCP: a subprocess server with kcoord.admin.listener, requests
-sent with our wire client, faults installed with kcoord.tools.admin_client (what `kcoord faults` uses).
+sent with our wire client, faults installed with kcoord.broker.admin_client (what `kcoord faults` uses).
 
 Error answers follow where Kafka's responses carry errors: Heartbeat's top-level ErrorCode
 (HeartbeatResponse.json), OffsetCommit's per-partition ErrorCode (OffsetCommitResponse.json)."""
@@ -12,10 +12,11 @@ import urllib.request
 
 import pytest
 
+from kcoord.broker.admin_client import AdminClient, AdminRequestError
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient, WireError
 from kcoord.protocol.errors import ErrorCode
-from kcoord.tools.admin_client import AdminClient, AdminRequestError
-from kcoord.tools.client import KafkaWireClient, WireError
+from kcoord.testkit.pytest_plugin import start_broker
 
 ADMIN = {"kcoord.admin.listener": "http://127.0.0.1:0", "metrics.port": "0"}
 
@@ -34,9 +35,13 @@ def heartbeat(client, group="g", member="m-1"):
     return client.request(m.HeartbeatRequest(group_id=group, member_id=member, generation_id=1), 4).error_code
 
 
-def test_off_by_default(kcoord_server):
-    assert kcoord_server.admin_port is None
-    assert "admin on port" not in kcoord_server.log_text()
+def test_off_by_default(tmp_path):
+    bare = start_broker(tmp_path, admin=False, test_settings=False)  # no property set, as a bare `kcoord serve`
+    try:
+        assert bare.admin_port is None
+        assert "admin on port" not in bare.log_text()
+    finally:
+        bare.stop()
 
 
 def test_error_fault_fires_after_n_for_count_then_stops(server, admin):

@@ -14,10 +14,10 @@ import urllib.request
 
 import pytest
 
+from kcoord.broker.admin_client import AdminClient, AdminRequestError
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode
-from kcoord.tools.admin_client import AdminClient, AdminRequestError
-from kcoord.tools.client import KafkaWireClient
 from tests.broker.test_admin_faults import ADMIN, kcoord_cli
 
 JOIN_V = 3  # before KIP-394: the first JoinGroup gets a member id and joins at once

@@ -22,8 +22,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.headers import encode_request_frame
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.procs import disjoint_cover, wait_until
+from tests.broker.groups.procs import disjoint_cover
 from tests.broker.test_server import BAD_INPUTS
 from tests.support.raw_kafka import RawKafka
 

@@ -13,8 +13,8 @@ from kafka.structs import OffsetAndMetadata
 from kcoord.broker.app import Broker
 from kcoord.broker.config import BrokerConfig
 from kcoord.metadata.topics import CONSUMER_OFFSETS, METADATA_FILE
+from kcoord.testkit.broker_process import TEST_SETTINGS
 from tests.broker.test_lifecycle import BOUND_S
-from tests.support.fixtures import TEST_DEFAULTS
 
 KEPT_OFFSET = 7
 
@@ -59,7 +59,7 @@ def keeper_records(offsets_log) -> int:
 
 @pytest.mark.parametrize("metadata", ["kept", "lost"])
 async def test_consumer_offsets_keep_their_records_under_a_tiny_retention(tmp_path, metadata):
-    base = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_DEFAULTS,
+    base = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_SETTINGS,
             "offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "1024",
             "log.segment.bytes": "1024"}
     tp = TopicPartition("plain", 0)

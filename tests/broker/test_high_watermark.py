@@ -18,9 +18,10 @@ from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.records import iter_batches
 from kcoord.storage import FaultyFS
+from kcoord.testkit.broker_process import TEST_SETTINGS
+from kcoord.testkit.waiting import wait_until_async
 from tests.broker.test_data_plane import create, fetch, produce, records_batch
-from tests.broker.test_lifecycle import BOUND_S, wait_until
-from tests.support.fixtures import TEST_DEFAULTS
+from tests.broker.test_lifecycle import BOUND_S
 from tests.support.raw_kafka import RawKafka
 
 N = 40
@@ -29,7 +30,7 @@ N = 40
 @pytest.fixture
 async def faulty_broker(tmp_path, request):
     """(broker, fs) with an optional log.flush.interval.messages from the test's parametrisation."""
-    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_DEFAULTS,
+    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_SETTINGS,
                  **getattr(request, "param", {})}
     fs = FaultyFS()
     broker = Broker(BrokerConfig.load(overrides=overrides), fs=fs)
@@ -73,7 +74,8 @@ async def test_fetch_served_batches_not_yet_fsynced(faulty_broker):
             return fetch(c, "hw", 0, max_wait_ms=60000, min_bytes=1)
 
     poller = asyncio.create_task(asyncio.to_thread(long_poll))
-    await wait_until(lambda: ("hw", 0) in broker.fetch_waiters._waiting)
+    await wait_until_async(lambda: ("hw", 0) in broker.fetch_waiters._waiting,
+                           BOUND_S, "the long poll parked")
 
     gate = hold_fsyncs(fs)
 
@@ -82,7 +84,8 @@ async def test_fetch_served_batches_not_yet_fsynced(faulty_broker):
             return produce(c, "hw", records_batch(5))
 
     producing = asyncio.create_task(asyncio.to_thread(produce_all))
-    await wait_until(lambda: plog.log_end_offset == 5)  # written, its fsync held
+    await wait_until_async(lambda: plog.log_end_offset == 5,
+                           BOUND_S, "5 records written")  # written, its fsync held
 
     def look():
         with RawKafka(port) as c:
@@ -113,13 +116,14 @@ async def test_acks_zero_batches_become_visible_after_their_fsync(faulty_broker)
     gate = hold_fsyncs(fs)
     with RawKafka(port) as c:
         await asyncio.to_thread(produce, c, "fire-and-forget", records_batch(3), 0, 0)
-        await wait_until(lambda: plog.log_end_offset == 3)
+        await wait_until_async(lambda: plog.log_end_offset == 3, BOUND_S, "3 records written")
 
         def long_poll():
             return fetch(c, "fire-and-forget", 0, max_wait_ms=60000, min_bytes=1).responses[0].partitions[0]
 
         poller = asyncio.create_task(asyncio.to_thread(long_poll))
-        await wait_until(lambda: ("fire-and-forget", 0) in broker.fetch_waiters._waiting)
+        await wait_until_async(lambda: ("fire-and-forget", 0) in broker.fetch_waiters._waiting,
+                               BOUND_S, "the long poll parked")
         gate.set()  # nobody awaits this fsync, yet it must make the batch readable and wake the poll
         part = await asyncio.wait_for(poller, BOUND_S)
     assert (part.high_watermark, record_count(part.records)) == (3, 3)
@@ -199,7 +203,8 @@ async def test_long_poll_of_a_real_consumer_is_woken_by_the_fsync(kcoord_broker)
             consumer.close()
 
     consuming = asyncio.create_task(asyncio.to_thread(consume_one))
-    await wait_until(lambda: (topic, 0) in kcoord_broker.fetch_waiters._waiting)
+    await wait_until_async(lambda: (topic, 0) in kcoord_broker.fetch_waiters._waiting,
+                           BOUND_S, "the consumer's long poll parked")
     assert started.is_set()
     with RawKafka(kcoord_broker.listeners[0].port) as c:
         await asyncio.to_thread(produce, c, topic, records_batch(1))
@@ -250,7 +255,8 @@ async def test_consumer_offsets_long_poll_is_woken_by_a_durable_commit(kcoord_br
             reader.close()
 
     reading = asyncio.create_task(asyncio.to_thread(read_one_commit))
-    await wait_until(lambda: ("__consumer_offsets", partition) in kcoord_broker.fetch_waiters._waiting)
+    await wait_until_async(lambda: ("__consumer_offsets", partition) in kcoord_broker.fetch_waiters._waiting,
+                           BOUND_S, "the long poll on __consumer_offsets parked")
 
     def commit():
         committer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)

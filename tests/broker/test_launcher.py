@@ -8,9 +8,9 @@ import time
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.testkit.broker_process import BrokerProcess
 from kcoord.testkit.launcher import Launcher
-from kcoord.tools.client import KafkaWireClient
 
 
 @pytest.fixture

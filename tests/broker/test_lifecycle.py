@@ -2,27 +2,22 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import urllib.request
 
+import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from kcoord.broker.app import Broker
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.records import build_batch, iter_batches
+from kcoord.testkit.waiting import wait_until_async
 from tests.broker.test_data_plane import create, fetch, produce, records_batch
 from tests.support.raw_kafka import RawKafka
 
 BOUND_S = 20.0
-
-
-async def wait_until(predicate, timeout: float = BOUND_S) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.01)
 
 
 async def test_hooks_can_fail_replace_and_observe_requests(kcoord_broker: Broker):
@@ -71,7 +66,8 @@ async def test_fetch_long_poll_returns_when_data_arrives(kcoord_broker: Broker):
 
     waiter = asyncio.create_task(asyncio.to_thread(long_poll))
     # Parked: the fetch registered as waiting on the partition (it has no data and max_wait is long).
-    await wait_until(lambda: ("longpoll", 0) in kcoord_broker.fetch_waiters._waiting)
+    await wait_until_async(lambda: ("longpoll", 0) in kcoord_broker.fetch_waiters._waiting,
+                           BOUND_S, "the long poll parked")
     assert not waiter.done()
     with RawKafka(port) as c:
         await asyncio.to_thread(produce, c, "longpoll", records_batch(4))
@@ -136,7 +132,8 @@ def test_sigterm_is_graceful_and_restart_keeps_acknowledged_data(kcoord_server):
     assert sorted(got) == sorted(acked) == list(range(200))
 
 
-def test_sigterm_with_pipelined_produces_answers_every_request_it_read(kcoord_server):
+def test_sigterm_with_pipelined_produces_answers_every_request_it_read(kcoord_plain_server):
+    kcoord_server = kcoord_plain_server  # a plain `kcoord serve` process: its exit status after SIGTERM
     with RawKafka(kcoord_server.port) as c:
         create(c, "pipelined")
         sent = [c.send_request(0, 9, m.ProduceRequest(
@@ -168,8 +165,7 @@ def test_producer_ids_are_not_reused_after_restart(kcoord_server):
             return c.request(22, 4, m.InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1000,
                                                             producer_id=-1, producer_epoch=-1)).producer_id
     before = {pid() for _ in range(3)}
-    kcoord_server.kill()  # even without a clean shutdown
-    kcoord_server.start()
+    kcoord_server.kill()  # SIGKILL, then up again: even without a clean shutdown
     assert pid() not in before
 
 
@@ -220,7 +216,8 @@ async def test_reading_pauses_when_too_many_requests_are_queued(tmp_path):
                 return sent, [c.read_response(18, 0)[0] for _ in sent]
 
         talker = asyncio.create_task(asyncio.to_thread(pipeline))
-        await wait_until(lambda: any(conn.state.reading_paused for conn in broker.server.connections))
+        await wait_until_async(lambda: any(conn.state.reading_paused for conn in broker.server.connections),
+                               BOUND_S, "reading paused")
         (conn,) = broker.server.connections
         assert conn.state.pending < count  # the rest waits in the socket buffers, not in our queue
         release.set()
@@ -231,17 +228,14 @@ async def test_reading_pauses_when_too_many_requests_are_queued(tmp_path):
 
 
 def test_second_server_on_a_busy_port_fails_cleanly(kcoord_server, tmp_path):
-    import subprocess
-    import sys
+    from tests.support.kcoord_server import KcoordServer, ServerFailed
 
-    from tests.support.kcoord_server import ROOT
-
-    run = subprocess.run(
-        [sys.executable, "-m", "kcoord.tools", "serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{kcoord_server.port}",
-         "--override", f"log.dirs={tmp_path / 'other'}"],
-        env={"PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "src"), str(ROOT)]), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60)
-    assert run.returncode == 1
-    assert "cannot start" in run.stderr and "kcoord ready" not in run.stdout
+    # a plain `kcoord serve` process on purpose: the command must exit 1 with one line, no ready line
+    other = KcoordServer(tmp_path / "other", {"listeners": f"PLAINTEXT://127.0.0.1:{kcoord_server.port}"})
+    with pytest.raises(ServerFailed):
+        other.start(timeout=60)
+    assert other.returncode == 1
+    assert "cannot start" in other.log_text() and "kcoord ready" not in other.log_text()
     assert kcoord_server.running
 
 
@@ -267,7 +261,8 @@ async def test_request_in_flight_completes_when_its_client_disconnects(kcoord_br
 
     await asyncio.to_thread(send_and_leave)
     await asyncio.wait_for(entered.wait(), BOUND_S)
-    await wait_until(lambda: not kcoord_broker.server.connections)  # the server saw the disconnect
+    await wait_until_async(lambda: not kcoord_broker.server.connections,
+                           BOUND_S, "the disconnect")  # the server saw the disconnect
     release.set()
     await asyncio.wait_for(finished.wait(), BOUND_S)  # the handler ran to the end; its answer is dropped
     assert kcoord_broker.topics.log("orphan", 0).log_end_offset == 2
@@ -292,6 +287,7 @@ def test_idempotent_retry_across_restart_is_still_a_duplicate(kcoord_server):
         assert gap.error_code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+@pytest.mark.kcoord(overrides={"offsets.topic.num.partitions": "4"})
 async def test_consumer_offsets_topic_is_internal_and_compacted(kcoord_broker: Broker):
     log = kcoord_broker.consumer_offsets_log(3)
     assert (log.topic, log.partition) == ("__consumer_offsets", 3)
@@ -313,7 +309,8 @@ async def test_consumer_offsets_topic_is_internal_and_compacted(kcoord_broker: B
     assert deleted.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
-def test_sigint_stops_gracefully_too(kcoord_server):
+def test_sigint_stops_gracefully_too(kcoord_plain_server):
+    kcoord_server = kcoord_plain_server  # a plain `kcoord serve` process: its exit status after SIGINT
     kcoord_server.proc.send_signal(signal.SIGINT)
     assert kcoord_server.proc.wait(BOUND_S) == 0
     kcoord_server.stop()

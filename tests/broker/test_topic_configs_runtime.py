@@ -16,6 +16,7 @@ from kafka.errors import MessageSizeTooLargeError
 
 from kcoord.protocol.records import decode_records
 from kcoord.storage.reader import iter_partition_batches, list_segments
+from kcoord.testkit.waiting import wait_until
 
 HOUR_MS = 3_600_000
 
@@ -56,15 +57,6 @@ def records_on_disk(server, topic: str) -> list[tuple[int, bytes, bytes]]:
             for r in decode_records(batch)]
 
 
-def wait_for(condition, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def test_retention_ms_and_bytes_changed_at_run_time(admin, server):
     admin.create_topics([NewTopic("aging", 1, 1, topic_configs={"segment.bytes": "300"})])
     old = int(time.time() * 1000) - 5 * HOUR_MS
@@ -75,13 +67,13 @@ def test_retention_ms_and_bytes_changed_at_run_time(admin, server):
     time.sleep(0.5)
     assert segments(server, "aging") == before  # 7 days by default: nothing expires
     alter(admin, "aging", retention_ms=str(HOUR_MS))
-    wait_for(lambda: segments(server, "aging") == [8], "the expired segments to go")
+    wait_until(lambda: segments(server, "aging") == [8], 20, "the expired segments to go")
     assert [v for _o, _k, v in records_on_disk(server, "aging")] == [b"new-%d" % i for i in range(4)]
 
     alter(admin, "aging", retention_ms="-1", retention_bytes="400")
     produce(server, "aging", [(None, b"more-%d" % i, None) for i in range(8)])
     # 3 x 280 bytes: the oldest goes (560 left >= 400), the next stays (280 left would be < 400).
-    wait_for(lambda: segments(server, "aging") == [12, 16], "retention.bytes")
+    wait_until(lambda: segments(server, "aging") == [12, 16], 20, "retention.bytes")
 
 
 def test_segment_bytes_changed_at_run_time(admin, server):
@@ -99,7 +91,7 @@ def test_cleanup_policy_compact_then_both(admin, server):
     assert len(records_on_disk(server, "keyed")) == 24
     alter(admin, "keyed", cleanup_policy="compact", min_cleanable_dirty_ratio="0.01")
     # The cleaner keeps the latest record per key in the segments it may clean (all but the active one).
-    wait_for(lambda: len(records_on_disk(server, "keyed")) < 24, "compaction")
+    wait_until(lambda: len(records_on_disk(server, "keyed")) < 24, 20, "compaction")
     on_disk = records_on_disk(server, "keyed")
     latest = {}
     for offset, key, value in on_disk:
@@ -107,7 +99,7 @@ def test_cleanup_policy_compact_then_both(admin, server):
     assert {k: v for k, (_o, v) in latest.items()} == {b"k0": b"v21", b"k1": b"v22", b"k2": b"v23"}
     # compact,delete: retention applies too.
     alter(admin, "keyed", cleanup_policy="compact,delete", retention_ms="1")
-    wait_for(lambda: segments(server, "keyed")[0] > 0 and len(segments(server, "keyed")) == 1, "retention")
+    wait_until(lambda: segments(server, "keyed")[0] > 0 and len(segments(server, "keyed")) == 1, 20, "retention")
 
 
 def test_max_message_bytes_and_log_append_time_at_run_time(admin, server):

@@ -107,7 +107,7 @@ def test_replication_factor_above_the_brokers_is_refused(kafka_cluster, admin):
 
 def test_create_topics_on_a_node_that_is_not_the_controller_is_not_controller(kafka_cluster):
     from kcoord.protocol import messages as m
-    from kcoord.tools.client import KafkaWireClient
+    from kcoord.protocol.client import KafkaWireClient
 
     controller = kafka_cluster.metadata().controller_id
     other = next(i for i in (1, 2, 3) if i != controller)
@@ -160,7 +160,7 @@ def test_find_coordinator_names_the_leader_of_the_group_partition(kafka_cluster)
     on the first FindCoordinator (COORDINATOR_NOT_AVAILABLE meanwhile), then every node names the
     leader of the group's partition."""
     from kcoord.protocol import messages as m
-    from kcoord.tools.client import KafkaWireClient
+    from kcoord.protocol.client import KafkaWireClient
 
     def find(node_id: int):
         with KafkaWireClient.connect(kafka_cluster.nodes[node_id].bootstrap_servers) as client:

@@ -18,8 +18,8 @@ import time
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode
-from kcoord.tools.client import KafkaWireClient
 from tests.cluster.replication_checks import (
     History,
     Producer,

@@ -8,9 +8,9 @@ import pytest
 
 from kcoord.broker.security.scram import make_credential
 from kcoord.metadata.scram_store import ScramStore
+from kcoord.testkit.broker_process import BrokerProcess
+from kcoord.testkit.pytest_plugin import session_launcher
 from tests.support.certs import TestPki
-from tests.support.fixtures import kcoord_server, kcoord_server_factory  # noqa: F401  (fixtures by name)
-from tests.support.kcoord_server import KcoordServer
 
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
               'user_alice="alice-secret" user_admin="admin-secret";')
@@ -18,8 +18,8 @@ SCRAM_USERS = {"bob": "bob-secret", "carol": "carol-secret"}
 _READY = re.compile(r"kcoord ready: listening on ([^;\n]+)")
 
 
-class SecureServer(KcoordServer):
-    """A KcoordServer whose listeners are named: `address("SASL_SSL")` -> "127.0.0.1:port"."""
+class SecureServer(BrokerProcess):
+    """A broker whose listeners are named: `address("SASL_SSL")` -> "127.0.0.1:port"."""
 
     def address(self, listener: str) -> str:
         names = [item.split("://")[0].upper() for item in self.overrides["listeners"].split(",")]
@@ -45,9 +45,13 @@ def add_scram_users(data_dir, users: dict[str, str] = SCRAM_USERS) -> None:
          for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")], [])
 
 
+def secure_server(workdir, overrides: dict[str, str], name: str = "secure") -> SecureServer:
+    """A SecureServer of the session's launcher, not started yet: write its credentials first."""
+    return SecureServer(workdir, overrides, name=name, launcher=session_launcher())
+
+
 def start_secure(tmp_path, overrides: dict[str, str], name: str = "secure") -> SecureServer:
-    props = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000", **overrides}
-    server = SecureServer(tmp_path, props, name=name)
+    server = secure_server(tmp_path, {"group.min.session.timeout.ms": "1000", **overrides}, name=name)
     add_scram_users(server.data_dir)
     return server.start()
 

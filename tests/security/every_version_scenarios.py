@@ -8,7 +8,7 @@ import os
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
-from tests.security.conftest import PLAIN_JAAS, SecureServer, add_scram_users
+from tests.security.conftest import PLAIN_JAAS, SecureServer, add_scram_users, secure_server
 from tests.security.raw import authenticate, handshake, raw
 
 OVERRIDES = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
@@ -18,7 +18,7 @@ OVERRIDES = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
 
 
 def start(workdir) -> SecureServer:
-    srv = SecureServer(workdir, OVERRIDES, name="every-version-secure")
+    srv = secure_server(workdir, OVERRIDES, name="every-version-secure")
     add_scram_users(srv.data_dir)
     return srv.start()
 

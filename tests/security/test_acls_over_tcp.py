@@ -25,7 +25,7 @@ from kafka.admin import (
 from kcoord.broker.security.acl import AclOperation as Op
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
-from tests.security.conftest import PLAIN_JAAS, SecureServer, add_scram_users
+from tests.security.conftest import PLAIN_JAAS, add_scram_users, secure_server
 from tests.security.raw import plain_login, raw
 
 GAF, TAF = ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -34,10 +34,10 @@ _n = itertools.count()
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = SecureServer(tmp_path_factory.mktemp("acl"), {
+    srv = secure_server(tmp_path_factory.mktemp("acl"), {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
         "sasl.jaas.config": PLAIN_JAAS, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin", "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000"},
+        "super.users": "User:admin", "group.min.session.timeout.ms": "1000"},
         name="acl")
     add_scram_users(srv.data_dir)
     srv.start()
@@ -202,7 +202,7 @@ def test_describe_configs_needs_describe_configs(world):
 
 
 def test_acls_are_durable(world):
-    from tests.broker.groups.procs import wait_until
+    from kcoord.testkit.waiting import wait_until
 
     world.restart()
     with alice(world) as c:
@@ -270,8 +270,9 @@ def test_real_consumers_through_acls(world):
     all a consumer group needs, as with Kafka; the group named without an ACL fails."""
     from kafka import KafkaProducer
 
+    from kcoord.testkit.waiting import wait_until
     from tests.broker.groups import procs
-    from tests.broker.groups.procs import stop_all, wait_until
+    from tests.broker.groups.procs import stop_all
 
     producer = KafkaProducer(bootstrap_servers=world.address("SASL_PLAINTEXT"), security_protocol="SASL_PLAINTEXT",
                              sasl_mechanism="PLAIN", sasl_plain_username="admin", sasl_plain_password="admin-secret")

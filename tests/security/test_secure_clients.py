@@ -10,8 +10,9 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.procs import disjoint_cover, stop_all, wait_until
+from tests.broker.groups.procs import disjoint_cover, stop_all
 from tests.security.conftest import start_secure, tls_settings
 
 PARTITIONS = 4

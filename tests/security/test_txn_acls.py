@@ -12,14 +12,14 @@ from kafka.admin import ACLOperation, NewTopic, ResourceType
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.transactions.txnwire import add_offsets, add_partitions, end_txn, init_until_ready
-from tests.security.conftest import PLAIN_JAAS, SecureServer, add_scram_users
+from tests.security.conftest import PLAIN_JAAS, add_scram_users, secure_server
 from tests.security.raw import plain_login, raw
 from tests.security.test_acls_over_tcp import admin, allow
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = SecureServer(tmp_path_factory.mktemp("txn-acl"), {
+    srv = secure_server(tmp_path_factory.mktemp("txn-acl"), {
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
         "sasl.jaas.config": PLAIN_JAAS, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin", "transaction.state.log.num.partitions": "3"}, name="txn-acl")

@@ -17,7 +17,7 @@ from confluent_kafka.admin import (
 )
 
 from kcoord.protocol import messages as m
-from tests.security.conftest import SecureServer, tls_settings
+from tests.security.conftest import secure_server, tls_settings
 from tests.security.raw import raw, scram_login
 from tests.security.test_acls_over_tcp import commit
 
@@ -44,10 +44,10 @@ def command_config(tmp_path, pki, user: str, password: str):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, pki):
     workdir = tmp_path_factory.mktemp("users")
-    srv = SecureServer(workdir, {
+    srv = secure_server(workdir, {
         "listeners": "SASL_SSL://127.0.0.1:0,PLAINTEXT://127.0.0.1:0", **tls_settings(pki),
         "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512", "authorizer.class.name": AUTHORIZER,
-        "super.users": "User:admin", "group.initial.rebalance.delay.ms": "0"}, name="users")
+        "super.users": "User:admin"}, name="users")
     # the first super user, before a server runs (no SASL login is possible without one)
     kcoord("users", "--log-dirs", str(srv.data_dir), "add", "admin", "--password", "admin-pw")
     kcoord("users", "--log-dirs", str(srv.data_dir), "add", "alice", "--password", "alice-pw")

@@ -1,7 +1,9 @@
 import pytest
-from storage_helpers import ManualClock
+
+from kcoord.coordinator.testing import ManualClock
 
 
 @pytest.fixture
 def clock():
-    return ManualClock()
+    """The suite's one manual clock; storage takes `clock.now_ms`."""
+    return ManualClock(1_000_000)

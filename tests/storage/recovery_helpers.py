@@ -3,11 +3,10 @@ import errno
 import os
 import shutil
 
-from storage_helpers import segment_facts
-
 from kcoord.protocol.records import build_batch, decode_records, iter_batches
 from kcoord.storage import FS, LogConfig, LogManager, PartitionLog
 from kcoord.storage.segment import SegmentFiles
+from tests.storage.storage_helpers import segment_facts
 
 CONFIG = LogConfig(segment_bytes=400, index_interval_bytes=60)
 ONE_SEGMENT = CONFIG.replace(segment_bytes=5000)  # rolled by hand

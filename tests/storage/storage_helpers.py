@@ -1,13 +1,5 @@
-"""Shared helpers for the storage tests (imported by name: tests/ has no packages)."""
+"""Shared helpers for the storage tests (tests/storage is a package: `from tests.storage.storage_helpers import ...`)."""
 from kcoord.protocol.records import build_batch
-
-
-class ManualClock:
-    def __init__(self, now_ms: int = 1_000_000) -> None:
-        self.now = now_ms
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def batch(n: int = 1, *, key: bytes | None = b"k", value: bytes = b"v", ts: int = 1_000,

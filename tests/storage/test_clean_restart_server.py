@@ -7,8 +7,6 @@ import re
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from tests.support.fixtures import kcoord_server, kcoord_server_factory  # noqa: F401  (fixtures by name)
-
 BOUND_S = 30
 LOADED = re.compile(r"loaded (\d+) logs from \S+ \((clean shutdown|no clean shutdown)\): "
                     r"(\d+) segments opened from their indexes, (\d+) recovered")
@@ -49,7 +47,7 @@ def _last_load(server) -> tuple[str, int, int]:
     return last.group(2), int(last.group(3)), int(last.group(4))
 
 
-def test_restarts_after_sigterm_skip_recovery_and_after_sigkill_recover(kcoord_server):  # noqa: F811
+def test_restarts_after_sigterm_skip_recovery_and_after_sigkill_recover(kcoord_server):
     server = kcoord_server
     assert _produce(server.bootstrap, 0, 150) == list(range(150))
     committer = KafkaConsumer(bootstrap_servers=server.bootstrap, group_id="kept-group", enable_auto_commit=False)
@@ -61,13 +59,12 @@ def test_restarts_after_sigterm_skip_recovery_and_after_sigkill_recover(kcoord_s
     server.start()
     assert not (server.data_dir / ".kafka_cleanshutdown").exists()  # deleted as the logs load
     how, trusted, recovered = _last_load(server)
-    assert (how, recovered) == ("clean shutdown", 0) and trusted > 50  # "kept-0" and __consumer_offsets
+    assert (how, recovered) == ("clean shutdown", 0) and trusted >= 2  # "kept-0" and __consumer_offsets-0
     assert _consume_all(server.bootstrap, 150) == [(i, b"v%d" % i) for i in range(150)]
     assert _committed(server.bootstrap) == 120
 
     assert _produce(server.bootstrap, 150, 50) == list(range(150, 200))
-    server.kill()
-    server.start()
+    server.kill()  # SIGKILL, then up again on the same data
     how, _, recovered = _last_load(server)
     assert how == "no clean shutdown" and recovered >= 1
     assert _consume_all(server.bootstrap, 200) == [(i, b"v%d" % i) for i in range(200)]

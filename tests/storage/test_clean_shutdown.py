@@ -9,7 +9,11 @@ import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from recovery_helpers import (
+
+from kcoord.protocol.records import build_batch
+from kcoord.storage import LogConfig, LogManager, StorageError
+from kcoord.storage.manager import CLEAN_SHUTDOWN_FILE
+from tests.storage.recovery_helpers import (
     CONFIG,
     ONE_SEGMENT,
     FailingFsyncOf,
@@ -20,10 +24,6 @@ from recovery_helpers import (
     put,
     write_and_close,
 )
-
-from kcoord.protocol.records import build_batch
-from kcoord.storage import LogConfig, LogManager, StorageError
-from kcoord.storage.manager import CLEAN_SHUTDOWN_FILE
 
 
 async def test_clean_close_writes_the_marker_and_the_next_start_deletes_it(tmp_path):

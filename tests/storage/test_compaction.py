@@ -9,17 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
-from storage_helpers import ManualClock, segment_facts
 
+from kcoord.coordinator.testing import ManualClock
 from kcoord.protocol.records import build_batch, decode_records, iter_batches
 from kcoord.storage import FaultyFS, LogConfig, PartitionLog, StorageError, cleaner
+from tests.storage.storage_helpers import segment_facts
 
 DAY = 24 * 3600 * 1000
 
 
 def open_log(tmp_path, clock=None, **config):
     config = {"cleanup_policy": "compact", "segment_bytes": 400, **config}
-    return PartitionLog(str(tmp_path / "c-0"), "c", 0, LogConfig(**config), clock=clock or ManualClock())
+    return PartitionLog(str(tmp_path / "c-0"), "c", 0, LogConfig(**config), clock=(clock or ManualClock()).now_ms)
 
 
 def put(log, key: bytes, value: bytes | None, ts: int = 1000) -> int:

@@ -1,8 +1,7 @@
 """Compaction of transactional batches, as Kafka's LogCleaner: an aborted transaction's records are
 removed and never hide an older value; a committed one's count from its marker; one without a marker in
 the cleaned segments stays whole and hides nothing; markers stay."""
-from storage_helpers import ManualClock
-
+from kcoord.coordinator.testing import ManualClock
 from kcoord.protocol.control_records import end_txn_marker_batch
 from kcoord.protocol.records import build_batch
 from kcoord.storage import LogConfig, PartitionLog
@@ -11,7 +10,7 @@ from tests.storage.test_compaction import records
 
 def open_log(tmp_path):
     return PartitionLog(str(tmp_path / "t-0"), "t", 0, LogConfig(cleanup_policy="compact", segment_bytes=300),
-                        clock=ManualClock())
+                        clock=ManualClock().now_ms)
 
 
 def txn(log, pid: int, key: bytes, value: bytes) -> int:

@@ -10,11 +10,11 @@ import sys
 import time
 
 import pytest
-from crash_appender import config
 
 from kcoord.protocol.records import decode_records, iter_batches
 from kcoord.storage import LogManager, PartitionLog
 from kcoord.storage.manager import CLEAN_SHUTDOWN_FILE
+from tests.storage.crash_appender import config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CHILD = pathlib.Path(__file__).with_name("crash_appender.py")

@@ -4,10 +4,10 @@ import asyncio
 import threading
 
 import pytest
-from storage_helpers import batch
 
 from kcoord.storage import FaultyFS, LogManager, StorageError
 from kcoord.storage.fsync_pool import FsyncPool
+from tests.storage.storage_helpers import batch
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from storage_helpers import batch
 
 from kcoord.protocol.records import decode_records
 from kcoord.storage import FaultyFS, LogConfig, PartitionLog, StorageError
 from kcoord.storage.fsync_pool import FsyncPool
+from tests.storage.storage_helpers import batch
 
 pytestmark = pytest.mark.timeout(30)
 _executor = None  # what the logs' rounds run on: the loop's default executor, or storage's FsyncPool

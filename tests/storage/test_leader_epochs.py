@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from storage_helpers import batch
 
 from kcoord.protocol.records import iter_batches
 from kcoord.storage import LogConfig, PartitionLog
 from kcoord.storage.fs import FS
 from kcoord.storage.leader_epochs import LeaderEpochCache
+from tests.storage.storage_helpers import batch
 
 
 def cache_with(tmp_path, entries) -> LeaderEpochCache:

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
-from storage_helpers import batch
 
+from kcoord.coordinator.testing import ManualClock
 from kcoord.protocol.records import build_batch, decode_records, iter_batches, parse_batch_header
 from kcoord.storage import (
     CorruptRecordError,
@@ -17,6 +17,7 @@ from kcoord.storage import (
     StorageError,
 )
 from kcoord.storage.index import OffsetIndex, TimeIndex
+from tests.storage.storage_helpers import batch
 
 
 def offsets_in(data: bytes) -> list[int]:
@@ -24,7 +25,7 @@ def offsets_in(data: bytes) -> list[int]:
 
 
 def open_log(tmp_path, clock=None, **config):
-    kwargs = {"clock": clock} if clock is not None else {}
+    kwargs = {"clock": clock.now_ms} if clock is not None else {}
     return PartitionLog(str(tmp_path / "t-0"), "t", 0, LogConfig(**config), **kwargs)
 
 
@@ -189,9 +190,10 @@ def test_invalid_record_sets_are_rejected(tmp_path):
     assert log.log_end_offset == 0
 
 
-def test_log_append_time_rewrites_timestamps(tmp_path, clock):
+def test_log_append_time_rewrites_timestamps(tmp_path):
+    clock = ManualClock(50_000)
     log = open_log(tmp_path, clock=clock, message_timestamp_type="LogAppendTime")
-    clock.now = 55_555
+    clock.sleep(5_555)
     info = log.append(batch(2, ts=1))
     assert info.log_append_time_ms == 55_555
     data = log.read(0, 1 << 20)

@@ -2,10 +2,11 @@
 import os
 
 import pytest
-from storage_helpers import ManualClock, batch
 
+from kcoord.coordinator.testing import ManualClock
 from kcoord.storage import LogConfig, LogManager, StorageError
 from kcoord.storage.manager import RECOVERY_POINT_CHECKPOINT, parse_partition_dir
+from tests.storage.storage_helpers import batch
 
 
 def test_parse_partition_dir_names():
@@ -66,7 +67,7 @@ def test_leftover_delete_dirs_are_removed_on_open(tmp_path):
 
 async def test_maintenance_applies_retention_and_compaction(tmp_path):
     clock = ManualClock(10_000_000)
-    mgr = LogManager(str(tmp_path), LogConfig(segment_bytes=300, retention_ms=1000), clock=clock)
+    mgr = LogManager(str(tmp_path), LogConfig(segment_bytes=300, retention_ms=1000), clock=clock.now_ms)
     events = mgr.get_or_create("events", 0)
     offsets = mgr.get_or_create("__consumer_offsets", 0, LogConfig(segment_bytes=300, cleanup_policy="compact"))
     for i in range(20):

@@ -2,12 +2,12 @@
 import os
 
 import pytest
-from storage_helpers import batch
 
 from kcoord.protocol.errors import DecodeError
 from kcoord.protocol.records import decode_records
 from kcoord.storage import LogConfig, PartitionLog
 from kcoord.storage.reader import iter_partition_batches, iter_segment_batches, list_segments
+from tests.storage.storage_helpers import batch
 
 
 @pytest.fixture

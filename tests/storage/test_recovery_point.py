@@ -7,7 +7,12 @@ import os
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from recovery_helpers import (
+
+from kcoord.protocol.records import build_batch
+from kcoord.storage import LogManager
+from kcoord.storage.checkpoint import read_checkpoint
+from kcoord.storage.manager import RECOVERY_POINT_CHECKPOINT
+from tests.storage.recovery_helpers import (
     CONFIG,
     KEEP,
     FailingFsyncOf,
@@ -19,11 +24,6 @@ from recovery_helpers import (
     put,
     write_and_close,
 )
-
-from kcoord.protocol.records import build_batch
-from kcoord.storage import LogManager
-from kcoord.storage.checkpoint import read_checkpoint
-from kcoord.storage.manager import RECOVERY_POINT_CHECKPOINT
 
 
 async def test_a_crash_after_a_clean_start_recovers_from_the_recovery_point(tmp_path):

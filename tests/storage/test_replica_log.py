@@ -9,8 +9,6 @@ import os
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from recovery_helpers import crash
-from storage_helpers import batch
 
 from kcoord.protocol.records import build_batch, iter_batches, set_partition_leader_epoch
 from kcoord.storage import (
@@ -22,6 +20,8 @@ from kcoord.storage import (
     StorageError,
     UnexpectedAppendOffsetError,
 )
+from tests.storage.recovery_helpers import crash
+from tests.storage.storage_helpers import batch
 
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=60)
 

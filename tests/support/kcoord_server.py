@@ -1,14 +1,14 @@
-"""Start the REAL kcoord server as a subprocess, for integration tests and tools.
+"""A plain `kcoord serve` process (`python -m kcoord.tools serve`, a fresh interpreter), for the few tests
+whose subject is that process rather than a broker: its exit status after SIGTERM / SIGINT, a
+configuration or start-up error that must stop it, or an environment switch (KCOORD_TEST_*) it reads
+at start. Every other test gets its broker from the launcher-backed fixtures (tests/support/fixtures.py).
 
     with KcoordServer(tmp_path) as srv:          # binds 127.0.0.1 on an ephemeral port
-        KafkaProducer(bootstrap_servers=srv.bootstrap) ...
-        srv.restart()                             # same data dir, same port
-        assert "kcoord stopped" in srv.log_text()
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(20) == 0
 
-kcoord.testkit.broker_process.BrokerProcess (what the pytest plugin runs) with Kafka's defaults rather than its
-test settings, no admin endpoint unless the overrides ask for one, a fresh interpreter per start, and
-`kill()` that only kills. The server's stdout and stderr go to `log_path`; `start` returns once the
-server printed its ready line. Every wait is bounded.
+kcoord.testkit.broker_process.BrokerProcess without a launcher, with Kafka's defaults rather than the
+kit's test settings, no admin endpoint unless the overrides ask for one, and `kill()` that only kills.
 """
 from __future__ import annotations
 

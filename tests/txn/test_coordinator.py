@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
+from kcoord.coordinator.testing import ManualClock
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.txn.coordinator import TransactionCoordinator
 from kcoord.txn.log_format import TransactionLogValue, decode_value, encode_key, encode_value
 from kcoord.txn.metadata import TxnState as S
 from kcoord.txn.state_manager import TransactionStateManager, TxnConfig
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def now_ms(self) -> int:
-        return self.now
 
 
 class Harness:
@@ -31,7 +24,7 @@ class Harness:
         self.failing = False  # every append fails while set
         self.markers: list = []
         self.spawned: list = []
-        self.clock = Clock()
+        self.clock = ManualClock(1_000_000)
         self.next_pid = 100
         self.coordinator = TransactionCoordinator(
             self.state, append=self.append, write_markers=self.write_markers, allocate_producer_id=self.allocate,
@@ -131,9 +124,9 @@ def test_timed_out_transaction_is_aborted_with_a_fencing_epoch():
     h = Harness()
     _, pid, _ = h.run(h.coordinator.handle_init_producer_id("t1", 1000, None))
     h.run(h.coordinator.handle_add_partitions("t1", pid, 0, [("x", 0)]))
-    h.clock.now += 999
+    h.clock.sleep(999)
     assert h.run(h.coordinator.abort_timed_out_transactions()) == 0
-    h.clock.now += 2
+    h.clock.sleep(2)
     assert h.run(h.coordinator.abort_timed_out_transactions()) == 1
     h.drain()
     assert h.markers == [(pid, 1, False, [("x", 0)])]
@@ -169,7 +162,7 @@ def test_idle_transactional_ids_expire():
     h.run(h.coordinator.handle_init_producer_id("idle", 30000, None))
     _, pid, _ = h.run(h.coordinator.handle_init_producer_id("busy", 30000, None))
     h.run(h.coordinator.handle_add_partitions("busy", pid, 0, [("x", 0)]))
-    h.clock.now += 1000
+    h.clock.sleep(1000)
     assert h.run(h.coordinator.remove_expired_transactional_ids()) == 1
     assert h.state.get_state("idle") is None and h.state.get_state("busy") is not None
     assert snapshot(h.reloaded()) == snapshot(h.state)

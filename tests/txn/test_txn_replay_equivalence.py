@@ -60,7 +60,7 @@ class TxnReplayMachine(RuleBasedStateMachine):
 
     @rule(ms=st.sampled_from([1_000, 6_000, 60_000]), fail=st.booleans())
     def time_passes(self, ms, fail):
-        self.h.clock.now += ms
+        self.h.clock.sleep(ms)
         self._run(self.h.coordinator.abort_timed_out_transactions(), fail)
         self._run(self.h.coordinator.remove_expired_transactional_ids(), fail)
 

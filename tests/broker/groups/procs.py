@@ -1,4 +1,5 @@
-"""Consumers in their own processes, and bounded waits, for the group integration tests.
+"""Consumers in their own processes, for the group integration tests (bounded waits:
+kcoord.testkit.waiting.wait_until).
 
 Every consumer process reports JSON events on stdout (tests/broker/groups/workers/consumer.py and
 tests/js/group_consumer.js share the format); kcat is adapted by its own line parsers.
@@ -14,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 
 from tests.security import client_settings
@@ -25,18 +25,6 @@ JS_DIR = ROOT / "tests" / "js"
 KAFKAJS_PRESENT = (JS_DIR / "node_modules" / "kafkajs").is_dir()
 KCAT = shutil.which("kcat") or shutil.which("kafkacat")
 NODE = shutil.which("node")
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1):
-    """Poll `condition` until it returns something truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 def _json_line(line: str) -> dict | None:

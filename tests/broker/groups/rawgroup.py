@@ -3,7 +3,7 @@ its connection, as with a real client's coordinator connection), requests built 
 from __future__ import annotations
 
 from kcoord.protocol import messages as m
-from kcoord.tools.client import KafkaWireClient
+from kcoord.protocol.client import KafkaWireClient
 
 TOPIC = "raw-topic"
 

@@ -9,8 +9,9 @@ import sys
 from kafka import KafkaAdminClient
 from kafka.structs import TopicPartition
 
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.procs import ROOT, committed_max, disjoint_cover, wait_until
+from tests.broker.groups.procs import ROOT, committed_max, disjoint_cover
 
 PARTITIONS = 3
 TOPIC, GROUP = "admin-topic", "admin-group"

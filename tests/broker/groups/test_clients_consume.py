@@ -8,8 +8,9 @@ import itertools
 
 import pytest
 
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.procs import disjoint_cover, wait_until
+from tests.broker.groups.procs import disjoint_cover
 
 PARTITIONS = 6
 MESSAGES = 300

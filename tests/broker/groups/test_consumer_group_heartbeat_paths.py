@@ -13,8 +13,8 @@ import pytest
 from kcoord.broker.apis import consumer_group_heartbeat as cgh_api
 from kcoord.broker.app import Broker
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
 
 API = 68
 TOPIC, PARTITIONS = "cgh-paths", 4

@@ -13,9 +13,10 @@ import time
 import pytest
 from kafka import KafkaProducer
 
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
-from tests.broker.groups.procs import disjoint_cover, wait_until
+from tests.broker.groups.group_server import GROUP_TEST_OVERRIDES, start_group_server
+from tests.broker.groups.procs import disjoint_cover
 
 PARTITIONS = 6
 OVERRIDES = dict(GROUP_TEST_OVERRIDES, **{"group.consumer.heartbeat.interval.ms": "500",
@@ -26,7 +27,7 @@ OVERRIDES = dict(GROUP_TEST_OVERRIDES, **{"group.consumer.heartbeat.interval.ms"
 
 @pytest.fixture
 def kip848_server(tmp_path):
-    srv = GroupTestServer(tmp_path, dict(OVERRIDES), name="kip848").start()
+    srv = start_group_server(tmp_path, dict(OVERRIDES), name="kip848")
     yield srv
     srv.stop()
 
@@ -145,7 +146,7 @@ def test_kcoord_groups_describe_shows_epochs_and_target_vs_current(kip848_server
     its target is half of them; `kcoord groups describe` shows both, with the epochs, and ListGroups v5
     filters by type."""
     from kcoord.protocol import messages as m
-    from kcoord.tools.client import KafkaWireClient
+    from kcoord.protocol.client import KafkaWireClient
     from tests.broker.groups.test_admin_and_cli import kcoord_groups
 
     server, topic, group = kip848_server, "kip848-cli", "kip848-cli-group"
@@ -208,7 +209,7 @@ def test_consumer_group_survives_a_restart_through_its_checkpoint(kip848_server)
     """A clean stop writes checkpoints (format 2 carries the consumer group records); the restarted server
     loads the group from them: same epochs and assignment, and the member heartbeats on in its epoch."""
     from kcoord.protocol import messages as m
-    from kcoord.tools.client import KafkaWireClient
+    from kcoord.protocol.client import KafkaWireClient
 
     server, topic, group = kip848_server, "kip848-ckpt", "kip848-ckpt-group"
     server.create_topic(topic, 3)
@@ -334,7 +335,7 @@ def test_platformatic_kafka_two_members_share_a_topic(kip848_server):
     Not asserted: once each -- @platformatic/kafka 1.35.0 keeps fetching partitions after it has revoked
     them (its heartbeats report only its own half; the coordinator's view stays disjoint)."""
     from kcoord.protocol import messages as m
-    from kcoord.tools.client import KafkaWireClient
+    from kcoord.protocol.client import KafkaWireClient
 
     if procs.NODE is None or not procs.PLATFORMATIC_PRESENT:
         pytest.skip("@platformatic/kafka is not installed: run `cd tests/js && npm install` (or `make tools`)")
@@ -363,7 +364,7 @@ def test_platformatic_kafka_two_members_share_a_topic(kip848_server):
 
 def test_kcoord_groups_reset_offsets_refuses_an_active_consumer_group(kip848_server):
     from kcoord.protocol import messages as m
-    from kcoord.tools.client import KafkaWireClient
+    from kcoord.protocol.client import KafkaWireClient
     from tests.broker.groups.test_admin_and_cli import kcoord_groups
 
     server, topic, group = kip848_server, "kip848-reset", "kip848-reset-group"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import signal
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
-from tests.broker.groups.procs import wait_until
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups.rawgroup import Member, assignment
 
 GROUP = "durable-membership"

@@ -12,8 +12,8 @@ from kcoord.broker.apis import heartbeat as heartbeat_api
 from kcoord.broker.app import Broker
 from kcoord.broker.registry import version_range
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.rawgroup import subscription
 
 HEARTBEAT = 12

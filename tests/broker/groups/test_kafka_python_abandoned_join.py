@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -22,6 +21,7 @@ from bench.e2e import abandoned_join
 from kcoord.broker.app import Broker
 from kcoord.coordinator.group_state import GroupState
 from kcoord.protocol.errors import ErrorCode
+from kcoord.testkit.waiting import wait_until_async
 from kcoord.tools.groups_cli import assigned_partitions
 
 TOPIC, GROUP = "created-after-join", "abandoned-join"
@@ -33,16 +33,6 @@ def _group(coordinator):
     """The group's object, once its shard is loaded (None before)."""
     shard = coordinator.shard_for(GROUP)
     return None if isinstance(shard, ErrorCode) else shard.group_manager.get_group(GROUP)
-
-
-async def _wait_for(predicate, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_kafka_python_leader_abandons_a_join_whose_sync_outlasts_its_poll(kcoord_broker: Broker):
@@ -74,7 +64,7 @@ async def test_kafka_python_leader_abandons_a_join_whose_sync_outlasts_its_poll(
     poller.start()
     try:
         # kafka-python may rejoin once or twice on its own first; any Stable generation will do.
-        group = await _wait_for(lambda: (g := _group(coordinator)) and g.is_(GroupState.STABLE) and g,
+        group = await wait_until_async(lambda: (g := _group(coordinator)) and g.is_(GroupState.STABLE) and g,
                                 10, "a Stable group (the topic does not exist yet: empty assignment)")
         member_id = group.all_members()[0]
 
@@ -87,12 +77,12 @@ async def test_kafka_python_leader_abandons_a_join_whose_sync_outlasts_its_poll(
 
         topic_created = True
         await asyncio.to_thread(create_topic)
-        stuck_in = await _wait_for(lambda: abandoned_join(consumer), 15, "the client to abandon its join")
+        stuck_in = await wait_until_async(lambda: abandoned_join(consumer), 15, "the client to abandon its join")
         # The coordinator completed that generation normally: assignment stored, group Stable.
         assert group.is_(GroupState.STABLE) and group.generation_id == stuck_in and group.has(member_id)
         assert sorted(assigned_partitions(group.get(member_id).assignment)) == [(TOPIC, 0), (TOPIC, 1)]
         # The client never heartbeats again; Kafka's coordinator expires such a member, and so do we.
-        await _wait_for(lambda: group.is_(GroupState.EMPTY), SESSION_MS / 1000 + 5, "session expiry")
+        await wait_until_async(lambda: group.is_(GroupState.EMPTY), SESSION_MS / 1000 + 5, "session expiry")
         assert abandoned_join(consumer) == stuck_in, "still stuck: it sends nothing the broker could answer"
         assert consumer.assignment() == set(), "it never applied the assignment it was sent"
     finally:

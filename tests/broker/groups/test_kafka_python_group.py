@@ -7,8 +7,9 @@ import collections
 import re
 import signal
 
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.procs import committed_max, disjoint_cover, wait_until
+from tests.broker.groups.procs import committed_max, disjoint_cover
 
 PARTITIONS = 6
 BATCH = 60

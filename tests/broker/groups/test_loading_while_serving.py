@@ -15,9 +15,9 @@ import time
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.consumer_offsets import partition_for
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
 from tests.support.kcoord_server import KcoordServer
 
 LOADING = E.COORDINATOR_LOAD_IN_PROGRESS

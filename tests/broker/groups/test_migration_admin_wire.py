@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.rawgroup import TOPIC
 from tests.broker.groups.test_migration_wire import classic_group, close, start
 

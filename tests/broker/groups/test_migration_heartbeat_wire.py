@@ -15,16 +15,17 @@ import pytest
 
 from kcoord.broker.app import Broker
 from kcoord.broker.config import BrokerConfig
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.storage import FaultyFS
-from kcoord.tools.client import KafkaWireClient
-from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES
+from kcoord.testkit.waiting import wait_until_async
+from tests.broker.groups.group_server import GROUP_TEST_OVERRIDES
 from tests.broker.groups.rawgroup import TOPIC
 from tests.broker.groups.test_migration_admin_wire import join_consumer
 from tests.broker.groups.test_migration_wire import classic_group, close
 from tests.broker.test_data_plane import create
 from tests.broker.test_high_watermark import hold_fsyncs
-from tests.broker.test_lifecycle import BOUND_S, wait_until
+from tests.broker.test_lifecycle import BOUND_S
 from tests.support.raw_kafka import RawKafka
 
 
@@ -66,7 +67,7 @@ async def test_classic_heartbeat_waits_for_the_groups_write(faulty_broker, path)
         shard = broker.group_coordinator.service.shard_for("hb")
         gate = hold_fsyncs(fs)
         joining = asyncio.create_task(asyncio.to_thread(first_consumer))  # a second one: its write is held
-        await wait_until(lambda: shard.consumer_manager.busy("hb"))
+        await wait_until_async(lambda: shard.consumer_manager.busy("hb"), BOUND_S, "the heartbeat held")
         beat = asyncio.create_task(asyncio.to_thread(a.heartbeat))
         await asyncio.sleep(0.3)
         assert not beat.done() and not joining.done()  # neither is answered before the write is durable

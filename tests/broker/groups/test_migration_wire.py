@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
-from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
+from tests.broker.groups.group_server import GROUP_TEST_OVERRIDES, start_group_server
 from tests.broker.groups.rawgroup import TOPIC, Member, assignment, subscription
 from tests.broker.groups.test_admin_and_cli import kcoord_groups
 
@@ -17,7 +17,7 @@ CGH = m.ConsumerGroupHeartbeatRequest
 
 def start(tmp_path, **overrides):
     props = dict(GROUP_TEST_OVERRIDES, **{k.replace("_", "."): str(v) for k, v in overrides.items()})
-    srv = GroupTestServer(tmp_path, props, name="migration-wire").start()
+    srv = start_group_server(tmp_path, props, name="migration-wire")
     srv.create_topic(TOPIC, 4)
     return srv
 

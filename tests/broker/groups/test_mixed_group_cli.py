@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from kcoord.testkit.waiting import wait_until
 from kcoord.tools import consumer_groups_cli
 from tests.broker.groups import procs
-from tests.broker.groups.conftest import GroupTestServer
-from tests.broker.groups.procs import wait_until
+from tests.broker.groups.group_server import start_group_server
 from tests.broker.groups.test_admin_and_cli import kcoord_groups
 from tests.broker.groups.test_consumer_protocol import OVERRIDES
 
@@ -22,7 +22,7 @@ PARTITIONS = 4
 
 @pytest.fixture
 def server(tmp_path):
-    srv = GroupTestServer(tmp_path, dict(OVERRIDES), name="mixed-cli").start()
+    srv = start_group_server(tmp_path, dict(OVERRIDES), name="mixed-cli")
     yield srv
     srv.stop()
 

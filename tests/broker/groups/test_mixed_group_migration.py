@@ -14,11 +14,12 @@ import urllib.request
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode
-from kcoord.tools.client import KafkaWireClient
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.conftest import GroupTestServer
-from tests.broker.groups.procs import disjoint_cover, wait_until
+from tests.broker.groups.group_server import start_group_server
+from tests.broker.groups.procs import disjoint_cover
 from tests.broker.groups.test_consumer_protocol import (
     OVERRIDES,
     KeyedProducer,
@@ -32,7 +33,7 @@ DOWNGRADED = "Converted the consumer group to a classic group."
 
 @pytest.fixture
 def server(tmp_path):
-    srv = GroupTestServer(tmp_path, dict(OVERRIDES, **{"metrics.port": "0"}), name="migration").start()
+    srv = start_group_server(tmp_path, dict(OVERRIDES, **{"metrics.port": "0"}), name="migration")
     yield srv
     srv.stop()
 

@@ -15,11 +15,11 @@ from kcoord.broker.app import Broker
 from kcoord.broker.config import BrokerConfig
 from kcoord.broker.registry import version_range
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
 from kcoord.protocol.headers import encode_request_frame
-from kcoord.tools.client import KafkaWireClient
+from kcoord.testkit.broker_process import TEST_SETTINGS
 from tests.broker.groups.test_heartbeat_paths import join_and_sync, join_request
-from tests.support.fixtures import TEST_DEFAULTS
 from tests.support.raw_kafka import RawKafka
 
 OFFSET_COMMIT, HEARTBEAT, METADATA = 8, 12, 3
@@ -67,7 +67,7 @@ async def served(tmp_path):
     """An in-process broker whose coordinator writes can be made to fail (WriteFault), with topic `t`
     (3 partitions), a stable group, a static member's group and a group that is completing its rebalance."""
     broker = Broker(BrokerConfig.load(overrides={
-        "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_DEFAULTS}))
+        "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), **TEST_SETTINGS}))
     await broker.start()
     await asyncio.wait_for(broker.group_coordinator.loaded_event.wait(), 30)
     broker.topics.create(TOPIC, 3)

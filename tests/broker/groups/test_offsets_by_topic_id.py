@@ -18,8 +18,8 @@ import uuid
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
 
 _ids = itertools.count()
 CommitTopic = m.OffsetCommitRequest.OffsetCommitRequestTopic

@@ -11,10 +11,10 @@ import pytest
 from kcoord.coordinator.checkpoint_store import CHECKPOINT_FILE
 from kcoord.coordinator.runtime import CHECKPOINT_RECORDS_ENV
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
-from tests.broker.groups.conftest import _server
-from tests.broker.groups.procs import wait_until
+from kcoord.testkit.waiting import wait_until
+from tests.broker.groups.group_server import start_group_server
 
 TOPIC = "ckpt"
 PARTITIONS = 4
@@ -22,10 +22,9 @@ LOADED = re.compile(r"loaded \d+ __consumer_offsets partitions \((\d+) from chec
 
 
 @pytest.fixture
-def often_checkpointing_server(tmp_path, monkeypatch):
+def often_checkpointing_server(tmp_path):
     """A server that checkpoints a partition after every 2 durable records."""
-    monkeypatch.setenv(CHECKPOINT_RECORDS_ENV, "2")
-    srv = _server(tmp_path, "often").start()
+    srv = start_group_server(tmp_path, name="often", env={CHECKPOINT_RECORDS_ENV: "2"})
     yield srv
     srv.stop()
 

@@ -8,11 +8,12 @@ import signal
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
-from tests.broker.groups.procs import committed_max, disjoint_cover, wait_until
+from tests.broker.groups.group_server import start_group_server
+from tests.broker.groups.procs import committed_max, disjoint_cover
 
 PARTITIONS = 3
 
@@ -69,8 +70,7 @@ def _commit(client: KafkaWireClient, group: str, topic: str, offset: int, versio
 def faulty_server(tmp_path):
     """A server whose next `__consumer_offsets` write fails whenever the test asks (the admin endpoint's
     /coordinator/fail-offsets-writes)."""
-    srv = GroupTestServer(tmp_path, dict(GROUP_TEST_OVERRIDES, **{"kcoord.admin.listener": "http://127.0.0.1:0"}),
-                          name="faulty").start()
+    srv = start_group_server(tmp_path, {"kcoord.admin.listener": "http://127.0.0.1:0"}, name="faulty")
     yield srv
     srv.stop()
 

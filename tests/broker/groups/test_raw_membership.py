@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from kcoord.protocol.errors import ErrorCode as E
-from tests.broker.groups.procs import wait_until
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups.rawgroup import Member, assignment, subscription
 
 _ids = itertools.count()

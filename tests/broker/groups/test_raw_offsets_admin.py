@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.rawgroup import TOPIC as RAW_TOPIC
 from tests.broker.groups.rawgroup import Member, assignment
 

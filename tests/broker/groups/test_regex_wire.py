@@ -12,9 +12,9 @@ import uuid
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
-from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
+from tests.broker.groups.group_server import GROUP_TEST_OVERRIDES, start_group_server
 
 R = m.ConsumerGroupHeartbeatRequest
 OVERRIDES = dict(GROUP_TEST_OVERRIDES, **{"group.consumer.heartbeat.interval.ms": "500",
@@ -24,7 +24,7 @@ TOPICS = {"literal-topic": 2, "regex-a": 3, "regex-b": 1, "not-regex": 1}
 
 @pytest.fixture(scope="module")
 def regex_server(tmp_path_factory):
-    srv = GroupTestServer(tmp_path_factory.mktemp("regex"), dict(OVERRIDES), name="regex").start()
+    srv = start_group_server(tmp_path_factory.mktemp("regex"), dict(OVERRIDES), name="regex")
     for name, partitions in TOPICS.items():
         srv.create_topic(name, partitions)
     yield srv

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from kcoord.tools.client import KafkaWireClient
 from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
 
 TOPIC = "share-topic"

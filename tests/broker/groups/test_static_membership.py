@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from kcoord.testkit.waiting import wait_until
 from tests.broker.groups import procs
-from tests.broker.groups.procs import disjoint_cover, wait_until
+from tests.broker.groups.procs import disjoint_cover
 
 PARTITIONS = 4
 TOPIC, GROUP = "static-topic", "static-group"

@@ -88,7 +88,7 @@ def test_commits_survive_sigkill_whole_or_not_at_all(kcoord_server_factory):
             raw.send_request(END_TXN, 3, m.EndTxnRequest(transactional_id="crasher", producer_id=pid,
                                                          producer_epoch=epoch, committed=True))
             time.sleep(rng.uniform(0, 0.03))
-            server.kill()
+            server.kill(restart=False)
         server.restart()
 
     with RawKafka(server.port) as raw:
