@@ -12,7 +12,7 @@ import pytest
 from kcoord.protocol import messages as m
 from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
-from tests.broker.groups.conftest import GROUP_TEST_OVERRIDES, GroupTestServer
+from tests.broker.groups.group_server import start_group_server
 
 TOPIC = "share-topic"
 SGH, SGD = m.ShareGroupHeartbeatRequest, m.ShareGroupDescribeRequest
@@ -20,7 +20,7 @@ SGH, SGD = m.ShareGroupHeartbeatRequest, m.ShareGroupDescribeRequest
 
 @pytest.fixture
 def server(tmp_path):
-    srv = GroupTestServer(tmp_path, dict(GROUP_TEST_OVERRIDES), name="share-wire").start()
+    srv = start_group_server(tmp_path, name="share-wire")
     srv.create_topic(TOPIC, 2)
     yield srv
     srv.stop()
