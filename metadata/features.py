@@ -89,6 +89,11 @@ class FeatureStore:
         else:
             self._levels = {name: int(level) for name, level in doc["levels"].items()}
             self._epoch = int(doc["epoch"])
+        self._derive()
+
+    def _derive(self) -> None:
+        # read by every ConsumerGroupHeartbeat (its frame path too): a plain attribute, kept with the levels
+        self.consumer_protocol = self.consumer_protocol_enabled()
 
     @property
     def epoch(self) -> int:
@@ -130,6 +135,7 @@ class FeatureStore:
                 else:
                     self._levels[name] = level
             self._epoch += 1
+            self._derive()
             write_json_atomically(self._path, {"version": 1, "epoch": self._epoch, "levels": self._levels})
             log.info("features now %s (epoch %d)", self.finalized(), self._epoch)
         return UpdateResult(ErrorCode.NONE)

@@ -28,7 +28,7 @@ CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # MemberType (ConsumerGroupMember.asCons
 @api(key=69, name="ConsumerGroupDescribe", min_version=0, max_version=1)
 def handle(ctx: RequestContext, request: m.ConsumerGroupDescribeRequest):
     r = m.ConsumerGroupDescribeResponse
-    if not ctx.broker.features.consumer_protocol_enabled():  # group.version 0 (metadata/features.py)
+    if not ctx.broker.features.consumer_protocol:  # group.version 0 (metadata/features.py)
         return r(throttle_time_ms=0, groups=[r.DescribedGroup(group_id=g, error_code=ErrorCode.UNSUPPORTED_VERSION)
                                              for g in request.group_ids])
     operations = GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED

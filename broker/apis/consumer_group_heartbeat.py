@@ -36,7 +36,7 @@ API_KEY = 68
 
 @api(key=API_KEY, name="ConsumerGroupHeartbeat", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: m.ConsumerGroupHeartbeatRequest):
-    if not ctx.broker.features.consumer_protocol_enabled():  # group.version 0 (metadata/features.py)
+    if not ctx.broker.features.consumer_protocol:  # group.version 0 (metadata/features.py)
         return m.ConsumerGroupHeartbeatResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, error_message=None,
                                                 member_id=None, member_epoch=0, heartbeat_interval_ms=0,
                                                 assignment=None)
@@ -72,7 +72,7 @@ def serve_frame(broker: Broker, frame: bytes, client_host: str):
     """`handle`, from and to whole frames: (error, response frame) when the coordinator answers at once,
     a future of it when the answer waits for a write, None for a frame the reader does not take."""
     read = reader.read(frame)
-    if read is None or not broker.features.consumer_protocol_enabled():  # group.version 0: `handle` refuses
+    if read is None or not broker.features.consumer_protocol:  # group.version 0: `handle` refuses
         return None
     # every field of every served version, in order (a v0 frame reads its absent regex as None)
     correlation_id, version, (group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,

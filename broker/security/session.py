@@ -153,8 +153,3 @@ class ConnectionSession:
 
 def scram_mechanism(name: str) -> bool:
     return name in HASHES
-
-
-def plaintext_session(listener: str) -> ConnectionSession:
-    """A broker without security settings (tests and benches that build a server directly)."""
-    return ConnectionSession(ListenerSecurity(listener, "PLAINTEXT"))
