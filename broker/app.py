@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kcoord.broker import registry
 from kcoord.broker.config import PROPERTIES, BrokerConfig, ConfigError
+from kcoord.broker.coordinator_roles import CoordinatorRoles
 from kcoord.broker.data.fetch_wait import FetchWaiters
 from kcoord.broker.data.producers import ProducerStateManager
 from kcoord.broker.data.txn_index import TxnIndex
@@ -100,6 +101,8 @@ class Broker:
         self._statsd: StatsdPusher | None = None
         self._admin: AdminEndpoint | None = None  # when kcoord.admin.listener is set
         self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
+        # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
+        self.coordinator_roles = CoordinatorRoles()
         self.stopping = False
 
     # -- lifecycle --------------------------------------------------------------------------------

@@ -35,9 +35,12 @@ class BrokerReplicas:
             if not isinstance(change, StopReplica):
                 self._open(change.tp, image)
         self.manager.apply(changes, image)
+        # coordinators load / unload after the partition's replication took the role (their writes wait on it)
+        self._broker.coordinator_roles.apply(changes)
 
     def drop_all_roles(self) -> None:
         self.manager.drop_all_roles()
+        self._broker.coordinator_roles.resign_all()
 
     def _open(self, tp: TopicPartition, image: MetadataImage) -> None:
         topic = image.topics.get(tp.topic)
