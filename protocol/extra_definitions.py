@@ -194,6 +194,90 @@ struct TopicPartitions
 struct Assignment
   TopicPartitions []TopicPartitions 1+
 
+message ShareFetchRequest request api=78 valid=1-2 flexible=1+
+  GroupId string 1+ nullable=1+ default=null
+  MemberId string 1+ nullable=1+
+  ShareSessionEpoch int32 1+
+  MaxWaitMs int32 1+
+  MinBytes int32 1+
+  MaxBytes int32 1+ default=0x7fffffff
+  MaxRecords int32 1+
+  BatchSize int32 1+
+  ShareAcquireMode int8 2+
+  IsRenewAck bool 2+
+  Topics []FetchTopic 1+
+    TopicId uuid 1+
+    Partitions []FetchPartition 1+
+      PartitionIndex int32 1+
+      AcknowledgementBatches []AcknowledgementBatch 1+
+        FirstOffset int64 1+
+        LastOffset int64 1+
+        AcknowledgeTypes []int8 1+
+  ForgottenTopicsData []ForgottenTopic 1+
+    TopicId uuid 1+
+    Partitions []int32 1+
+
+message ShareFetchResponse response api=78 valid=1-2 flexible=1+
+  ThrottleTimeMs int32 1+
+  ErrorCode int16 1+
+  ErrorMessage string 1+ nullable=1+ default=null
+  AcquisitionLockTimeoutMs int32 1+
+  Responses []ShareFetchableTopicResponse 1+
+    TopicId uuid 1+
+    Partitions []PartitionData 1+
+      PartitionIndex int32 1+
+      ErrorCode int16 1+
+      ErrorMessage string 1+ nullable=1+ default=null
+      AcknowledgeErrorCode int16 1+
+      AcknowledgeErrorMessage string 1+ nullable=1+ default=null
+      CurrentLeader LeaderIdAndEpoch 1+
+        LeaderId int32 1+
+        LeaderEpoch int32 1+
+      Records records 1+ nullable=1+
+      AcquiredRecords []AcquiredRecords 1+
+        FirstOffset int64 1+
+        LastOffset int64 1+
+        DeliveryCount int16 1+
+  NodeEndpoints []NodeEndpoint 1+
+    NodeId int32 1+
+    Host string 1+
+    Port int32 1+
+    Rack string 1+ nullable=1+ default=null
+
+message ShareAcknowledgeRequest request api=79 valid=1-2 flexible=1+
+  GroupId string 1+ nullable=1+ default=null
+  MemberId string 1+ nullable=1+
+  ShareSessionEpoch int32 1+
+  IsRenewAck bool 2+
+  Topics []AcknowledgeTopic 1+
+    TopicId uuid 1+
+    Partitions []AcknowledgePartition 1+
+      PartitionIndex int32 1+
+      AcknowledgementBatches []AcknowledgementBatch 1+
+        FirstOffset int64 1+
+        LastOffset int64 1+
+        AcknowledgeTypes []int8 1+
+
+message ShareAcknowledgeResponse response api=79 valid=1-2 flexible=1+
+  ThrottleTimeMs int32 1+
+  ErrorCode int16 1+
+  ErrorMessage string 1+ nullable=1+ default=null
+  AcquisitionLockTimeoutMs int32 2+
+  Responses []ShareAcknowledgeTopicResponse 1+
+    TopicId uuid 1+
+    Partitions []PartitionData 1+
+      PartitionIndex int32 1+
+      ErrorCode int16 1+
+      ErrorMessage string 1+ nullable=1+ default=null
+      CurrentLeader LeaderIdAndEpoch 1+
+        LeaderId int32 1+
+        LeaderEpoch int32 1+
+  NodeEndpoints []NodeEndpoint 1+
+    NodeId int32 1+
+    Host string 1+
+    Port int32 1+
+    Rack string 1+ nullable=1+ default=null
+
 message ShareGroupMemberMetadataKey data valid=10
   GroupId string 10
   MemberId string 10

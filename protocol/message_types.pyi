@@ -1793,6 +1793,167 @@ class SaslHandshakeResponse:
     mechanisms: Any
     def __init__(self, *, error_code: Any = ..., mechanisms: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _ShareAcknowledgeRequest__AcknowledgementBatch:
+    first_offset: Any
+    last_offset: Any
+    acknowledge_types: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., acknowledge_types: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeRequest__AcknowledgePartition:
+    AcknowledgementBatch = _ShareAcknowledgeRequest__AcknowledgementBatch
+    partition_index: Any
+    acknowledgement_batches: list[_ShareAcknowledgeRequest__AcknowledgementBatch]
+    def __init__(self, *, partition_index: Any = ..., acknowledgement_batches: list[_ShareAcknowledgeRequest__AcknowledgementBatch] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeRequest__AcknowledgeTopic:
+    AcknowledgePartition = _ShareAcknowledgeRequest__AcknowledgePartition
+    topic_id: Any
+    partitions: list[_ShareAcknowledgeRequest__AcknowledgePartition]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ShareAcknowledgeRequest__AcknowledgePartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareAcknowledgeRequest:
+    AcknowledgePartition = _ShareAcknowledgeRequest__AcknowledgePartition
+    AcknowledgeTopic = _ShareAcknowledgeRequest__AcknowledgeTopic
+    AcknowledgementBatch = _ShareAcknowledgeRequest__AcknowledgementBatch
+    group_id: Any
+    member_id: Any
+    share_session_epoch: Any
+    is_renew_ack: Any
+    topics: list[_ShareAcknowledgeRequest__AcknowledgeTopic]
+    def __init__(self, *, group_id: Any = ..., member_id: Any = ..., share_session_epoch: Any = ..., is_renew_ack: Any = ..., topics: list[_ShareAcknowledgeRequest__AcknowledgeTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeResponse__LeaderIdAndEpoch:
+    leader_id: Any
+    leader_epoch: Any
+    def __init__(self, *, leader_id: Any = ..., leader_epoch: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeResponse__NodeEndpoint:
+    node_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    def __init__(self, *, node_id: Any = ..., host: Any = ..., port: Any = ..., rack: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeResponse__PartitionData:
+    LeaderIdAndEpoch = _ShareAcknowledgeResponse__LeaderIdAndEpoch
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    current_leader: _ShareAcknowledgeResponse__LeaderIdAndEpoch
+    def __init__(self, *, partition_index: Any = ..., error_code: Any = ..., error_message: Any = ..., current_leader: _ShareAcknowledgeResponse__LeaderIdAndEpoch = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeResponse__ShareAcknowledgeTopicResponse:
+    PartitionData = _ShareAcknowledgeResponse__PartitionData
+    topic_id: Any
+    partitions: list[_ShareAcknowledgeResponse__PartitionData]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ShareAcknowledgeResponse__PartitionData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareAcknowledgeResponse:
+    LeaderIdAndEpoch = _ShareAcknowledgeResponse__LeaderIdAndEpoch
+    NodeEndpoint = _ShareAcknowledgeResponse__NodeEndpoint
+    PartitionData = _ShareAcknowledgeResponse__PartitionData
+    ShareAcknowledgeTopicResponse = _ShareAcknowledgeResponse__ShareAcknowledgeTopicResponse
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    acquisition_lock_timeout_ms: Any
+    responses: list[_ShareAcknowledgeResponse__ShareAcknowledgeTopicResponse]
+    node_endpoints: list[_ShareAcknowledgeResponse__NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., acquisition_lock_timeout_ms: Any = ..., responses: list[_ShareAcknowledgeResponse__ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[_ShareAcknowledgeResponse__NodeEndpoint] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchRequest__AcknowledgementBatch:
+    first_offset: Any
+    last_offset: Any
+    acknowledge_types: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., acknowledge_types: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchRequest__FetchPartition:
+    AcknowledgementBatch = _ShareFetchRequest__AcknowledgementBatch
+    partition_index: Any
+    acknowledgement_batches: list[_ShareFetchRequest__AcknowledgementBatch]
+    def __init__(self, *, partition_index: Any = ..., acknowledgement_batches: list[_ShareFetchRequest__AcknowledgementBatch] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchRequest__FetchTopic:
+    FetchPartition = _ShareFetchRequest__FetchPartition
+    topic_id: Any
+    partitions: list[_ShareFetchRequest__FetchPartition]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ShareFetchRequest__FetchPartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchRequest__ForgottenTopic:
+    topic_id: Any
+    partitions: Any
+    def __init__(self, *, topic_id: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareFetchRequest:
+    AcknowledgementBatch = _ShareFetchRequest__AcknowledgementBatch
+    FetchPartition = _ShareFetchRequest__FetchPartition
+    FetchTopic = _ShareFetchRequest__FetchTopic
+    ForgottenTopic = _ShareFetchRequest__ForgottenTopic
+    group_id: Any
+    member_id: Any
+    share_session_epoch: Any
+    max_wait_ms: Any
+    min_bytes: Any
+    max_bytes: Any
+    max_records: Any
+    batch_size: Any
+    share_acquire_mode: Any
+    is_renew_ack: Any
+    topics: list[_ShareFetchRequest__FetchTopic]
+    forgotten_topics_data: list[_ShareFetchRequest__ForgottenTopic]
+    def __init__(self, *, group_id: Any = ..., member_id: Any = ..., share_session_epoch: Any = ..., max_wait_ms: Any = ..., min_bytes: Any = ..., max_bytes: Any = ..., max_records: Any = ..., batch_size: Any = ..., share_acquire_mode: Any = ..., is_renew_ack: Any = ..., topics: list[_ShareFetchRequest__FetchTopic] = ..., forgotten_topics_data: list[_ShareFetchRequest__ForgottenTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__AcquiredRecords:
+    first_offset: Any
+    last_offset: Any
+    delivery_count: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., delivery_count: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__LeaderIdAndEpoch:
+    leader_id: Any
+    leader_epoch: Any
+    def __init__(self, *, leader_id: Any = ..., leader_epoch: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__NodeEndpoint:
+    node_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    def __init__(self, *, node_id: Any = ..., host: Any = ..., port: Any = ..., rack: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__PartitionData:
+    LeaderIdAndEpoch = _ShareFetchResponse__LeaderIdAndEpoch
+    AcquiredRecords = _ShareFetchResponse__AcquiredRecords
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    acknowledge_error_code: Any
+    acknowledge_error_message: Any
+    current_leader: _ShareFetchResponse__LeaderIdAndEpoch
+    records: Any
+    acquired_records: list[_ShareFetchResponse__AcquiredRecords]
+    def __init__(self, *, partition_index: Any = ..., error_code: Any = ..., error_message: Any = ..., acknowledge_error_code: Any = ..., acknowledge_error_message: Any = ..., current_leader: _ShareFetchResponse__LeaderIdAndEpoch = ..., records: Any = ..., acquired_records: list[_ShareFetchResponse__AcquiredRecords] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__ShareFetchableTopicResponse:
+    PartitionData = _ShareFetchResponse__PartitionData
+    topic_id: Any
+    partitions: list[_ShareFetchResponse__PartitionData]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ShareFetchResponse__PartitionData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareFetchResponse:
+    AcquiredRecords = _ShareFetchResponse__AcquiredRecords
+    LeaderIdAndEpoch = _ShareFetchResponse__LeaderIdAndEpoch
+    NodeEndpoint = _ShareFetchResponse__NodeEndpoint
+    PartitionData = _ShareFetchResponse__PartitionData
+    ShareFetchableTopicResponse = _ShareFetchResponse__ShareFetchableTopicResponse
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    acquisition_lock_timeout_ms: Any
+    responses: list[_ShareFetchResponse__ShareFetchableTopicResponse]
+    node_endpoints: list[_ShareFetchResponse__NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., acquisition_lock_timeout_ms: Any = ..., responses: list[_ShareFetchResponse__ShareFetchableTopicResponse] = ..., node_endpoints: list[_ShareFetchResponse__NodeEndpoint] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class ShareGroupCurrentMemberAssignmentKey:
     group_id: Any
     member_id: Any

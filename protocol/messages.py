@@ -40,6 +40,8 @@ SERVED_APIS = (
     "DescribeTransactions", "ListTransactions", "DescribeProducers", "WriteTxnMarkers",
     # share groups' group side (KIP-932, issue 28)
     "ShareGroupHeartbeat", "ShareGroupDescribe",
+    # share groups' data plane (KIP-932, issue 28)
+    "ShareFetch", "ShareAcknowledge",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") + tuple(

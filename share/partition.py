@@ -308,13 +308,15 @@ class SharePartition:
                    if e.state == ACQUIRED and e.member_id == member_id and e.transition is None}
         return self._transition(changes, lambda entry: max(entry.delivery_count - 1, 0), now_ms)
 
-    def expire_locks(self, now_ms: int) -> Outcome:
-        """Acquisition locks due by `now_ms` run out (SharePartition.releaseAcquisitionLockOnTimeout):
-        their offsets become AVAILABLE for redelivery, or ARCHIVED once their delivery count reached
+    def expire_locks(self, now_ms: int, due_by_ms: int | None = None) -> Outcome:
+        """Acquisition locks due by `now_ms` (or `due_by_ms`: the test kit's timer control, which runs
+        them out early) run out (SharePartition.releaseAcquisitionLockOnTimeout): their offsets become
+        AVAILABLE for redelivery, or ARCHIVED once their delivery count reached
         group.share.delivery.count.limit. The change is immediate (not a transition)."""
+        due = now_ms if due_by_ms is None else due_by_ms
         changed: dict[int, tuple[int, int]] = {}
         for offset, entry in self._window.items():
-            if entry.state == ACQUIRED and entry.transition is None and entry.deadline_ms <= now_ms:
+            if entry.state == ACQUIRED and entry.transition is None and entry.deadline_ms <= due:
                 entry.state = self._released_state(entry)
                 entry.member_id = entry.deadline_ms = None
                 changed[offset] = (entry.state, entry.delivery_count)

@@ -1,0 +1,211 @@
+"""ShareFetch / ShareAcknowledge (KIP-932) at the wire: share sessions, acquisition, acknowledgement
+and its errors, each test citing the Kafka 4.2 source it follows (core/src/main/java/kafka/server/share/
+SharePartitionManager.java and SharePartition.java, core/src/main/scala/kafka/server/KafkaApis.scala
+handleShareFetchRequest / handleShareAcknowledgeRequest)."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+from kcoord.protocol import messages as m
+from kcoord.protocol.client import KafkaWireClient
+from kcoord.protocol.errors import ErrorCode as E
+from tests.broker.groups.group_server import start_group_server
+
+TOPIC = "share-data"
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+SF, SA = m.ShareFetchRequest, m.ShareAcknowledgeRequest
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = start_group_server(tmp_path_factory.mktemp("share-fetch"), name="share-fetch",
+                             overrides={"group.share.delivery.count.limit": "3"})
+    srv.create_topic(TOPIC, 1)
+    srv.produce_keyed(TOPIC, 10)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def client(server):
+    with KafkaWireClient.connect(server.bootstrap, timeout=30, client_id="share-fetch-wire") as c:
+        yield c
+
+
+def topic_id(client) -> uuid.UUID:
+    md = client.request(m.MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
+    return next(t.topic_id for t in md.topics if t.name == TOPIC)
+
+
+def earliest(server, group: str) -> None:
+    """share.auto.offset.reset=earliest for `group` (a group config, IncrementalAlterConfigs)."""
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, client_id="share-fetch-admin")
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, group,
+                                            configs={"share.auto.offset.reset": "earliest"})])
+    finally:
+        admin.close()
+
+
+def fetch(client, group, member, epoch, tid, acks=None, max_records=100, max_wait_ms=0, version=1, forget=None,
+          partitions=(0,), **v2):
+    topics = [SF.FetchTopic(topic_id=tid, partitions=[
+        SF.FetchTopic.FetchPartition(partition_index=p, acknowledgement_batches=[
+            SF.FetchTopic.FetchPartition.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=t)
+            for f, la, t in (acks or {}).get(p, [])]) for p in partitions])] if partitions else []
+    body = dict(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=max_wait_ms, min_bytes=1,
+                max_bytes=1 << 20, max_records=max_records, batch_size=max_records, topics=topics,
+                forgotten_topics_data=[SF.ForgottenTopic(topic_id=tid, partitions=forget)] if forget else [])
+    if version >= 2:
+        body.update(share_acquire_mode=v2.get("mode", 0), is_renew_ack=v2.get("renew", False))
+    return client.request(SF(**body), version)
+
+
+def acknowledge(client, group, member, epoch, tid, batches, version=1, renew=False):
+    A = SA.AcknowledgeTopic
+    body = dict(group_id=group, member_id=member, share_session_epoch=epoch, topics=[A(topic_id=tid, partitions=[
+        A.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+            A.AcknowledgePartition.AcknowledgementBatch(first_offset=f, last_offset=la, acknowledge_types=t)
+            for f, la, t in batches])])])
+    if version >= 2:
+        body["is_renew_ack"] = renew
+    return client.request(SA(**body), version)
+
+
+def acquired(resp) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in resp.responses for p in t.partitions for a in p.acquired_records]
+
+
+def partition(resp):
+    (t,) = resp.responses
+    (p,) = t.partitions
+    return p
+
+
+def test_fetch_acquires_and_acknowledgements_settle(server, client):
+    """SharePartition.acquire (delivery count 1, lock of group.share.record.lock.duration.ms), then
+    acknowledge piggybacked on the next ShareFetch: ACCEPT is never delivered again, RELEASE comes back
+    with delivery count 2, REJECT never (SharePartition.acknowledge, InFlightState)."""
+    group = "sf-basic"
+    earliest(server, group)
+    tid = topic_id(client)
+    first = fetch(client, group, "m1", 0, tid, max_records=4)
+    assert (first.error_code, first.acquisition_lock_timeout_ms) == (E.NONE, 30000)
+    assert acquired(first) == [(0, 9, 1)]  # batch-optimized: the whole batch of 10 (acquire's batch mode)
+    assert partition(first).records
+    acks = {0: [(0, 3, [ACCEPT]), (4, 5, [RELEASE]), (6, 6, [REJECT]), (7, 9, [RELEASE])]}
+    second = fetch(client, group, "m1", 1, tid, acks=acks)
+    p = partition(second)
+    assert (second.error_code, p.acknowledge_error_code) == (E.NONE, E.NONE)
+    assert acquired(second) == [(4, 5, 2), (7, 9, 2)]
+    third = fetch(client, group, "m1", 2, tid, acks={0: [(4, 5, [ACCEPT]), (7, 9, [ACCEPT])]})
+    assert partition(third).acknowledge_error_code == E.NONE and acquired(third) == []
+
+
+def test_acknowledge_errors(server, client):
+    """SharePartition.acknowledge: offsets not acquired by the member are INVALID_RECORD_STATE (also when
+    acknowledged twice), offsets past the acquired ones and unknown types INVALID_REQUEST; RENEW (type 4)
+    only from v2 (KIP-1222)."""
+    group = "sf-ack-errors"
+    earliest(server, group)
+    tid = topic_id(client)
+    assert acquired(fetch(client, group, "a", 0, tid)) == [(0, 9, 1)]
+    resp = acknowledge(client, group, "b", 0, tid, [(0, 0, [ACCEPT])])
+    assert resp.error_code == E.INVALID_SHARE_SESSION_EPOCH  # acknowledgeSessionUpdate: epoch 0
+    assert fetch(client, group, "b", 0, tid).error_code == E.NONE  # b's session; nothing left to acquire
+    assert partition(acknowledge(client, group, "b", 1, tid, [(0, 0, [ACCEPT])])).error_code == E.INVALID_RECORD_STATE
+    assert partition(acknowledge(client, group, "a", 1, tid, [(0, 20, [ACCEPT])])).error_code == E.INVALID_REQUEST
+    assert partition(acknowledge(client, group, "a", 2, tid, [(0, 0, [7])])).error_code == E.INVALID_REQUEST
+    assert partition(acknowledge(client, group, "a", 3, tid, [(0, 0, [RENEW])])).error_code == E.INVALID_REQUEST
+    renewed = acknowledge(client, group, "a", 4, tid, [(0, 0, [RENEW])], version=2, renew=True)
+    assert (partition(renewed).error_code, renewed.acquisition_lock_timeout_ms) == (E.NONE, 30000)
+    assert partition(acknowledge(client, group, "a", 5, tid, [(1, 9, [ACCEPT])])).error_code == E.NONE
+    again = acknowledge(client, group, "a", 6, tid, [(1, 1, [ACCEPT])])
+    assert partition(again).error_code == E.INVALID_RECORD_STATE
+    assert partition(acknowledge(client, group, "a", 7, tid, [(0, 0, [ACCEPT])])).error_code == E.NONE
+
+
+def test_session_errors(server, client):
+    """SharePartitionManager.newContext / acknowledgeSessionUpdate: no session SHARE_SESSION_NOT_FOUND,
+    a wrong epoch INVALID_SHARE_SESSION_EPOCH, acknowledgements at epoch 0 INVALID_REQUEST, a final
+    fetch that fetches INVALID_REQUEST; a final acknowledge closes the session."""
+    group = "sf-sessions"
+    tid = topic_id(client)
+    assert fetch(client, group, "s1", 3, tid).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert fetch(client, group, "s1", -1, tid, partitions=()).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert fetch(client, group, "s1", 0, tid, acks={0: [(0, 0, [ACCEPT])]}).error_code == E.INVALID_REQUEST
+    assert fetch(client, group, "s1", 0, tid).error_code == E.NONE
+    assert fetch(client, group, "s1", 5, tid).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    assert fetch(client, group, "s1", -1, tid).error_code == E.INVALID_REQUEST
+    assert fetch(client, group, "s1", 1, tid).error_code == E.NONE
+    assert acknowledge(client, group, "s1", 3, tid, []).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    assert acknowledge(client, group, "s1", -1, tid, []).error_code == E.NONE
+    assert acknowledge(client, group, "s1", 2, tid, []).error_code == E.SHARE_SESSION_NOT_FOUND
+    assert fetch(client, group, "", 0, tid).error_code == E.INVALID_REQUEST
+
+
+def test_session_limit(tmp_path):
+    """ShareSessionCache.maybeCreateSession refuses past group.share.max.share.sessions (2 here):
+    SHARE_SESSION_LIMIT_REACHED (Kafka 4.1+); a member's new session replaces its old one, and a closed
+    session frees its slot."""
+    srv = start_group_server(tmp_path, name="share-limit", overrides={"group.share.max.share.sessions": "2"})
+    try:
+        srv.create_topic(TOPIC, 1)
+        with KafkaWireClient.connect(srv.bootstrap, timeout=30, client_id="share-limit") as client:
+            tid = topic_id(client)
+            assert [fetch(client, "sf-limit", f"l{i}", 0, tid).error_code for i in range(3)] == \
+                [E.NONE, E.NONE, E.SHARE_SESSION_LIMIT_REACHED]
+            assert fetch(client, "sf-limit", "l1", 0, tid).error_code == E.NONE  # replaces l1's session
+            assert fetch(client, "sf-limit", "l0", -1, tid, partitions=()).error_code == E.NONE
+            assert fetch(client, "sf-limit", "l2", 0, tid).error_code == E.NONE
+    finally:
+        srv.stop()
+
+
+def test_final_epoch_releases_and_delivery_limit_archives(server, client):
+    """A closed session releases what its member holds (SharePartition.releaseAcquiredRecords: delivery
+    count taken back, KAFKA-17541); RELEASE past group.share.delivery.count.limit (3 here) archives
+    (InFlightState.tryUpdateState)."""
+    group = "sf-release"
+    earliest(server, group)
+    tid = topic_id(client)
+    assert acquired(fetch(client, group, "r1", 0, tid)) == [(0, 9, 1)]
+    assert fetch(client, group, "r1", -1, tid, partitions=()).error_code == E.NONE
+    assert acquired(fetch(client, group, "r2", 0, tid)) == [(0, 9, 1)]
+    for epoch, count in ((1, 2), (2, 3)):
+        resp = fetch(client, group, "r2", epoch, tid, acks={0: [(0, 9, [RELEASE])]})
+        assert acquired(resp) == [(0, 9, count)]
+    resp = fetch(client, group, "r2", 3, tid, acks={0: [(0, 9, [RELEASE])]})
+    assert partition(resp).acknowledge_error_code == E.NONE and acquired(resp) == []
+
+
+def test_unknown_topic_and_record_limit(server, client):
+    """A topic id this node does not know: UNKNOWN_TOPIC_ID for its partition (KafkaApis
+    handleShareFetchRequest); v2's record_limit mode acquires exactly MaxRecords (KIP-1206)."""
+    group = "sf-limit-mode"
+    earliest(server, group)
+    resp = fetch(client, group, "u1", 0, uuid.uuid4())
+    assert partition(resp).error_code == E.UNKNOWN_TOPIC_ID
+    tid = topic_id(client)
+    resp = fetch(client, group, "u2", 0, tid, max_records=3, version=2, mode=1)
+    assert acquired(resp) == [(0, 2, 1)]
+
+
+def test_long_poll_wakes_on_produce(server, client):
+    """A ShareFetch with nothing to acquire waits up to MaxWaitMs (DelayedShareFetch) and answers once
+    records arrive."""
+    import threading
+    group = "sf-long-poll"  # share.auto.offset.reset latest: starts at the end
+    tid = topic_id(client)
+    assert acquired(fetch(client, group, "p1", 0, tid)) == []
+    timer = threading.Timer(0.5, lambda: server.produce_keyed(TOPIC, 1, prefix="late-"))
+    timer.start()
+    try:
+        resp = fetch(client, group, "p1", 1, tid, max_wait_ms=20000)
+    finally:
+        timer.join()
+    assert [(f, la) for f, la, _c in acquired(resp)] and acquired(resp)[0][2] == 1
