@@ -1,0 +1,233 @@
+"""Share groups (KIP-932) end to end with confluent-kafka's ShareConsumer (librdkafka 2.16) over TCP:
+queue semantics on one partition shared by several consumers, explicit acknowledgement (release comes
+back with delivery count 2, reject never), a consumer SIGKILLed while holding records, kcoord SIGKILLed
+and restarted under a share group, and classic / consumer / share groups side by side on one topic."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+if not hasattr(confluent_kafka, "ShareConsumer"):
+    pytest.skip("confluent-kafka without ShareConsumer", allow_module_level=True)
+
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer  # noqa: E402
+
+from tests.broker.groups.group_server import start_group_server  # noqa: E402
+from tests.broker.share.test_share_fetch_wire import earliest  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+LOCK_MS = 2000  # group.share.record.lock.duration.ms here: a killed consumer's records come back soon
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = start_group_server(tmp_path, name="share-e2e", overrides={
+        "group.share.min.record.lock.duration.ms": "1000", "group.share.record.lock.duration.ms": str(LOCK_MS)})
+    yield srv
+    srv.stop()
+
+
+def produce(bootstrap: str, topic: str, count: int, start: int = 0, pause_every: int = 0) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(start, start + count):
+        producer.produce(topic, value=str(i).encode())
+        if pause_every and i % pause_every == pause_every - 1:
+            producer.flush(30)
+            time.sleep(0.05)
+    assert producer.flush(30) == 0
+
+
+def share_consumer(bootstrap: str, group: str, topic: str, explicit: bool = False, **extra) -> ShareConsumer:
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": f"share-{group}", **extra}
+    if explicit:
+        config["share.acknowledgement.mode"] = "explicit"
+    consumer = ShareConsumer(config)
+    consumer.subscribe([topic])
+    return consumer
+
+
+def poll_until(consumer: ShareConsumer, done, timeout_s: float = 60.0, explicit_ack=None) -> list:
+    """Poll until `done(all messages so far)`; in explicit mode `explicit_ack(msg)` acknowledges each."""
+    got: list = []
+    deadline = time.monotonic() + timeout_s
+    while not done(got) and time.monotonic() < deadline:
+        messages = [msg for msg in consumer.poll(0.5) if msg.error() is None]
+        if explicit_ack is not None:
+            for msg in messages:
+                consumer.acknowledge(msg, explicit_ack(msg))
+            if messages:
+                consumer.commit_sync()
+        got += messages
+    return got
+
+
+def test_three_share_consumers_one_partition_with_a_producer_running(server):
+    """Three share consumers on a one-partition topic (more consumers than partitions) consume 10,000
+    records while a producer writes them: every record delivered, none to two consumers (implicit
+    acknowledgement: each delivered once), the work spread over all three."""
+    topic, group, total = "queue", "queue-workers", 10_000
+    server.create_topic(topic, 1)
+    earliest(server, group)
+    deliveries: dict[int, list] = collections.defaultdict(list)  # value -> [(consumer, delivery count)]
+    lock, stop = threading.Lock(), threading.Event()
+
+    def consume(index: int) -> None:
+        consumer = share_consumer(server.bootstrap, group, topic)
+        try:
+            while not stop.is_set():
+                for msg in consumer.poll(0.3):
+                    if msg.error() is None:
+                        with lock:
+                            deliveries[int(msg.value())].append((index, msg.delivery_count()))
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=consume, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        produce(server.bootstrap, topic, total, pause_every=100)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with lock:
+                if len(deliveries) == total:
+                    break
+            time.sleep(0.2)
+        with lock:
+            snapshot = {v: list(d) for v, d in deliveries.items()}
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert sorted(snapshot) == list(range(total))
+    twice = {v: d for v, d in snapshot.items() if len(d) > 1}
+    assert not twice, f"{len(twice)} records delivered more than once, e.g. {list(twice.items())[:5]}"
+    per_consumer = collections.Counter(d[0][0] for d in snapshot.values())
+    assert sorted(per_consumer) == [0, 1, 2], per_consumer  # every consumer did some of the work
+    assert {count for d in snapshot.values() for _c, count in d} == {1}
+
+
+def test_explicit_release_comes_back_reject_never(server):
+    """Explicit acknowledgement: RELEASE makes a record available again (delivered next with delivery
+    count 2), REJECT archives it, ACCEPT settles it (SharePartition.acknowledge)."""
+    topic, group = "explicit", "explicit-acks"
+    server.create_topic(topic, 1)
+    earliest(server, group)
+    produce(server.bootstrap, topic, 30)
+    consumer = share_consumer(server.bootstrap, group, topic, explicit=True)
+    try:
+        kinds = {0: AcknowledgeType.RELEASE, 1: AcknowledgeType.REJECT, 2: AcknowledgeType.ACCEPT}
+        first = poll_until(consumer, lambda got: len(got) >= 30,
+                           explicit_ack=lambda msg: kinds[msg.offset() % 3] if msg.delivery_count() == 1
+                           else AcknowledgeType.ACCEPT)
+        firsts = [m.offset() for m in first if m.delivery_count() == 1]
+        assert sorted(firsts) == list(range(30))
+        again = poll_until(consumer, lambda got: len(got) >= 10, timeout_s=15,
+                           explicit_ack=lambda msg: AcknowledgeType.ACCEPT)
+        seconds = sorted((m.offset(), m.delivery_count()) for m in first + again if m.delivery_count() > 1)
+        assert seconds == [(o, 2) for o in range(0, 30, 3)]
+        assert not poll_until(consumer, lambda got: False, timeout_s=3)  # rejected ones never come back
+    finally:
+        consumer.close()
+
+
+def start_worker(server, group: str, topic: str, accept: int) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen([sys.executable, "-m", "tests.broker.share.share_worker", server.bootstrap, group,
+                             topic, str(accept)], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "src"), ROOT])})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        proc.kill()
+        pytest.fail("the share worker printed nothing")
+    return proc, json.loads(line)
+
+
+def test_sigkilled_consumer_records_redelivered_after_the_lock(server):
+    """A consumer SIGKILLed while holding acquired records: after group.share.record.lock.duration.ms
+    their locks run out (SharePartition.releaseAcquisitionLockOnTimeout) and another consumer gets them
+    with delivery count 2; what it accepted before dying never comes back."""
+    topic, group = "killed", "killed-consumer"
+    server.create_topic(topic, 1)
+    earliest(server, group)
+    produce(server.bootstrap, topic, 20)
+    worker, report = start_worker(server, group, topic, accept=5)
+    try:
+        assert report["accepted"] == list(range(5)) and [o for o, _c in report["held"]] == list(range(5, 20))
+    finally:
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(10)
+    consumer = share_consumer(server.bootstrap, group, topic)
+    try:
+        got = poll_until(consumer, lambda got: len(got) >= 15, timeout_s=30)
+    finally:
+        consumer.close()
+    assert sorted((m.offset(), m.delivery_count()) for m in got) == [(o, 2) for o in range(5, 20)]
+
+
+def test_kcoord_sigkilled_acknowledged_not_redelivered(server):
+    """kcoord SIGKILLed and restarted under a share group: the share-partition is loaded back from
+    __share_group_state (ShareSnapshot / ShareUpdate replay): accepted records are never delivered
+    again, acquired-but-unacknowledged ones are; the group's start offset survives."""
+    topic, group = "crash", "crash-share"
+    server.create_topic(topic, 1)
+    earliest(server, group)
+    produce(server.bootstrap, topic, 40)
+    worker, report = start_worker(server, group, topic, accept=25)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(10)
+    assert report["accepted"] == list(range(25))
+    server.restart(signal.SIGKILL)
+    consumer = share_consumer(server.bootstrap, group, topic)
+    try:
+        got = poll_until(consumer, lambda got: len(got) >= 15, timeout_s=30)
+        assert sorted(m.offset() for m in got) == list(range(25, 40))
+        assert not poll_until(consumer, lambda got: False, timeout_s=3)
+    finally:
+        consumer.close()
+
+
+def test_classic_consumer_and_share_groups_side_by_side(server):
+    """One topic read by a classic group (kafka-python), a consumer-protocol group (KIP-848,
+    confluent-kafka) and a share group (ShareConsumer): each reads every record."""
+    from kafka import KafkaConsumer
+
+    topic, total = "side-by-side", 50
+    server.create_topic(topic, 1)
+    earliest(server, "side-share")
+    produce(server.bootstrap, topic, total)
+    share = share_consumer(server.bootstrap, "side-share", topic)
+    modern = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "side-consumer",
+                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    modern.subscribe([topic])
+    classic = KafkaConsumer(topic, bootstrap_servers=server.bootstrap, group_id="side-classic",
+                            auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    try:
+        shared = poll_until(share, lambda got: len(got) >= total)
+        modern_got: list = []
+        deadline = time.monotonic() + 60
+        while len(modern_got) < total and time.monotonic() < deadline:
+            msg = modern.poll(0.5)
+            if msg is not None and msg.error() is None:
+                modern_got.append(msg.offset())
+        classic_got = []
+        for record in classic:
+            classic_got.append(record.offset)
+            if len(classic_got) >= total:
+                break
+    finally:
+        share.close()
+        modern.close()
+        classic.close()
+    assert sorted(m.offset() for m in shared) == list(range(total))
+    assert sorted(modern_got) == list(range(total))
+    assert sorted(classic_got) == list(range(total))
