@@ -511,6 +511,39 @@ def share_group_describe(c, v, env):
     return resp
 
 
+def share_fetch(c, v, env, member: str | None = None):
+    """A new share session (epoch 0) on TOPIC's partition 0: the full response lists the partition, with
+    the group's acquisition lock duration (SharePartitionManager.newContext, KafkaApis.handleShareFetchRequest).
+    The share-partition starts at the latest offset (share.auto.offset.reset's default), so nothing is
+    acquired."""
+    R = m.ShareFetchRequest
+    body = dict(group_id=f"sf-v{v}", member_id=member or f"share-fetcher-{v}", share_session_epoch=0, max_wait_ms=0,
+                min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10, forgotten_topics_data=[],
+                topics=[R.FetchTopic(topic_id=env["topic_id"], partitions=[
+                    R.FetchTopic.FetchPartition(partition_index=0, acknowledgement_batches=[])])])
+    if v >= 2:
+        body.update(share_acquire_mode=0, is_renew_ack=False)
+    resp = call(c, 78, v, R(**body))
+    assert resp.acquisition_lock_timeout_ms == 30000
+    assert [(t.topic_id, [p.partition_index for p in t.partitions]) for t in resp.responses] == [(env["topic_id"], [0])]
+    return resp
+
+
+def share_acknowledge(c, v, env):
+    """An acknowledgement with nothing to acknowledge in an open session (epoch 1): NONE for the partition
+    (SharePartitionManager.acknowledgeSessionUpdate, SharePartition.acknowledge)."""
+    share_fetch(c, 1, env, member=f"share-acker-{v}")
+    R = m.ShareAcknowledgeRequest
+    body = dict(group_id="sf-v1", member_id=f"share-acker-{v}", share_session_epoch=1,
+                topics=[R.AcknowledgeTopic(topic_id=env["topic_id"], partitions=[
+                    R.AcknowledgeTopic.AcknowledgePartition(partition_index=0, acknowledgement_batches=[])])])
+    if v >= 2:
+        body["is_renew_ack"] = False
+    resp = call(c, 79, v, R(**body))
+    assert [p.partition_index for t in resp.responses for p in t.partitions] == [0]
+    return resp
+
+
 def consumer_group_describe(c, v, env):
     """A consumer group of one member: epochs 1/1, its assignment and target by topic id and name
     (GroupMetadataManager.consumerGroupDescribe, ConsumerGroup.asDescribedGroup)."""
@@ -553,7 +586,7 @@ SCENARIOS: dict[int, Callable] = {
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
     43: elect_leaders, 45: alter_partition_reassignments, 46: list_partition_reassignments, 75: describe_topic_partitions,
     47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
-    76: share_group_heartbeat, 77: share_group_describe,
+    76: share_group_heartbeat, 77: share_group_describe, 78: share_fetch, 79: share_acknowledge,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,
