@@ -196,6 +196,34 @@ def test_kcoord_sigkilled_acknowledged_not_redelivered(server):
         consumer.close()
 
 
+def test_read_committed_never_delivers_aborted_records(server):
+    """share.isolation.level=read_committed: a share group reads below the last stable offset and archives
+    the batches of aborted transactions and the markers (SharePartition.acquire with the fetched aborted
+    transactions, ShareFetchUtils); only committed records are delivered."""
+    topic, group = "transactional", "committed-only"
+    server.create_topic(topic, 1)
+    earliest(server, group, share_isolation_level="read_committed")
+    producer = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "share-txn"})
+    producer.init_transactions(30)
+    for n, commit in enumerate((True, False, True, False, True)):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(topic, value=f"{'commit' if commit else 'abort'}-{n}-{i}".encode())
+        assert producer.flush(30) == 0  # in the log before the abort (an abort drops what is not sent)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    consumer = share_consumer(server.bootstrap, group, topic)
+    try:
+        got = poll_until(consumer, lambda got: len(got) >= 30, timeout_s=30)
+        got += poll_until(consumer, lambda got: False, timeout_s=3)
+    finally:
+        consumer.close()
+    values = sorted(m.value().decode() for m in got)
+    assert values == sorted(f"commit-{n}-{i}" for n in (0, 2, 4) for i in range(10))
+
+
 def test_classic_consumer_and_share_groups_side_by_side(server):
     """One topic read by a classic group (kafka-python), a consumer-protocol group (KIP-848,
     confluent-kafka) and a share group (ShareConsumer): each reads every record."""

@@ -40,12 +40,13 @@ def topic_id(client) -> uuid.UUID:
     return next(t.topic_id for t in md.topics if t.name == TOPIC)
 
 
-def earliest(server, group: str) -> None:
-    """share.auto.offset.reset=earliest for `group` (a group config, IncrementalAlterConfigs)."""
+def earliest(server, group: str, **configs: str) -> None:
+    """share.auto.offset.reset=earliest for `group`, and `configs` ("share_isolation_level" for
+    share.isolation.level): group configs, through AlterConfigs."""
     admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, client_id="share-fetch-admin")
     try:
-        admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, group,
-                                            configs={"share.auto.offset.reset": "earliest"})])
+        admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, group, configs={
+            "share.auto.offset.reset": "earliest", **{k.replace("_", "."): v for k, v in configs.items()}})])
     finally:
         admin.close()
 
