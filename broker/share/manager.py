@@ -70,6 +70,7 @@ class SharePartitionManager:
         self._loaded: dict[ShareKey, list] = {}  # records read at start, until the share-partition is used
         self._locks: dict[ShareKey, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._ticker: asyncio.Task | None = None
+        self._expiring: set[asyncio.Task] = set()  # the timer control's expiries under way
 
     def start(self) -> None:
         self._loaded = self.coordinator.load()
@@ -262,9 +263,16 @@ class SharePartitionManager:
             self._notify(key)
         return expired
 
-    async def expire_locks_now(self) -> int:
-        """Timer control: every acquisition lock runs out at once (as if its duration had passed)."""
-        return await self.expire_locks(2**62)
+    def start_expiring_locks(self, group_id: str | None = None) -> int:
+        """Timer control (the admin endpoint): every acquisition lock of `group_id`'s share-partitions (all
+        groups: None) runs out now, as if its duration had passed, in a task (each share-partition's
+        expiry waits its turn); returns how many share-partitions hold locks."""
+        keys = [k for k, sp in self._partitions.items()
+                if (group_id is None or k[0] == group_id) and sp.next_lock_deadline() is not None]
+        task = asyncio.get_running_loop().create_task(self.expire_locks(2**62, keys))
+        self._expiring.add(task)
+        task.add_done_callback(self._expiring.discard)
+        return len(keys)
 
     async def _expire_loop(self) -> None:
         while True:

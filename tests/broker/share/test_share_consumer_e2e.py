@@ -174,6 +174,47 @@ def test_sigkilled_consumer_records_redelivered_after_the_lock(server):
     assert sorted((m.offset(), m.delivery_count()) for m in got) == [(o, 2) for o in range(5, 20)]
 
 
+def test_timer_control_expires_a_killed_consumers_locks_now(server):
+    """The test kit's timer control (admin endpoint POST /share/expire-locks): with a 60 s lock for the
+    group (share.record.lock.duration.ms), a SIGKILLed consumer's records go to another consumer at once,
+    with delivery count 2 (SharePartition.releaseAcquisitionLockOnTimeout run early)."""
+    topic, group = "timer-control", "timer-share"
+    server.create_topic(topic, 1)
+    earliest(server, group, share_record_lock_duration_ms="60000")
+    produce(server.bootstrap, topic, 10)
+    worker, report = start_worker(server, group, topic, accept=0)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(10)
+    assert [o for o, _c in report["held"]] == list(range(10))
+    started = time.monotonic()
+    assert server.timers.expire_share_locks(group) == 1
+    consumer = share_consumer(server.bootstrap, group, topic)
+    try:
+        got = poll_until(consumer, lambda got: len(got) >= 10, timeout_s=20)
+    finally:
+        consumer.close()
+    assert sorted((m.offset(), m.delivery_count()) for m in got) == [(o, 2) for o in range(10)]
+    assert time.monotonic() - started < 60  # not the lock's own expiry
+
+
+def test_released_past_the_delivery_limit_is_archived(server):
+    """A record released on every delivery comes back until group.share.delivery.count.limit (5) deliveries,
+    then is archived and never delivered again (InFlightState.tryUpdateState)."""
+    topic, group = "poison", "poison-share"
+    server.create_topic(topic, 1)
+    earliest(server, group)
+    produce(server.bootstrap, topic, 3)
+    consumer = share_consumer(server.bootstrap, group, topic, explicit=True)
+    try:
+        got = poll_until(consumer, lambda got: False, timeout_s=8, explicit_ack=lambda msg: AcknowledgeType.RELEASE)
+    finally:
+        consumer.close()
+    counts = collections.defaultdict(list)
+    for msg in got:
+        counts[msg.offset()].append(msg.delivery_count())
+    assert dict(counts) == {o: [1, 2, 3, 4, 5] for o in range(3)}
+
+
 def test_kcoord_sigkilled_acknowledged_not_redelivered(server):
     """kcoord SIGKILLed and restarted under a share group: the share-partition is loaded back from
     __share_group_state (ShareSnapshot / ShareUpdate replay): accepted records are never delivered
