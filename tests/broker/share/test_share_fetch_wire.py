@@ -210,3 +210,15 @@ def test_long_poll_wakes_on_produce(server, client):
     finally:
         timer.join()
     assert [(f, la) for f, la, _c in acquired(resp)] and acquired(resp)[0][2] == 1
+
+
+def test_find_coordinator_share_key(server, client):
+    """FindCoordinator v6 key type 2 (share): "groupId:topicId:partition" (SharePartitionKey.asCoordinatorKey)
+    answers this node; a key that does not parse is INVALID_REQUEST (SharePartitionKey.validate)."""
+    import base64
+    tid = topic_id(client)
+    good = f"sf-coordinator:{base64.urlsafe_b64encode(tid.bytes).rstrip(b'=').decode()}:0"
+    resp = client.request(m.FindCoordinatorRequest(key_type=2, coordinator_keys=[good, "no-colons", "g:zz:0"]), 6)
+    answers = [(c.key, c.error_code, c.port) for c in resp.coordinators]
+    port = int(server.bootstrap.rsplit(":", 1)[1])
+    assert answers == [(good, E.NONE, port), ("no-colons", E.INVALID_REQUEST, -1), ("g:zz:0", E.INVALID_REQUEST, -1)]
