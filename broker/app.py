@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.broker import registry
@@ -105,6 +106,8 @@ class Broker:
         self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
         # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
         self.coordinator_roles = CoordinatorRoles()
+        # called with a connection's id when it closes (Kafka's ConnectionDisconnectListener: share sessions)
+        self.disconnect_listeners: list[Callable[[str], None]] = []
         self.stopping = False
 
     # -- lifecycle --------------------------------------------------------------------------------

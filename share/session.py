@@ -14,6 +14,10 @@ epoch orders the member's requests:
 
 A ShareAcknowledge at epoch 0 is INVALID_SHARE_SESSION_EPOCH. The cache holds at most
 `group.share.max.share.sessions`; a new session past it is SHARE_SESSION_LIMIT_REACHED (Kafka 4.1+).
+A session belongs to the connection that opened it (Kafka 4.1+): when that connection closes, the
+session goes and its member counts as gone (ShareSessionCache's ConnectionDisconnectListener, then
+ShareGroupListener.onMemberLeave: its records are released) -- unless the member opened a newer session
+since, on another connection.
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ class ShareSession:
     epoch: int
     partitions: dict[SharePartitionKey, None] = field(default_factory=dict)  # insertion-ordered set
     last_used_ms: int = 0
+    connection_id: str = ""
 
 
 @dataclass
@@ -64,6 +69,7 @@ class ShareSessionCache:
     def __init__(self, max_sessions: int) -> None:
         self.max_sessions = max_sessions
         self._sessions: dict[tuple[str, str], ShareSession] = {}
+        self._by_connection: dict[str, set[tuple[str, str]]] = {}
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -75,19 +81,35 @@ class ShareSessionCache:
         return list(self._sessions.values())
 
     def remove(self, group_id: str, member_id: str) -> ShareSession | None:
-        return self._sessions.pop((group_id, member_id), None)
+        session = self._sessions.pop((group_id, member_id), None)
+        if session is not None:
+            self._forget_connection(session)
+        return session
+
+    def _forget_connection(self, session: ShareSession) -> None:
+        keys = self._by_connection.get(session.connection_id)
+        if keys is not None:
+            keys.discard((session.group_id, session.member_id))
+            if not keys:
+                del self._by_connection[session.connection_id]
+
+    def connection_closed(self, connection_id: str) -> list[ShareSession]:
+        """The sessions the closed connection opened (their members are to be released)."""
+        return [s for s in (self.remove(*key) for key in list(self._by_connection.get(connection_id, ())))
+                if s is not None]
 
     # ---------------------------------------------------------------- ShareFetch
 
     def fetch_context(self, group_id: str, member_id: str, epoch: int, fetch: list[SharePartitionKey],
-                      forget: list[SharePartitionKey], has_acknowledgements: bool, now_ms: int) -> FetchContext:
+                      forget: list[SharePartitionKey], has_acknowledgements: bool, now_ms: int,
+                      connection_id: str = "") -> FetchContext:
         """SharePartitionManager.newContext; raises ShareSessionError."""
         key = (group_id, member_id)
         if epoch == FINAL_EPOCH:
             if fetch:
                 raise ShareSessionError(ErrorCode.INVALID_REQUEST,
                                         "A final share fetch request (epoch -1) cannot fetch partitions.")
-            session = self._sessions.pop(key, None)
+            session = self.remove(group_id, member_id)
             if session is None:
                 raise ShareSessionError(ErrorCode.SHARE_SESSION_NOT_FOUND, "Share session not found.")
             return FetchContext(None, False, released=session)
@@ -95,14 +117,14 @@ class ShareSessionCache:
             if has_acknowledgements:
                 raise ShareSessionError(ErrorCode.INVALID_REQUEST,
                                         "Acknowledge data present in the initial share fetch request.")
-            old = self._sessions.pop(key, None)
-            if len(self._sessions) >= self.max_sessions:
-                if old is not None:
-                    self._sessions[key] = old
+            if key not in self._sessions and len(self._sessions) >= self.max_sessions:
                 raise ShareSessionError(ErrorCode.SHARE_SESSION_LIMIT_REACHED,
                                         "The share session cache is full.")
-            session = ShareSession(group_id, member_id, next_epoch(INITIAL_EPOCH), dict.fromkeys(fetch), now_ms)
+            old = self.remove(group_id, member_id)
+            session = ShareSession(group_id, member_id, next_epoch(INITIAL_EPOCH), dict.fromkeys(fetch), now_ms,
+                                   connection_id)
             self._sessions[key] = session
+            self._by_connection.setdefault(connection_id, set()).add(key)
             return FetchContext(session, True, released=old)
         session = self._sessions.get(key)
         if session is None:
@@ -132,7 +154,7 @@ class ShareSessionCache:
         if session is None:
             raise ShareSessionError(ErrorCode.SHARE_SESSION_NOT_FOUND, "Share session not found.")
         if epoch == FINAL_EPOCH:
-            return self._sessions.pop(key)
+            return self.remove(group_id, member_id)
         if session.epoch != epoch:
             raise ShareSessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                                     f"Expected share session epoch {session.epoch}, got {epoch}.")

@@ -70,17 +70,27 @@ class SharePartitionManager:
         self._loaded: dict[ShareKey, list] = {}  # records read at start, until the share-partition is used
         self._locks: dict[ShareKey, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._ticker: asyncio.Task | None = None
-        self._expiring: set[asyncio.Task] = set()  # the timer control's expiries under way
+        self._expiring: set[asyncio.Task] = set()  # expiries (timer control) and releases under way
 
     def start(self) -> None:
         self._loaded = self.coordinator.load()
         self._ticker = asyncio.get_running_loop().create_task(self._expire_loop())
+        self.broker.disconnect_listeners.append(self.connection_closed)
+
+    def connection_closed(self, connection_id: str) -> None:
+        """A client connection closed: the share sessions it opened go, and what their members hold is
+        released (ShareSessionCache's ConnectionDisconnectListener, ShareGroupListener.onMemberLeave)."""
+        for session in self.sessions.connection_closed(connection_id):
+            task = asyncio.get_running_loop().create_task(self.release_session(session))
+            self._expiring.add(task)
+            task.add_done_callback(self._expiring.discard)
 
     async def close(self) -> None:
         self.coordinator.active = False
-        if self._ticker is not None:
-            self._ticker.cancel()
-            await asyncio.gather(self._ticker, return_exceptions=True)
+        for task in [self._ticker, *self._expiring]:
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in [self._ticker, *self._expiring] if t is not None), return_exceptions=True)
 
     # ---------------------------------------------------------------- the group's settings
 

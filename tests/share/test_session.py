@@ -69,3 +69,15 @@ def test_acknowledge_epochs():
     assert error_of(lambda: cache.acknowledge_context("g", "m", 1, 4)) == E.INVALID_SHARE_SESSION_EPOCH
     closed = cache.acknowledge_context("g", "m", FINAL_EPOCH, 5)
     assert closed is not None and closed.member_id == "m" and cache.get("g", "m") is None
+
+
+def test_a_closed_connection_takes_its_sessions():
+    """ShareSessionCache's ConnectionDisconnectListener: the sessions a connection opened go with it; a
+    member that opened a newer session on another connection keeps that one."""
+    cache = ShareSessionCache(10)
+    cache.fetch_context("g", "a", 0, [], [], False, 0, connection_id="c1")
+    cache.fetch_context("g", "b", 0, [], [], False, 0, connection_id="c1")
+    cache.fetch_context("g", "b", 0, [], [], False, 1, connection_id="c2")  # b moved to c2
+    assert [s.member_id for s in cache.connection_closed("c1")] == ["a"]
+    assert [s.member_id for s in cache.sessions()] == ["b"] and cache.connection_closed("c1") == []
+    assert [s.member_id for s in cache.connection_closed("c2")] == ["b"] and len(cache) == 0

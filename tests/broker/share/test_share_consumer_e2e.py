@@ -152,47 +152,75 @@ def start_worker(server, group: str, topic: str, accept: int) -> tuple[subproces
     return proc, json.loads(line)
 
 
-def test_sigkilled_consumer_records_redelivered_after_the_lock(server):
-    """A consumer SIGKILLed while holding acquired records: after group.share.record.lock.duration.ms
-    their locks run out (SharePartition.releaseAcquisitionLockOnTimeout) and another consumer gets them
-    with delivery count 2; what it accepted before dying never comes back."""
+def stop_for_good(worker: subprocess.Popen) -> None:
+    worker.send_signal(signal.SIGKILL)
+    worker.wait(10)
+
+
+def test_sigkilled_consumer_records_come_back_when_its_connection_closes(server):
+    """A consumer SIGKILLed while holding acquired records: its connection closes, which ends its share
+    session and releases what it held at once (ShareSessionCache's ConnectionDisconnectListener ->
+    ShareGroupListener.onMemberLeave -> SharePartition.releaseAcquiredRecords, the delivery count taken
+    back), long before the group's 60 s lock would; what it accepted never comes back."""
     topic, group = "killed", "killed-consumer"
     server.create_topic(topic, 1)
-    earliest(server, group)
+    earliest(server, group, share_record_lock_duration_ms="60000")
     produce(server.bootstrap, topic, 20)
     worker, report = start_worker(server, group, topic, accept=5)
-    try:
-        assert report["accepted"] == list(range(5)) and [o for o, _c in report["held"]] == list(range(5, 20))
-    finally:
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(10)
+    stop_for_good(worker)
+    assert report["accepted"] == list(range(5)) and [o for o, _c in report["held"]] == list(range(5, 20))
+    started = time.monotonic()
     consumer = share_consumer(server.bootstrap, group, topic)
     try:
         got = poll_until(consumer, lambda got: len(got) >= 15, timeout_s=30)
     finally:
         consumer.close()
+    assert sorted((m.offset(), m.delivery_count()) for m in got) == [(o, 1) for o in range(5, 20)]
+    assert time.monotonic() - started < 60
+
+
+def test_paused_consumer_records_redelivered_after_the_lock(server):
+    """A consumer SIGSTOPped while holding acquired records keeps its connection: after
+    group.share.record.lock.duration.ms (2 s here) the locks run out (SharePartition.
+    releaseAcquisitionLockOnTimeout) and another consumer gets the records with delivery count 2."""
+    topic, group = "paused", "paused-consumer"
+    server.create_topic(topic, 1)
+    earliest(server, group)
+    produce(server.bootstrap, topic, 20)
+    worker, report = start_worker(server, group, topic, accept=5)
+    worker.send_signal(signal.SIGSTOP)
+    try:
+        consumer = share_consumer(server.bootstrap, group, topic)
+        try:
+            got = poll_until(consumer, lambda got: len(got) >= 15, timeout_s=30)
+        finally:
+            consumer.close()
+    finally:
+        stop_for_good(worker)
     assert sorted((m.offset(), m.delivery_count()) for m in got) == [(o, 2) for o in range(5, 20)]
 
 
-def test_timer_control_expires_a_killed_consumers_locks_now(server):
+def test_timer_control_expires_a_paused_consumers_locks_now(server):
     """The test kit's timer control (admin endpoint POST /share/expire-locks): with a 60 s lock for the
-    group (share.record.lock.duration.ms), a SIGKILLed consumer's records go to another consumer at once,
+    group (share.record.lock.duration.ms), a paused consumer's records go to another consumer at once,
     with delivery count 2 (SharePartition.releaseAcquisitionLockOnTimeout run early)."""
     topic, group = "timer-control", "timer-share"
     server.create_topic(topic, 1)
     earliest(server, group, share_record_lock_duration_ms="60000")
     produce(server.bootstrap, topic, 10)
     worker, report = start_worker(server, group, topic, accept=0)
-    worker.send_signal(signal.SIGKILL)
-    worker.wait(10)
-    assert [o for o, _c in report["held"]] == list(range(10))
-    started = time.monotonic()
-    assert server.timers.expire_share_locks(group) == 1
-    consumer = share_consumer(server.bootstrap, group, topic)
+    worker.send_signal(signal.SIGSTOP)
     try:
-        got = poll_until(consumer, lambda got: len(got) >= 10, timeout_s=20)
+        assert [o for o, _c in report["held"]] == list(range(10))
+        started = time.monotonic()
+        assert server.timers.expire_share_locks(group) == 1
+        consumer = share_consumer(server.bootstrap, group, topic)
+        try:
+            got = poll_until(consumer, lambda got: len(got) >= 10, timeout_s=20)
+        finally:
+            consumer.close()
     finally:
-        consumer.close()
+        stop_for_good(worker)
     assert sorted((m.offset(), m.delivery_count()) for m in got) == [(o, 2) for o in range(10)]
     assert time.monotonic() - started < 60  # not the lock's own expiry
 
@@ -216,18 +244,21 @@ def test_released_past_the_delivery_limit_is_archived(server):
 
 
 def test_kcoord_sigkilled_acknowledged_not_redelivered(server):
-    """kcoord SIGKILLed and restarted under a share group: the share-partition is loaded back from
-    __share_group_state (ShareSnapshot / ShareUpdate replay): accepted records are never delivered
-    again, acquired-but-unacknowledged ones are; the group's start offset survives."""
+    """kcoord SIGKILLed and restarted under a share group while a (paused) consumer holds records: the
+    share-partition is loaded back from __share_group_state (ShareSnapshot / ShareUpdate replay):
+    accepted records are never delivered again, the acquired-but-unacknowledged ones are; the group's
+    start offset survives."""
     topic, group = "crash", "crash-share"
     server.create_topic(topic, 1)
     earliest(server, group)
     produce(server.bootstrap, topic, 40)
     worker, report = start_worker(server, group, topic, accept=25)
-    worker.send_signal(signal.SIGKILL)
-    worker.wait(10)
-    assert report["accepted"] == list(range(25))
-    server.restart(signal.SIGKILL)
+    worker.send_signal(signal.SIGSTOP)
+    try:
+        assert report["accepted"] == list(range(25))
+        server.restart(signal.SIGKILL)
+    finally:
+        stop_for_good(worker)
     consumer = share_consumer(server.bootstrap, group, topic)
     try:
         got = poll_until(consumer, lambda got: len(got) >= 15, timeout_s=30)
