@@ -278,6 +278,30 @@ message ShareAcknowledgeResponse response api=79 valid=1-2 flexible=1+
     Port int32 1+
     Rack string 1+ nullable=1+ default=null
 
+message DescribeShareGroupOffsetsRequest request api=90 valid=0-1 flexible=0+
+  Groups []DescribeShareGroupOffsetsRequestGroup 0+
+    GroupId string 0+
+    Topics []DescribeShareGroupOffsetsRequestTopic 0+ nullable=0+
+      TopicName string 0+
+      Partitions []int32 0+
+
+message DescribeShareGroupOffsetsResponse response api=90 valid=0-1 flexible=0+
+  ThrottleTimeMs int32 0+
+  Groups []DescribeShareGroupOffsetsResponseGroup 0+
+    GroupId string 0+
+    Topics []DescribeShareGroupOffsetsResponseTopic 0+
+      TopicName string 0+
+      TopicId uuid 0+
+      Partitions []DescribeShareGroupOffsetsResponsePartition 0+
+        PartitionIndex int32 0+
+        StartOffset int64 0+
+        LeaderEpoch int32 0+
+        Lag int64 1+ default=-1
+        ErrorCode int16 0+
+        ErrorMessage string 0+ nullable=0+ default=null
+    ErrorCode int16 0+
+    ErrorMessage string 0+ nullable=0+ default=null
+
 message ShareGroupMemberMetadataKey data valid=10
   GroupId string 10
   MemberId string 10

@@ -897,6 +897,55 @@ class DescribeProducersResponse:
     topics: list[_DescribeProducersResponse__TopicResponse]
     def __init__(self, *, throttle_time_ms: Any = ..., topics: list[_DescribeProducersResponse__TopicResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic:
+    topic_name: Any
+    partitions: Any
+    def __init__(self, *, topic_name: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestGroup:
+    DescribeShareGroupOffsetsRequestTopic = _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic
+    group_id: Any
+    topics: list[_DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: Any = ..., topics: list[_DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DescribeShareGroupOffsetsRequest:
+    DescribeShareGroupOffsetsRequestGroup = _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestGroup
+    DescribeShareGroupOffsetsRequestTopic = _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic
+    groups: list[_DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestGroup]
+    def __init__(self, *, groups: list[_DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestGroup] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition:
+    partition_index: Any
+    start_offset: Any
+    leader_epoch: Any
+    lag: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, partition_index: Any = ..., start_offset: Any = ..., leader_epoch: Any = ..., lag: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic:
+    DescribeShareGroupOffsetsResponsePartition = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition
+    topic_name: Any
+    topic_id: Any
+    partitions: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition]
+    def __init__(self, *, topic_name: Any = ..., topic_id: Any = ..., partitions: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseGroup:
+    DescribeShareGroupOffsetsResponseTopic = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic
+    group_id: Any
+    topics: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic]
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, group_id: Any = ..., topics: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic] = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DescribeShareGroupOffsetsResponse:
+    DescribeShareGroupOffsetsResponseGroup = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseGroup
+    DescribeShareGroupOffsetsResponsePartition = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition
+    DescribeShareGroupOffsetsResponseTopic = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic
+    throttle_time_ms: Any
+    groups: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseGroup]
+    def __init__(self, *, throttle_time_ms: Any = ..., groups: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseGroup] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class _DescribeTopicPartitionsRequest__Cursor:
     topic_name: Any
     partition_index: Any

@@ -120,8 +120,17 @@ class SharePartitionManager:
         return sp
 
     def get(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
-        """The share-partition if this node has it in memory (tests, describe)."""
-        return self._partitions.get((group_id, topic_id, partition))
+        """The share-partition if it has state (initialized: in memory, or in the records loaded at start)."""
+        key = (group_id, topic_id, partition)
+        if key not in self._partitions and key not in self._loaded:
+            return None
+        sp = self._get(key)
+        return sp if sp.initialized else None
+
+    def partitions_of(self, group_id: str) -> list[tuple[uuid.UUID, int]]:
+        """(topic id, partition) of every share-partition of `group_id` that has state."""
+        keys = {k for k in self._partitions if k[0] == group_id} | {k for k in self._loaded if k[0] == group_id}
+        return sorted((k[1], k[2]) for k in keys if self.get(*k) is not None)
 
     async def _write(self, key: ShareKey, sp: SharePartition, records: list) -> ErrorCode:
         if not records:

@@ -544,6 +544,25 @@ def share_acknowledge(c, v, env):
     return resp
 
 
+def describe_share_group_offsets(c, v, env):
+    """A share group with a share-partition initialized by a ShareFetch: its start offset (the latest
+    offset, share.auto.offset.reset's default) and from v1 its lag, 0
+    (GroupCoordinatorService.describeShareGroupOffsets)."""
+    group = f"sgo-v{v}"
+    share_group_heartbeat(c, 1, env, group=group)
+    R = m.ShareFetchRequest
+    call(c, 78, 1, R(group_id=group, member_id="share-member-1", share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+                     max_bytes=1 << 20, max_records=10, batch_size=10, forgotten_topics_data=[],
+                     topics=[R.FetchTopic(topic_id=env["topic_id"], partitions=[
+                         R.FetchTopic.FetchPartition(partition_index=0, acknowledgement_batches=[])])]))
+    D = m.DescribeShareGroupOffsetsRequest
+    resp = call(c, 90, v, D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]))
+    ((topic,),) = [g.topics for g in resp.groups]
+    ((p,),) = [topic.partitions]
+    assert (topic.topic_name, p.partition_index, p.start_offset >= 1, p.lag) == (TOPIC, 0, True, 0 if v >= 1 else -1)
+    return resp
+
+
 def consumer_group_describe(c, v, env):
     """A consumer group of one member: epochs 1/1, its assignment and target by topic id and name
     (GroupMetadataManager.consumerGroupDescribe, ConsumerGroup.asDescribedGroup)."""
@@ -587,6 +606,7 @@ SCENARIOS: dict[int, Callable] = {
     43: elect_leaders, 45: alter_partition_reassignments, 46: list_partition_reassignments, 75: describe_topic_partitions,
     47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
     76: share_group_heartbeat, 77: share_group_describe, 78: share_fetch, 79: share_acknowledge,
+    90: describe_share_group_offsets,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,

@@ -222,3 +222,33 @@ def test_find_coordinator_share_key(server, client):
     answers = [(c.key, c.error_code, c.port) for c in resp.coordinators]
     port = int(server.bootstrap.rsplit(":", 1)[1])
     assert answers == [(good, E.NONE, port), ("no-colons", E.INVALID_REQUEST, -1), ("g:zz:0", E.INVALID_REQUEST, -1)]
+
+
+def test_describe_share_group_offsets(server, client):
+    """DescribeShareGroupOffsets (GroupCoordinatorService.describeShareGroupOffsets): the start offset and,
+    from v1, the lag of each share-partition with state; StartOffset -1 for one without; an unknown group
+    GROUP_ID_NOT_FOUND; an unknown topic UNKNOWN_TOPIC_OR_PARTITION."""
+    D = m.DescribeShareGroupOffsetsRequest
+    group = "sf-describe"
+    earliest(server, group)
+    tid = topic_id(client)
+    joined = client.request(m.ShareGroupHeartbeatRequest(group_id=group, member_id="d1", member_epoch=0,
+                                                         rack_id=None, subscribed_topic_names=[TOPIC]), 1)
+    assert joined.error_code == E.NONE
+    end = server.end_offsets(TOPIC, 1)[0]
+    before = client.request(D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1)
+    assert [(g.group_id, g.error_code, g.topics) for g in before.groups] == [(group, E.NONE, [])]
+    assert acquired(fetch(client, group, "d1", 0, tid))[0][:2] == (0, end - 1)
+    assert partition(fetch(client, group, "d1", 1, tid, acks={0: [(0, 3, [ACCEPT])]})).acknowledge_error_code == 0
+    req = D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None),
+                    D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=[
+                        D.DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=[0]),
+                        D.DescribeShareGroupOffsetsRequestTopic(topic_name="no-such-topic", partitions=[0])]),
+                    D.DescribeShareGroupOffsetsRequestGroup(group_id="sf-no-such-group", topics=None)])
+    for version, lag in ((0, -1), (1, end - 4)):
+        all_of, named, unknown = client.request(req, version).groups
+        assert [(t.topic_name, t.topic_id, [(p.partition_index, p.start_offset, p.lag, p.error_code)
+                                            for p in t.partitions]) for t in all_of.topics] == \
+            [(TOPIC, tid, [(0, 4, lag, E.NONE)])]
+        assert [[p.error_code for p in t.partitions] for t in named.topics] == [[E.NONE], [E.UNKNOWN_TOPIC_OR_PARTITION]]
+        assert (unknown.error_code, unknown.topics) == (E.GROUP_ID_NOT_FOUND, [])
