@@ -302,6 +302,41 @@ message DescribeShareGroupOffsetsResponse response api=90 valid=0-1 flexible=0+
     ErrorCode int16 0+
     ErrorMessage string 0+ nullable=0+ default=null
 
+message AlterShareGroupOffsetsRequest request api=91 valid=0 flexible=0+
+  GroupId string 0+
+  Topics []AlterShareGroupOffsetsRequestTopic 0+
+    TopicName string 0+
+    Partitions []AlterShareGroupOffsetsRequestPartition 0+
+      PartitionIndex int32 0+
+      StartOffset int64 0+
+
+message AlterShareGroupOffsetsResponse response api=91 valid=0 flexible=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ nullable=0+ default=null
+  Responses []AlterShareGroupOffsetsResponseTopic 0+
+    TopicName string 0+
+    TopicId uuid 0+
+    Partitions []AlterShareGroupOffsetsResponsePartition 0+
+      PartitionIndex int32 0+
+      ErrorCode int16 0+
+      ErrorMessage string 0+ nullable=0+ default=null
+
+message DeleteShareGroupOffsetsRequest request api=92 valid=0 flexible=0+
+  GroupId string 0+
+  Topics []DeleteShareGroupOffsetsRequestTopic 0+
+    TopicName string 0+
+
+message DeleteShareGroupOffsetsResponse response api=92 valid=0 flexible=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ nullable=0+ default=null
+  Responses []DeleteShareGroupOffsetsResponseTopic 0+
+    TopicName string 0+
+    TopicId uuid 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ nullable=0+ default=null
+
 message ShareGroupMemberMetadataKey data valid=10
   GroupId string 10
   MemberId string 10

@@ -140,6 +140,46 @@ class AlterPartitionReassignmentsResponse:
     responses: list[_AlterPartitionReassignmentsResponse__ReassignableTopicResponse]
     def __init__(self, *, throttle_time_ms: Any = ..., allow_replication_factor_change: Any = ..., error_code: Any = ..., error_message: Any = ..., responses: list[_AlterPartitionReassignmentsResponse__ReassignableTopicResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition:
+    partition_index: Any
+    start_offset: Any
+    def __init__(self, *, partition_index: Any = ..., start_offset: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestTopic:
+    AlterShareGroupOffsetsRequestPartition = _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition
+    topic_name: Any
+    partitions: list[_AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition]
+    def __init__(self, *, topic_name: Any = ..., partitions: list[_AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class AlterShareGroupOffsetsRequest:
+    AlterShareGroupOffsetsRequestPartition = _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition
+    AlterShareGroupOffsetsRequestTopic = _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestTopic
+    group_id: Any
+    topics: list[_AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: Any = ..., topics: list[_AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition:
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, partition_index: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponseTopic:
+    AlterShareGroupOffsetsResponsePartition = _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition
+    topic_name: Any
+    topic_id: Any
+    partitions: list[_AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition]
+    def __init__(self, *, topic_name: Any = ..., topic_id: Any = ..., partitions: list[_AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class AlterShareGroupOffsetsResponse:
+    AlterShareGroupOffsetsResponsePartition = _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition
+    AlterShareGroupOffsetsResponseTopic = _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponseTopic
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    responses: list[_AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., responses: list[_AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponseTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class _AlterUserScramCredentialsRequest__ScramCredentialDeletion:
     name: Any
     mechanism: Any
@@ -646,6 +686,31 @@ class DeleteRecordsResponse:
     throttle_time_ms: Any
     topics: list[_DeleteRecordsResponse__DeleteRecordsTopicResult]
     def __init__(self, *, throttle_time_ms: Any = ..., topics: list[_DeleteRecordsResponse__DeleteRecordsTopicResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DeleteShareGroupOffsetsRequest__DeleteShareGroupOffsetsRequestTopic:
+    topic_name: Any
+    def __init__(self, *, topic_name: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DeleteShareGroupOffsetsRequest:
+    DeleteShareGroupOffsetsRequestTopic = _DeleteShareGroupOffsetsRequest__DeleteShareGroupOffsetsRequestTopic
+    group_id: Any
+    topics: list[_DeleteShareGroupOffsetsRequest__DeleteShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: Any = ..., topics: list[_DeleteShareGroupOffsetsRequest__DeleteShareGroupOffsetsRequestTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic:
+    topic_name: Any
+    topic_id: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, topic_name: Any = ..., topic_id: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DeleteShareGroupOffsetsResponse:
+    DeleteShareGroupOffsetsResponseTopic = _DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    responses: list[_DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., responses: list[_DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class _DeleteTopicsRequest__DeleteTopicState:
     name: Any

@@ -41,7 +41,8 @@ SERVED_APIS = (
     # share groups' group side (KIP-932, issue 28)
     "ShareGroupHeartbeat", "ShareGroupDescribe",
     # share groups' data plane (KIP-932, issue 28)
-    "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets",
+    "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") + tuple(

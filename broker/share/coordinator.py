@@ -2,7 +2,8 @@
 records (kcoord.share.records: ShareSnapshot / ShareUpdate, Kafka's formats) go to the partition of
 `__share_group_state` its key hashes to (SharePartitionKey.asCoordinatorKey, Kafka's partitionFor), one
 batch per write, acknowledged once fsynced; at start every partition of the topic is read back and the
-records grouped by share-partition, for SharePartition.load to replay.
+records grouped by share-partition, for SharePartition.load to replay. A ShareSnapshot key with a null
+value (a tombstone: DeleteShareGroupOffsets) drops what came before it for that share-partition.
 
 The topic is created on the first write with `share.coordinator.state.topic.num.partitions`, under the
 delete policy with no retention (Kafka prunes it with DeleteRecords once snapshots supersede old
@@ -17,6 +18,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from kcoord.coordinator.common.runtime import APPEND_ERRORS
+from kcoord.protocol import messages as m
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.protocol.record_kv import batch_key_values
 from kcoord.protocol.records import build_batch
@@ -60,6 +62,10 @@ class ShareCoordinator:
                     if header.is_control:
                         continue
                     for key, value in batch_key_values(batch, header):
+                        if value is None and r.record_type(key) == r.SHARE_SNAPSHOT:  # deleted state
+                            k, _ = m.decode_versioned("ShareSnapshotKey", key)
+                            out.pop((k.group_id, k.topic_id, k.partition), None)
+                            continue
                         try:
                             record = r.decode(key, value)
                         except DecodeError as e:

@@ -30,6 +30,7 @@ from kcoord.broker.data.visibility import high_watermark
 from kcoord.broker.share import log_reader
 from kcoord.broker.share.coordinator import ShareCoordinator, ShareKey
 from kcoord.protocol.errors import ErrorCode
+from kcoord.share import records as r
 from kcoord.share.partition import EARLIEST, LATEST, AcquiredRecords, ShareConfig, SharePartition
 from kcoord.share.session import ShareSession, ShareSessionCache
 
@@ -262,6 +263,38 @@ class SharePartitionManager:
                 outcome = sp.release_member(member_id, self.now_ms())
                 await self._write(key, sp, outcome.records)
             self._notify(key)
+
+    # ---------------------------------------------------------------- admin: alter and delete state
+
+    async def reset(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> ErrorCode:
+        """AlterShareGroupOffsets: the share-partition starts over at `start_offset`, nothing in flight, at
+        the next state epoch (InitializeShareGroupState's snapshot)."""
+        key = (group_id, topic_id, partition)
+        async with self._locks[key]:
+            old = self.get(*key)
+            sp = SharePartition(*key, self.share_config(group_id),
+                                state_epoch=0 if old is None else old.state_epoch + 1)
+            records = [r.encode(sp.durable.initial_record(start_offset, sp.state_epoch, sp.leader_epoch,
+                                                          self.now_ms()))]
+            error = await self.coordinator.write(key, records)
+            if error == ErrorCode.NONE:
+                sp.replay(records[0])
+                self._partitions[key] = sp
+                self._loaded.pop(key, None)
+        return error
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
+        """DeleteShareGroupOffsets: the share-partition's state goes (a tombstone); a later fetch
+        initializes it again from share.auto.offset.reset."""
+        key = (group_id, topic_id, partition)
+        async with self._locks[key]:
+            if self.get(*key) is None:
+                return ErrorCode.NONE
+            error = await self.coordinator.write(key, [(r.snapshot_key(*key), None, ())])
+            if error == ErrorCode.NONE:
+                self._partitions.pop(key, None)
+                self._loaded.pop(key, None)
+        return error
 
     # ---------------------------------------------------------------- acquisition locks
 

@@ -563,6 +563,35 @@ def describe_share_group_offsets(c, v, env):
     return resp
 
 
+def empty_share_group(c, group: str, env) -> None:
+    """A share group whose only member joined and left (GroupMetadataManager.shareGroupHeartbeat, epoch -1)."""
+    share_group_heartbeat(c, 1, env, group=group)
+    resp = call(c, 76, 1, m.ShareGroupHeartbeatRequest(group_id=group, member_id="share-member-1", member_epoch=-1,
+                                                       rack_id=None, subscribed_topic_names=None))
+    assert resp.error_code == ErrorCode.NONE
+
+
+def alter_share_group_offsets(c, v, env):
+    """An empty share group's share-partition reset to offset 0 (GroupCoordinatorService.alterShareGroupOffsets)."""
+    group = f"asgo-v{v}"
+    empty_share_group(c, group, env)
+    A = m.AlterShareGroupOffsetsRequest
+    resp = call(c, 91, v, A(group_id=group, topics=[A.AlterShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=[
+        A.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]))
+    assert [(r.topic_name, r.topic_id) for r in resp.responses] == [(TOPIC, env["topic_id"])]
+    return resp
+
+
+def delete_share_group_offsets(c, v, env):
+    """An empty share group's state for TOPIC deleted (GroupCoordinatorService.deleteShareGroupOffsets)."""
+    group = f"dsgo-v{v}"
+    empty_share_group(c, group, env)
+    D = m.DeleteShareGroupOffsetsRequest
+    resp = call(c, 92, v, D(group_id=group, topics=[D.DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC)]))
+    assert [(r.topic_name, r.topic_id) for r in resp.responses] == [(TOPIC, env["topic_id"])]
+    return resp
+
+
 def consumer_group_describe(c, v, env):
     """A consumer group of one member: epochs 1/1, its assignment and target by topic id and name
     (GroupMetadataManager.consumerGroupDescribe, ConsumerGroup.asDescribedGroup)."""
@@ -606,7 +635,7 @@ SCENARIOS: dict[int, Callable] = {
     43: elect_leaders, 45: alter_partition_reassignments, 46: list_partition_reassignments, 75: describe_topic_partitions,
     47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
     76: share_group_heartbeat, 77: share_group_describe, 78: share_fetch, 79: share_acknowledge,
-    90: describe_share_group_offsets,
+    90: describe_share_group_offsets, 91: alter_share_group_offsets, 92: delete_share_group_offsets,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,

@@ -4,6 +4,7 @@ SharePartitionManager.java and SharePartition.java, core/src/main/scala/kafka/se
 handleShareFetchRequest / handleShareAcknowledgeRequest)."""
 from __future__ import annotations
 
+import signal
 import uuid
 
 import pytest
@@ -252,3 +253,60 @@ def test_describe_share_group_offsets(server, client):
             [(TOPIC, tid, [(0, 4, lag, E.NONE)])]
         assert [[p.error_code for p in t.partitions] for t in named.topics] == [[E.NONE], [E.UNKNOWN_TOPIC_OR_PARTITION]]
         assert (unknown.error_code, unknown.topics) == (E.GROUP_ID_NOT_FOUND, [])
+
+
+def test_alter_and_delete_share_group_offsets(tmp_path):
+    """AlterShareGroupOffsets / DeleteShareGroupOffsets (GroupCoordinatorService.alterShareGroupOffsets /
+    deleteShareGroupOffsets): only an empty share group (NON_EMPTY_GROUP), GROUP_ID_NOT_FOUND for an
+    unknown one; a reset share-partition starts over at its offset, a deleted one from
+    share.auto.offset.reset -- both durable across a restart."""
+    A, D, X = m.AlterShareGroupOffsetsRequest, m.DeleteShareGroupOffsetsRequest, m.DescribeShareGroupOffsetsRequest
+    group = "sf-admin"
+    srv = start_group_server(tmp_path, name="share-admin")
+    try:
+        srv.create_topic(TOPIC, 1)
+        srv.produce_keyed(TOPIC, 10)
+        earliest(srv, group)
+
+        def alter(client, offset, topic=TOPIC, grp=group):
+            return client.request(A(group_id=grp, topics=[A.AlterShareGroupOffsetsRequestTopic(
+                topic_name=topic, partitions=[A.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(
+                    partition_index=0, start_offset=offset)])]), 0)
+
+        def start_offsets(client):
+            (g,) = client.request(X(groups=[X.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1).groups
+            return [(t.topic_name, [(p.partition_index, p.start_offset) for p in t.partitions]) for t in g.topics]
+
+        with KafkaWireClient.connect(srv.bootstrap, timeout=30, client_id="share-admin") as client:
+            tid = topic_id(client)
+            heartbeat = client.request(m.ShareGroupHeartbeatRequest(group_id=group, member_id="x1", member_epoch=0,
+                                                                    rack_id=None, subscribed_topic_names=[TOPIC]), 1)
+            assert acquired(fetch(client, group, "x1", 0, tid)) == [(0, 9, 1)]
+            assert alter(client, 5).error_code == E.NON_EMPTY_GROUP
+            assert alter(client, 5, grp="sf-no-such-group").error_code == E.GROUP_ID_NOT_FOUND
+            client.request(m.ShareGroupHeartbeatRequest(group_id=group, member_id="x1", member_epoch=-1, rack_id=None,
+                                                        subscribed_topic_names=None), 1)
+            assert heartbeat.error_code == E.NONE
+            resp = alter(client, 5)
+            assert [(r.topic_name, r.topic_id, [(p.partition_index, p.error_code) for p in r.partitions])
+                    for r in resp.responses] == [(TOPIC, tid, [(0, E.NONE)])]
+            assert [p.error_code for r in alter(client, -3).responses for p in r.partitions] == [E.INVALID_REQUEST]
+            assert [p.error_code for r in alter(client, 1, topic="nope").responses for p in r.partitions] == \
+                [E.UNKNOWN_TOPIC_OR_PARTITION]
+            assert start_offsets(client) == [(TOPIC, [(0, 5)])]
+        srv.restart(signal.SIGKILL)
+        with KafkaWireClient.connect(srv.bootstrap, timeout=30, client_id="share-admin") as client:
+            assert start_offsets(client) == [(TOPIC, [(0, 5)])]
+            assert acquired(fetch(client, group, "x2", 0, tid)) == [(5, 9, 1)]
+            assert fetch(client, group, "x2", -1, tid, partitions=()).error_code == E.NONE
+            resp = client.request(D(group_id=group, topics=[D.DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC),
+                                                            D.DeleteShareGroupOffsetsRequestTopic(topic_name="nope")]), 0)
+            assert [(r.topic_name, r.error_code) for r in resp.responses] == \
+                [(TOPIC, E.NONE), ("nope", E.UNKNOWN_TOPIC_OR_PARTITION)]
+            assert start_offsets(client) == []
+        srv.restart(signal.SIGKILL)
+        with KafkaWireClient.connect(srv.bootstrap, timeout=30, client_id="share-admin") as client:
+            assert start_offsets(client) == []
+            assert acquired(fetch(client, group, "x3", 0, tid)) == [(0, 9, 1)]  # earliest again
+    finally:
+        srv.stop()
