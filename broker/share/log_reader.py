@@ -26,9 +26,11 @@ class ShareRead:
 EMPTY = ShareRead(b"", [], [])
 
 
-def read(plog: Any, txn_index: Any, offset: int, max_bytes: int, isolation_level: int) -> ShareRead:
-    hw = high_watermark(plog)
-    limit = txn_index.last_stable_offset(plog) if isolation_level == READ_COMMITTED else hw
+def read(plog: Any, txn_index: Any, offset: int, max_bytes: int, isolation_level: int,
+         hw: int | None = None) -> ShareRead:
+    """`hw`: how far consumers may read (cluster mode: the ISR's high watermark); default this log's."""
+    hw = high_watermark(plog) if hw is None else hw
+    limit = min(txn_index.last_stable_offset(plog), hw) if isolation_level == READ_COMMITTED else hw
     if not plog.log_start_offset <= offset < limit:
         return EMPTY
     try:

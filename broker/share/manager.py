@@ -10,6 +10,9 @@ in the order they were computed, so the start offset each carries never goes bac
   that snapshot written before anything is acquired.
 - Acquiring reads the log from the share-partition's next fetch offset (kcoord.broker.share.log_reader)
   with the group's share.isolation.level; markers and aborted transactions are archived, never delivered.
+  In cluster mode only the partition's leader serves it (NOT_LEADER_OR_FOLLOWER elsewhere), up to the
+  ISR's high watermark; the share state itself stays on the node that serves it (not yet following
+  __share_group_state's leadership: broker/coordinator_roles.py is the seam).
 - A ShareFetch that acquired nothing waits like a Fetch (broker/data/fetch_wait.py) until new data, a
   release or a lock expiry on one of its partitions, or its MaxWaitMs.
 - Acquisition locks run out on a ticker (every LOCK_TICK_S); `expire_locks_now` is the test kit's
@@ -144,15 +147,14 @@ class SharePartitionManager:
             sp.replay(record)
         return ErrorCode.NONE
 
-    async def _initialize(self, key: ShareKey, sp: SharePartition, plog) -> ErrorCode:
+    async def _initialize(self, key: ShareKey, sp: SharePartition, plog, hw: int) -> ErrorCode:
         """SharePartition.maybeInitialize: a share-partition without state starts at
         share.auto.offset.reset (by_duration is taken as earliest here)."""
         if sp.initialized:
             return ErrorCode.NONE
         reset = self._group_setting(key[0], "share.auto.offset.reset", LATEST)
         reset = reset if reset in (EARLIEST, LATEST) else EARLIEST
-        return await self._write(key, sp, sp.initialize(reset, plog.log_start_offset, high_watermark(plog),
-                                                        self.now_ms()))
+        return await self._write(key, sp, sp.initialize(reset, plog.log_start_offset, hw, self.now_ms()))
 
     def _locate(self, topic_id: uuid.UUID, partition: int):
         """(topic name, partition log) or the error for a topic id / partition this node does not have."""
@@ -202,19 +204,26 @@ class SharePartitionManager:
                 results[(topic_id, partition)] = PartitionFetch(name, None)
                 continue
             result = results[(topic_id, partition)] = PartitionFetch(leader_epoch=plog.leader_epoch)
+            hw = high_watermark(plog)
+            replication = self.broker.visibility.replication
+            if replication is not None:  # cluster mode: the leader serves, up to the ISR's high watermark
+                error, hw = replication.consumer_fetch_bounds(name, partition, -1, hw)
+                if error != ErrorCode.NONE:
+                    result.error = error
+                    continue
             if records_left <= 0 or bytes_left <= 0:
                 continue
             key = (group_id, topic_id, partition)
             got = read = None
             async with self._locks[key]:
                 sp = self._get(key)
-                error = await self._initialize(key, sp, plog)
+                error = await self._initialize(key, sp, plog, hw)
                 if error != ErrorCode.NONE:
                     result.error = error
                     continue
                 if not sp.can_acquire():
                     continue
-                read = log_reader.read(plog, self.broker.txn_index, sp.next_fetch_offset(), bytes_left, isolation)
+                read = log_reader.read(plog, self.broker.txn_index, sp.next_fetch_offset(), bytes_left, isolation, hw)
                 if not read.batches:
                     continue
                 got = sp.acquire(member_id, read.batches, records_left, self.now_ms(),
