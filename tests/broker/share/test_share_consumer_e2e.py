@@ -331,3 +331,30 @@ def test_classic_consumer_and_share_groups_side_by_side(server):
     assert sorted(m.offset() for m in shared) == list(range(total))
     assert sorted(modern_got) == list(range(total))
     assert sorted(classic_got) == list(range(total))
+
+
+def test_kcoord_groups_lists_and_describes_a_share_group(server):
+    """`kcoord groups list` shows a share group; `describe` gives kafka-share-groups.sh's columns: START-OFFSET
+    and LAG per share-partition (DescribeShareGroupOffsets), then each member and its assignment."""
+    from tests.broker.groups.test_admin_and_cli import kcoord_groups
+
+    topic, group = "described", "described-share"
+    server.create_topic(topic, 1)
+    earliest(server, group)
+    produce(server.bootstrap, topic, 30)
+    consumer = share_consumer(server.bootstrap, group, topic, explicit=True)
+    try:
+        got = poll_until(consumer, lambda got: len(got) >= 30, explicit_ack=lambda msg: AcknowledgeType.ACCEPT
+                         if msg.offset() < 20 else AcknowledgeType.RELEASE)
+        assert len(got) >= 30
+        listed = kcoord_groups(server.bootstrap, "list")
+        assert listed.returncode == 0 and group in listed.stdout.split(), listed.stdout + listed.stderr
+        out = kcoord_groups(server.bootstrap, "describe", group)
+        assert out.returncode == 0, out.stderr
+        lines = [line.split() for line in out.stdout.splitlines() if line.strip()]
+        assert ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"] in lines, out.stdout
+        assert [group, topic, "0", "20", "10"] in lines, out.stdout
+        member = next(line for line in lines if line[:1] == [group] and line[-1] == f"{topic}:0")
+        assert member[3:5] == [f"share-{group}", "1"], out.stdout
+    finally:
+        consumer.close()
