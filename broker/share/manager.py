@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcoord.share")
 
 LOCK_TICK_S = 0.1
+# The most one share-partition's read takes from its log per ShareFetch (at least one whole batch): what is
+# acquired is bounded by MaxRecords anyway, and librdkafka asks for MaxBytes 50 MiB.
+READ_MAX_BYTES = 1 << 20
 AckBatch = tuple[int, int, Sequence[int]]  # first offset, last offset, acknowledge types
 
 
@@ -223,7 +226,8 @@ class SharePartitionManager:
                     continue
                 if not sp.can_acquire():
                     continue
-                read = log_reader.read(plog, self.broker.txn_index, sp.next_fetch_offset(), bytes_left, isolation, hw)
+                read = log_reader.read(plog, self.broker.txn_index, sp.next_fetch_offset(),
+                                       min(bytes_left, READ_MAX_BYTES), isolation, hw)
                 if not read.batches:
                     continue
                 got = sp.acquire(member_id, read.batches, records_left, self.now_ms(),
@@ -304,6 +308,15 @@ class SharePartitionManager:
                 self._partitions.pop(key, None)
                 self._loaded.pop(key, None)
         return error
+
+    async def delete_group_state(self, group_id: str) -> ErrorCode:
+        """DeleteGroups on a share group: every share-partition's state goes first (as Kafka's
+        GroupCoordinatorService.deleteGroups deletes the share group state before the group)."""
+        for topic_id, partition in self.partitions_of(group_id):
+            error = await self.delete(group_id, topic_id, partition)
+            if error != ErrorCode.NONE:
+                return error
+        return ErrorCode.NONE
 
     # ---------------------------------------------------------------- acquisition locks
 

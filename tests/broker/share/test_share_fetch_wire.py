@@ -310,3 +310,28 @@ def test_alter_and_delete_share_group_offsets(tmp_path):
             assert acquired(fetch(client, group, "x3", 0, tid)) == [(0, 9, 1)]  # earliest again
     finally:
         srv.stop()
+
+
+def test_delete_groups_deletes_share_state(server, client):
+    """DeleteGroups on an empty share group deletes its share-partitions' state first
+    (GroupCoordinatorService.deleteGroups -> the persister's deleteState): the group, joined again, starts
+    over from share.auto.offset.reset instead of its old start offset."""
+    group = "sf-deleted"
+    earliest(server, group)
+    tid = topic_id(client)
+
+    def join_and_leave():
+        for epoch in (0, -1):
+            resp = client.request(m.ShareGroupHeartbeatRequest(group_id=group, member_id="z1", member_epoch=epoch,
+                                                               rack_id=None, subscribed_topic_names=[TOPIC]), 1)
+            assert resp.error_code == E.NONE
+
+    join_and_leave()
+    first = acquired(fetch(client, group, "z1", 0, tid))
+    assert first[0][:2] == (0, first[0][1]) and first[0][1] >= 9
+    assert partition(fetch(client, group, "z1", 1, tid, acks={0: [(0, first[0][1], [ACCEPT])]})).acknowledge_error_code == 0
+    assert fetch(client, group, "z1", -1, tid, partitions=()).error_code == E.NONE
+    (result,) = client.request(m.DeleteGroupsRequest(groups_names=[group]), 2).results
+    assert result.error_code == E.NONE
+    join_and_leave()
+    assert acquired(fetch(client, group, "z2", 0, tid)) == first  # the same records, delivered afresh
