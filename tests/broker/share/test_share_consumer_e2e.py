@@ -358,3 +358,33 @@ def test_kcoord_groups_lists_and_describes_a_share_group(server):
         assert member[3:5] == [f"share-{group}", "1"], out.stdout
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("fault", [
+    {"api": "ShareFetch", "action": "close", "count": 1},
+    {"api": "ShareAcknowledge", "action": "error", "error": "SHARE_SESSION_NOT_FOUND", "count": 1},
+    {"api": "ShareFetch", "action": "error", "error": "INVALID_SHARE_SESSION_EPOCH", "count": 1},
+], ids=["fetch-connection-closed", "acknowledge-session-not-found", "fetch-invalid-epoch"])
+def test_share_consumer_survives_injected_faults(server, fault):
+    """The test kit's faults on ShareFetch / ShareAcknowledge (admin endpoint, kcoord.broker.faults): a
+    connection closed on the first ShareFetch, a session the broker no longer knows on a ShareAcknowledge,
+    an epoch it refuses -- the share consumer opens a new session and every record is still
+    delivered (none lost; a released one may come again)."""
+    topic, group = f"faulty-{fault['api']}-{fault.get('error', 'close')}".lower(), f"faulty-{id(fault)}"
+    server.create_topic(topic, 1)
+    earliest(server, group)
+    server.faults.add(**fault)
+    try:
+        produce(server.bootstrap, topic, 200, pause_every=50)
+        consumer = share_consumer(server.bootstrap, group, topic, explicit=True)
+        try:
+            got = poll_until(consumer, lambda got: {m.offset() for m in got} >= set(range(200)), timeout_s=60,
+                             explicit_ack=lambda msg: AcknowledgeType.ACCEPT)
+        finally:
+            consumer.close()
+        faults = server.faults.list()
+        fired = sum(f.get("fired", 0) for f in faults)
+    finally:
+        server.faults.clear()
+    assert {m.offset() for m in got} == set(range(200))
+    assert fired == 1, json.dumps(faults)
