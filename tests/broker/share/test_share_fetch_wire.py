@@ -335,3 +335,26 @@ def test_delete_groups_deletes_share_state(server, client):
     assert result.error_code == E.NONE
     join_and_leave()
     assert acquired(fetch(client, group, "z2", 0, tid)) == first  # the same records, delivered afresh
+
+
+def test_renew_on_share_fetch_v2(server, client):
+    """KIP-1222: a ShareFetch v2 with IsRenewAck carries RENEW acknowledgements and fetches nothing -- its
+    MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0 (INVALID_REQUEST otherwise); the renewed
+    records stay acquired by the member (SharePartition.acknowledge, RENEW)."""
+    group = "sf-renew"
+    earliest(server, group)
+    tid = topic_id(client)
+    ((first, last, _count),) = acquired(fetch(client, group, "w1", 0, tid, version=2))
+    assert first == 0 and last >= 9
+    refused = fetch(client, group, "w1", 1, tid, version=2, renew=True, acks={0: [(0, last, [RENEW])]})
+    assert refused.error_code == E.INVALID_REQUEST
+    body = dict(group_id=group, member_id="w1", share_session_epoch=1, max_wait_ms=0, min_bytes=0, max_bytes=0,
+                max_records=0, batch_size=0, share_acquire_mode=0, is_renew_ack=True, forgotten_topics_data=[],
+                topics=[SF.FetchTopic(topic_id=tid, partitions=[SF.FetchTopic.FetchPartition(
+                    partition_index=0, acknowledgement_batches=[SF.FetchTopic.FetchPartition.AcknowledgementBatch(
+                        first_offset=0, last_offset=last, acknowledge_types=[RENEW])])])])
+    renewed = client.request(SF(**body), 2)
+    assert (renewed.error_code, partition(renewed).acknowledge_error_code, acquired(renewed)) == (E.NONE, E.NONE, [])
+    other = fetch(client, group, "w2", 0, tid, version=2)
+    assert acquired(other) == []  # still w1's
+    assert partition(fetch(client, group, "w1", 2, tid, acks={0: [(0, last, [ACCEPT])]})).acknowledge_error_code == E.NONE
