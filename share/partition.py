@@ -158,6 +158,15 @@ class SharePartition:
         start = log_start_offset if reset == EARLIEST else latest_offset
         return [r.encode(self.durable.initial_record(start, self.state_epoch, self.leader_epoch, now_ms))]
 
+    def skip_to(self, offset: int, now_ms: int) -> list:
+        """The records that move the start offset up to `offset` because the log no longer starts below it
+        (retention or DeleteRecords took those records: Kafka's SharePartition moves its start offset to the
+        log start offset); what was in flight below it is dropped. Replay them to apply them."""
+        if not self.initialized or offset <= self.start_offset:
+            return []
+        complete = sum(1 for o, e in self._window.items() if o >= offset and e.state in TERMINAL)
+        return [r.encode(self.durable.record_for(offset, {}, complete, self.leader_epoch, now_ms))]
+
     # ---------------------------------------------------------------- reading
 
     def state_of(self, offset: int) -> tuple | None:

@@ -224,6 +224,8 @@ class SharePartitionManager:
                 if error != ErrorCode.NONE:
                     result.error = error
                     continue
+                if sp.start_offset < plog.log_start_offset:  # retention / DeleteRecords passed it
+                    await self._write(key, sp, sp.skip_to(plog.log_start_offset, self.now_ms()))
                 if not sp.can_acquire():
                     continue
                 read = log_reader.read(plog, self.broker.txn_index, sp.next_fetch_offset(),

@@ -358,3 +358,28 @@ def test_renew_on_share_fetch_v2(server, client):
     other = fetch(client, group, "w2", 0, tid, version=2)
     assert acquired(other) == []  # still w1's
     assert partition(fetch(client, group, "w1", 2, tid, acks={0: [(0, last, [ACCEPT])]})).acknowledge_error_code == E.NONE
+
+
+def test_start_offset_follows_the_log_start(tmp_path):
+    """Records deleted below the share-partition's start offset (DeleteRecords, as retention would): the
+    start offset moves to the log start offset, what was in flight there goes, and the share group goes on
+    from the records that are left (SharePartition's start offset reset to the log start offset)."""
+    srv = start_group_server(tmp_path, name="share-trimmed")
+    try:
+        srv.create_topic(TOPIC, 1)
+        for prefix in ("a-", "b-"):  # two batches: DeleteRecords keeps whole segments, not batches
+            srv.produce_keyed(TOPIC, 5, prefix=prefix)
+        group = "sf-trimmed"
+        earliest(srv, group)
+        with KafkaWireClient.connect(srv.bootstrap, timeout=30, client_id="share-trimmed") as client:
+            tid = topic_id(client)
+            assert acquired(fetch(client, group, "t1", 0, tid))[0][:2] == (0, 9)
+            assert partition(fetch(client, group, "t1", 1, tid, acks={0: [(0, 1, [ACCEPT])]})).acknowledge_error_code == 0
+            D = m.DeleteRecordsRequest
+            trimmed = client.request(D(topics=[D.DeleteRecordsTopic(name=TOPIC, partitions=[
+                D.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=6)])], timeout_ms=5000), 2)
+            assert trimmed.topics[0].partitions[0].error_code == E.NONE
+            assert fetch(client, group, "t1", -1, tid, partitions=()).error_code == E.NONE  # releases 2-9
+            assert acquired(fetch(client, group, "t2", 0, tid)) == [(6, 9, 1)]
+    finally:
+        srv.stop()
