@@ -34,6 +34,10 @@ HELP = {
     "kcoord_offset_commit_seconds": ("summary", "OffsetCommit latency including the durable write"),
     "kcoord_storage_seconds": ("summary", "Storage append and fsync latency"),
     "kcoord_faults_fired_total": ("counter", "Injected faults that fired (admin endpoint), by API, action and fault"),
+    "kcoord_share_deliveries_total": ("counter", "Records a share group acquired for a consumer, by group, topic "
+                                      "and whether it was a redelivery"),
+    "kcoord_share_acknowledgements_total": ("counter", "Records a share consumer acknowledged, by group and type"),
+    "kcoord_share_lock_expiries_total": ("counter", "Acquired records whose acquisition lock ran out, by group"),
 }
 
 

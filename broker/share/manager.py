@@ -34,7 +34,7 @@ from kcoord.broker.share import log_reader
 from kcoord.broker.share.coordinator import ShareCoordinator, ShareKey
 from kcoord.protocol.errors import ErrorCode
 from kcoord.share import records as r
-from kcoord.share.partition import EARLIEST, LATEST, AcquiredRecords, ShareConfig, SharePartition
+from kcoord.share.partition import ACQUIRED, EARLIEST, LATEST, AcquiredRecords, ShareConfig, SharePartition
 from kcoord.share.session import ShareSession, ShareSessionCache
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ LOCK_TICK_S = 0.1
 # acquired is bounded by MaxRecords anyway, and librdkafka asks for MaxBytes 50 MiB.
 READ_MAX_BYTES = 1 << 20
 AckBatch = tuple[int, int, Sequence[int]]  # first offset, last offset, acknowledge types
+ACK_TYPE_NAMES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
 
 
 def wall_ms() -> int:
@@ -236,12 +237,30 @@ class SharePartitionManager:
                                  aborted=read.not_delivered, strict=strict)
                 await self._write(key, sp, got.records)  # archived markers / aborted records, if any
             if got is not None and read is not None and got.acquired:
+                self._count_deliveries(group_id, name, got.acquired)
                 result.acquired = got.acquired
                 result.records = log_reader.trim(read.records, got.acquired[0].first_offset,
                                                  got.acquired[-1].last_offset)
                 records_left -= got.count
                 bytes_left -= len(result.records)
         return results
+
+    def _count_deliveries(self, group_id: str, topic: str, acquired: list[AcquiredRecords]) -> None:
+        for a in acquired:
+            self.broker.metrics.inc("kcoord_share_deliveries_total", a.last_offset - a.first_offset + 1,
+                                    group=group_id, topic=topic, redelivery=a.delivery_count > 1)
+
+    def _count_acknowledgements(self, group_id: str, batches: Sequence[AckBatch]) -> None:
+        counts: dict[int, int] = defaultdict(int)
+        for first, last, types in batches:
+            if len(types) == 1:
+                counts[types[0]] += last - first + 1
+            else:
+                for t in types:
+                    counts[t] += 1
+        for t, n in counts.items():
+            self.broker.metrics.inc("kcoord_share_acknowledgements_total", n, group=group_id,
+                                    type=ACK_TYPE_NAMES.get(t, str(t)))
 
     # ---------------------------------------------------------------- acknowledge and release
 
@@ -260,6 +279,8 @@ class SharePartitionManager:
             if outcome.error != ErrorCode.NONE:
                 return outcome.error, outcome.message
             error = await self._write(key, sp, outcome.records)
+        if error == ErrorCode.NONE:
+            self._count_acknowledgements(group_id, batches)
         if any(t in (0, 2) for _f, _l, types in batches for t in types):  # released offsets: redeliverable
             self._notify(key)
         return error, None
@@ -333,7 +354,10 @@ class SharePartitionManager:
             if sp is None or deadline is None or deadline > due:
                 continue
             async with self._locks[key]:
+                running_out = sum(1 for view in sp.in_flight().values()
+                                  if view[0] == ACQUIRED and view[3] is not None and view[3] <= due)
                 outcome = sp.expire_locks(now, due)
+                self.broker.metrics.inc("kcoord_share_lock_expiries_total", running_out, group=key[0])
                 await self._write(key, sp, outcome.records)
             expired += 1
             self._notify(key)

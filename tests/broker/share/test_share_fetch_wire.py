@@ -23,7 +23,7 @@ SF, SA = m.ShareFetchRequest, m.ShareAcknowledgeRequest
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     srv = start_group_server(tmp_path_factory.mktemp("share-fetch"), name="share-fetch",
-                             overrides={"group.share.delivery.count.limit": "3"})
+                             overrides={"group.share.delivery.count.limit": "3", "metrics.port": "0"})
     srv.create_topic(TOPIC, 1)
     srv.produce_keyed(TOPIC, 10)
     yield srv
@@ -383,3 +383,24 @@ def test_start_offset_follows_the_log_start(tmp_path):
             assert acquired(fetch(client, group, "t2", 0, tid)) == [(6, 9, 1)]
     finally:
         srv.stop()
+
+
+def test_share_metrics(server, client):
+    """Prometheus counters of share groups: deliveries (first and redeliveries), acknowledgements by type."""
+    import urllib.request
+    group = "sf-metrics"
+    earliest(server, group)
+    tid = topic_id(client)
+    ((first, last, _c),) = acquired(fetch(client, group, "q1", 0, tid))
+    acks = {0: [(first, first, [RELEASE]), (first + 1, first + 1, [REJECT]), (first + 2, last, [ACCEPT])]}
+    assert acquired(fetch(client, group, "q1", 1, tid, acks=acks)) == [(first, first, 2)]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10).read().decode()
+    lines = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+             if line.startswith("kcoord_share_") and f'group="{group}"' in line}
+    def value(name, **labels):
+        return next(v for k, v in lines.items() if k.startswith(name) and all(f'{a}="{b}"' in k for a, b in labels.items()))
+    assert value("kcoord_share_deliveries_total", redelivery="False") == last - first + 1
+    assert value("kcoord_share_deliveries_total", redelivery="True") == 1
+    assert (value("kcoord_share_acknowledgements_total", type="release"),
+            value("kcoord_share_acknowledgements_total", type="reject"),
+            value("kcoord_share_acknowledgements_total", type="accept")) == (1, 1, last - first - 1)
