@@ -151,12 +151,17 @@ class SharePartition:
         """The record that starts a share-partition with no state: at the log start offset for
         share.auto.offset.reset=earliest, at the latest offset for latest (Kafka's default). Nothing if
         it has state. Replay it to apply it."""
-        if self.initialized:
-            return []
         if reset not in (EARLIEST, LATEST):
             raise ValueError(f"share.auto.offset.reset {reset!r}")
-        start = log_start_offset if reset == EARLIEST else latest_offset
-        return [r.encode(self.durable.initial_record(start, self.state_epoch, self.leader_epoch, now_ms))]
+        return self.initialize_at(log_start_offset if reset == EARLIEST else latest_offset, now_ms)
+
+    def initialize_at(self, start_offset: int, now_ms: int) -> list:
+        """The record that starts a share-partition with no state at `start_offset` (what a reset resolved
+        to: earliest, latest, or by_duration's first offset at or after a timestamp). Nothing if it has
+        state. Replay it to apply it."""
+        if self.initialized:
+            return []
+        return [r.encode(self.durable.initial_record(start_offset, self.state_epoch, self.leader_epoch, now_ms))]
 
     def skip_to(self, offset: int, now_ms: int) -> list:
         """The records that move the start offset up to `offset` because the log no longer starts below it

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections import defaultdict
@@ -48,6 +49,18 @@ LOCK_TICK_S = 0.1
 READ_MAX_BYTES = 1 << 20
 AckBatch = tuple[int, int, Sequence[int]]  # first offset, last offset, acknowledge types
 ACK_TYPE_NAMES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
+
+
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
+
+
+def iso_duration_ms(text: str) -> int:
+    """An ISO-8601 duration as share.auto.offset.reset's by_duration takes it (PnDTnHnMnS) in ms."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"not an ISO-8601 duration: {text!r}")
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
 
 
 def wall_ms() -> int:
@@ -153,12 +166,19 @@ class SharePartitionManager:
 
     async def _initialize(self, key: ShareKey, sp: SharePartition, plog, hw: int) -> ErrorCode:
         """SharePartition.maybeInitialize: a share-partition without state starts at
-        share.auto.offset.reset (by_duration is taken as earliest here)."""
+        share.auto.offset.reset: earliest, latest (Kafka's default), or by_duration:<ISO-8601 duration> --
+        the first offset whose timestamp is at or after now minus the duration (latest if there is none)."""
         if sp.initialized:
             return ErrorCode.NONE
-        reset = self._group_setting(key[0], "share.auto.offset.reset", LATEST)
-        reset = reset if reset in (EARLIEST, LATEST) else EARLIEST
-        return await self._write(key, sp, sp.initialize(reset, plog.log_start_offset, hw, self.now_ms()))
+        reset, now = self._group_setting(key[0], "share.auto.offset.reset", LATEST), self.now_ms()
+        if reset == EARLIEST:
+            start = plog.log_start_offset
+        elif reset.startswith("by_duration:"):
+            found = plog.offset_for_timestamp(now - iso_duration_ms(reset.removeprefix("by_duration:")))
+            start = hw if found is None else min(max(found[0], plog.log_start_offset), hw)
+        else:
+            start = hw
+        return await self._write(key, sp, sp.initialize_at(start, now))
 
     def _locate(self, topic_id: uuid.UUID, partition: int):
         """(topic name, partition log) or the error for a topic id / partition this node does not have."""

@@ -404,3 +404,27 @@ def test_share_metrics(server, client):
     assert (value("kcoord_share_acknowledgements_total", type="release"),
             value("kcoord_share_acknowledgements_total", type="reject"),
             value("kcoord_share_acknowledgements_total", type="accept")) == (1, 1, last - first - 1)
+
+
+def test_auto_offset_reset_by_duration(server, client):
+    """share.auto.offset.reset=by_duration:PT1H starts a share-partition at the first record no older than an
+    hour (ShareGroupConfig's by_duration; the offset for a timestamp as ListOffsets finds it)."""
+    import time
+
+    from confluent_kafka import Producer
+    topic, group = "share-timed", "sf-by-duration"
+    server.create_topic(topic, 1)
+    now = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": server.bootstrap})
+    for i in range(10):
+        producer.produce(topic, value=b"%d" % i, timestamp=now - 2 * 3600_000 if i < 4 else now)
+    assert producer.flush(30) == 0
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, client_id="share-fetch-admin")
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.GROUP, group,
+                                            configs={"share.auto.offset.reset": "by_duration:PT1H"})])
+    finally:
+        admin.close()
+    md = client.request(m.MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
+    tid = next(t.topic_id for t in md.topics if t.name == topic)
+    assert acquired(fetch(client, group, "b1", 0, tid)) == [(4, 9, 1)]
