@@ -75,6 +75,7 @@ class PartitionFetch:
     records: bytes | None = None
     acquired: list[AcquiredRecords] = field(default_factory=list)
     leader_epoch: int = 0
+    skipped: bool = False  # offsets were archived (markers, aborted transactions): read on at once
 
     @property
     def count(self) -> int:
@@ -209,6 +210,8 @@ class SharePartitionManager:
             remaining = deadline - time.monotonic()
             if any(r.acquired or r.error for r in results.values()) or remaining <= 0 or self.broker.stopping:
                 return results
+            if any(r.skipped for r in results.values()):
+                continue  # only markers or aborted records were read: what follows them may be deliverable
             tps = []
             for topic_id, partition in wanted:
                 topic = self.broker.topics.by_id(topic_id)
@@ -256,6 +259,7 @@ class SharePartitionManager:
                 got = sp.acquire(member_id, read.batches, records_left, self.now_ms(),
                                  aborted=read.not_delivered, strict=strict)
                 await self._write(key, sp, got.records)  # archived markers / aborted records, if any
+                result.skipped = bool(got.records)
             if got is not None and read is not None and got.acquired:
                 self._count_deliveries(group_id, name, got.acquired)
                 result.acquired = got.acquired
