@@ -388,3 +388,74 @@ def test_share_consumer_survives_injected_faults(server, fault):
         server.faults.clear()
     assert {m.offset() for m in got} == set(range(200))
     assert fired == 1, json.dumps(faults)
+
+
+def test_acknowledged_records_survive_repeated_kcoord_crashes(tmp_path):
+    """Nemesis: kcoord SIGKILLed and restarted twice while a share consumer accepts records (commit_sync per
+    poll; at most 100 records in flight: group.share.partition.max.record.locks) from records already in the
+    log. Checker: no record is delivered again after the broker confirmed its acknowledgement (written to
+    __share_group_state before the answer), and every record is eventually acknowledged. The history is
+    printed when the check fails."""
+    topic, group, total = "crashing", "crash-loop", 2000
+    server = start_group_server(tmp_path, name="share-crashes", overrides={
+        "group.share.partition.max.record.locks": "100"})
+    server.create_topic(topic, 1)
+    earliest(server, group)
+    produce(server.bootstrap, topic, total)
+    history: list[tuple[float, str, int]] = []  # (time, "delivered" | "acknowledged", offset)
+    confirmed: set[int] = set()
+    stop = threading.Event()
+
+    def consume() -> None:
+        consumer = share_consumer(server.bootstrap, group, topic, explicit=True, **{"socket.timeout.ms": 5000})
+        try:
+            while not stop.is_set() and len(confirmed) < total:
+                try:
+                    messages = [msg for msg in consumer.poll(0.3) if msg.error() is None]
+                except Exception:  # the broker went away mid-call: try again
+                    continue
+                for msg in messages:
+                    history.append((time.monotonic(), "delivered", msg.offset()))
+                    consumer.acknowledge(msg, AcknowledgeType.ACCEPT)
+                if not messages:
+                    continue
+                time.sleep(0.02)  # processing
+                try:
+                    results = consumer.commit_sync(10)
+                except Exception:
+                    continue
+                if all(error is None for error in results.values()):
+                    now = time.monotonic()
+                    for msg in messages:
+                        history.append((now, "acknowledged", msg.offset()))
+                        confirmed.add(msg.offset())
+        finally:
+            consumer.close()
+
+    worker = threading.Thread(target=consume)
+    worker.start()
+    crashed_at = []  # how many acknowledgements were confirmed when each crash came
+    try:
+        for _crash in range(2):
+            wait_for = len(confirmed) + 500
+            deadline = time.monotonic() + 60
+            while len(confirmed) < min(wait_for, total) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            crashed_at.append(len(confirmed))
+            server.restart(signal.SIGKILL)
+        deadline = time.monotonic() + 90
+        while len(confirmed) < total and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        worker.join(60)
+        server.stop()
+    acknowledged_at: dict[int, float] = {}
+    violations = []
+    for at, what, offset in history:
+        if what == "acknowledged":
+            acknowledged_at.setdefault(offset, at)
+        elif offset in acknowledged_at and at > acknowledged_at[offset]:
+            violations.append((offset, acknowledged_at[offset], at))
+    assert not violations, f"redelivered after a confirmed acknowledgement: {violations[:10]}\\n{history}"
+    assert confirmed == set(range(total)), f"{total - len(confirmed)} never acknowledged\\n{history[-50:]}"
