@@ -428,3 +428,20 @@ def test_auto_offset_reset_by_duration(server, client):
     md = client.request(m.MetadataRequest(topics=None, allow_auto_topic_creation=False), 12)
     tid = next(t.topic_id for t in md.topics if t.name == topic)
     assert acquired(fetch(client, group, "b1", 0, tid)) == [(4, 9, 1)]
+
+
+def test_more_request_errors(server, client):
+    """KafkaApis.handleShareFetchRequest: no MemberId, or a ShareAcquireMode other than 0 / 1 (KIP-1206),
+    INVALID_REQUEST for the request; a partition the topic does not have UNKNOWN_TOPIC_OR_PARTITION
+    (ReplicaManager.getPartitionOrError); SharePartitionManager.acknowledge on a share-partition that
+    has no state UNKNOWN_TOPIC_OR_PARTITION."""
+    group = "sf-more-errors"
+    tid = topic_id(client)
+    assert fetch(client, group, "", 0, tid).error_code == E.INVALID_REQUEST
+    assert fetch(client, group, "e1", 0, tid, version=2, mode=7).error_code == E.INVALID_REQUEST
+    resp = fetch(client, group, "e1", 0, tid, partitions=(0, 9))
+    assert {p.partition_index: p.error_code for t in resp.responses for p in t.partitions} == \
+        {0: E.NONE, 9: E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert fetch(client, "sf-other-group", "e2", 0, tid, partitions=()).error_code == E.NONE
+    assert partition(acknowledge(client, "sf-other-group", "e2", 1, tid, [(0, 0, [ACCEPT])])).error_code == \
+        E.UNKNOWN_TOPIC_OR_PARTITION
