@@ -5,6 +5,11 @@ batch per write, acknowledged once fsynced; at start every partition of the topi
 records grouped by share-partition, for SharePartition.load to replay. A ShareSnapshot key with a null
 value (a tombstone: DeleteShareGroupOffsets) drops what came before it for that share-partition.
 
+Pruning (ShareCoordinatorShard's last-redundant offset, Kafka's share.coordinator.state.topic.prune):
+a share-partition needs nothing before its latest snapshot, so once a snapshot is written the log start
+of its __share_group_state partition moves up to the oldest latest-snapshot of the share-partitions
+living there; the segments below go with retention, and a load reads only what is left.
+
 The topic is created on the first write with `share.coordinator.state.topic.num.partitions`, under the
 delete policy with no retention (Kafka prunes it with DeleteRecords once snapshots supersede old
 records; kcoord keeps them all: compaction would keep only the last update of a key). Cluster mode
@@ -43,6 +48,8 @@ class ShareCoordinator:
         self.broker = broker
         self.num_partitions: int = broker.config.get("share.coordinator.state.topic.num.partitions")
         self.active = False
+        self._snapshot_at: dict[ShareKey, int] = {}  # offset of each share-partition's latest snapshot
+        self._keys_in: dict[int, set[ShareKey]] = defaultdict(set)  # state partition -> its share-partitions
 
     def partition_for(self, key: ShareKey) -> int:
         topic = self.broker.topics.get(SHARE_GROUP_STATE)
@@ -61,17 +68,23 @@ class ShareCoordinator:
                 for header, batch in plog.batches(max_offset=plog.log_end_offset):
                     if header.is_control:
                         continue
-                    for key, value in batch_key_values(batch, header):
+                    for i, (key, value) in enumerate(batch_key_values(batch, header)):
                         if value is None and r.record_type(key) == r.SHARE_SNAPSHOT:  # deleted state
                             k, _ = m.decode_versioned("ShareSnapshotKey", key)
-                            out.pop((k.group_id, k.topic_id, k.partition), None)
+                            share_key = (k.group_id, k.topic_id, k.partition)
+                            out.pop(share_key, None)
+                            self._forget(partition, share_key)
                             continue
                         try:
                             record = r.decode(key, value)
                         except DecodeError as e:
                             log.warning("skipping undecodable %s-%d record: %s", SHARE_GROUP_STATE, partition, e)
                             continue
-                        out[(record.group_id, record.topic_id, record.partition)].append((key, value))
+                        share_key = (record.group_id, record.topic_id, record.partition)
+                        out[share_key].append((key, value))
+                        self._keys_in[partition].add(share_key)
+                        if record.type == r.SHARE_SNAPSHOT:
+                            self._snapshot_at[share_key] = header.base_offset + i
         self.active = True
         return out
 
@@ -84,8 +97,32 @@ class ShareCoordinator:
         partition = self.partition_for(key)
         try:
             plog = self.broker.logs.get_or_create(SHARE_GROUP_STATE, partition)
-            await plog.append_durable(bytearray(build_batch([(k, v) for k, v, _h in records])))
+            info = await plog.append_durable(bytearray(build_batch([(k, v) for k, v, _h in records])))
         except StorageError as exc:
             log.error("append to %s-%d failed: %s", SHARE_GROUP_STATE, partition, exc)
             return APPEND_ERRORS.get(exc.error_code, exc.error_code)
+        snapshots = [info.base_offset + i for i, (k, v, _h) in enumerate(records)
+                     if v is not None and r.record_type(k) == r.SHARE_SNAPSHOT]
+        if any(v is None for _k, v, _h in records):
+            self._forget(partition, key)
+        elif snapshots:
+            self._keys_in[partition].add(key)
+            self._snapshot_at[key] = snapshots[-1]
+            self._prune(partition, plog)
         return ErrorCode.NONE
+
+    def _forget(self, partition: int, key: ShareKey) -> None:
+        self._keys_in[partition].discard(key)
+        self._snapshot_at.pop(key, None)
+
+    def _prune(self, partition: int, plog) -> None:
+        """Move the partition's log start up to the oldest latest-snapshot of its share-partitions."""
+        keys = self._keys_in[partition]
+        if not keys or any(k not in self._snapshot_at for k in keys):
+            return
+        redundant = min(self._snapshot_at[k] for k in keys)
+        try:
+            if plog.maybe_increment_log_start_offset(redundant):
+                self.broker.logs.write_log_start_checkpoint()
+        except StorageError as exc:  # pruning is an optimisation: the records stay, a load replays them
+            log.warning("cannot prune %s-%d to %d: %s", SHARE_GROUP_STATE, partition, redundant, exc)

@@ -294,6 +294,13 @@ def test_alter_and_delete_share_group_offsets(tmp_path):
             assert [p.error_code for r in alter(client, 1, topic="nope").responses for p in r.partitions] == \
                 [E.UNKNOWN_TOPIC_OR_PARTITION]
             assert start_offsets(client) == [(TOPIC, [(0, 5)])]
+            # the reset's snapshot supersedes everything before it: __share_group_state was pruned up to it
+            # (ShareCoordinatorShard's last redundant offset)
+            from kcoord.share.records import share_state_partition
+            from kcoord.tools import groups_cli
+            state = ("__share_group_state", share_state_partition(group, tid, 0, 50))
+            log_start = groups_cli.list_offsets(client, [state], groups_cli.EARLIEST)[state]
+            assert 0 < log_start == groups_cli.list_offsets(client, [state], groups_cli.LATEST)[state] - 1
         srv.restart(signal.SIGKILL)
         with KafkaWireClient.connect(srv.bootstrap, timeout=30, client_id="share-admin") as client:
             assert start_offsets(client) == [(TOPIC, [(0, 5)])]
