@@ -295,6 +295,9 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("kcoord.etcd.session.timeout.ms", 9000, _int(1000, INT32_MAX),
        "kcoord: lease TTL of this node's registration (KRaft's broker.session.timeout.ms); whole seconds, "
        "etcd grants at least about 2 s."),
+    # --- client quotas (KIP-13 / KIP-219; the quotas themselves: AlterClientQuotas)
+    _p("quota.window.num", 11, _int(1, INT32_MAX), "The number of samples kept for client quotas' rates."),
+    _p("quota.window.size.seconds", 1, _int(1, INT32_MAX), "The time span of each sample of client quotas' rates."),
     # --- client telemetry (KIP-714)
     _p("telemetry.max.bytes", 1048576, _int(1, INT32_MAX),
        "The largest PushTelemetry payload (compressed) a client may send."),

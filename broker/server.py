@@ -81,6 +81,7 @@ class KafkaConnection(asyncio.Protocol):
         # Frame handlers may answer here: connected, writable, not draining, not logging requests.
         self._direct = False
         self._metrics = server.metrics
+        self._muted_until = 0.0  # monotonic time a throttle (KIP-219) ends; 0: not throttled
         self.closed = asyncio.get_running_loop().create_future()
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
@@ -146,7 +147,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writable.set()
-        self._direct = not (self._draining or self._lost or self._log_requests)
+        self._direct = not (self._draining or self._lost or self._log_requests or self._muted_until)
         if not self._busy:
             self._pump()  # serving stopped at the high-water mark of the write buffer
 
@@ -211,6 +212,8 @@ class KafkaConnection(asyncio.Protocol):
         while self.queue and not self._lost:
             if not self._writable.is_set():
                 return  # resume_writing pumps again
+            if self._muted_until and not self._draining:
+                return  # throttled: _unmute pumps again
             frame = self.queue.popleft()
             try:
                 pending = self._begin(frame)
@@ -298,7 +301,7 @@ class KafkaConnection(asyncio.Protocol):
     def _request_done(self, size: int) -> None:
         self._last_active = time.monotonic()
         self.state.request_done(size)
-        if self.state.should_resume() and not self._draining and self.transport is not None:
+        if self.state.should_resume() and not self._draining and not self._muted_until and self.transport is not None:
             self.transport.resume_reading()
 
     def _begin(self, frame: memoryview) -> Coroutine[Any, Any, None] | None:
@@ -322,15 +325,52 @@ class KafkaConnection(asyncio.Protocol):
             log.debug("%s: %s v%d correlation %d from %s", self.connection_id, request.spec.name,
                       hdr.api_version, hdr.correlation_id, hdr.client_id)
         if self._hooks.active(hdr.api_key):
-            return self._finish(request, self._call_hooked(ctx, request), started)
+            return self._finish(request, self._call_hooked(ctx, request), started, ctx)
         response = self._handle(ctx, request)
         if hasattr(response, "__await__"):  # a coroutine or future; cheaper than inspect.isawaitable
-            return self._finish(request, response, started)
+            return self._finish(request, response, started, ctx)
         self._respond(request, response, started)
+        if ctx.throttle_ms:  # the handler put it in its answer too
+            self._mute(ctx.throttle_ms)
         return None
 
-    async def _finish(self, request: Request, awaitable: Awaitable[Any], started: float) -> None:
-        self._respond(request, await awaitable, started)
+    async def _finish(self, request: Request, awaitable: Awaitable[Any], started: float,
+                      ctx: RequestContext) -> None:
+        response = await awaitable
+        if ctx.throttle_ms:
+            self._set_throttle_time(response, ctx.throttle_ms)
+        self._respond(request, response, started)
+        if ctx.throttle_ms:
+            self._mute(ctx.throttle_ms)
+
+    # -- throttling (KIP-219): the answer carries throttle_time_ms, then the connection reads nothing for
+    # that long, as Kafka's SocketServer mutes a throttled channel; the client is expected to wait too.
+    @staticmethod
+    def _set_throttle_time(response: Any, throttle_ms: int) -> None:
+        if response is not None and hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle_ms)
+
+    def _mute(self, throttle_ms: int) -> None:
+        if self._lost:
+            return
+        until = time.monotonic() + throttle_ms / 1000.0
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        self._direct = False
+        if self.transport is not None:
+            self.transport.pause_reading()
+        asyncio.get_running_loop().call_later(throttle_ms / 1000.0, self._unmute)
+
+    def _unmute(self) -> None:
+        if self._lost or time.monotonic() < self._muted_until - 0.001:
+            return  # a later, longer throttle is still running
+        self._muted_until = 0.0
+        self._direct = not (self._draining or self._log_requests) and self._writable.is_set()
+        if self.transport is not None and not self.state.should_pause() and not self._draining:
+            self.transport.resume_reading()
+        if not self._busy:
+            self._pump()
 
     async def _call_hooked(self, ctx: RequestContext, request: Request) -> Any:
         hooks = self._hooks

@@ -564,6 +564,26 @@ def push_telemetry(c, v, env):
         compression_type=0, metrics=b""))
 
 
+def alter_client_quotas(c, v, env):
+    """A validate-only quota for one client id (the shared server keeps none): one NONE entry per entity
+    (ClientQuotaControlManager.alterClientQuotas)."""
+    R = m.AlterClientQuotasRequest
+    resp = call(c, 49, v, R(validate_only=True, entries=[R.EntryData(
+        entity=[R.EntityData(entity_type="client-id", entity_name=f"every-version-{v}")],
+        ops=[R.OpData(key="producer_byte_rate", value=1024.0, remove=False)])]))
+    assert [(e.entity[0].entity_name, e.error_code) for e in resp.entries] == [(f"every-version-{v}", 0)]
+    return resp
+
+
+def describe_client_quotas(c, v, env):
+    """Every entity with a user (none on the shared server): an empty list, not null (ClientQuotasImage.describe)."""
+    R = m.DescribeClientQuotasRequest
+    resp = call(c, 48, v, R(components=[R.ComponentData(entity_type="user", match_type=2, match=None)],
+                            strict=False))
+    assert resp.entries == []
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
@@ -572,6 +592,7 @@ SCENARIOS: dict[int, Callable] = {
     43: elect_leaders, 45: alter_partition_reassignments, 46: list_partition_reassignments, 75: describe_topic_partitions,
     47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
     76: share_group_heartbeat, 77: share_group_describe, 71: get_telemetry_subscriptions, 72: push_telemetry,
+    48: describe_client_quotas, 49: alter_client_quotas,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,
