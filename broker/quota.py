@@ -131,6 +131,15 @@ class ClientQuotaManager:
             return 0
         return round((measured - limit) / limit * rate.window_size_ms(now))
 
+    def max_value_in_window(self, user: str, client_id: str) -> float | None:
+        """What the quota allows in one measuring window, (samples - 1) windows: a fetch asks for no more
+        (ClientQuotaManager.getMaxValueInQuotaWindow; KafkaApis.handleFetchRequest's fetchMaxBytes), else a
+        response bigger than that would be throttled and answered empty every time. None: no quota."""
+        found = resolve(self._quotas, self.key, user, client_id)
+        if found is None:
+            return None
+        return found[1] * (self._config.samples - 1) * self._config.window_ms / 1000.0
+
     def unrecord(self, user: str, client_id: str, value: float) -> None:
         """Take back a recorded value (a throttled fetch answers empty: ClientQuotaManager.unrecordQuotaSensor)."""
         found = resolve(self._quotas, self.key, user, client_id)

@@ -60,7 +60,12 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
     wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
                              p.current_leader_epoch if v >= 9 else -1, p.last_fetched_epoch if v >= 12 else -1)
               for name, t in topics for p in t.partitions]
-    reads = iter(await read_when_ready(broker, wanted, request.max_bytes, request.min_bytes, request.max_wait_ms,
+    max_bytes = request.max_bytes
+    if broker.fetch_quota.active:
+        allowed = broker.fetch_quota.max_value_in_window(ctx.session.principal.name, ctx.client_id or "")
+        if allowed is not None:
+            max_bytes = min(max_bytes, int(allowed))
+    reads = iter(await read_when_ready(broker, wanted, max_bytes, request.min_bytes, request.max_wait_ms,
                                        request.isolation_level))
     FT, PD = m.FetchResponse.FetchableTopicResponse, m.FetchResponse.PartitionData
     responses = []

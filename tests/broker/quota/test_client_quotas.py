@@ -166,3 +166,11 @@ def test_describe_filters_as_kafkas_image_does(tmp_path):
     with pytest.raises(QuotaRefused) as exc:
         store.describe([("group", 2, None)], False)
     assert exc.value.code_name == "UNSUPPORTED_VERSION"
+
+
+def test_a_fetch_asks_for_no_more_than_the_quota_allows_in_a_window():
+    """ClientQuotaManager.getMaxValueInQuotaWindow: quota x (samples - 1) x window seconds."""
+    manager = ClientQuotaManager("consumer_byte_rate", lambda: 0, QuotaConfig(11, 1000))
+    assert manager.max_value_in_window("u", "c") is None
+    manager.update({entity(client_id=None): {"consumer_byte_rate": 100.0}})
+    assert manager.max_value_in_window("u", "c") == 1000.0
