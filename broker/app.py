@@ -28,7 +28,7 @@ from kcoord.broker.data.txn_index import TxnIndex
 from kcoord.broker.data.visibility import Visibility
 from kcoord.broker.fault_injector import FaultInjector
 from kcoord.broker.hooks import Hooks
-from kcoord.broker.quota import ClientQuotaManager, QuotaConfig, produce_and_fetch
+from kcoord.broker.quota import ClientQuotaManager, QuotaConfig, quota_managers
 from kcoord.broker.server import BoundListener, KafkaServer
 from kcoord.metadata.client_metrics_configs import ClientMetricsConfigStore
 from kcoord.metadata.client_quotas import ClientQuotaStore
@@ -88,6 +88,7 @@ class Broker:
     client_quotas: ClientQuotaStore        # Describe/AlterClientQuotas entities
     produce_quota: ClientQuotaManager      # producer_byte_rate enforcement (.active: any quota defined)
     fetch_quota: ClientQuotaManager        # consumer_byte_rate enforcement
+    request_quota: ClientQuotaManager      # request_percentage enforcement (the server times requests)
     producers: ProducerStateManager
     group_coordinator: GroupRuntime        # the group coordinator (GroupCoordinatorService on asyncio)
     txn_coordinator: TransactionRuntime    # the transaction coordinator
@@ -210,7 +211,7 @@ class Broker:
 
     def _start_quotas(self) -> None:
         self.client_quotas = ClientQuotaStore(self.log_dir)
-        self.produce_quota, self.fetch_quota = produce_and_fetch(
+        self.produce_quota, self.fetch_quota, self.request_quota = quota_managers(
             lambda: int(time.monotonic() * 1000),
             QuotaConfig(self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds") * 1000))
 
@@ -218,6 +219,9 @@ class Broker:
             quotas = self.client_quotas.quotas()
             self.produce_quota.update(quotas)
             self.fetch_quota.update(quotas)
+            self.request_quota.update(quotas)
+            if self.server is not None:
+                self.server.request_quota_changed()
 
         self.client_quotas.on_change = quotas_changed
         quotas_changed()

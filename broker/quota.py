@@ -1,5 +1,5 @@
-"""Client quota enforcement: produce and fetch byte rates per (user, client-id), measured as Kafka measures
-them, and the throttle time a request that breaks its quota gets (KIP-13, KIP-219).
+"""Client quota enforcement: produce and fetch byte rates and request time per (user, client-id), measured as
+Kafka measures them, and the throttle time a request that breaks its quota gets (KIP-13, KIP-124, KIP-219).
 
 Which quota applies (DefaultQuotaCallback in core/.../ClientQuotaManager.scala: quotaMetricTags and
 quotaLimit): for each quota key on its own, the first entity in this order that sets it --
@@ -12,15 +12,22 @@ The rate is Kafka's Rate over a SampledStat (clients/.../metrics/stats/Rate.java
 span, counted as at least (samples - 1) whole windows. A request that takes the rate above the quota is
 throttled for (rate - quota) / quota * that window (server-common/.../quota/QuotaUtils.throttleTime).
 
-Pure logic with an injected clock; `active` is False while no byte-rate quota is defined, so the serving
-path pays one attribute read per Produce / Fetch (measured with bench, see the README).
+Pure logic with an injected clock; `active` is False while no such quota is defined, so the serving path
+pays one attribute read per Produce / Fetch / request (measured with bench, see the README).
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kcoord.metadata.client_quotas import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER, Entity
+from kcoord.metadata.client_quotas import (
+    CLIENT_ID,
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    USER,
+    Entity,
+)
 
 # DefaultQuotaCallback's precedence: (user part, client part, which of the two share the rate);
 # "name" is the request's own, "default" the type's default, None the type absent from the entity.
@@ -100,8 +107,10 @@ class ClientQuotaManager:
     """One per quota key (produce: producer_byte_rate, fetch: consumer_byte_rate): the rates of the
     (user, client-id) pairs that have a quota, and their throttle times."""
 
-    def __init__(self, key: str, clock_ms: Callable[[], int], config: QuotaConfig) -> None:
+    def __init__(self, key: str, clock_ms: Callable[[], int], config: QuotaConfig,
+                 max_throttle_ms: int | None = None) -> None:
         self.key = key
+        self._max_throttle_ms = max_throttle_ms
         self._clock_ms = clock_ms
         self._config = config
         self._quotas: dict[Entity, dict[str, float]] = {}
@@ -129,7 +138,8 @@ class ClientQuotaManager:
         measured = rate.rate(now)
         if measured <= limit:
             return 0
-        return round((measured - limit) / limit * rate.window_size_ms(now))
+        throttle_ms = round((measured - limit) / limit * rate.window_size_ms(now))
+        return throttle_ms if self._max_throttle_ms is None else min(throttle_ms, self._max_throttle_ms)
 
     def max_value_in_window(self, user: str, client_id: str) -> float | None:
         """What the quota allows in one measuring window, (samples - 1) windows: a fetch asks for no more
@@ -147,7 +157,11 @@ class ClientQuotaManager:
             self._rates[found[0]].record(-value, self._clock_ms())
 
 
-def produce_and_fetch(clock_ms: Callable[[], int], config: QuotaConfig
-                      ) -> tuple[ClientQuotaManager, ClientQuotaManager]:
+def quota_managers(clock_ms: Callable[[], int], config: QuotaConfig
+                   ) -> tuple[ClientQuotaManager, ClientQuotaManager, ClientQuotaManager]:
+    """(produce, fetch, request) managers. The request quota counts the time spent serving a client's
+    requests as a percentage of one thread (ClientRequestQuotaManager: nanosToPercentage), its throttle at
+    most one window (maxThrottleTimeMs)."""
     return (ClientQuotaManager(PRODUCER_BYTE_RATE, clock_ms, config),
-            ClientQuotaManager(CONSUMER_BYTE_RATE, clock_ms, config))
+            ClientQuotaManager(CONSUMER_BYTE_RATE, clock_ms, config),
+            ClientQuotaManager(REQUEST_PERCENTAGE, clock_ms, config, max_throttle_ms=config.window_ms))

@@ -174,3 +174,12 @@ def test_a_fetch_asks_for_no_more_than_the_quota_allows_in_a_window():
     assert manager.max_value_in_window("u", "c") is None
     manager.update({entity(client_id=None): {"consumer_byte_rate": 100.0}})
     assert manager.max_value_in_window("u", "c") == 1000.0
+
+
+def test_request_time_throttles_are_bounded_by_one_window():
+    """ClientRequestQuotaManager.throttleTime: boundedThrottleTime(e, maxThrottleTimeMs = one window)."""
+    from kcoord.broker.quota import quota_managers
+
+    _produce, _fetch, request = quota_managers(lambda: 0, QuotaConfig(11, 1000))
+    request.update({entity(client_id=None): {"request_percentage": 1.0}})
+    assert request.record("u", "c", 50.0) == 1000     # half a thread-second against 1%: far over, capped
