@@ -4,7 +4,7 @@ Kafka splits this between ClientMetricsManager (instances, subscription ids, the
 a ClientTelemetry receiver plugin (metric.reporters) that gets the payloads; the broker advertises
 GetTelemetrySubscriptions / PushTelemetry only when such a receiver is configured
 (ApiVersionManager: clientTelemetryEnabled). kcoord's receiver is built in: it decodes each push (its
-compression, then OTLP MetricsData: kcoord.observability.otlp) and keeps the latest value of every data
+compression, then OTLP MetricsData: kcoord.protocol.otlp) and keeps the latest value of every data
 point per client instance, bounded, for /metrics, the admin endpoint (`kcoord clients`) and the pytest
 fixture. It is on when `kcoord.client.telemetry.enable=true` or once a CLIENT_METRICS resource exists.
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 from kcoord.metadata.client_metrics_configs import ALL_METRICS, DEFAULT_INTERVAL_MS, Subscription
 from kcoord.observability.metrics import prometheus_family, prometheus_name
-from kcoord.observability.otlp import DataPoint, OtlpError, decode_metrics_data
 from kcoord.protocol.errors import DecodeError, ErrorCode
+from kcoord.protocol.otlp import DataPoint, OtlpError, decode_metrics_data
 from kcoord.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, crc32c, decompress
 
 log = logging.getLogger("kcoord.telemetry")

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from kcoord.broker.admin_client import AdminRequestError
-from kcoord.tools.admin_cli import _admin_arg, _client
+from kcoord.tools.admin_cli import _admin_arg, _client, _report
 
 LIST_COLUMNS = ("CLIENT-INSTANCE-ID", "CLIENT-ID", "SOFTWARE", "ADDRESS", "INTERVAL-MS", "PUSHES", "METRICS",
                 "LAST-ERROR")
@@ -57,10 +55,4 @@ def run(args: argparse.Namespace, out) -> None:
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        run(args, sys.stdout)
-    except AdminRequestError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return _report(run, build_parser().parse_args(argv))

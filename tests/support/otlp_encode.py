@@ -1,5 +1,5 @@
 """A tiny OTLP MetricsData encoder for tests: an independent writer of the protobuf wire format the
-decoder under test (kcoord.observability.otlp) reads, field numbers from opentelemetry-proto's
+decoder under test (kcoord.protocol.otlp) reads, field numbers from opentelemetry-proto's
 metrics.proto / common.proto."""
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from kcoord.metadata.client_metrics_configs import (
     ClientMetricsConfigStore,
     parse_subscription,
 )
-from kcoord.observability.otlp import OtlpError, decode_metrics_data
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.otlp import OtlpError, decode_metrics_data
 from kcoord.protocol.records import GZIP, NONE, ZSTD, compress
 from tests.support import otlp_encode as pb
 

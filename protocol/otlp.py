@@ -21,6 +21,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from kcoord.protocol.errors import DecodeError
+from kcoord.protocol.primitives import read_uvarlong
+
 _DOUBLE = struct.Struct("<d")
 _FIXED64 = struct.Struct("<Q")
 _SFIXED64 = struct.Struct("<q")
@@ -50,18 +53,10 @@ class MetricsData:
 
 
 def _varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise OtlpError("truncated varint")
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise OtlpError("varint longer than 10 bytes")
+    try:
+        return read_uvarlong(buf, pos)   # protobuf's base-128 varint is Kafka's unsigned varlong
+    except DecodeError as exc:
+        raise OtlpError(str(exc)) from None
 
 
 def _fields(buf):
