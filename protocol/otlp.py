@@ -102,16 +102,16 @@ def _bytes(value) -> memoryview:
 
 
 def _any_value(buf: memoryview) -> str:
-    for number, _wire, value in _fields(buf):
-        if number == 1:
+    for number, wire, value in _fields(buf):
+        if number == 1 and wire == _LEN:
             return _text(value)
-        if number == 2:
+        if number == 2 and wire == _VARINT:
             return "true" if value else "false"
-        if number == 3:
+        if number == 3 and wire == _VARINT:
             return str(value - (1 << 64) if value >= 1 << 63 else value)
-        if number == 4:
+        if number == 4 and wire == _I64:
             return repr(_double(value))
-        if number == 7:
+        if number == 7 and wire == _LEN:
             return bytes(_bytes(value)).hex()
     return ""   # arrays, key-value lists: not shown
 

@@ -10,6 +10,8 @@ import gzip
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kcoord.broker.client_telemetry import ClientInfo, ClientTelemetry, subscription_id
 from kcoord.metadata.client_metrics_configs import (
@@ -201,3 +203,15 @@ def test_bad_subscriptions_are_refused_as_kafka_refuses_them(configs, code):
     with pytest.raises(ClientMetricsConfigInvalid) as exc:
         parse_subscription("s", configs)
     assert exc.value.code_name == code
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=300) | st.builds(lambda cut, junk: payload()[:cut] + junk,
+                                          st.integers(0, 400), st.binary(max_size=20)))
+def test_otlp_decode_of_any_bytes_decodes_or_says_why(data):
+    """A push's payload is the client's: whatever it is, the decoder returns data points or raises OtlpError
+    (PushTelemetry answers INVALID_RECORD), never another exception."""
+    try:
+        decode_metrics_data(data)
+    except OtlpError:
+        pass
