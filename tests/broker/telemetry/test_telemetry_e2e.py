@@ -126,3 +126,28 @@ def test_defining_a_client_metrics_resource_turns_telemetry_on_durably(kafka_bro
     [instance] = kafka_broker.clients(client_id="subscribed-app")
     assert instance["requested_metrics"] == ["org.apache.kafka.producer."] and instance["push_interval_ms"] == 200
     assert all(p["name"].startswith("org.apache.kafka.producer.") for p in instance["metrics"])
+
+
+@pytest.mark.kcoord(overrides=ON)
+def test_a_group_consumer_reports_its_own_rebalance_latency(kafka_broker):
+    """librdkafka's consumer pushes KIP-714's consumer metrics (org.apache.kafka.consumer.coordinator.*, the
+    KIP's list): the rebalance the broker coordinated, as the member saw it."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": "telemetry-group",
+                         "client.id": "telemetry-consumer", "enable.metrics.push": True,
+                         "auto.offset.reset": "earliest"})
+    try:
+        produce_some(kafka_broker.bootstrap_servers, "topic-maker", lambda: True)   # the topic exists
+        consumer.subscribe(["telemetry-topic"])
+
+        def rebalance_reported():
+            consumer.poll(0.2)
+            pushed = kafka_broker.client_metrics(client_id="telemetry-consumer")
+            return pushed.get("org.apache.kafka.consumer.coordinator.rebalance.latency.max", 0) > 0
+        wait_until(rebalance_reported, 30, "the consumer's rebalance latency to be pushed")
+    finally:
+        consumer.close()
+    names = kafka_broker.client_metrics(client_id="telemetry-consumer")
+    print("\n" + "\n".join(f"{n} = {v:g}" for n, v in sorted(names.items())))
+    assert any(n.startswith("org.apache.kafka.consumer.") for n in names), names
