@@ -335,7 +335,7 @@ class KafkaConnection(asyncio.Protocol):
             self._record_request_time(ctx, response, time.perf_counter() - started)
         self._respond(request, response, started)
         if ctx.throttle_ms:  # the handler put it in its answer too
-            self._mute(ctx.throttle_ms)
+            self._throttled(ctx, request)
         return None
 
     async def _finish(self, request: Request, awaitable: Awaitable[Any], started: float,
@@ -350,7 +350,12 @@ class KafkaConnection(asyncio.Protocol):
             self._set_throttle_time(response, ctx.throttle_ms)
         self._respond(request, response, started)
         if ctx.throttle_ms:
-            self._mute(ctx.throttle_ms)
+            self._throttled(ctx, request)
+
+    def _throttled(self, ctx: RequestContext, request: Request) -> None:
+        self._metrics.inc("kcoord_throttle_seconds_total", ctx.throttle_ms / 1000.0, api=request.spec.name,
+                          client_id=ctx.client_id or "")
+        self._mute(ctx.throttle_ms)
 
     def _record_request_time(self, ctx: RequestContext, response: Any, seconds: float) -> None:
         """request_percentage (ClientRequestQuotaManager.maybeRecordAndGetThrottleTimeMs): the serving time

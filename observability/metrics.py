@@ -37,6 +37,8 @@ HELP = {
     "kcoord_group_members": ("gauge", "Members of a group"),
     "kcoord_offset_commit_seconds": ("summary", "OffsetCommit latency including the durable write"),
     "kcoord_storage_seconds": ("summary", "Storage append and fsync latency"),
+    "kcoord_throttle_seconds_total": ("counter", "Time connections were muted for quotas or throttle faults "
+                                      "(KIP-219), by API and client id"),
     "kcoord_faults_fired_total": ("counter", "Injected faults that fired (admin endpoint), by API, action and fault"),
 }
 

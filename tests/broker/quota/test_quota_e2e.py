@@ -10,6 +10,7 @@ channel for it (RequestChannel / SocketServer, KIP-219); librdkafka reports it t
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Producer
@@ -97,12 +98,15 @@ def test_a_producer_above_its_byte_rate_is_throttled_to_it_and_the_quota_survive
     assert described(port) == {}
 
 
+@pytest.mark.kcoord(overrides={"metrics.port": "0"})
 def test_a_throttle_fault_throttles_without_a_quota(kafka_broker):
     fault = kafka_broker.faults.add("Produce", action="throttle", throttle_ms=400, client_id="faulted", count=1)
     assert fault["throttle_ms"] == 400
     _elapsed, throttles = produce(kafka_broker.bootstrap_servers, "faulted", 20_000)
     wait_until(lambda: kafka_broker.faults.get(fault["id"])["fired"] == 1, 10, "the fault to fire")
     assert [t for t in throttles if t > 0] == [pytest.approx(0.4)]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{kafka_broker.metrics_port}/metrics").read().decode()
+    assert 'kcoord_throttle_seconds_total{api="Produce",client_id="faulted"} 0.4' in text
 
 
 def consume(bootstrap: str, client_id: str, records: int) -> tuple[float, list[float]]:
