@@ -18,6 +18,8 @@ HTTP + JSON, for test suites in any language. No authentication: bind it to loop
                                        fail -> {"failing": N}
     POST   /transactions/hold-load, /transactions/release-load, /transactions/reload: the same for
                                        __transaction_state (503 without a transaction coordinator)
+    GET    /clients[?client_id=ID]     {"enabled": bool, "clients": [instance, ...]}: the client instances known to
+                                       the telemetry receiver (KIP-714) with the metrics they pushed
     GET    /health                     {"ok": true, "groups_loaded": bool} (__consumer_offsets replayed)
 
 Answers are JSON; bad input is a 4xx with {"error": "..."} and changes nothing. `AdminApi.handle`
@@ -29,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import urllib.parse
 from typing import Any
 
 from kcoord.broker.faults import FaultError, FaultSpec
@@ -68,6 +71,8 @@ class AdminApi:
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
         try:
+            if path.split("?", 1)[0].rstrip("/") == "/clients":
+                return self._clients(method, urllib.parse.parse_qs(urllib.parse.urlsplit(path).query))
             return self._route(method, path.split("?", 1)[0].rstrip("/") or "/", body)
         except AdminError as exc:
             return exc.status, {"error": str(exc)}
@@ -117,6 +122,17 @@ class AdminApi:
         if path == "/health" and method == "GET":
             return 200, {"ok": True, "groups_loaded": self.broker.group_coordinator.loaded_event.is_set()}
         raise AdminError(404, f"no such endpoint: {method} {path}")
+
+    def _clients(self, method: str, query: dict[str, list[str]]) -> tuple[int, dict]:
+        if method != "GET":
+            raise AdminError(405, f"{method} /clients: use GET")
+        unknown = set(query) - {"client_id"}
+        if unknown:
+            raise AdminError(400, f"unknown query parameter {sorted(unknown)[0]!r} (only client_id)")
+        client_id = query["client_id"][0] if "client_id" in query else None
+        telemetry = self.broker.client_telemetry
+        return 200, {"enabled": telemetry.enabled,
+                     "clients": [i.to_json() for i in telemetry.instances(client_id)]}
 
     def _expire_member(self, body: Any) -> tuple[int, dict]:
         group_id, member_id = _string(body, "group_id"), _string(body, "member_id")

@@ -295,6 +295,19 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("kcoord.etcd.session.timeout.ms", 9000, _int(1000, INT32_MAX),
        "kcoord: lease TTL of this node's registration (KRaft's broker.session.timeout.ms); whole seconds, "
        "etcd grants at least about 2 s."),
+    # --- client quotas (KIP-13 / KIP-219; the quotas themselves: AlterClientQuotas)
+    _p("quota.window.num", 11, _int(1, INT32_MAX), "The number of samples kept for client quotas' rates."),
+    _p("quota.window.size.seconds", 1, _int(1, INT32_MAX), "The time span of each sample of client quotas' rates."),
+    # --- client telemetry (KIP-714)
+    _p("telemetry.max.bytes", 1048576, _int(1, INT32_MAX),
+       "The largest PushTelemetry payload (compressed) a client may send."),
+    _p("kcoord.client.telemetry.enable", False, _bool,
+       "kcoord: the built-in client telemetry receiver (KIP-714; Kafka: a ClientTelemetry metric reporter): "
+       "GetTelemetrySubscriptions / PushTelemetry advertised, pushed metrics shown at /metrics, `kcoord "
+       "clients` and the test fixture. Defining a CLIENT_METRICS resource also turns it on."),
+    _p("kcoord.client.telemetry.push.interval.ms", 30000, _int(100, 3600000),
+       "kcoord: push interval of kcoord's own subscription (every metric), given to clients while the "
+       "receiver is on and no CLIENT_METRICS resource is defined."),
     _p("kcoord.admin.listener", None, _admin_listener,
        "kcoord: http://HOST:PORT of the admin endpoint (fault injection, timers); unset = off. For tests only: "
        "it has no authentication."),
