@@ -19,6 +19,14 @@ injected with:
   callbacks into awaitables for the handlers, and shuts down cleanly. Tests (through the admin endpoint)
   may hold a partition's load (`hold_load` / `release_load`), load every partition again (`reload`) and
   fail the next offsets writes (`fail_offsets_writes`); nothing of that is read from the environment.
+
+Cluster mode (issue #27, `kcoord.etcd.connect` set): nothing loads at start. The runtime is the
+`__consumer_offsets` listener of the node's CoordinatorRoles: `on_election(partition, epoch)` loads that
+shard from the local replica (the ReplicaManager made it the leader's), its groups answering
+COORDINATOR_LOAD_IN_PROGRESS meanwhile; `on_resignation` unloads it (NOT_COORDINATOR from then on). A
+load that a resignation or a newer election overtook is dropped. Writes are acknowledged once the
+partition's high watermark passes them (OffsetsTopicWriter's replicas). Checkpoints are not used there
+(a replica's log may have been truncated under its local checkpoint): a shard loads from its whole log.
 """
 from __future__ import annotations
 
@@ -29,6 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.coordinator import checkpoint_store
 from kcoord.coordinator.common.runtime import LoadGate, every
 from kcoord.coordinator.config import GroupConfig
 from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
@@ -40,8 +49,9 @@ from kcoord.coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFet
 from kcoord.coordinator.runtime import timer_control
 from kcoord.coordinator.runtime.checkpoints import Checkpointer
 from kcoord.coordinator.runtime.loop_timer import LoopTimer, WallClock
-from kcoord.coordinator.runtime.writer import OffsetsTopicWriter
+from kcoord.coordinator.runtime.writer import OffsetsTopicWriter, PartitionReplicas
 from kcoord.coordinator.service import GroupCoordinatorService
+from kcoord.coordinator.shard import GroupCoordinatorShard
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.storage import StorageError
 
@@ -58,12 +68,17 @@ log = logging.getLogger("kcoord.coordinator.runtime")
 async def create(broker) -> GroupRuntime:
     """Build and start the runtime for a broker (the composition root calls this at start)."""
     props = broker.config.props
+    clustered = broker.config.get("kcoord.etcd.connect") is not None
     runtime = GroupRuntime(broker.consumer_offsets_log, GroupConfig.from_properties(props),
                            events=MetricsEvents(broker.metrics), topics=BrokerTopics(broker),
                            compression=int(props.get("offsets.topic.compression.codec", 0)),
                            # a durable write moves that partition's high watermark: wake its long polls
-                           on_durable=lambda p: broker.fetch_waiters.notify((OFFSETS_TOPIC, p)))
+                           on_durable=lambda p: broker.fetch_waiters.notify((OFFSETS_TOPIC, p)),
+                           # cluster mode: the ReplicaManager, once the node has joined
+                           replicas=(lambda: broker.visibility.replication) if clustered else None)
     await runtime.start()
+    if clustered:  # shards follow the leadership of __consumer_offsets' partitions
+        broker.coordinator_roles.register(OFFSETS_TOPIC, runtime)
     return runtime
 
 
@@ -115,8 +130,11 @@ class GroupRuntime:
     def __init__(self, log_for: Callable[[int], Any], config: GroupConfig,
                  logger: logging.Logger | None = None, compression: int = 0,
                  on_durable: Callable[[int], None] | None = None,
-                 events: CoordinatorEvents = NO_EVENTS, topics: TopicsImage = NO_TOPICS) -> None:
+                 events: CoordinatorEvents = NO_EVENTS, topics: TopicsImage = NO_TOPICS,
+                 replicas: Callable[[], PartitionReplicas | None] | None = None) -> None:
         self._log_for = log_for
+        self._replicas = replicas  # cluster mode when given
+        self._elections: set[asyncio.Task] = set()  # loads started by elections (cluster mode)
         self._topics = topics
         self._on_durable = on_durable
         self.config = config
@@ -144,17 +162,27 @@ class GroupRuntime:
         loop = asyncio.get_running_loop()
         self._timer = LoopTimer(loop, self.clock)
         self._writer = OffsetsTopicWriter(self._log_for, loop, self._compression,
-                                          on_durable=self._after_durable_write)
+                                          on_durable=self._after_durable_write, replicas=self._replicas,
+                                          replication_timeout_ms=self.config.offsets_commit_timeout_ms)
         self.service = GroupCoordinatorService(self.config, clock=self.clock, timer=self._timer,
                                                writer=self._writer, log=self._logger, events=self._events,
                                                owned_partitions=set(), topics=self._topics)
+        if self.clustered:  # shards load when this node is elected for them
+            self._active = True
+            self.loaded_event.set()
+            return
         for partition in range(self.num_partitions):
             self.service.begin_load(partition)
         self._active = True
         self._load_task = loop.create_task(self._load_all())
 
+    @property
+    def clustered(self) -> bool:
+        return self._replicas is not None
+
     def _after_durable_write(self, partition: int) -> None:
-        self.checkpoints.after_durable_write(partition)
+        if not self.clustered:
+            self.checkpoints.after_durable_write(partition)
         if self._on_durable is not None:
             self._on_durable(partition)
 
@@ -187,20 +215,32 @@ class GroupRuntime:
                       sleep=asyncio.sleep, running=lambda: self._active, what="offsets checkpoint sweep", log=log),
                 name="offsets checkpoint sweep")
 
-    async def _load_partition(self, partition: int) -> tuple[int, bool]:
+    async def _load_partition(self, partition: int, shard: GroupCoordinatorShard | None = None,
+                              leader_epoch: int | None = None) -> tuple[int, bool]:
         """Replay one partition into its loading shard without holding the loop for long: the log is read
-        and folded a chunk at a time, the groups are built LOAD_SLICE at a time, requests served between."""
+        and folded a chunk at a time, the groups are built LOAD_SLICE at a time, requests served between.
+        An elected load (cluster mode: `shard`, `leader_epoch`) reads the whole log, no checkpoint, and
+        stops building once it went stale."""
         loaded: list = []
-        steps = self.checkpoints.load_steps(partition, lambda _p, _records, state, keep: loaded.append((state, keep)))
+        keep_loaded = lambda _p, _records, state, keep: loaded.append((state, keep))  # noqa: E731
+        if shard is None:
+            steps = self.checkpoints.load_steps(partition, keep_loaded)
+        else:
+            steps = checkpoint_store.load_steps(self._log_for(partition), partition, self.clock.now_ms(),
+                                                keep_loaded, use_checkpoint=False)
         while True:
             try:
                 next(steps)
             except StopIteration as done:
-                result = done.value
+                # (records replayed, checkpoint used): Checkpointer.load_steps's, or from checkpoint_store's Loaded
+                result = done.value if shard is None else (done.value.replayed, False)
                 break
             await asyncio.sleep(0)
         (state, keep), = loaded
-        shard = self.service.loading[partition]
+        if shard is None:
+            shard = self.service.loading[partition]
+        elif not self.service.is_loading(partition, leader_epoch or 0, shard):
+            return result  # stale: nothing is built
         shard.load_consumer_groups(state)
         group_ids = sorted(state.groups())
         for start in range(0, len(group_ids), LOAD_SLICE):
@@ -209,6 +249,42 @@ class GroupRuntime:
         if state.transactional:  # open transactions' offsets, of groups with nothing else in the log
             shard.load(state, keep, [])
         return result
+
+    # ------------------------------------------------------------------ leadership (cluster mode; CoordinatorRoles)
+    def on_election(self, partition: int, leader_epoch: int) -> None:
+        """This node leads `__consumer_offsets-<partition>` at `leader_epoch`: load its shard in the background."""
+        if self.service is None or not self._active:
+            return
+        shard = self.service.on_election(partition, leader_epoch)
+        if shard is None:
+            return  # stale
+        log.info("elected for %s-%d at epoch %d: loading", OFFSETS_TOPIC, partition, leader_epoch)
+        task = asyncio.get_running_loop().create_task(self._load_elected(partition, leader_epoch, shard),
+                                                      name=f"load {OFFSETS_TOPIC}-{partition}")
+        self._elections.add(task)
+        task.add_done_callback(self._elections.discard)
+
+    def on_resignation(self, partition: int, leader_epoch: int | None) -> None:
+        """This node stopped leading `__consumer_offsets-<partition>`: its shard unloads (a load under way
+        is dropped when it finishes)."""
+        if self.service is not None:
+            self.service.on_resignation(partition, leader_epoch)
+
+    async def _load_elected(self, partition: int, leader_epoch: int, shard: GroupCoordinatorShard) -> None:
+        started = time.monotonic()
+        await self.load_gate.wait(partition)
+        if not self.service.is_loading(partition, leader_epoch, shard):
+            return
+        try:
+            replayed, _ = await self._load_partition(partition, shard, leader_epoch)
+        except Exception:  # (StorageError, DecodeError, ...) Kafka gives the partition up: NOT_COORDINATOR
+            log.exception("cannot load %s-%d; not serving its groups", OFFSETS_TOPIC, partition)
+            if self.service.is_loading(partition, leader_epoch, shard):
+                self.service.on_resignation(partition, None)
+            return
+        if self.service.complete_election(partition, leader_epoch, shard):
+            log.info("loaded %s-%d at epoch %d (%d records) in %.1f ms", OFFSETS_TOPIC, partition, leader_epoch,
+                     replayed, (time.monotonic() - started) * 1000)
 
     # ------------------------------------------------------------------ tests' controls (the admin endpoint)
     def hold_load(self, partitions) -> list[int]:
@@ -225,6 +301,12 @@ class GroupRuntime:
         answer as loading meanwhile; parked requests are told NOT_COORDINATOR. Returns the partitions."""
         if self.service is None or not self._active:
             raise RuntimeError("the group coordinator is not running")
+        if self.clustered:  # the partitions led here, resigned and elected again at their epochs
+            led = dict(self.service.epochs)
+            for partition, epoch in sorted(led.items()):
+                self.service.on_resignation(partition, None)
+                self.on_election(partition, epoch)
+            return len(led)
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
         for partition in range(self.num_partitions):
@@ -252,6 +334,9 @@ class GroupRuntime:
             await asyncio.gather(self._load_task, return_exceptions=True)
         if self._sweep_task is not None:
             self._sweep_task.cancel()
+        for task in list(self._elections):
+            task.cancel()
+        await asyncio.gather(*self._elections, return_exceptions=True)
         if self._writer is not None:
             await self._writer.drain()
         # Every durable record is covered, so the next start replays (almost) nothing.
