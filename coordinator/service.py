@@ -387,6 +387,7 @@ class GroupCoordinatorService:
         if not self.is_loading(partition, leader_epoch, shard):
             return False
         self.complete_load(partition)
+        shard.group_manager.on_moved_here()
         return True
 
     def on_resignation(self, partition: int, leader_epoch: int | None) -> int:

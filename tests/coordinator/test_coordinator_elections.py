@@ -144,3 +144,34 @@ def test_a_failed_write_changes_nothing_and_answers_as_kafka_maps_it():
         ctx.writer.fail_all(error)
         assert cap.result == {("t", 0): answer}
         assert ctx.offsets("g") == {}
+
+
+def test_the_first_rebalance_of_a_group_loaded_by_a_new_coordinator_is_recorded_as_coordinator_moved():
+    """A member whose JoinGroup the old coordinator answered NOT_COORDINATOR rejoins on the new one: that
+    rebalance's cause is "coordinator_moved" (the analytics' causes); later ones have their own."""
+    old = _node()
+    p = old.gc.partition_for("g")
+    _elect(old, p, 0, [])
+    a, b = old.stable_group("g", 2, session_timeout_ms=10_000)
+
+    new = _node()
+    _elect(new, p, 1, _log(old))
+    new.join("g", a, session_timeout_ms=10_000)  # the member comes back with its id: a rebalance
+    assert new.events.rebalances[-1] == ("g", "coordinator_moved")
+    assert new.join("g", b, session_timeout_ms=10_000).called  # the generation completes
+    leader = new.group("g").leader_id
+    assert leader is not None and new.sync("g", leader, 2, {a: b"a", b: b"b"}).result.error == E.NONE
+    moved = len(new.events.rebalances)
+    new.join_new_member("g", session_timeout_ms=10_000)  # a new member later: its own cause
+    assert new.events.rebalances[moved:] == [("g", "member_joined")]
+
+
+def test_a_restart_load_records_no_move():
+    """Single-node mode loads every shard at start (load_partition): no coordinator moved."""
+    old = CoordinatorContext(group_initial_rebalance_delay_ms=0)
+    a, = old.stable_group("g", 1, session_timeout_ms=10_000)
+    new = CoordinatorContext(group_initial_rebalance_delay_ms=0)
+    new.gc.owned_partitions = set()
+    new.gc.load_partition(new.gc.partition_for("g"), _log(old))
+    new.join("g", a, session_timeout_ms=10_000, protocols=[("range", b"other")])
+    assert new.events.rebalances[-1][1] != "coordinator_moved"
