@@ -37,6 +37,7 @@ from kcoord.coordinator.consumer.describe import DescribedConsumerGroup
 from kcoord.coordinator.consumer.steady import HeartbeatResult
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from kcoord.coordinator.core import LOGGER_NAME, OFFSETS_TOPIC, RecordWriter
+from kcoord.coordinator.elections import ShardElections
 from kcoord.coordinator.events import NO_EVENTS, CoordinatorEvents
 from kcoord.coordinator.join_request import JoinRequest
 from kcoord.coordinator.membership import leave_members
@@ -63,7 +64,7 @@ RETENTION_TIMER_KEY = ("offsets-retention",)
 TopicPartition = tuple[str, int]
 
 
-class GroupCoordinatorService:
+class GroupCoordinatorService(ShardElections):
     def __init__(self, config: GroupConfig | None = None, *, clock: Clock, timer: Timer | None = None,
                  writer: RecordWriter, log: logging.Logger | None = None,
                  events: CoordinatorEvents = NO_EVENTS, owned_partitions: set[int] | None = None,
@@ -81,9 +82,7 @@ class GroupCoordinatorService:
         # None: this node owns every partition (one node; a shard is made live on first use); else those.
         self.owned_partitions = owned_partitions
         self._partition_cache: dict[str, int] = {}
-        # cluster mode: the leader epoch each loaded or loading shard was elected at (Kafka's runtime
-        # keeps a coordinator's epoch the same way: a load or unload for an older term is ignored)
-        self.epochs: dict[int, int] = {}
+        self.epochs: dict[int, int] = {}  # cluster mode: the epoch each shard was elected at (ShardElections)
         self.schedule_offset_expiration()
 
     # ------------------------------------------------------------ routing
@@ -359,52 +358,6 @@ class GroupCoordinatorService:
         self.epochs.pop(partition, None)
         shard = self.shards.pop(partition, None) or self.loading.pop(partition, None)
         return 0 if shard is None else shard.on_unloaded()
-
-    # ------------------------------------------------------------ leadership (cluster mode)
-
-    def on_election(self, partition: int, leader_epoch: int) -> GroupCoordinatorShard | None:
-        """This node leads `partition` at `leader_epoch` (GroupCoordinatorService.onElection, the runtime's
-        scheduleLoadOperation): a new shard starts loading, its groups answer COORDINATOR_LOAD_IN_PROGRESS
-        until `complete_election`. An epoch not above the current shard's is stale: None, nothing changes."""
-        current = self.epochs.get(partition)
-        if current is not None and leader_epoch <= current:
-            self.log.info("Ignored the load of %s-%d at epoch %d: the coordinator is at epoch %d",
-                          OFFSETS_TOPIC, partition, leader_epoch, current)
-            return None
-        if current is not None:
-            self.unload_partition(partition)
-        self.epochs[partition] = leader_epoch
-        return self.begin_load(partition)
-
-    def is_loading(self, partition: int, leader_epoch: int, shard: GroupCoordinatorShard) -> bool:
-        """Whether `shard` is still the one loading for `partition` at `leader_epoch` (a resignation or a
-        newer election since makes a running load's result stale)."""
-        return self.loading.get(partition) is shard and self.epochs.get(partition) == leader_epoch
-
-    def complete_election(self, partition: int, leader_epoch: int, shard: GroupCoordinatorShard) -> bool:
-        """The load for `leader_epoch` is replayed into `shard`: it serves (session timers restarted by
-        on_loaded), unless the load went stale meanwhile (then False and nothing changes)."""
-        if not self.is_loading(partition, leader_epoch, shard):
-            return False
-        self.complete_load(partition)
-        shard.group_manager.on_moved_here()
-        return True
-
-    def on_resignation(self, partition: int, leader_epoch: int | None) -> int:
-        """This node stopped leading `partition` (GroupCoordinatorService.onResignation, the runtime's
-        scheduleUnloadOperation): the shard unloads (timers cancelled, parked JoinGroup / SyncGroup /
-        heartbeats answered NOT_COORDINATOR, its groups NOT_COORDINATOR from now on). `leader_epoch` below
-        the shard's is a stale resignation, ignored; None (unknown, a lease loss) always unloads. Returns
-        the groups unloaded."""
-        current = self.epochs.get(partition)
-        if current is None and partition not in self.shards and partition not in self.loading:
-            return 0
-        if leader_epoch is not None and current is not None and leader_epoch < current:
-            return 0
-        unloaded = self.unload_partition(partition)
-        self.log.info("Unloaded %s-%d (resigned at epoch %s): %d groups", OFFSETS_TOPIC, partition,
-                      leader_epoch, unloaded)
-        return unloaded
 
     # ------------------------------------------------------------ background work
 

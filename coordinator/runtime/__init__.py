@@ -20,13 +20,8 @@ injected with:
   may hold a partition's load (`hold_load` / `release_load`), load every partition again (`reload`) and
   fail the next offsets writes (`fail_offsets_writes`); nothing of that is read from the environment.
 
-Cluster mode (issue #27, `kcoord.etcd.connect` set): nothing loads at start. The runtime is the
-`__consumer_offsets` listener of the node's CoordinatorRoles: `on_election(partition, epoch)` loads that
-shard from the local replica (the ReplicaManager made it the leader's), its groups answering
-COORDINATOR_LOAD_IN_PROGRESS meanwhile; `on_resignation` unloads it (NOT_COORDINATOR from then on). A
-load that a resignation or a newer election overtook is dropped. Writes are acknowledged once the
-partition's high watermark passes them (OffsetsTopicWriter's replicas). Checkpoints are not used there
-(a replica's log may have been truncated under its local checkpoint): a shard loads from its whole log.
+Cluster mode (issue #27): shards load and unload as this node gains and loses the leadership of their
+partitions (kcoord.coordinator.runtime.elections), and writes are acknowledged once replicated.
 """
 from __future__ import annotations
 
@@ -47,8 +42,11 @@ from kcoord.coordinator.events import NO_EVENTS, CoordinatorEvents
 from kcoord.coordinator.gc_pause import gc_paused
 from kcoord.coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFetchResult, RequestContext
 from kcoord.coordinator.runtime import timer_control
+from kcoord.coordinator.runtime.broker_views import BrokerTopics, MetricsEvents
 from kcoord.coordinator.runtime.checkpoints import Checkpointer
+from kcoord.coordinator.runtime.elections import ElectedShards
 from kcoord.coordinator.runtime.loop_timer import LoopTimer, WallClock
+from kcoord.coordinator.runtime.reply import Reply
 from kcoord.coordinator.runtime.writer import OffsetsTopicWriter, PartitionReplicas
 from kcoord.coordinator.service import GroupCoordinatorService
 from kcoord.coordinator.shard import GroupCoordinatorShard
@@ -63,6 +61,7 @@ CHECKPOINT_RECORDS_ENV = "KCOORD_OFFSETS_CHECKPOINT_RECORDS"  # tests and benche
 LOAD_SLICE = 1000  # groups built between two turns of the loop while a partition loads
 
 log = logging.getLogger("kcoord.coordinator.runtime")
+__all__ = ["BrokerTopics", "GroupRuntime", "MetricsEvents", "Reply", "create"]
 
 
 async def create(broker) -> GroupRuntime:
@@ -82,47 +81,7 @@ async def create(broker) -> GroupRuntime:
     return runtime
 
 
-class BrokerTopics(TopicsImage):
-    """The broker's topic manager as the coordinator's topics image (consumer groups subscribe by name)."""
-
-    def __init__(self, broker) -> None:
-        self.broker = broker
-
-    def topic(self, name: str):
-        topics = self.broker.topics
-        t = topics.get(name) if topics is not None else None
-        return None if t is None or t.internal else (t.topic_id, t.partitions)
-
-    def topic_name(self, topic_id):
-        topics = self.broker.topics
-        t = topics.by_id(topic_id) if topics is not None else None
-        return None if t is None else t.name
-
-    def names(self):
-        topics = self.broker.topics
-        return [] if topics is None else [t.name for t in topics.all() if not t.internal]
-
-    def version(self):
-        topics = self.broker.topics
-        return 0 if topics is None else topics.metadata_version
-
-
-class MetricsEvents(CoordinatorEvents):
-    """The coordinator's events as broker metrics."""
-
-    def __init__(self, metrics) -> None:
-        self.metrics = metrics
-
-    def rebalance(self, group_id: str, cause: str) -> None:
-        if self.metrics is not None:
-            self.metrics.rebalance(group_id, cause)
-
-    def group_members(self, group_id: str, members: int) -> None:
-        if self.metrics is not None:
-            self.metrics.group_members(group_id, members)
-
-
-class GroupRuntime:
+class GroupRuntime(ElectedShards):
     """The asyncio face of the GroupCoordinatorService (`broker.group_coordinator`): it owns the clock, the timers
     and the writer, loads the shards after the server listens, and turns the service's callbacks into
     awaitables for the handlers."""
@@ -249,42 +208,6 @@ class GroupRuntime:
         if state.transactional:  # open transactions' offsets, of groups with nothing else in the log
             shard.load(state, keep, [])
         return result
-
-    # ------------------------------------------------------------------ leadership (cluster mode; CoordinatorRoles)
-    def on_election(self, partition: int, leader_epoch: int) -> None:
-        """This node leads `__consumer_offsets-<partition>` at `leader_epoch`: load its shard in the background."""
-        if self.service is None or not self._active:
-            return
-        shard = self.service.on_election(partition, leader_epoch)
-        if shard is None:
-            return  # stale
-        log.info("elected for %s-%d at epoch %d: loading", OFFSETS_TOPIC, partition, leader_epoch)
-        task = asyncio.get_running_loop().create_task(self._load_elected(partition, leader_epoch, shard),
-                                                      name=f"load {OFFSETS_TOPIC}-{partition}")
-        self._elections.add(task)
-        task.add_done_callback(self._elections.discard)
-
-    def on_resignation(self, partition: int, leader_epoch: int | None) -> None:
-        """This node stopped leading `__consumer_offsets-<partition>`: its shard unloads (a load under way
-        is dropped when it finishes)."""
-        if self.service is not None:
-            self.service.on_resignation(partition, leader_epoch)
-
-    async def _load_elected(self, partition: int, leader_epoch: int, shard: GroupCoordinatorShard) -> None:
-        started = time.monotonic()
-        await self.load_gate.wait(partition)
-        if not self.service.is_loading(partition, leader_epoch, shard):
-            return
-        try:
-            replayed, _ = await self._load_partition(partition, shard, leader_epoch)
-        except Exception:  # (StorageError, DecodeError, ...) Kafka gives the partition up: NOT_COORDINATOR
-            log.exception("cannot load %s-%d; not serving its groups", OFFSETS_TOPIC, partition)
-            if self.service.is_loading(partition, leader_epoch, shard):
-                self.service.on_resignation(partition, None)
-            return
-        if self.service.complete_election(partition, leader_epoch, shard):
-            log.info("loaded %s-%d at epoch %d (%d records) in %.1f ms", OFFSETS_TOPIC, partition, leader_epoch,
-                     replayed, (time.monotonic() - started) * 1000)
 
     # ------------------------------------------------------------------ tests' controls (the admin endpoint)
     def hold_load(self, partitions) -> list[int]:
@@ -445,38 +368,3 @@ class GroupRuntime:
 
     def run_offset_retention(self) -> int:
         return timer_control.run_offset_retention(self)
-
-
-class Reply:
-    """The callback handed to the coordinator, and an awaitable of what it is called with (the first
-    call counts). No future is made unless someone awaits before the answer is there."""
-
-    __slots__ = ("_done", "_result", "_future")
-
-    def __init__(self) -> None:
-        self._done = False
-        self._result = None
-        self._future: asyncio.Future | None = None
-
-    def __call__(self, result) -> None:
-        if self._done:
-            return
-        self._done = True
-        self._result = result
-        if self._future is not None and not self._future.done():
-            self._future.set_result(result)
-
-    def done(self) -> bool:
-        return self._done
-
-    def result(self):
-        if not self._done:
-            raise asyncio.InvalidStateError("the coordinator has not answered yet")
-        return self._result
-
-    def __await__(self):
-        if not self._done:
-            if self._future is None:
-                self._future = asyncio.get_running_loop().create_future()
-            return (yield from self._future.__await__())
-        return self._result
