@@ -10,7 +10,7 @@ CoordinatorRuntime.scheduleLoadOperation) and restarts its members' session time
 the in-sync replicas hold it (CoordinatorRuntime's deferred events completed at the high watermark), so
 no committed offset ever goes backwards across a failover.
 
-One __consumer_offsets partition (the test settings): every kill hits the coordinator of all four groups
+One __consumer_offsets partition (the test settings): every kill hits the coordinator of all the groups
 at once; ROUNDS (5, as the issue asks) kill-and-restart rounds."""
 from __future__ import annotations
 
@@ -19,7 +19,14 @@ import time
 
 import pytest
 
-from tests.broker.groups.procs import ConsumerProcess, python_consumer, stop_all
+from tests.broker.groups.procs import (
+    KAFKAJS_PRESENT,
+    NODE,
+    ConsumerProcess,
+    kafkajs_consumer,
+    python_consumer,
+    stop_all,
+)
 
 ROUNDS = 5
 TOPIC, PARTITIONS = "events", 6
@@ -30,6 +37,8 @@ CLIENTS = {  # group id -> (client, group.protocol)
     "g-confluent": ("confluent", "classic"),
     "g-confluent-848": ("confluent", "consumer"),
 }
+if KAFKAJS_PRESENT and NODE:  # tests/js/node_modules (see tests/js for how JS tests are run)
+    CLIENTS["g-kafkajs"] = ("kafkajs", "classic")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420),
               pytest.mark.kcoord_cluster(nodes=3, session_timeout_ms=2000, overrides={
@@ -130,6 +139,13 @@ def _end_offsets(bootstrap: str) -> dict[int, int]:
         consumer.close()
 
 
+def _consumer(client: str, protocol: str, bootstrap: str, group: str, name: str) -> ConsumerProcess:
+    if client == "kafkajs":  # commits after each batch (kafkajs' autoCommit); 150 s of life
+        return kafkajs_consumer(bootstrap, group, TOPIC, name)
+    return python_consumer(client, bootstrap, group, TOPIC, name, session_timeout_ms=6000, group_protocol=protocol,
+                           max_seconds=400)
+
+
 def test_groups_of_every_client_survive_sigkills_of_their_coordinator(kafka_cluster):
     from kafka import KafkaProducer
 
@@ -139,10 +155,8 @@ def test_groups_of_every_client_survive_sigkills_of_their_coordinator(kafka_clus
     produced = 0
     _produce(producer, produced, PER_ROUND)  # creates the topic (rf 3, 6 partitions)
     produced += PER_ROUND
-    consumers = {group: [python_consumer(client, bootstrap, group, TOPIC, f"{group}-{i}", session_timeout_ms=6000,
-                                         group_protocol=protocol, max_seconds=400)
-                         for i in range(3)]
-                 for group, (client, protocol) in CLIENTS.items()}
+    consumers = {group: [_consumer(client, protocol, bootstrap, group, f"{group}-{i}") for i in range(3)]
+                     for group, (client, protocol) in CLIENTS.items()}
     sampler = OffsetSampler(kafka_cluster, list(CLIENTS))
     sampler.start()
     everyone = [c for cs in consumers.values() for c in cs]
