@@ -225,9 +225,23 @@ def test_only_the_leader_of_the_offsets_partition_coordinates_and_a_move_carries
     with _client(kafka_cluster, coordinator) as client:
         assert _commit(client, "g-raw", 5) == 0
     others = [n for n in (1, 2, 3) if n != coordinator]
+    from kcoord.protocol import messages as m
+
     for node_id in others:
         with _client(kafka_cluster, node_id) as client:
             assert _commit(client, "g-raw", 6) == 16  # NOT_COORDINATOR
+            heartbeat = m.HeartbeatRequest(group_id="g-raw", generation_id=1, member_id="m", group_instance_id=None)
+            assert client.request(heartbeat, version=4).error_code == 16
+            fetched = client.request(m.OffsetFetchRequest(group_id="g-raw", topics=None, require_stable=False),
+                                     version=7)
+            assert fetched.error_code == 16
+            [described] = client.request(m.DescribeGroupsRequest(groups=["g-raw"], include_authorized_operations=False),
+                                         version=5).groups
+            assert described.error_code == 16
+            batched = client.request(m.FindCoordinatorRequest(key_type=0, coordinator_keys=["g-raw", "g-raw-2"]),
+                                     version=4)
+            assert [(c.key, c.error_code, c.node_id) for c in batched.coordinators] == \
+                [("g-raw", 0, coordinator), ("g-raw-2", 0, coordinator)]  # one offsets partition
     target = others[0]
     kafka_cluster.move_coordinator("g-raw", to=target)
     with _client(kafka_cluster, coordinator) as client:
