@@ -243,12 +243,15 @@ def test_only_the_leader_of_the_offsets_partition_coordinates_and_a_move_carries
             assert [(c.key, c.error_code, c.node_id) for c in batched.coordinators] == \
                 [("g-raw", 0, coordinator), ("g-raw-2", 0, coordinator)]  # one offsets partition
     target = others[0]
+    held = kafka_cluster.nodes[target].admin.request("POST", "/coordinator/hold-load", {"partitions": [0]})
+    assert held == {"held": [0]}
     kafka_cluster.move_coordinator("g-raw", to=target)
     with _client(kafka_cluster, coordinator) as client:
         assert _commit(client, "g-raw", 7) == 16
     with _client(kafka_cluster, target) as client:
-        answer = wait_until(lambda: (e := _commit(client, "g-raw", 8)) != 14 and [e], 15,  # LOAD_IN_PROGRESS
-                            "the new coordinator's load")
+        assert _commit(client, "g-raw", 8) == 14  # COORDINATOR_LOAD_IN_PROGRESS while the shard loads
+        kafka_cluster.nodes[target].admin.request("POST", "/coordinator/release-load", {})
+        answer = wait_until(lambda: (e := _commit(client, "g-raw", 8)) != 14 and [e], 15, "the new coordinator's load")
         assert answer == [0]
     sampler = OffsetSampler(kafka_cluster, ["g-raw"])
     assert sampler.fetch("g-raw") == {0: 8}
