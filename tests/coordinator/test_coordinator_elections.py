@@ -175,3 +175,32 @@ def test_a_restart_load_records_no_move():
     new.gc.load_partition(new.gc.partition_for("g"), _log(old))
     new.join("g", a, session_timeout_ms=10_000, protocols=[("range", b"other")])
     assert new.events.rebalances[-1][1] != "coordinator_moved"
+
+
+def test_a_consumer_group_member_that_died_with_the_old_coordinator_is_fenced_by_the_new_one():
+    """KIP-848 (GroupMetadataManager.onLoaded): members loaded from their records get a fresh session timer
+    on the elected coordinator; the one that never heartbeats it is fenced, the other stays."""
+    from kcoord.coordinator.consumer.testing import ConsumerGroupContext
+
+    old = ConsumerGroupContext(topics={"foo": 6})
+    p = old.gc.partition_for("g")
+    alive = old.heartbeat("g", "", 0, topics=["foo"])
+    dead = old.heartbeat("g", "", 0, topics=["foo"])
+    old.heartbeat("g", alive.member_id, alive.member_epoch)
+
+    new = ConsumerGroupContext(topics={"foo": 6})
+    new.gc.owned_partitions = set()
+    shard = new.gc.on_election(p, 7)
+    assert shard is not None
+    for key, value, _ in old.writer.records:
+        shard.replay(key, value)
+    assert new.gc.complete_election(p, 7, shard)
+    assert set(new.consumer_group("g").members) == {alive.member_id, dead.member_id}
+    epoch = new.consumer_group("g").members[alive.member_id].member_epoch
+    for _ in range(10):  # 50 s: past the 45 s session, `alive` heartbeating every 5 s
+        new.sleep(5_000)
+        result = new.heartbeat("g", alive.member_id, epoch)
+        assert result.error == E.NONE
+        epoch = result.member_epoch
+    assert set(new.consumer_group("g").members) == {alive.member_id}
+    assert ("g", "session_timeout") in new.events.rebalances
