@@ -255,6 +255,9 @@ def test_only_the_leader_of_the_offsets_partition_coordinates_and_a_move_carries
         assert answer == [0]
     sampler = OffsetSampler(kafka_cluster, ["g-raw"])
     assert sampler.fetch("g-raw") == {0: 8}
+    # the admin endpoint's reload: the partitions led here resigned and elected again at their epochs
+    assert kafka_cluster.nodes[target].admin.request("POST", "/coordinator/reload", {}) == {"partitions": 1}
+    assert wait_until(lambda: sampler.fetch("g-raw"), 15, "the reloaded shard") == {0: 8}
 
 
 @pytest.mark.kcoord_cluster(nodes=3, session_timeout_ms=2000, overrides={
