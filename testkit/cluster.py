@@ -8,6 +8,8 @@
     cluster.wait_leader("events", 0, not_on=2)         # until a leader other than node 2
     cluster.wait_isr("events", 0, 3)                   # until the ISR has 3 members
     cluster.data_dir(2)                                # node 2's log.dirs
+    cluster.coordinator_of("g")                        # the group's coordinator (FindCoordinator), a node id
+    cluster.move_coordinator("g", to=3)                # ElectLeaders on its __consumer_offsets partition
     cluster.stop()                                     # SIGTERM every node (controlled shutdown), then etcd
 
 Nodes are numbered 1..N (their node.id); each has its own data directory under `workdir` and its admin
@@ -179,6 +181,55 @@ class KafkaCluster:
             if time.monotonic() > deadline:
                 raise ClusterFailed(f"brokers {sorted(seen)} registered, expected {sorted(node_ids)}")
             time.sleep(0.05)
+
+    # -- coordinators (issue #27): the group coordinator is the leader of the group's __consumer_offsets partition
+    def coordinator_of(self, group_id: str, timeout: float = 30.0, via: int | None = None) -> int:
+        """The node FindCoordinator (v3, through `via` or any running node) names for `group_id`, once it
+        names one (COORDINATOR_NOT_AVAILABLE, a failover in progress, is waited out)."""
+        from kcoord.protocol import messages as m
+        from kcoord.protocol.client import KafkaWireClient
+
+        def find() -> int:
+            node = self.nodes[via] if via is not None else next(n for n in self.nodes.values() if n.running)
+            with KafkaWireClient.connect(node.bootstrap_servers, timeout=5) as client:
+                answer = client.request(m.FindCoordinatorRequest(key=group_id, key_type=0), version=3)
+            return answer.node_id if answer.error_code == 0 else -1
+
+        return self._poll(find, lambda node_id: node_id >= 0, timeout, f"the coordinator of group {group_id}")
+
+    def coordinator_partition(self, group_id: str) -> int:
+        """The group's partition of __consumer_offsets (Kafka's hash over offsets.topic.num.partitions)."""
+        from kcoord.protocol.consumer_offsets import partition_for
+
+        return partition_for(group_id, int(self.settings.get("offsets.topic.num.partitions", 50)))
+
+    def move_coordinator(self, group_id: str, to: int, timeout: float = 30.0) -> None:
+        """Make node `to` the group's coordinator: its partition's replicas reordered with `to` first
+        (AlterPartitionReassignments), then a PREFERRED ElectLeaders, both sent to the controller; returns
+        once FindCoordinator names `to`."""
+        from kcoord.protocol import messages as m
+        from kcoord.protocol.client import KafkaWireClient
+
+        topic, index = "__consumer_offsets", self.coordinator_partition(group_id)
+        replicas = list(self.partition(topic, index).replica_nodes)
+        if to not in replicas:
+            raise ValueError(f"node {to} holds no replica of {topic}-{index} ({replicas})")
+        order = [to] + [r for r in replicas if r != to]
+        controller = self.metadata().controller_id
+        R = m.AlterPartitionReassignmentsRequest
+        with KafkaWireClient.connect(self.nodes[controller].bootstrap_servers, timeout=10) as client:
+            answer = client.request(R(timeout_ms=10_000, topics=[R.ReassignableTopic(
+                name=topic, partitions=[R.ReassignablePartition(partition_index=index, replicas=order)])]), version=0)
+            if answer.error_code:
+                raise ClusterFailed(f"reordering {topic}-{index}: error {answer.error_code}")
+        self._poll(lambda: list(self.partition(topic, index).replica_nodes), lambda r: r == order, timeout,
+                   f"{topic}-{index}: replicas")
+        E = m.ElectLeadersRequest
+        with KafkaWireClient.connect(self.nodes[controller].bootstrap_servers, timeout=10) as client:
+            client.request(E(election_type=0, timeout_ms=10_000,
+                             topic_partitions=[E.TopicPartitions(topic=topic, partitions=[index])]), version=1)
+        self._poll(lambda: self.coordinator_of(group_id, timeout), lambda node_id: node_id == to, timeout,
+                   f"the coordinator of group {group_id}")
 
     def __enter__(self) -> KafkaCluster:
         return self.start()

@@ -45,6 +45,14 @@ FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 
 
+def _replica_id(request: m.FetchRequest, version: int) -> int:
+    """The fetching replica (-1: a consumer). From v15 it is in the tagged ReplicaState, which consumers
+    (librdkafka) leave out."""
+    if version < 15:
+        return request.replica_id
+    return -1 if request.replica_state is None else request.replica_state.replica_id
+
+
 @api(key=1, name="Fetch", min_version=4, max_version=18)
 async def handle(ctx: RequestContext, request: m.FetchRequest):
     v = ctx.api_version
@@ -54,7 +62,7 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
             return m.FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
     broker = ctx.broker
     replication = broker.visibility.replication
-    if replication is not None and (request.replica_state.replica_id if v >= 15 else request.replica_id) >= 0:
+    if replication is not None and _replica_id(request, v) >= 0:
         return await replication.serve_replica_fetch(request, v)
     topics = [(_topic_name(broker, t, v), t) for t in request.topics]
     wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
