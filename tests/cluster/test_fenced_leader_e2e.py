@@ -105,3 +105,43 @@ def test_a_leader_fenced_off_past_its_lease_acknowledges_none_of_its_pending_wri
     problems += check_exactly_once(history, "kafka-python", records)
     problems += check_identical_replicas(_data_dirs(cluster), "fenced", 0, ends[0])
     _fail(history, problems)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.kcoord_cluster(nodes=3, session_timeout_ms=2000, links=True,
+                            overrides={"replica.lag.time.max.ms": "2000"})
+def test_a_follower_cut_from_its_leader_only_leaves_the_isr_and_rejoins_when_healed(kafka_cluster, admin):
+    """Nemesis: the link between the leader and one follower cut (blackhole), nothing else: both keep their
+    leases. Checker (Kafka's Partition.maybeShrinkIsr / maybeExpandIsr): the follower leaves the ISR after
+    replica.lag.time.max.ms, acks=all goes on with the other two, the leader stays; healed, the follower
+    catches up and is back in the ISR; every acknowledged record once, replicas identical to the HW."""
+    cluster, history = kafka_cluster, History()
+    _create(cluster, admin, "pair", [1, 2, 3])
+    live = Producer("kafka-python", cluster.bootstrap_servers, "pair", history)
+    live.start()
+    problems: list[str] = []
+    try:
+        wait_until(lambda: history.of("kafka-python", "ack"), 30, "the first acknowledged write")
+        leader = cluster.wait_leader("pair", 0)
+        follower = next(n for n in cluster.nodes if n != leader)
+        cluster.cut(follower, from_etcd=False, from_nodes={leader})
+        cut = history.add("nemesis", "cut", f"node {follower} from node {leader}")
+        isr = cluster.wait_isr("pair", 0, 2, timeout=30)
+        history.add("checker", "isr", "pair", note=f"ISR {isr}")
+        if follower in isr:
+            problems.append(f"ISR {isr} still has the cut follower {follower}")
+        shrunk = history.add("checker", "shrunk", "pair")
+        wait_until(lambda: acked_after(history, "kafka-python", shrunk.t), 30, "acks=all with two in the ISR")
+        if cluster.leader_of("pair", 0) != leader:
+            problems.append(f"the leader moved from {leader} although it kept its lease")
+        cluster.heal(follower)
+        history.add("nemesis", "heal", f"node {follower}", note=f"{history.events[-1].t - cut.t:.1f} s after the cut")
+        isr = cluster.wait_isr("pair", 0, 3, timeout=30)
+        history.add("checker", "isr", "pair", note=f"ISR {isr}")
+    finally:
+        live.stop()
+    problems += [f"producer crashed: {live.error!r}"] if live.error is not None else []
+    records, ends = read_all(cluster.bootstrap_servers, "pair", 1)
+    problems += check_exactly_once(history, "kafka-python", records)
+    problems += check_identical_replicas(_data_dirs(cluster), "pair", 0, ends[0])
+    _fail(history, problems)

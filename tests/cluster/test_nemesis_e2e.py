@@ -2,7 +2,8 @@
 kcoord.testkit.links proxies), under an idempotent acks=all producer (kafka-python) and a consumer group
 committing what it consumed, while a seeded nemesis picks a node and a fault, over and over: SIGKILL (then
 a restart on its data), SIGSTOP past its lease (then SIGCONT), or its links cut -- from etcd and the
-other nodes, from etcd only, from the other nodes only; blackholed or reset -- then healed. The first
+other nodes, from etcd only, from the other nodes only, from one other node; blackholed or reset -- then
+healed. The first
 fault hits the group coordinator's node. A sampler asks every node for Metadata and the group's
 coordinator for OffsetFetch all along. Then every fault is lifted, the ISR fills, everything is read back.
 
@@ -40,7 +41,7 @@ pytestmark = [pytest.mark.slow]
 
 TOPIC, PARTITIONS, GROUP = "jepsen", 3, "jepsen-group"
 STEPS = int(os.environ.get("KCOORD_NEMESIS_STEPS", "12"))
-FAULTS = ("kill", "pause", "cut", "cut-etcd", "cut-nodes")
+FAULTS = ("kill", "pause", "cut", "cut-etcd", "cut-nodes", "cut-pair")
 
 
 @dataclass
@@ -180,13 +181,17 @@ def _nemesis(cluster, run: Run, rng: random.Random) -> None:
             node, fault = rng.choice(nodes), rng.choice(FAULTS)
         mode = rng.choice(("blackhole", "reset"))
         hold = rng.uniform(2.5, 5.0)
-        what = f"{fault} node {node}" + (f" ({mode})" if fault.startswith("cut") else "")
+        peer = rng.choice([n for n in nodes if n != node])
+        what = (f"{fault} node {node}" + (f" from node {peer}" if fault == "cut-pair" else "")
+                + (f" ({mode})" if fault.startswith("cut") else ""))
         run.faults.append(what)
         run.history.add("nemesis", "start", what, note=f"step {step}, {hold:.1f} s")
         if fault == "kill":
             cluster.kill(node)
         elif fault == "pause":
             cluster.pause(node)
+        elif fault == "cut-pair":
+            cluster.cut(node, from_etcd=False, from_nodes={peer}, mode=mode)
         else:
             cluster.cut(node, from_etcd=fault != "cut-nodes", from_nodes=fault != "cut-etcd", mode=mode)
         time.sleep(hold)
