@@ -97,6 +97,8 @@ class LinkProxy:
         self._connections.add(conn)
         try:
             await conn.flowing.wait()  # a blackholed newcomer waits, unanswered, for the heal
+            if writer.is_closing():
+                return  # reset meanwhile (or the proxy closed)
             try:
                 up_reader, conn.upstream = await asyncio.open_connection(*self._target())
             except OSError:
@@ -129,6 +131,7 @@ class LinkProxy:
             now = self.mode_for(conn.source)
             if now == RESET:
                 conn.abort()
+                conn.flowing.set()  # a newcomer held by a blackhole: its task ends
             elif now == BLACKHOLE:
                 conn.flowing.clear()
 

@@ -3,7 +3,7 @@ kcoord.testkit.links proxies), under an idempotent acks=all producer (kafka-pyth
 committing what it consumed, while a seeded nemesis picks a node and a fault, over and over: SIGKILL (then
 a restart on its data), SIGSTOP past its lease (then SIGCONT), or its links cut -- from etcd and the
 other nodes, from etcd only, from the other nodes only, from one other node; blackholed or reset -- then
-healed. The first
+healed; or etcd itself SIGKILLed (then restarted on its data). The first
 fault hits the group coordinator's node. A sampler asks every node for Metadata and the group's
 coordinator for OffsetFetch all along. Then every fault is lifted, the ISR fills, everything is read back.
 
@@ -41,7 +41,7 @@ pytestmark = [pytest.mark.slow]
 
 TOPIC, PARTITIONS, GROUP = "jepsen", 3, "jepsen-group"
 STEPS = int(os.environ.get("KCOORD_NEMESIS_STEPS", "12"))
-FAULTS = ("kill", "pause", "cut", "cut-etcd", "cut-nodes", "cut-pair")
+FAULTS = ("kill", "pause", "cut", "cut-etcd", "cut-nodes", "cut-pair", "etcd-kill")
 
 
 @dataclass
@@ -182,12 +182,14 @@ def _nemesis(cluster, run: Run, rng: random.Random) -> None:
         mode = rng.choice(("blackhole", "reset"))
         hold = rng.uniform(2.5, 5.0)
         peer = rng.choice([n for n in nodes if n != node])
-        what = (f"{fault} node {node}" + (f" from node {peer}" if fault == "cut-pair" else "")
-                + (f" ({mode})" if fault.startswith("cut") else ""))
+        what = ("etcd-kill" if fault == "etcd-kill" else f"{fault} node {node}"
+                + (f" from node {peer}" if fault == "cut-pair" else "") + (f" ({mode})" if fault.startswith("cut") else ""))
         run.faults.append(what)
         run.history.add("nemesis", "start", what, note=f"step {step}, {hold:.1f} s")
         if fault == "kill":
             cluster.kill(node)
+        elif fault == "etcd-kill":
+            cluster.etcd.kill()
         elif fault == "pause":
             cluster.pause(node)
         elif fault == "cut-pair":
@@ -197,6 +199,8 @@ def _nemesis(cluster, run: Run, rng: random.Random) -> None:
         time.sleep(hold)
         if fault == "kill":
             cluster.restart(node)
+        elif fault == "etcd-kill":
+            cluster.etcd.start()
         elif fault == "pause":
             cluster.resume(node)
         else:
@@ -258,6 +262,7 @@ def run(tmp_path_factory) -> Run:
         finally:
             cluster.stop()
     run.history.add("checker", "read", TOPIC, note=f"{len(run.records)} records, ends {run.ends}; faults: {run.faults}")
+    print(f"nemesis seed {seed}: {len(run.acks())} acknowledged writes, {len(run.records)} read; faults {run.faults}")
     return run
 
 
