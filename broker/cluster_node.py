@@ -59,7 +59,7 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
     until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
     from kcoord.cluster.etcd_store import EtcdStore
-    from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig
+    from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig, tcp_endpoint
 
     connect = broker.config.get("kcoord.etcd.connect")
     store = await EtcdStore.open(connect)
@@ -71,7 +71,9 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
 
     manager = ReplicaManager(broker.node_id, broker.logs, store, ReplicationConfig.from_mapping(broker.config.props),
                              lambda: int(time.time() * 1000), image,
-                             on_high_watermark=broker.fetch_waiters.notify)
+                             on_high_watermark=broker.fetch_waiters.notify,
+                             # replication connects from this node's listener host (testkit/links.py tells nodes apart by it)
+                             endpoint_factory=lambda leader, images: tcp_endpoint(leader, images, broker.listeners[0].host))
     node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager), local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
     return node

@@ -43,6 +43,8 @@ SERVED_APIS = (
     # share groups' data plane (KIP-932, issue 28)
     "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
     "DeleteShareGroupOffsets",
+    # client telemetry (KIP-714) and client quotas (issue 29)
+    "GetTelemetrySubscriptions", "PushTelemetry", "DescribeClientQuotas", "AlterClientQuotas",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") + tuple(
