@@ -102,6 +102,12 @@ class Timers:
         """Fire the group's pending join / sync timers now; returns how many fired."""
         return self._client.request("POST", "/groups/fire-timers", {"group_id": group_id})["fired"]
 
+    def expire_share_locks(self, group_id: str | None = None) -> int:
+        """Every acquisition lock of the share groups (or of `group_id`) runs out now; returns how many
+        share-partitions held some (their records come back once the expiry is written)."""
+        body = {} if group_id is None else {"group_id": group_id}
+        return self._client.request("POST", "/share/expire-locks", body)["share_partitions"]
+
     def run_retention(self) -> int:
         """Run offset retention now; returns the records (tombstones) it wrote."""
         return self._client.request("POST", "/offsets/run-retention", {})["records"]

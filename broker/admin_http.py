@@ -9,6 +9,9 @@ HTTP + JSON, for test suites in any language. No authentication: bind it to loop
     POST   /groups/expire-member       {"group_id", "member_id"}: the member's session expires now
     POST   /groups/fire-timers         {"group_id"}: the group's pending join / sync timers fire now
     POST   /offsets/run-retention      {}: offset retention runs now -> {"records": N written}
+    POST   /share/expire-locks         {} or {"group_id"}: every acquisition lock of the share groups (or of one)
+                                       runs out now -> 202 {"share_partitions": N holding locks}; their
+                                       records become available (or archived) once written
     POST   /coordinator/hold-load      {"partitions": [N, ...]}: a load of these __consumer_offsets partitions
                                        waits until released -> {"held": [...]}
     POST   /coordinator/release-load   {"partitions": [...]} or {} (all): held loads go on -> {"held": [...]}
@@ -43,8 +46,9 @@ from kcoord.broker.faults import FaultError, FaultSpec
 log = logging.getLogger("kcoord.admin")
 
 MAX_BODY = 1 << 20
-REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           411: "Length Required", 413: "Payload Too Large", 421: "Misdirected Request", 503: "Service Unavailable"}
+REASONS = {200: "OK", 201: "Created", 202: "Accepted", 400: "Bad Request", 404: "Not Found",
+           405: "Method Not Allowed", 411: "Length Required", 413: "Payload Too Large", 421: "Misdirected Request",
+           503: "Service Unavailable"}
 
 
 class AdminError(Exception):
@@ -107,7 +111,8 @@ class AdminApi:
                 raise AdminError(404, f"no fault {text}")
             return 200, {"removed": int(text)}
         timers = {"/groups/expire-member": self._expire_member, "/groups/fire-timers": self._fire_timers,
-                  "/offsets/run-retention": self._run_retention}.get(path)
+                  "/offsets/run-retention": self._run_retention, "/share/expire-locks": self._expire_share_locks
+                  }.get(path)
         if timers is not None:
             if method != "POST":
                 raise AdminError(405, f"{method} {path}: use POST")
@@ -169,6 +174,14 @@ class AdminApi:
         fired = self.broker.group_coordinator.fire_group_timers(group_id)
         log.info("admin: fired %d timers of group %s", fired, group_id)
         return 200, {"fired": fired, "group_id": group_id}
+
+    def _expire_share_locks(self, body: Any) -> tuple[int, dict]:
+        group_id = body.get("group_id") if isinstance(body, dict) else None
+        if group_id is not None and (not isinstance(group_id, str) or not group_id):
+            raise AdminError(400, "group_id must be a non-empty string")
+        count = self.broker.share_partitions.start_expiring_locks(group_id)
+        log.info("admin: acquisition locks of %d share-partitions run out", count)
+        return 202, {"share_partitions": count}
 
     def _run_retention(self, body: Any) -> tuple[int, dict]:
         if not isinstance(body, dict) or body:

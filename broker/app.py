@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kcoord.broker import registry
@@ -49,6 +50,7 @@ from kcoord.protocol.headers import is_flexible
 if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinators load with the node)
     from kcoord.broker.admin_http import AdminEndpoint
     from kcoord.broker.security.manager import Security
+    from kcoord.broker.share.manager import SharePartitionManager
     from kcoord.cluster.node import ClusterNode
     from kcoord.coordinator.runtime import GroupRuntime
     from kcoord.storage import FS, LogConfig, LogManager, PartitionLog
@@ -93,6 +95,7 @@ class Broker:
     group_coordinator: GroupRuntime        # the group coordinator (GroupCoordinatorService on asyncio)
     txn_coordinator: TransactionRuntime    # the transaction coordinator
     security: Security                     # listeners' TLS/SASL, SCRAM, ACLs (authorizer None when off)
+    share_partitions: SharePartitionManager  # share groups' data plane: share-partitions, sessions (KIP-932)
 
     def __init__(self, config: BrokerConfig, fs: FS | None = None) -> None:
         self.config = config
@@ -114,6 +117,8 @@ class Broker:
         self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
         # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
         self.coordinator_roles = CoordinatorRoles()
+        # called with a connection's id when it closes (Kafka's ConnectionDisconnectListener: share sessions)
+        self.disconnect_listeners: list[Callable[[str], None]] = []
         self.stopping = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -142,6 +147,7 @@ class Broker:
                                         self.config.get("log.cleaner.backoff.ms")) / 1000.0)
         await self._start_groups()
         await self._start_transactions()
+        self._start_share()
         from kcoord.broker.security.manager import Security
 
         self.security = Security(self.config, self.log_dir)  # ConfigError when a store cannot be read
@@ -179,6 +185,8 @@ class Broker:
             await self.txn_coordinator.close()
         if "group_coordinator" in built:
             await self.group_coordinator.close()
+        if "share_partitions" in built:
+            await self.share_partitions.close()
         if self.server is not None:
             await self.server.stop(timeout)
         await self.visibility.close()
@@ -241,6 +249,13 @@ class Broker:
             self.producers.allocate_id,
             lambda p: self.logs.get(TRANSACTION_STATE, p) if self.topics.get(TRANSACTION_STATE) else None)
         await self.txn_coordinator.start()
+
+    def _start_share(self) -> None:
+        from kcoord.broker.share.coordinator import ShareCoordinator
+        from kcoord.broker.share.manager import SharePartitionManager
+
+        self.share_partitions = SharePartitionManager(self, ShareCoordinator(self))
+        self.share_partitions.start()
 
     def transaction_state_log(self, partition: int) -> PartitionLog:
         """The PartitionLog of `__transaction_state-<partition>`, creating the topic on first use."""

@@ -267,6 +267,20 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("group.share.max.heartbeat.interval.ms", 15000, _int(1, INT32_MAX),
        "Share groups: upper bound of group.share.heartbeat.interval.ms."),
     _p("group.share.max.size", 200, _int(1, 1000), "Share groups (KIP-932): members per group."),
+    # the share-partitions' data plane (KIP-932: ShareFetch / ShareAcknowledge, kcoord.broker.share)
+    _p("group.share.record.lock.duration.ms", 30000, _int(1000, 3_600_000),
+       "Share groups: how long a delivered record stays acquired by its consumer."),
+    _p("group.share.min.record.lock.duration.ms", 15000, _int(1000, 3_600_000),
+       "Share groups: lower bound of group.share.record.lock.duration.ms."),
+    _p("group.share.max.record.lock.duration.ms", 60000, _int(1000, 3_600_000),
+       "Share groups: upper bound of group.share.record.lock.duration.ms."),
+    _p("group.share.delivery.count.limit", 5, _int(2, 10),
+       "Share groups: deliveries after which a record is archived instead of made available again."),
+    _p("group.share.partition.max.record.locks", 2000, _int(100, 10_000),
+       "Share groups: the most records in flight (acquired or waiting) per share-partition."),
+    _p("group.share.max.share.sessions", 2000, _int(1, INT32_MAX),
+       "Share sessions this node keeps (one per share consumer); past it SHARE_SESSION_LIMIT_REACHED."),
+    _p("share.coordinator.state.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __share_group_state."),
     _p("offsets.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __consumer_offsets."),
     _p("offsets.topic.replication.factor", 3, _int(1, 32767),
        "Replication factor of __consumer_offsets (cluster mode: not created until that many brokers "
@@ -415,6 +429,7 @@ class BrokerConfig:
         self._check_bounds("group.consumer.heartbeat.interval.ms")
         self._check_bounds("group.share.session.timeout.ms", "group.share.")
         self._check_bounds("group.share.heartbeat.interval.ms", "group.share.")
+        self._check_bounds("group.share.record.lock.duration.ms", "group.share.")
         if self.props["group.consumer.heartbeat.interval.ms"] >= self.props["group.consumer.session.timeout.ms"]:
             raise ConfigError("property 'group.consumer.heartbeat.interval.ms' must be less than "
                               "group.consumer.session.timeout.ms")

@@ -164,6 +164,8 @@ class KafkaConnection(asyncio.Protocol):
         self._writable.set()
         self.server.connections.discard(self)
         self._metrics.connection_closed(self.listener)
+        for listener in self.server.broker.disconnect_listeners:
+            listener(self.connection_id)
         if not self.closed.done():
             self.closed.set_result(None)
 

@@ -40,6 +40,10 @@ HELP = {
     "kcoord_throttle_seconds_total": ("counter", "Time connections were muted for quotas or throttle faults "
                                       "(KIP-219), by API and client id"),
     "kcoord_faults_fired_total": ("counter", "Injected faults that fired (admin endpoint), by API, action and fault"),
+    "kcoord_share_deliveries_total": ("counter", "Records a share group acquired for a consumer, by group, topic "
+                                      "and whether it was a redelivery"),
+    "kcoord_share_acknowledgements_total": ("counter", "Records a share consumer acknowledged, by group and type"),
+    "kcoord_share_lock_expiries_total": ("counter", "Acquired records whose acquisition lock ran out, by group"),
 }
 
 

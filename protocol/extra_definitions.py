@@ -194,6 +194,149 @@ struct TopicPartitions
 struct Assignment
   TopicPartitions []TopicPartitions 1+
 
+message ShareFetchRequest request api=78 valid=1-2 flexible=1+
+  GroupId string 1+ nullable=1+ default=null
+  MemberId string 1+ nullable=1+
+  ShareSessionEpoch int32 1+
+  MaxWaitMs int32 1+
+  MinBytes int32 1+
+  MaxBytes int32 1+ default=0x7fffffff
+  MaxRecords int32 1+
+  BatchSize int32 1+
+  ShareAcquireMode int8 2+
+  IsRenewAck bool 2+
+  Topics []FetchTopic 1+
+    TopicId uuid 1+
+    Partitions []FetchPartition 1+
+      PartitionIndex int32 1+
+      AcknowledgementBatches []AcknowledgementBatch 1+
+        FirstOffset int64 1+
+        LastOffset int64 1+
+        AcknowledgeTypes []int8 1+
+  ForgottenTopicsData []ForgottenTopic 1+
+    TopicId uuid 1+
+    Partitions []int32 1+
+
+message ShareFetchResponse response api=78 valid=1-2 flexible=1+
+  ThrottleTimeMs int32 1+
+  ErrorCode int16 1+
+  ErrorMessage string 1+ nullable=1+ default=null
+  AcquisitionLockTimeoutMs int32 1+
+  Responses []ShareFetchableTopicResponse 1+
+    TopicId uuid 1+
+    Partitions []PartitionData 1+
+      PartitionIndex int32 1+
+      ErrorCode int16 1+
+      ErrorMessage string 1+ nullable=1+ default=null
+      AcknowledgeErrorCode int16 1+
+      AcknowledgeErrorMessage string 1+ nullable=1+ default=null
+      CurrentLeader LeaderIdAndEpoch 1+
+        LeaderId int32 1+
+        LeaderEpoch int32 1+
+      Records records 1+ nullable=1+
+      AcquiredRecords []AcquiredRecords 1+
+        FirstOffset int64 1+
+        LastOffset int64 1+
+        DeliveryCount int16 1+
+  NodeEndpoints []NodeEndpoint 1+
+    NodeId int32 1+
+    Host string 1+
+    Port int32 1+
+    Rack string 1+ nullable=1+ default=null
+
+message ShareAcknowledgeRequest request api=79 valid=1-2 flexible=1+
+  GroupId string 1+ nullable=1+ default=null
+  MemberId string 1+ nullable=1+
+  ShareSessionEpoch int32 1+
+  IsRenewAck bool 2+
+  Topics []AcknowledgeTopic 1+
+    TopicId uuid 1+
+    Partitions []AcknowledgePartition 1+
+      PartitionIndex int32 1+
+      AcknowledgementBatches []AcknowledgementBatch 1+
+        FirstOffset int64 1+
+        LastOffset int64 1+
+        AcknowledgeTypes []int8 1+
+
+message ShareAcknowledgeResponse response api=79 valid=1-2 flexible=1+
+  ThrottleTimeMs int32 1+
+  ErrorCode int16 1+
+  ErrorMessage string 1+ nullable=1+ default=null
+  AcquisitionLockTimeoutMs int32 2+
+  Responses []ShareAcknowledgeTopicResponse 1+
+    TopicId uuid 1+
+    Partitions []PartitionData 1+
+      PartitionIndex int32 1+
+      ErrorCode int16 1+
+      ErrorMessage string 1+ nullable=1+ default=null
+      CurrentLeader LeaderIdAndEpoch 1+
+        LeaderId int32 1+
+        LeaderEpoch int32 1+
+  NodeEndpoints []NodeEndpoint 1+
+    NodeId int32 1+
+    Host string 1+
+    Port int32 1+
+    Rack string 1+ nullable=1+ default=null
+
+message DescribeShareGroupOffsetsRequest request api=90 valid=0-1 flexible=0+
+  Groups []DescribeShareGroupOffsetsRequestGroup 0+
+    GroupId string 0+
+    Topics []DescribeShareGroupOffsetsRequestTopic 0+ nullable=0+
+      TopicName string 0+
+      Partitions []int32 0+
+
+message DescribeShareGroupOffsetsResponse response api=90 valid=0-1 flexible=0+
+  ThrottleTimeMs int32 0+
+  Groups []DescribeShareGroupOffsetsResponseGroup 0+
+    GroupId string 0+
+    Topics []DescribeShareGroupOffsetsResponseTopic 0+
+      TopicName string 0+
+      TopicId uuid 0+
+      Partitions []DescribeShareGroupOffsetsResponsePartition 0+
+        PartitionIndex int32 0+
+        StartOffset int64 0+
+        LeaderEpoch int32 0+
+        Lag int64 1+ default=-1
+        ErrorCode int16 0+
+        ErrorMessage string 0+ nullable=0+ default=null
+    ErrorCode int16 0+
+    ErrorMessage string 0+ nullable=0+ default=null
+
+message AlterShareGroupOffsetsRequest request api=91 valid=0 flexible=0+
+  GroupId string 0+
+  Topics []AlterShareGroupOffsetsRequestTopic 0+
+    TopicName string 0+
+    Partitions []AlterShareGroupOffsetsRequestPartition 0+
+      PartitionIndex int32 0+
+      StartOffset int64 0+
+
+message AlterShareGroupOffsetsResponse response api=91 valid=0 flexible=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ nullable=0+ default=null
+  Responses []AlterShareGroupOffsetsResponseTopic 0+
+    TopicName string 0+
+    TopicId uuid 0+
+    Partitions []AlterShareGroupOffsetsResponsePartition 0+
+      PartitionIndex int32 0+
+      ErrorCode int16 0+
+      ErrorMessage string 0+ nullable=0+ default=null
+
+message DeleteShareGroupOffsetsRequest request api=92 valid=0 flexible=0+
+  GroupId string 0+
+  Topics []DeleteShareGroupOffsetsRequestTopic 0+
+    TopicName string 0+
+
+message DeleteShareGroupOffsetsResponse response api=92 valid=0 flexible=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ErrorMessage string 0+ nullable=0+ default=null
+  Responses []DeleteShareGroupOffsetsResponseTopic 0+
+    TopicName string 0+
+    TopicId uuid 0+
+    ErrorCode int16 0+
+    ErrorMessage string 0+ nullable=0+ default=null
+
 message ShareGroupMemberMetadataKey data valid=10
   GroupId string 10
   MemberId string 10

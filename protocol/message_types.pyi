@@ -185,6 +185,46 @@ class AlterPartitionReassignmentsResponse:
     responses: list[_AlterPartitionReassignmentsResponse__ReassignableTopicResponse]
     def __init__(self, *, throttle_time_ms: Any = ..., allow_replication_factor_change: Any = ..., error_code: Any = ..., error_message: Any = ..., responses: list[_AlterPartitionReassignmentsResponse__ReassignableTopicResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition:
+    partition_index: Any
+    start_offset: Any
+    def __init__(self, *, partition_index: Any = ..., start_offset: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestTopic:
+    AlterShareGroupOffsetsRequestPartition = _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition
+    topic_name: Any
+    partitions: list[_AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition]
+    def __init__(self, *, topic_name: Any = ..., partitions: list[_AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class AlterShareGroupOffsetsRequest:
+    AlterShareGroupOffsetsRequestPartition = _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestPartition
+    AlterShareGroupOffsetsRequestTopic = _AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestTopic
+    group_id: Any
+    topics: list[_AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: Any = ..., topics: list[_AlterShareGroupOffsetsRequest__AlterShareGroupOffsetsRequestTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition:
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, partition_index: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponseTopic:
+    AlterShareGroupOffsetsResponsePartition = _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition
+    topic_name: Any
+    topic_id: Any
+    partitions: list[_AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition]
+    def __init__(self, *, topic_name: Any = ..., topic_id: Any = ..., partitions: list[_AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class AlterShareGroupOffsetsResponse:
+    AlterShareGroupOffsetsResponsePartition = _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponsePartition
+    AlterShareGroupOffsetsResponseTopic = _AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponseTopic
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    responses: list[_AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., responses: list[_AlterShareGroupOffsetsResponse__AlterShareGroupOffsetsResponseTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class _AlterUserScramCredentialsRequest__ScramCredentialDeletion:
     name: Any
     mechanism: Any
@@ -692,6 +732,31 @@ class DeleteRecordsResponse:
     topics: list[_DeleteRecordsResponse__DeleteRecordsTopicResult]
     def __init__(self, *, throttle_time_ms: Any = ..., topics: list[_DeleteRecordsResponse__DeleteRecordsTopicResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _DeleteShareGroupOffsetsRequest__DeleteShareGroupOffsetsRequestTopic:
+    topic_name: Any
+    def __init__(self, *, topic_name: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DeleteShareGroupOffsetsRequest:
+    DeleteShareGroupOffsetsRequestTopic = _DeleteShareGroupOffsetsRequest__DeleteShareGroupOffsetsRequestTopic
+    group_id: Any
+    topics: list[_DeleteShareGroupOffsetsRequest__DeleteShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: Any = ..., topics: list[_DeleteShareGroupOffsetsRequest__DeleteShareGroupOffsetsRequestTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic:
+    topic_name: Any
+    topic_id: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, topic_name: Any = ..., topic_id: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DeleteShareGroupOffsetsResponse:
+    DeleteShareGroupOffsetsResponseTopic = _DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    responses: list[_DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., responses: list[_DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class _DeleteTopicsRequest__DeleteTopicState:
     name: Any
     topic_id: Any
@@ -980,6 +1045,55 @@ class DescribeProducersResponse:
     throttle_time_ms: Any
     topics: list[_DescribeProducersResponse__TopicResponse]
     def __init__(self, *, throttle_time_ms: Any = ..., topics: list[_DescribeProducersResponse__TopicResponse] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic:
+    topic_name: Any
+    partitions: Any
+    def __init__(self, *, topic_name: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestGroup:
+    DescribeShareGroupOffsetsRequestTopic = _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic
+    group_id: Any
+    topics: list[_DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: Any = ..., topics: list[_DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DescribeShareGroupOffsetsRequest:
+    DescribeShareGroupOffsetsRequestGroup = _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestGroup
+    DescribeShareGroupOffsetsRequestTopic = _DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestTopic
+    groups: list[_DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestGroup]
+    def __init__(self, *, groups: list[_DescribeShareGroupOffsetsRequest__DescribeShareGroupOffsetsRequestGroup] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition:
+    partition_index: Any
+    start_offset: Any
+    leader_epoch: Any
+    lag: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, partition_index: Any = ..., start_offset: Any = ..., leader_epoch: Any = ..., lag: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic:
+    DescribeShareGroupOffsetsResponsePartition = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition
+    topic_name: Any
+    topic_id: Any
+    partitions: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition]
+    def __init__(self, *, topic_name: Any = ..., topic_id: Any = ..., partitions: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseGroup:
+    DescribeShareGroupOffsetsResponseTopic = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic
+    group_id: Any
+    topics: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic]
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, group_id: Any = ..., topics: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic] = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DescribeShareGroupOffsetsResponse:
+    DescribeShareGroupOffsetsResponseGroup = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseGroup
+    DescribeShareGroupOffsetsResponsePartition = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponsePartition
+    DescribeShareGroupOffsetsResponseTopic = _DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseTopic
+    throttle_time_ms: Any
+    groups: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseGroup]
+    def __init__(self, *, throttle_time_ms: Any = ..., groups: list[_DescribeShareGroupOffsetsResponse__DescribeShareGroupOffsetsResponseGroup] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class _DescribeTopicPartitionsRequest__Cursor:
     topic_name: Any
@@ -1905,6 +2019,167 @@ class SaslHandshakeResponse:
     error_code: Any
     mechanisms: Any
     def __init__(self, *, error_code: Any = ..., mechanisms: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeRequest__AcknowledgementBatch:
+    first_offset: Any
+    last_offset: Any
+    acknowledge_types: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., acknowledge_types: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeRequest__AcknowledgePartition:
+    AcknowledgementBatch = _ShareAcknowledgeRequest__AcknowledgementBatch
+    partition_index: Any
+    acknowledgement_batches: list[_ShareAcknowledgeRequest__AcknowledgementBatch]
+    def __init__(self, *, partition_index: Any = ..., acknowledgement_batches: list[_ShareAcknowledgeRequest__AcknowledgementBatch] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeRequest__AcknowledgeTopic:
+    AcknowledgePartition = _ShareAcknowledgeRequest__AcknowledgePartition
+    topic_id: Any
+    partitions: list[_ShareAcknowledgeRequest__AcknowledgePartition]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ShareAcknowledgeRequest__AcknowledgePartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareAcknowledgeRequest:
+    AcknowledgePartition = _ShareAcknowledgeRequest__AcknowledgePartition
+    AcknowledgeTopic = _ShareAcknowledgeRequest__AcknowledgeTopic
+    AcknowledgementBatch = _ShareAcknowledgeRequest__AcknowledgementBatch
+    group_id: Any
+    member_id: Any
+    share_session_epoch: Any
+    is_renew_ack: Any
+    topics: list[_ShareAcknowledgeRequest__AcknowledgeTopic]
+    def __init__(self, *, group_id: Any = ..., member_id: Any = ..., share_session_epoch: Any = ..., is_renew_ack: Any = ..., topics: list[_ShareAcknowledgeRequest__AcknowledgeTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeResponse__LeaderIdAndEpoch:
+    leader_id: Any
+    leader_epoch: Any
+    def __init__(self, *, leader_id: Any = ..., leader_epoch: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeResponse__NodeEndpoint:
+    node_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    def __init__(self, *, node_id: Any = ..., host: Any = ..., port: Any = ..., rack: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeResponse__PartitionData:
+    LeaderIdAndEpoch = _ShareAcknowledgeResponse__LeaderIdAndEpoch
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    current_leader: _ShareAcknowledgeResponse__LeaderIdAndEpoch
+    def __init__(self, *, partition_index: Any = ..., error_code: Any = ..., error_message: Any = ..., current_leader: _ShareAcknowledgeResponse__LeaderIdAndEpoch = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareAcknowledgeResponse__ShareAcknowledgeTopicResponse:
+    PartitionData = _ShareAcknowledgeResponse__PartitionData
+    topic_id: Any
+    partitions: list[_ShareAcknowledgeResponse__PartitionData]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ShareAcknowledgeResponse__PartitionData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareAcknowledgeResponse:
+    LeaderIdAndEpoch = _ShareAcknowledgeResponse__LeaderIdAndEpoch
+    NodeEndpoint = _ShareAcknowledgeResponse__NodeEndpoint
+    PartitionData = _ShareAcknowledgeResponse__PartitionData
+    ShareAcknowledgeTopicResponse = _ShareAcknowledgeResponse__ShareAcknowledgeTopicResponse
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    acquisition_lock_timeout_ms: Any
+    responses: list[_ShareAcknowledgeResponse__ShareAcknowledgeTopicResponse]
+    node_endpoints: list[_ShareAcknowledgeResponse__NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., acquisition_lock_timeout_ms: Any = ..., responses: list[_ShareAcknowledgeResponse__ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[_ShareAcknowledgeResponse__NodeEndpoint] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchRequest__AcknowledgementBatch:
+    first_offset: Any
+    last_offset: Any
+    acknowledge_types: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., acknowledge_types: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchRequest__FetchPartition:
+    AcknowledgementBatch = _ShareFetchRequest__AcknowledgementBatch
+    partition_index: Any
+    acknowledgement_batches: list[_ShareFetchRequest__AcknowledgementBatch]
+    def __init__(self, *, partition_index: Any = ..., acknowledgement_batches: list[_ShareFetchRequest__AcknowledgementBatch] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchRequest__FetchTopic:
+    FetchPartition = _ShareFetchRequest__FetchPartition
+    topic_id: Any
+    partitions: list[_ShareFetchRequest__FetchPartition]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ShareFetchRequest__FetchPartition] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchRequest__ForgottenTopic:
+    topic_id: Any
+    partitions: Any
+    def __init__(self, *, topic_id: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareFetchRequest:
+    AcknowledgementBatch = _ShareFetchRequest__AcknowledgementBatch
+    FetchPartition = _ShareFetchRequest__FetchPartition
+    FetchTopic = _ShareFetchRequest__FetchTopic
+    ForgottenTopic = _ShareFetchRequest__ForgottenTopic
+    group_id: Any
+    member_id: Any
+    share_session_epoch: Any
+    max_wait_ms: Any
+    min_bytes: Any
+    max_bytes: Any
+    max_records: Any
+    batch_size: Any
+    share_acquire_mode: Any
+    is_renew_ack: Any
+    topics: list[_ShareFetchRequest__FetchTopic]
+    forgotten_topics_data: list[_ShareFetchRequest__ForgottenTopic]
+    def __init__(self, *, group_id: Any = ..., member_id: Any = ..., share_session_epoch: Any = ..., max_wait_ms: Any = ..., min_bytes: Any = ..., max_bytes: Any = ..., max_records: Any = ..., batch_size: Any = ..., share_acquire_mode: Any = ..., is_renew_ack: Any = ..., topics: list[_ShareFetchRequest__FetchTopic] = ..., forgotten_topics_data: list[_ShareFetchRequest__ForgottenTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__AcquiredRecords:
+    first_offset: Any
+    last_offset: Any
+    delivery_count: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., delivery_count: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__LeaderIdAndEpoch:
+    leader_id: Any
+    leader_epoch: Any
+    def __init__(self, *, leader_id: Any = ..., leader_epoch: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__NodeEndpoint:
+    node_id: Any
+    host: Any
+    port: Any
+    rack: Any
+    def __init__(self, *, node_id: Any = ..., host: Any = ..., port: Any = ..., rack: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__PartitionData:
+    LeaderIdAndEpoch = _ShareFetchResponse__LeaderIdAndEpoch
+    AcquiredRecords = _ShareFetchResponse__AcquiredRecords
+    partition_index: Any
+    error_code: Any
+    error_message: Any
+    acknowledge_error_code: Any
+    acknowledge_error_message: Any
+    current_leader: _ShareFetchResponse__LeaderIdAndEpoch
+    records: Any
+    acquired_records: list[_ShareFetchResponse__AcquiredRecords]
+    def __init__(self, *, partition_index: Any = ..., error_code: Any = ..., error_message: Any = ..., acknowledge_error_code: Any = ..., acknowledge_error_message: Any = ..., current_leader: _ShareFetchResponse__LeaderIdAndEpoch = ..., records: Any = ..., acquired_records: list[_ShareFetchResponse__AcquiredRecords] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ShareFetchResponse__ShareFetchableTopicResponse:
+    PartitionData = _ShareFetchResponse__PartitionData
+    topic_id: Any
+    partitions: list[_ShareFetchResponse__PartitionData]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ShareFetchResponse__PartitionData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ShareFetchResponse:
+    AcquiredRecords = _ShareFetchResponse__AcquiredRecords
+    LeaderIdAndEpoch = _ShareFetchResponse__LeaderIdAndEpoch
+    NodeEndpoint = _ShareFetchResponse__NodeEndpoint
+    PartitionData = _ShareFetchResponse__PartitionData
+    ShareFetchableTopicResponse = _ShareFetchResponse__ShareFetchableTopicResponse
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    acquisition_lock_timeout_ms: Any
+    responses: list[_ShareFetchResponse__ShareFetchableTopicResponse]
+    node_endpoints: list[_ShareFetchResponse__NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., acquisition_lock_timeout_ms: Any = ..., responses: list[_ShareFetchResponse__ShareFetchableTopicResponse] = ..., node_endpoints: list[_ShareFetchResponse__NodeEndpoint] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class ShareGroupCurrentMemberAssignmentKey:
     group_id: Any

@@ -40,6 +40,9 @@ SERVED_APIS = (
     "DescribeTransactions", "ListTransactions", "DescribeProducers", "WriteTxnMarkers",
     # share groups' group side (KIP-932, issue 28)
     "ShareGroupHeartbeat", "ShareGroupDescribe",
+    # share groups' data plane (KIP-932, issue 28)
+    "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
     # client telemetry (KIP-714) and client quotas (issue 29)
     "GetTelemetrySubscriptions", "PushTelemetry", "DescribeClientQuotas", "AlterClientQuotas",
 )

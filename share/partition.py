@@ -151,12 +151,26 @@ class SharePartition:
         """The record that starts a share-partition with no state: at the log start offset for
         share.auto.offset.reset=earliest, at the latest offset for latest (Kafka's default). Nothing if
         it has state. Replay it to apply it."""
-        if self.initialized:
-            return []
         if reset not in (EARLIEST, LATEST):
             raise ValueError(f"share.auto.offset.reset {reset!r}")
-        start = log_start_offset if reset == EARLIEST else latest_offset
-        return [r.encode(self.durable.initial_record(start, self.state_epoch, self.leader_epoch, now_ms))]
+        return self.initialize_at(log_start_offset if reset == EARLIEST else latest_offset, now_ms)
+
+    def initialize_at(self, start_offset: int, now_ms: int) -> list:
+        """The record that starts a share-partition with no state at `start_offset` (what a reset resolved
+        to: earliest, latest, or by_duration's first offset at or after a timestamp). Nothing if it has
+        state. Replay it to apply it."""
+        if self.initialized:
+            return []
+        return [r.encode(self.durable.initial_record(start_offset, self.state_epoch, self.leader_epoch, now_ms))]
+
+    def skip_to(self, offset: int, now_ms: int) -> list:
+        """The records that move the start offset up to `offset` because the log no longer starts below it
+        (retention or DeleteRecords took those records: Kafka's SharePartition moves its start offset to the
+        log start offset); what was in flight below it is dropped. Replay them to apply them."""
+        if not self.initialized or offset <= self.start_offset:
+            return []
+        complete = sum(1 for o, e in self._window.items() if o >= offset and e.state in TERMINAL)
+        return [r.encode(self.durable.record_for(offset, {}, complete, self.leader_epoch, now_ms))]
 
     # ---------------------------------------------------------------- reading
 
@@ -308,13 +322,15 @@ class SharePartition:
                    if e.state == ACQUIRED and e.member_id == member_id and e.transition is None}
         return self._transition(changes, lambda entry: max(entry.delivery_count - 1, 0), now_ms)
 
-    def expire_locks(self, now_ms: int) -> Outcome:
-        """Acquisition locks due by `now_ms` run out (SharePartition.releaseAcquisitionLockOnTimeout):
-        their offsets become AVAILABLE for redelivery, or ARCHIVED once their delivery count reached
+    def expire_locks(self, now_ms: int, due_by_ms: int | None = None) -> Outcome:
+        """Acquisition locks due by `now_ms` (or `due_by_ms`: the test kit's timer control, which runs
+        them out early) run out (SharePartition.releaseAcquisitionLockOnTimeout): their offsets become
+        AVAILABLE for redelivery, or ARCHIVED once their delivery count reached
         group.share.delivery.count.limit. The change is immediate (not a transition)."""
+        due = now_ms if due_by_ms is None else due_by_ms
         changed: dict[int, tuple[int, int]] = {}
         for offset, entry in self._window.items():
-            if entry.state == ACQUIRED and entry.transition is None and entry.deadline_ms <= now_ms:
+            if entry.state == ACQUIRED and entry.transition is None and entry.deadline_ms <= due:
                 entry.state = self._released_state(entry)
                 entry.member_id = entry.deadline_ms = None
                 changed[offset] = (entry.state, entry.delivery_count)

@@ -105,6 +105,12 @@ def _key(rtype: int, group_id: str, topic_id: uuid.UUID, partition: int) -> byte
                                                           partition=partition), rtype)
 
 
+def snapshot_key(group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
+    """The ShareSnapshot key of a share-partition: with a null value, the tombstone that deletes its state
+    (DeleteShareGroupState)."""
+    return _key(SHARE_SNAPSHOT, group_id, topic_id, partition)
+
+
 def record_type(key) -> int | None:
     """The share-state record type of a raw key, or None for anything else."""
     if len(key) < 2:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from kcoord.protocol import messages as m
 from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode
-from kcoord.tools import consumer_groups_cli
+from kcoord.tools import consumer_groups_cli, share_groups_cli
 from kcoord.tools.client_login import add_command_config, use_command_config
 from kcoord.tools.tool_run import run_tool
 
@@ -331,6 +331,9 @@ def run(args, out) -> None:
                 for group, _state, _type in groups:
                     out.write(group + "\n")
         elif args.command == "describe":
+            share_group = share_groups_cli.describe_share_group(client, args.group)
+            if share_group is not None:  # KIP-932: start offsets and lag, as kafka-share-groups.sh shows them
+                return share_groups_cli.print_describe(client, share_group, out, print_table)
             consumer_group = consumer_groups_cli.describe_consumer_group(client, args.group)
             state, rows = describe_rows(client, args.group, consumer_group)
             if consumer_group is not None:

@@ -8,7 +8,7 @@ Versions:
   v3: flexible encoding (KIP-482)
   v4: batched CoordinatorKeys, one result per key (KIP-699)
   v5: TRANSACTION_ABORTABLE may be returned (KIP-890); nothing changes for groups
-  v6: KeyType 2, share groups (KIP-932) — not served here: COORDINATOR_NOT_AVAILABLE
+  v6: KeyType 2, share-partitions (KIP-932): key "groupId:topicId:partition", this node's share coordinator
 Key type 1 (transaction): this node, once the transaction coordinator runs (kcoord.txn.runtime); a partition
 still loading is led here all the same (its requests answer COORDINATOR_LOAD_IN_PROGRESS).
 
@@ -26,6 +26,7 @@ then) and every other node answers the group's requests NOT_COORDINATOR.
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 from typing import TYPE_CHECKING
 
@@ -113,8 +114,24 @@ def _local(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return ErrorCode.NONE, None
     if key_type == SHARE_KEY and ctx.api_version >= 6:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "This broker has no coordinator for that key type."
+        return _share_key(ctx, key)
     return ErrorCode.INVALID_REQUEST, f"Unknown coordinator key type {key_type}."
+
+
+def _share_key(ctx, key: str) -> tuple[ErrorCode, str | None]:
+    """Key type 2 (KIP-932): a share-partition's "groupId:topicId:partition" (SharePartitionKey.validate:
+    INVALID_REQUEST when it does not parse); this node's share coordinator, single-node. In a cluster the
+    key's partition of __share_group_state would pick the node (coordinator_roles), not wired yet."""
+    group_id, topic_id, partition = (key.rsplit(":", 2) + ["", ""])[:3] if key.count(":") >= 2 else ("", "", "")
+    try:
+        valid = bool(group_id) and len(base64.urlsafe_b64decode(topic_id + "==")) == 16 and int(partition) >= 0
+    except ValueError:
+        valid = False
+    if not valid:
+        return ErrorCode.INVALID_REQUEST, f"Invalid coordinator key {key!r} for key type 2 (share)."
+    if not ctx.broker.share_partitions.coordinator.active:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
+    return ErrorCode.NONE, None
 
 
 @api(key=10, name="FindCoordinator", min_version=0, max_version=6)

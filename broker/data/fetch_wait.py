@@ -3,6 +3,8 @@
 A Fetch that has fewer than min_bytes waits until the high watermark of one of its partitions moves,
 the max_wait_ms deadline passes, or the broker shuts down; then it reads again. kcoord.broker.data.visibility
 calls `notify` once new batches are readable (after their fsync when appends are fsynced).
+Waiters wake in the order they started waiting (as Kafka's purgatory tries delayed operations in the
+order they were watched): share fetches of several consumers take turns at new records this way.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ TopicPartition = tuple[str, int]
 
 class FetchWaiters:
     def __init__(self) -> None:
-        self._waiting: dict[TopicPartition, set[asyncio.Future]] = defaultdict(set)
+        # insertion-ordered: futures are woken first come, first served
+        self._waiting: dict[TopicPartition, dict[asyncio.Future, None]] = defaultdict(dict)
         self._closed = False
 
     def notify(self, tp: TopicPartition) -> None:
@@ -39,7 +42,7 @@ class FetchWaiters:
         fut = asyncio.get_running_loop().create_future()
         tps = list(partitions)
         for tp in tps:
-            self._waiting[tp].add(fut)
+            self._waiting[tp][fut] = None
         try:
             await asyncio.wait_for(fut, timeout_s)
             return not self._closed
@@ -49,6 +52,6 @@ class FetchWaiters:
             for tp in tps:
                 waiters = self._waiting.get(tp)
                 if waiters is not None:
-                    waiters.discard(fut)
+                    waiters.pop(fut, None)
                     if not waiters:
                         del self._waiting[tp]

@@ -512,6 +512,87 @@ def share_group_describe(c, v, env):
     return resp
 
 
+def share_fetch(c, v, env, member: str | None = None):
+    """A new share session (epoch 0) on TOPIC's partition 0: the full response lists the partition, with
+    the group's acquisition lock duration (SharePartitionManager.newContext, KafkaApis.handleShareFetchRequest).
+    The share-partition starts at the latest offset (share.auto.offset.reset's default), so nothing is
+    acquired."""
+    R = m.ShareFetchRequest
+    body = dict(group_id=f"sf-v{v}", member_id=member or f"share-fetcher-{v}", share_session_epoch=0, max_wait_ms=0,
+                min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10, forgotten_topics_data=[],
+                topics=[R.FetchTopic(topic_id=env["topic_id"], partitions=[
+                    R.FetchTopic.FetchPartition(partition_index=0, acknowledgement_batches=[])])])
+    if v >= 2:
+        body.update(share_acquire_mode=0, is_renew_ack=False)
+    resp = call(c, 78, v, R(**body))
+    assert resp.acquisition_lock_timeout_ms == 30000
+    assert [(t.topic_id, [p.partition_index for p in t.partitions]) for t in resp.responses] == [(env["topic_id"], [0])]
+    return resp
+
+
+def share_acknowledge(c, v, env):
+    """An acknowledgement with nothing to acknowledge in an open session (epoch 1): NONE for the partition
+    (SharePartitionManager.acknowledgeSessionUpdate, SharePartition.acknowledge)."""
+    share_fetch(c, 1, env, member=f"share-acker-{v}")
+    R = m.ShareAcknowledgeRequest
+    body = dict(group_id="sf-v1", member_id=f"share-acker-{v}", share_session_epoch=1,
+                topics=[R.AcknowledgeTopic(topic_id=env["topic_id"], partitions=[
+                    R.AcknowledgeTopic.AcknowledgePartition(partition_index=0, acknowledgement_batches=[])])])
+    if v >= 2:
+        body["is_renew_ack"] = False
+    resp = call(c, 79, v, R(**body))
+    assert [p.partition_index for t in resp.responses for p in t.partitions] == [0]
+    return resp
+
+
+def describe_share_group_offsets(c, v, env):
+    """A share group with a share-partition initialized by a ShareFetch: its start offset (the latest
+    offset, share.auto.offset.reset's default) and from v1 its lag, 0
+    (GroupCoordinatorService.describeShareGroupOffsets)."""
+    group = f"sgo-v{v}"
+    share_group_heartbeat(c, 1, env, group=group)
+    R = m.ShareFetchRequest
+    call(c, 78, 1, R(group_id=group, member_id="share-member-1", share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+                     max_bytes=1 << 20, max_records=10, batch_size=10, forgotten_topics_data=[],
+                     topics=[R.FetchTopic(topic_id=env["topic_id"], partitions=[
+                         R.FetchTopic.FetchPartition(partition_index=0, acknowledgement_batches=[])])]))
+    D = m.DescribeShareGroupOffsetsRequest
+    resp = call(c, 90, v, D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]))
+    ((topic,),) = [g.topics for g in resp.groups]
+    ((p,),) = [topic.partitions]
+    assert (topic.topic_name, p.partition_index, p.start_offset >= 1, p.lag) == (TOPIC, 0, True, 0 if v >= 1 else -1)
+    return resp
+
+
+def empty_share_group(c, group: str, env) -> None:
+    """A share group whose only member joined and left (GroupMetadataManager.shareGroupHeartbeat, epoch -1)."""
+    share_group_heartbeat(c, 1, env, group=group)
+    resp = call(c, 76, 1, m.ShareGroupHeartbeatRequest(group_id=group, member_id="share-member-1", member_epoch=-1,
+                                                       rack_id=None, subscribed_topic_names=None))
+    assert resp.error_code == ErrorCode.NONE
+
+
+def alter_share_group_offsets(c, v, env):
+    """An empty share group's share-partition reset to offset 0 (GroupCoordinatorService.alterShareGroupOffsets)."""
+    group = f"asgo-v{v}"
+    empty_share_group(c, group, env)
+    A = m.AlterShareGroupOffsetsRequest
+    resp = call(c, 91, v, A(group_id=group, topics=[A.AlterShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=[
+        A.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]))
+    assert [(r.topic_name, r.topic_id) for r in resp.responses] == [(TOPIC, env["topic_id"])]
+    return resp
+
+
+def delete_share_group_offsets(c, v, env):
+    """An empty share group's state for TOPIC deleted (GroupCoordinatorService.deleteShareGroupOffsets)."""
+    group = f"dsgo-v{v}"
+    empty_share_group(c, group, env)
+    D = m.DeleteShareGroupOffsetsRequest
+    resp = call(c, 92, v, D(group_id=group, topics=[D.DeleteShareGroupOffsetsRequestTopic(topic_name=TOPIC)]))
+    assert [(r.topic_name, r.topic_id) for r in resp.responses] == [(TOPIC, env["topic_id"])]
+    return resp
+
+
 def consumer_group_describe(c, v, env):
     """A consumer group of one member: epochs 1/1, its assignment and target by topic id and name
     (GroupMetadataManager.consumerGroupDescribe, ConsumerGroup.asDescribedGroup)."""
@@ -591,8 +672,9 @@ SCENARIOS: dict[int, Callable] = {
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
     43: elect_leaders, 45: alter_partition_reassignments, 46: list_partition_reassignments, 75: describe_topic_partitions,
     47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
-    76: share_group_heartbeat, 77: share_group_describe, 71: get_telemetry_subscriptions, 72: push_telemetry,
-    48: describe_client_quotas, 49: alter_client_quotas,
+    76: share_group_heartbeat, 77: share_group_describe, 78: share_fetch, 79: share_acknowledge,
+    90: describe_share_group_offsets, 91: alter_share_group_offsets, 92: delete_share_group_offsets,
+    71: get_telemetry_subscriptions, 72: push_telemetry, 48: describe_client_quotas, 49: alter_client_quotas,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,

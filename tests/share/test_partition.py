@@ -285,3 +285,24 @@ def test_initialize_latest_and_earliest():
     assert (latest.start_offset, latest.end_offset, latest.next_fetch_offset()) == (40, 40, 40)
     assert latest.initialize("earliest", 3, 40, 6) == []
     assert Ctx(start=3).sp.start_offset == 3
+
+
+def test_skip_to_the_log_start_drops_what_is_below():
+    """The log's start moved past the share-partition's start (retention, DeleteRecords): the start offset
+    follows it, what was in flight below goes, and a reload agrees (SharePartition's start offset reset)."""
+    import uuid as _uuid
+
+    from kcoord.share.partition import ACCEPT, ACQUIRED, SharePartition
+
+    sp = SharePartition("g", _uuid.UUID(int=3), 0)
+    for record in sp.initialize("earliest", 0, 10, now_ms=0):
+        sp.replay(record)
+    assert sp.acquire("m", [(0, 9)], 100, now_ms=1).count == 10
+    for record in sp.acknowledge("m", [(0, 1, [ACCEPT])], now_ms=2).records:
+        sp.replay(record)
+    records = sp.skip_to(6, now_ms=3)
+    assert sp.skip_to(1, now_ms=3) == []  # never backwards
+    for record in records:
+        sp.replay(record)
+    assert (sp.start_offset, sorted(sp.in_flight())) == (6, [6, 7, 8, 9])
+    assert sp.state_of(6)[:3] == (ACQUIRED, 1, "m")
