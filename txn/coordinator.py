@@ -9,8 +9,9 @@ are then written to every partition of the transaction (data partitions and `__c
 only after that CompleteCommit/CompleteAbort -- so a crash in between completes the transaction when the
 partition is loaded again (`on_loaded`), never half of it.
 
-Injected: `append(partition, key, value) -> ErrorCode` (awaits durability), `write_markers(producer_id,
-epoch, commit, partitions)` (awaits every marker durable, retrying itself), `allocate_producer_id()`,
+Injected: `append(partition, key, value) -> ErrorCode` (awaits durability; in a cluster, the ISR),
+`write_markers(producer_id, epoch, commit, partitions, coordinator_epoch)` (awaits every marker durable,
+retrying itself; the coordinator epoch is the id's partition's, which each partition leader checks), `allocate_producer_id()`,
 `clock.now_ms()`, `spawn(coroutine, key)` for work that outlives the request (keyed by transactional id
 for the markers), `sleep(seconds)`.
 """
@@ -39,9 +40,15 @@ log = logging.getLogger("kcoord.txn")
 RETRY_BACKOFF_S = 0.5
 
 
+class CoordinatorFenced(Exception):
+    """Raised by `write_markers`: a partition leader has seen markers of this producer from a newer
+    coordinator epoch, so this coordinator stops completing the transaction (the marker channel's
+    abortSending in Kafka); the newer coordinator completes it."""
+
+
 class TransactionCoordinator:
     def __init__(self, state: TransactionStateManager, *, append: Callable[[int, bytes, bytes], Awaitable[ErrorCode]],
-                 write_markers: Callable[[int, int, bool, set], Awaitable[None]],
+                 write_markers: Callable[[int, int, bool, set, int], Awaitable[None]],
                  allocate_producer_id: Callable[[], int], clock, spawn: Callable[..., None],
                  sleep: Callable[[float], Awaitable[None]]) -> None:
         self.state = state
@@ -208,10 +215,16 @@ class TransactionCoordinator:
                         partitions: set) -> None:
         """Markers to every partition, then CompleteCommit/CompleteAbort (retried until written or the
         partition is gone: a load finishes what is left)."""
+        coordinator_epoch = self.state.coordinator_epoch(self.state.partition_for(transactional_id))
+        if coordinator_epoch is None:
+            return  # the partition was unloaded meanwhile: its next coordinator completes the transaction
         while partitions:
             try:
-                await self._write_markers(producer_id, epoch, commit, partitions)
+                await self._write_markers(producer_id, epoch, commit, partitions, coordinator_epoch)
                 break
+            except CoordinatorFenced as exc:
+                log.warning("giving up the markers of %s: %s", transactional_id, exc)
+                return
             except Exception:  # never give up on markers: the transaction would stay prepared
                 log.exception("writing the markers of %s failed; retrying", transactional_id)
                 await self._sleep(RETRY_BACKOFF_S)

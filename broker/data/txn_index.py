@@ -69,6 +69,11 @@ class TxnIndex:
             txns.aborted = [a for a in txns.aborted if a[2] >= plog.log_start_offset]
         return [(pid, first) for pid, first, last in txns.aborted if last >= start and first < end]
 
+    def forget_partition(self, tp: TopicPartition) -> None:
+        """Drop `tp`'s index; the next look rebuilds it from the log (cluster mode: a follower's fetcher
+        appends and truncates without telling it, so a new leader starts over)."""
+        self._partitions.pop(tp, None)
+
     def forget_topic(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:
             del self._partitions[tp]
