@@ -36,7 +36,7 @@ ISR's high watermark, its current_leader_epoch checked against the leader's.
 from __future__ import annotations
 
 from kcoord.broker.context import RequestContext
-from kcoord.broker.data.fetch_read import PartitionFetch, read_when_ready
+from kcoord.broker.data.fetch_read import PartitionFetch, read_when_ready, replica_id_of
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -54,7 +54,7 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
             return m.FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
     broker = ctx.broker
     replication = broker.visibility.replication
-    if replication is not None and _replica_id(request, v) >= 0:
+    if replication is not None and replica_id_of(request, v) >= 0:
         return await replication.serve_replica_fetch(request, v)
     topics = [(_topic_name(broker, t, v), t) for t in request.topics]
     wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
@@ -77,13 +77,6 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
         responses.append(FT(topic=name or "", topic_id=t.topic_id, partitions=partitions) if v >= 13
                          else FT(topic=name, partitions=partitions))
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
-
-
-def _replica_id(request: m.FetchRequest, v: int) -> int:
-    """From v15 a tagged ReplicaState, absent (None) in a consumer's fetch (librdkafka sends v15+)."""
-    if v < 15:
-        return request.replica_id
-    return -1 if request.replica_state is None else request.replica_state.replica_id
 
 
 def _diverging(r):
