@@ -11,9 +11,10 @@ partition is loaded again (`on_loaded`), never half of it.
 
 Injected: `append(partition, key, value) -> ErrorCode` (awaits durability; in a cluster, the ISR),
 `write_markers(producer_id, epoch, commit, partitions, coordinator_epoch)` (awaits every marker durable,
-retrying itself; the coordinator epoch is the id's partition's, which each partition leader checks), `allocate_producer_id()`,
-`clock.now_ms()`, `spawn(coroutine, key)` for work that outlives the request (keyed by transactional id
-for the markers), `sleep(seconds)`.
+retrying itself; the coordinator epoch is the id's partition's, which each partition leader checks),
+`allocate_producer_id()` (a new id, or the error InitProducerId answers when none can be given now, as
+RPCProducerIdManager's COORDINATOR_LOAD_IN_PROGRESS), `clock.now_ms()`, `spawn(coroutine, key)` for work
+that outlives the request (keyed by transactional id for the markers), `sleep(seconds)`.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class CoordinatorFenced(Exception):
 class TransactionCoordinator:
     def __init__(self, state: TransactionStateManager, *, append: Callable[[int, bytes, bytes], Awaitable[ErrorCode]],
                  write_markers: Callable[[int, int, bool, set, int], Awaitable[None]],
-                 allocate_producer_id: Callable[[], int], clock, spawn: Callable[..., None],
+                 allocate_producer_id: Callable[[], int | ErrorCode], clock, spawn: Callable[..., None],
                  sleep: Callable[[float], Awaitable[None]]) -> None:
         self.state = state
         self._append_record = append
@@ -103,8 +104,11 @@ class TransactionCoordinator:
         if isinstance(md, ErrorCode):
             return md, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if md is None:
+            producer_id = self._allocate()
+            if isinstance(producer_id, ErrorCode):  # no id to give now (a cluster node without a block yet)
+                return producer_id, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             md = self.state.put_if_absent(TransactionMetadata(
-                transactional_id, self._allocate(), timeout_ms=timeout_ms, last_update_ms=self.clock.now_ms()))
+                transactional_id, producer_id, timeout_ms=timeout_ms, last_update_ms=self.clock.now_ms()))
         result = self._prepare_init(md, timeout_ms, expected)
         if isinstance(result, ErrorCode):
             return result, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
@@ -132,7 +136,10 @@ class TransactionCoordinator:
                 return E.CONCURRENT_TRANSACTIONS
             case S.EMPTY | S.COMPLETE_COMMIT | S.COMPLETE_ABORT:
                 if md.is_epoch_exhausted() and (expected is None or expected[1] == md.producer_epoch):
-                    return md.prepare_producer_id_rotation(self._allocate(), timeout_ms, now, expected is not None)
+                    producer_id = self._allocate()
+                    if isinstance(producer_id, ErrorCode):
+                        return producer_id
+                    return md.prepare_producer_id_rotation(producer_id, timeout_ms, now, expected is not None)
                 transit = md.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1], now)
                 return E.PRODUCER_FENCED if isinstance(transit, str) else transit
             case S.ONGOING:

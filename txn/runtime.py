@@ -60,7 +60,7 @@ class TransactionRuntime:
     """`broker.transactions`: the coordinator, its loading and its background work."""
 
     def __init__(self, config: TxnConfig, log_for: Callable[[int], Any], write_markers,
-                 allocate_producer_id: Callable[[], int],
+                 allocate_producer_id: Callable[[], int | ErrorCode],
                  existing_log: Callable[[int], Any] | None = None, *, follow_leadership: bool = False,
                  replication: Callable[[], TxnLogReplication | None] = lambda: None) -> None:
         self.config = config

@@ -42,6 +42,14 @@ from tests.broker.transactions.test_exactly_once_confluent import (  # noqa: E40
     _read_all,
     _wait_group_caught_up,
 )
+from tests.broker.transactions.txnwire import (  # noqa: E402
+    add_offsets,
+    add_partitions,
+    end_txn,
+    init_pid,
+    init_until_ready,
+)
+from tests.support.raw_kafka import RawKafka  # noqa: E402
 
 OVERRIDES = {"transaction.state.log.num.partitions": "5"}
 pytestmark = [pytest.mark.slow, pytest.mark.kcoord_cluster(nodes=3, session_timeout_ms=2000, overrides=OVERRIDES)]
@@ -139,6 +147,7 @@ def _txn_id_away_from(cluster, node_id: int) -> tuple[str, int]:
 
 
 def _check_exactly_once(cluster, loop: Loop) -> None:
+    print(f"worker incarnations replaced: {len(loop.exits)} (exit statuses {loop.exits})")
     ends = _wait_group_caught_up(cluster.bootstrap_servers, GROUP, "in")
     assert sum(ends) == INPUTS
     committed = _read_all(cluster.bootstrap_servers, "out", "read_committed", INPUTS)
@@ -223,3 +232,36 @@ def test_a_marker_of_an_older_coordinator_epoch_is_refused(kafka_cluster):
             assert time.monotonic() < deadline, error
             time.sleep(0.2)
         assert error == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+
+
+def test_the_transaction_apis_answer_not_coordinator_off_the_coordinator(kafka_cluster):
+    """Kafka's front door for a transactional id on a broker that does not lead its `__transaction_state`
+    partition (TransactionStateManager.getTransactionState -> NOT_COORDINATOR, which
+    TransactionCoordinator's handlers and KafkaApis answer as is): InitProducerId, AddPartitionsToTxn,
+    AddOffsetsToTxn, EndTxn and DescribeTransactions; ListTransactions lists only the ids of partitions
+    the broker leads. On the coordinator the same id is served."""
+    cluster = kafka_cluster
+    _create(cluster, "front", [[1, 2, 3]])
+    txn_id = "front-door"
+    coordinator = cluster.txn_coordinator_of(txn_id)
+    with RawKafka(cluster.nodes[coordinator].port) as raw:
+        error, pid, epoch = init_until_ready(raw, txn_id)
+        assert error == ErrorCode.NONE
+    for node_id in (n for n in cluster.nodes if n != coordinator):
+        with RawKafka(cluster.nodes[node_id].port) as raw:
+            assert init_pid(raw, txn_id)[0] == ErrorCode.NOT_COORDINATOR
+            assert add_partitions(raw, txn_id, pid, epoch, [("front", 0)]) == {("front", 0): ErrorCode.NOT_COORDINATOR}
+            assert add_offsets(raw, txn_id, pid, epoch, "g") == ErrorCode.NOT_COORDINATOR
+            assert end_txn(raw, txn_id, pid, epoch, True) == ErrorCode.NOT_COORDINATOR
+            described = raw.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=[txn_id]))
+            assert described.transaction_states[0].error_code == ErrorCode.NOT_COORDINATOR
+            listed = raw.request(66, 1, m.ListTransactionsRequest(state_filters=[], producer_id_filters=[],
+                                                                  duration_filter=-1))
+            assert txn_id not in {t.transactional_id for t in listed.transaction_states}
+    with RawKafka(cluster.nodes[coordinator].port) as raw:
+        assert add_partitions(raw, txn_id, pid, epoch, [("front", 0)]) == {("front", 0): ErrorCode.NONE}
+        described = raw.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=[txn_id]))
+        assert described.transaction_states[0].transaction_state == "Ongoing"
+        listed = raw.request(66, 1, m.ListTransactionsRequest(state_filters=[], producer_id_filters=[],
+                                                              duration_filter=-1))
+        assert txn_id in {t.transactional_id for t in listed.transaction_states}
