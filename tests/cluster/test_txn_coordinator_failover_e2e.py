@@ -169,8 +169,11 @@ def test_sigkill_of_the_transaction_coordinator_node_exactly_once(kafka_cluster)
     loop = Loop(cluster.bootstrap_servers, txn_id).start()
     try:
         loop.wait_committed(1_000)
+        at_kill, killed = loop.committed, time.monotonic()
         cluster.kill(coordinator)
         cluster.txn_coordinator_of(txn_id, not_on=coordinator)  # the partition failed over
+        loop.wait_committed(at_kill + 1)
+        print(f"first commit {time.monotonic() - killed:.2f} s after the SIGKILL of the coordinator's node")
         loop.wait_committed(INPUTS, timeout=240)
         _check_exactly_once(cluster, loop)
     finally:
