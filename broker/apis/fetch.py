@@ -72,7 +72,9 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
             partitions.append(PD(partition_index=p.partition, error_code=r.error, high_watermark=r.high_watermark,
                                  last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
                                  aborted_transactions=_aborted(r) if ok else None, preferred_read_replica=-1,
-                                 records=r.records, diverging_epoch=_diverging(r)))
+                                 # never null: librdkafka fails the whole response on a null record set
+                                 # (Kafka answers an errored partition with MemoryRecords.EMPTY)
+                                 records=b"" if r.records is None else r.records, diverging_epoch=_diverging(r)))
             _count(broker, name, r)
         responses.append(FT(topic=name or "", topic_id=t.topic_id, partitions=partitions) if v >= 13
                          else FT(topic=name, partitions=partitions))

@@ -8,6 +8,8 @@ partition, chosen here on another node than the group's coordinator (the group s
 group work). Nemeses, one per test:
 - SIGKILL of the transaction coordinator's node mid-run: a new leader of the partition loads it
   (TransactionCoordinator.onElection), completes what was prepared, and the loop carries on with it;
+- SIGSTOP of the coordinator's node past its lease, then SIGCONT: it resigns and acknowledges nothing
+  more for the id, whose new coordinator carries on;
 - SIGKILL of the leader of an output partition (neither coordinator): the markers of the transactions in
   flight reach the partition's new leader (TransactionMarkerChannelManager retrying on
   NOT_LEADER_OR_FOLLOWER with fresh metadata).
@@ -174,6 +176,33 @@ def test_sigkill_of_the_transaction_coordinator_node_exactly_once(kafka_cluster)
         cluster.txn_coordinator_of(txn_id, not_on=coordinator)  # the partition failed over
         loop.wait_committed(at_kill + 1)
         print(f"first commit {time.monotonic() - killed:.2f} s after the SIGKILL of the coordinator's node")
+        loop.wait_committed(INPUTS, timeout=240)
+        _check_exactly_once(cluster, loop)
+    finally:
+        loop.stop()
+
+
+@pytest.mark.timeout(400)
+def test_the_transaction_coordinator_paused_past_its_lease_then_resumed_exactly_once(kafka_cluster):
+    """Nemesis: SIGSTOP of the transaction coordinator's node until its partition has another leader, then
+    SIGCONT: the old coordinator comes back having lost its lease, resigns everything at once
+    (CoordinatorRoles.resign_all) and can no longer complete a write (its pending appends wait for an ISR
+    that moved on). Checker: _check_exactly_once; the id stays coordinated elsewhere meanwhile."""
+    cluster = kafka_cluster
+    _setup(cluster)
+    group_node = _group_coordinator(cluster, GROUP)
+    txn_id, coordinator = _txn_id_away_from(cluster, group_node)
+    loop = Loop(cluster.bootstrap_servers, txn_id).start()
+    try:
+        loop.wait_committed(1_000)
+        at_pause = loop.committed
+        cluster.pause(coordinator)
+        try:
+            cluster.txn_coordinator_of(txn_id, not_on=coordinator, via=group_node)
+        finally:
+            cluster.resume(coordinator)  # now a node without a lease: it resigns on its next step
+        loop.wait_committed(at_pause + 1)
+        assert cluster.txn_coordinator_of(txn_id) != coordinator
         loop.wait_committed(INPUTS, timeout=240)
         _check_exactly_once(cluster, loop)
     finally:
