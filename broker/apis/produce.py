@@ -56,7 +56,7 @@ async def handle(ctx: RequestContext, request: m.ProduceRequest):
     replication = broker.visibility.replication
     verified = None
     if broker.txn_verifier is not None and request.transactional_id is not None and not refused:
-        verified = await _verify_elsewhere(broker.txn_verifier, request)
+        verified = await _verify_elsewhere(broker, broker.txn_verifier, request, by_id)
     append = append_partition if replication is None else _leader_append(replication, acks, verified)
     results: list[tuple[object, list[tuple[int, Appended]]]] = []
     for topic_data in request.topic_data:
@@ -114,17 +114,18 @@ async def _wait_for_isr(replication: ReplicaManager, results, lost: set[int], ti
             a.error = error
 
 
-async def _verify_elsewhere(verifier: TxnVerifier, request: m.ProduceRequest) -> dict | None:
+async def _verify_elsewhere(broker, verifier: TxnVerifier, request: m.ProduceRequest, by_id: bool) -> dict | None:
     """Cluster mode, KIP-890: the transactional batches' partitions verified by the transaction coordinator
     when it is another node (AddPartitionsToTxnManager), in one request; None when it is this node or no
     batch is transactional (append_partition then asks the coordinator in-process)."""
     producer, partitions = None, []
     for topic_data in request.topic_data:
+        name = _topic_name(broker, topic_data.topic_id) if by_id else topic_data.name
         for p in topic_data.partition_data:
             header = first_batch_header(p.records)
-            if header is not None and header.is_transactional and topic_data.name:
+            if header is not None and header.is_transactional and name:
                 producer = producer or (header.producer_id, header.producer_epoch)
-                partitions.append((topic_data.name, p.index))
+                partitions.append((name, p.index))
     if producer is None:
         return None
     return await verifier.verify(request.transactional_id, producer[0], producer[1], partitions)

@@ -297,3 +297,42 @@ def test_the_transaction_apis_answer_not_coordinator_off_the_coordinator(kafka_c
         listed = raw.request(66, 1, m.ListTransactionsRequest(state_filters=[], producer_id_filters=[],
                                                               duration_filter=-1))
         assert txn_id in {t.transactional_id for t in listed.transaction_states}
+
+
+def _produce_v13(raw, txn_id: str, topic_id, pid: int, epoch: int, partition: int, sequence: int) -> ErrorCode:
+    from kcoord.protocol.records import build_batch
+
+    batch = build_batch([(None, b"x")], producer_id=pid, producer_epoch=epoch, base_sequence=sequence,
+                        transactional=True)
+    R = m.ProduceRequest
+    response = raw.request(0, 13, R(transactional_id=txn_id, acks=-1, timeout_ms=10000, topic_data=[
+        R.TopicProduceData(topic_id=topic_id, partition_data=[R.TopicProduceData.PartitionProduceData(
+            index=partition, records=batch)])]))
+    return ErrorCode(response.responses[0].partition_responses[0].error_code)
+
+
+def test_a_transactional_produce_is_verified_by_the_coordinator_on_another_node(kafka_cluster):
+    """KIP-890 verification across nodes (ReplicaManager.appendRecords ->
+    AddPartitionsToTxnManager.verifyTransaction, core/src/main/scala/kafka/server/): a partition leader
+    that is not the transactional id's coordinator asks the coordinator's node (AddPartitionsToTxn v4,
+    verify_only) and takes a transactional batch only for a partition in the ongoing transaction; one that
+    is not in it is refused INVALID_TXN_STATE. Produce by topic name (v9) and by topic id (v13)."""
+    from tests.broker.transactions.txnwire import produce_txn
+
+    cluster = kafka_cluster
+    txn_id = "verified"
+    coordinator = cluster.txn_coordinator_of(txn_id)
+    other, third = (n for n in (1, 2, 3) if n != coordinator)
+    _create(cluster, "verified", [[other, coordinator, third], [other, third, coordinator]])
+    assert cluster.leader_of("verified", 0) == other and cluster.leader_of("verified", 1) == other
+    with RawKafka(cluster.nodes[coordinator].port) as raw:
+        _, pid, epoch = init_until_ready(raw, txn_id)
+        assert add_partitions(raw, txn_id, pid, epoch, [("verified", 0)]) == {("verified", 0): ErrorCode.NONE}
+    topic_id = next(t.topic_id for t in cluster.metadata(topics=["verified"]).topics)
+    with RawKafka(cluster.nodes[other].port) as raw:
+        assert produce_txn(raw, txn_id, pid, epoch, "verified", 0, [b"a", b"b"]) == ErrorCode.NONE
+        assert _produce_v13(raw, txn_id, topic_id, pid, epoch, 0, 2) == ErrorCode.NONE
+        assert produce_txn(raw, txn_id, pid, epoch, "verified", 1, [b"c"]) == ErrorCode.INVALID_TXN_STATE
+        assert _produce_v13(raw, txn_id, topic_id, pid, epoch, 1, 0) == ErrorCode.INVALID_TXN_STATE
+        assert produce_txn(raw, txn_id, pid, epoch + 1, "verified", 0, [b"d"], sequence=3) == \
+            ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED from the coordinator, as the produce maps it
