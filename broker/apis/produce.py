@@ -117,7 +117,9 @@ async def _wait_for_isr(replication: ReplicaManager, results, lost: set[int], ti
 async def _verify_elsewhere(broker, verifier: TxnVerifier, request: m.ProduceRequest, by_id: bool) -> dict | None:
     """Cluster mode, KIP-890: the transactional batches' partitions verified by the transaction coordinator
     when it is another node (AddPartitionsToTxnManager), in one request; None when it is this node or no
-    batch is transactional (append_partition then asks the coordinator in-process)."""
+    batch is transactional (append_partition then asks the coordinator in-process). A partition that got a
+    marker of the producer while the answer travelled is refused INVALID_TXN_STATE: the transaction that
+    was verified is over (UnifiedLog's VerificationGuard, cleared by the marker)."""
     producer, partitions = None, []
     for topic_data in request.topic_data:
         name = _topic_name(broker, topic_data.topic_id) if by_id else topic_data.name
@@ -128,7 +130,14 @@ async def _verify_elsewhere(broker, verifier: TxnVerifier, request: m.ProduceReq
                 partitions.append((name, p.index))
     if producer is None:
         return None
-    return await verifier.verify(request.transactional_id, producer[0], producer[1], partitions)
+    ends = {tp: plog.log_end_offset for tp in partitions if (plog := broker.topics.log(*tp)) is not None}
+    verified = await verifier.verify(request.transactional_id, producer[0], producer[1], partitions)
+    if verified is not None:
+        for tp, end in ends.items():
+            plog = broker.topics.log(*tp)
+            if plog is not None and broker.txn_index.state(plog).ended_since(producer[0], end):
+                verified[tp] = ErrorCode.INVALID_TXN_STATE
+    return verified
 
 
 def first_batch_header(records) -> BatchHeader | None:

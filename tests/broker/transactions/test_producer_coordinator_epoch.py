@@ -23,3 +23,25 @@ def test_coordinator_epochs_are_rebuilt_from_the_markers_in_the_log(tmp_path):
     assert rebuilt.coordinator_epoch_of(TP, plog, 9) == -1  # no marker: nothing to refuse against
     rebuilt.on_marker(TP, plog, 8, 3, 6)
     assert rebuilt.coordinator_epoch_of(TP, plog, 8) == 6
+
+
+def test_a_marker_after_a_verification_started_ends_what_was_verified(tmp_path):
+    """The VerificationGuard kcoord keeps for a verification asked of another node (UnifiedLog.
+    maybeStartTransactionVerification / the marker clearing it): a marker of the producer at or after the
+    log end seen when the verification started means the verified transaction is over; markers of other
+    producers, or earlier ones, do not. Rebuilt from the log like the rest of the index."""
+    from kcoord.broker.data.txn_index import TxnIndex
+
+    logs = LogManager(str(tmp_path))
+    plog = logs.get_or_create(*TP)
+    plog.append(bytearray(end_txn_marker_batch(7, 0, True, 0)))  # offset 0
+    started_at = plog.log_end_offset
+    index = TxnIndex()
+    assert not index.state(plog).ended_since(7, started_at)
+    info = plog.append(bytearray(end_txn_marker_batch(8, 0, False, 0)))
+    index.state(plog).end(8, False, info.base_offset)
+    assert not index.state(plog).ended_since(7, started_at)
+    info = plog.append(bytearray(end_txn_marker_batch(7, 0, False, 0)))
+    index.state(plog).end(7, False, info.base_offset)
+    assert index.state(plog).ended_since(7, started_at)
+    assert TxnIndex().state(plog).ended_since(7, started_at)  # a new leader's scan sees it too
