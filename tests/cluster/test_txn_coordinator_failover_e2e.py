@@ -26,6 +26,8 @@ storage/internals/log/ProducerAppendInfo.java, checkCoordinatorEpoch -> Transact
 from __future__ import annotations
 
 import collections
+import contextlib
+import dataclasses
 import os
 import subprocess
 import sys
@@ -160,26 +162,43 @@ def _check_exactly_once(cluster, loop: Loop) -> None:
     assert max(counts.values()) == 1, [v for v, c in counts.items() if c > 1][:10]
 
 
-@pytest.mark.timeout(400)
-def test_sigkill_of_the_transaction_coordinator_node_exactly_once(kafka_cluster):
-    """Nemesis: SIGKILL of the node leading the transactional id's `__transaction_state` partition, once the
-    loop has committed 1,000 inputs. Checker: _check_exactly_once; the id is then coordinated elsewhere."""
-    cluster = kafka_cluster
+@dataclasses.dataclass
+class Run:
+    loop: Loop
+    txn_id: str
+    coordinator: int  # the transactional id's coordinator when the loop started
+    group_node: int   # the group's coordinator
+
+
+@contextlib.contextmanager
+def _loop_under_test(cluster):
+    """Topics and inputs, then the loop with a transactional id coordinated away from the group's
+    coordinator; yields once it has committed 1,000 inputs (the body is the nemesis), then waits for every
+    input and runs the checker."""
     _setup(cluster)
     group_node = _group_coordinator(cluster, GROUP)
     txn_id, coordinator = _txn_id_away_from(cluster, group_node)
     loop = Loop(cluster.bootstrap_servers, txn_id).start()
     try:
         loop.wait_committed(1_000)
-        at_kill, killed = loop.committed, time.monotonic()
-        cluster.kill(coordinator)
-        cluster.txn_coordinator_of(txn_id, not_on=coordinator)  # the partition failed over
-        loop.wait_committed(at_kill + 1)
-        print(f"first commit {time.monotonic() - killed:.2f} s after the SIGKILL of the coordinator's node")
+        yield Run(loop, txn_id, coordinator, group_node)
         loop.wait_committed(INPUTS, timeout=240)
         _check_exactly_once(cluster, loop)
     finally:
         loop.stop()
+
+
+@pytest.mark.timeout(400)
+def test_sigkill_of_the_transaction_coordinator_node_exactly_once(kafka_cluster):
+    """Nemesis: SIGKILL of the node leading the transactional id's `__transaction_state` partition, once the
+    loop has committed 1,000 inputs. Checker: _check_exactly_once; the id is then coordinated elsewhere."""
+    cluster = kafka_cluster
+    with _loop_under_test(cluster) as run:
+        at_kill, killed = run.loop.committed, time.monotonic()
+        cluster.kill(run.coordinator)
+        cluster.txn_coordinator_of(run.txn_id, not_on=run.coordinator)  # the partition failed over
+        run.loop.wait_committed(at_kill + 1)
+        print(f"first commit {time.monotonic() - killed:.2f} s after the SIGKILL of the coordinator's node")
 
 
 @pytest.mark.timeout(400)
@@ -189,24 +208,15 @@ def test_the_transaction_coordinator_paused_past_its_lease_then_resumed_exactly_
     (CoordinatorRoles.resign_all) and can no longer complete a write (its pending appends wait for an ISR
     that moved on). Checker: _check_exactly_once; the id stays coordinated elsewhere meanwhile."""
     cluster = kafka_cluster
-    _setup(cluster)
-    group_node = _group_coordinator(cluster, GROUP)
-    txn_id, coordinator = _txn_id_away_from(cluster, group_node)
-    loop = Loop(cluster.bootstrap_servers, txn_id).start()
-    try:
-        loop.wait_committed(1_000)
-        at_pause = loop.committed
-        cluster.pause(coordinator)
+    with _loop_under_test(cluster) as run:
+        at_pause = run.loop.committed
+        cluster.pause(run.coordinator)
         try:
-            cluster.txn_coordinator_of(txn_id, not_on=coordinator, via=group_node)
+            cluster.txn_coordinator_of(run.txn_id, not_on=run.coordinator, via=run.group_node)
         finally:
-            cluster.resume(coordinator)  # now a node without a lease: it resigns on its next step
-        loop.wait_committed(at_pause + 1)
-        assert cluster.txn_coordinator_of(txn_id) != coordinator
-        loop.wait_committed(INPUTS, timeout=240)
-        _check_exactly_once(cluster, loop)
-    finally:
-        loop.stop()
+            cluster.resume(run.coordinator)  # now a node without a lease: it resigns on its next step
+        run.loop.wait_committed(at_pause + 1)
+        assert cluster.txn_coordinator_of(run.txn_id) != run.coordinator
 
 
 @pytest.mark.timeout(400)
@@ -214,19 +224,10 @@ def test_sigkill_of_an_output_partition_leader_exactly_once(kafka_cluster):
     """Nemesis: SIGKILL of the leader of an output partition that neither coordinator leads, once the loop
     has committed 1,000 inputs. Checker: _check_exactly_once."""
     cluster = kafka_cluster
-    _setup(cluster)
-    group_node = _group_coordinator(cluster, GROUP)
-    txn_id, coordinator = _txn_id_away_from(cluster, group_node)
-    victim = next(n for n in (1, 2, 3) if n not in (group_node, coordinator))
-    assert victim in {cluster.leader_of("out", p) for p in range(PARTITIONS)}
-    loop = Loop(cluster.bootstrap_servers, txn_id).start()
-    try:
-        loop.wait_committed(1_000)
+    with _loop_under_test(cluster) as run:
+        victim = next(n for n in (1, 2, 3) if n not in (run.group_node, run.coordinator))
+        assert victim in {cluster.leader_of("out", p) for p in range(PARTITIONS)}
         cluster.kill(victim)
-        loop.wait_committed(INPUTS, timeout=240)
-        _check_exactly_once(cluster, loop)
-    finally:
-        loop.stop()
 
 
 def _write_marker(client: KafkaWireClient, producer_id: int, epoch: int, coordinator_epoch: int,
