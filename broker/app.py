@@ -49,6 +49,7 @@ from kcoord.protocol.headers import is_flexible
 
 if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinators load with the node)
     from kcoord.broker.admin_http import AdminEndpoint
+    from kcoord.broker.data.txn_verification import TxnVerifier
     from kcoord.broker.security.manager import Security
     from kcoord.broker.share.manager import SharePartitionManager
     from kcoord.cluster.node import ClusterNode
@@ -115,6 +116,8 @@ class Broker:
         self._statsd: StatsdPusher | None = None
         self._admin: AdminEndpoint | None = None  # when kcoord.admin.listener is set
         self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
+        # cluster mode: KIP-890 verification of transactional writes by a coordinator on another node
+        self.txn_verifier: TxnVerifier | None = None
         # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
         self.coordinator_roles = CoordinatorRoles()
         # called with a connection's id when it closes (Kafka's ConnectionDisconnectListener: share sessions)
@@ -244,10 +247,14 @@ class Broker:
         from kcoord.txn.runtime import TransactionRuntime
         from kcoord.txn.state_manager import TxnConfig
 
+        in_cluster = self.config.get("kcoord.etcd.connect") is not None
         self.txn_coordinator = TransactionRuntime(
             TxnConfig.from_properties(self.config.get), self.transaction_state_log, MarkerWriter(self),
             self.producers.allocate_id,
-            lambda p: self.logs.get(TRANSACTION_STATE, p) if self.topics.get(TRANSACTION_STATE) else None)
+            lambda p: self.logs.get(TRANSACTION_STATE, p) if self.topics.get(TRANSACTION_STATE) else None,
+            follow_leadership=in_cluster, replication=lambda: self.visibility.replication)
+        if in_cluster:  # the coordinator follows __transaction_state's leadership (issue #27)
+            self.coordinator_roles.register(TRANSACTION_STATE, self.txn_coordinator)
         await self.txn_coordinator.start()
 
     def _start_share(self) -> None:

@@ -21,7 +21,7 @@ class BrokerReplicas:
     """The broker's side of role changes around the ReplicaManager: before it takes a role, the topic is
     mirrored into the node's TopicManager with the cluster's topic id and configs (what produce, fetch and
     ListOffsets look topics up in), the partition's log opened with that topic's config, and the
-    partition's producer state dropped (rebuilt from the log when next needed)."""
+    partition's producer state and transaction index dropped (rebuilt from the log when next needed)."""
 
     def __init__(self, broker: Broker, manager: ReplicaManager) -> None:
         self._broker = broker
@@ -32,6 +32,7 @@ class BrokerReplicas:
             # idempotence state is rebuilt from the log by the next leader: as a follower this node
             # appended and truncated without it
             self._broker.producers.forget_partition((change.tp.topic, change.tp.partition))
+            self._broker.txn_index.forget_partition((change.tp.topic, change.tp.partition))  # open transactions too
             if not isinstance(change, StopReplica):
                 self._open(change.tp, image)
         self.manager.apply(changes, image)
@@ -58,6 +59,7 @@ class BrokerReplicas:
 async def open_cluster_node(broker: Broker) -> ClusterNode:
     """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
     until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
+    from kcoord.broker.data.txn_verification import TxnVerifier
     from kcoord.cluster.etcd_store import EtcdStore
     from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig, tcp_endpoint
 
@@ -76,4 +78,5 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
                              endpoint_factory=lambda leader, images: tcp_endpoint(leader, images, broker.listeners[0].host))
     node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager), local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
+    broker.txn_verifier = TxnVerifier(broker.node_id, image, broker.config.get("transaction.state.log.num.partitions"))
     return node

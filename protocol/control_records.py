@@ -28,6 +28,13 @@ def marker_type(key: bytes | None) -> int | None:
     return kind if kind in (ABORT, COMMIT) else None
 
 
+def marker_coordinator_epoch(value: bytes | None) -> int:
+    """The coordinator epoch a marker's value carries (-1 for a value too short to hold one)."""
+    if value is None or len(value) < _VALUE.size:
+        return -1
+    return _VALUE.unpack_from(value)[1]
+
+
 def end_txn_marker_batch(producer_id: int, epoch: int, commit: bool, coordinator_epoch: int = 0,
                          timestamp_ms: int | None = None) -> bytes:
     return build_batch([(marker_key(commit), _VALUE.pack(0, coordinator_epoch))], producer_id=producer_id,

@@ -304,6 +304,25 @@ class KafkaCluster:
         self._poll(lambda: self.coordinator_of(group_id, timeout), lambda node_id: node_id == to, timeout,
                    f"the coordinator of group {group_id}")
 
+    # -- the transaction coordinator (issue #27) -------------------------------------------------------
+    def txn_coordinator_of(self, transactional_id: str, *, not_on: int | None = None, timeout: float = 30.0,
+                           via: int | None = None) -> int:
+        """The node coordinating `transactional_id` (the leader of its `__transaction_state` partition) as
+        FindCoordinator answers it, waiting while it answers an error (no leader yet, topic being created)
+        or names `not_on` (a node just killed, until its partitions fail over)."""
+        from kcoord.protocol import messages as m
+        from kcoord.protocol.client import KafkaWireClient
+
+        def find() -> int:
+            node = self.nodes[via] if via is not None else next(n for n in self.nodes.values() if n.running)
+            with KafkaWireClient.connect(node.bootstrap_servers, timeout=10) as client:
+                found = client.request(m.FindCoordinatorRequest(key_type=1, coordinator_keys=[transactional_id]),
+                                       version=4).coordinators[0]
+            return found.node_id if found.error_code == 0 else -1
+
+        return self._poll(find, lambda node_id: node_id >= 0 and node_id != not_on, timeout,
+                          f"transaction coordinator of {transactional_id}")
+
     def __enter__(self) -> KafkaCluster:
         return self.start()
 

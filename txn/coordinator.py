@@ -9,10 +9,12 @@ are then written to every partition of the transaction (data partitions and `__c
 only after that CompleteCommit/CompleteAbort -- so a crash in between completes the transaction when the
 partition is loaded again (`on_loaded`), never half of it.
 
-Injected: `append(partition, key, value) -> ErrorCode` (awaits durability), `write_markers(producer_id,
-epoch, commit, partitions)` (awaits every marker durable, retrying itself), `allocate_producer_id()`,
-`clock.now_ms()`, `spawn(coroutine, key)` for work that outlives the request (keyed by transactional id
-for the markers), `sleep(seconds)`.
+Injected: `append(partition, key, value) -> ErrorCode` (awaits durability; in a cluster, the ISR),
+`write_markers(producer_id, epoch, commit, partitions, coordinator_epoch)` (awaits every marker durable,
+retrying itself; the coordinator epoch is the id's partition's, which each partition leader checks),
+`allocate_producer_id()` (a new id, or the error InitProducerId answers when none can be given now, as
+RPCProducerIdManager's COORDINATOR_LOAD_IN_PROGRESS), `clock.now_ms()`, `spawn(coroutine, key)` for work
+that outlives the request (keyed by transactional id for the markers), `sleep(seconds)`.
 """
 from __future__ import annotations
 
@@ -39,10 +41,16 @@ log = logging.getLogger("kcoord.txn")
 RETRY_BACKOFF_S = 0.5
 
 
+class CoordinatorFenced(Exception):
+    """Raised by `write_markers`: a partition leader has seen markers of this producer from a newer
+    coordinator epoch, so this coordinator stops completing the transaction (the marker channel's
+    abortSending in Kafka); the newer coordinator completes it."""
+
+
 class TransactionCoordinator:
     def __init__(self, state: TransactionStateManager, *, append: Callable[[int, bytes, bytes], Awaitable[ErrorCode]],
-                 write_markers: Callable[[int, int, bool, set], Awaitable[None]],
-                 allocate_producer_id: Callable[[], int], clock, spawn: Callable[..., None],
+                 write_markers: Callable[[int, int, bool, set, int], Awaitable[None]],
+                 allocate_producer_id: Callable[[], int | ErrorCode], clock, spawn: Callable[..., None],
                  sleep: Callable[[float], Awaitable[None]]) -> None:
         self.state = state
         self._append_record = append
@@ -96,8 +104,11 @@ class TransactionCoordinator:
         if isinstance(md, ErrorCode):
             return md, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if md is None:
+            producer_id = self._allocate()
+            if isinstance(producer_id, ErrorCode):  # no id to give now (a cluster node without a block yet)
+                return producer_id, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
             md = self.state.put_if_absent(TransactionMetadata(
-                transactional_id, self._allocate(), timeout_ms=timeout_ms, last_update_ms=self.clock.now_ms()))
+                transactional_id, producer_id, timeout_ms=timeout_ms, last_update_ms=self.clock.now_ms()))
         result = self._prepare_init(md, timeout_ms, expected)
         if isinstance(result, ErrorCode):
             return result, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
@@ -125,7 +136,10 @@ class TransactionCoordinator:
                 return E.CONCURRENT_TRANSACTIONS
             case S.EMPTY | S.COMPLETE_COMMIT | S.COMPLETE_ABORT:
                 if md.is_epoch_exhausted() and (expected is None or expected[1] == md.producer_epoch):
-                    return md.prepare_producer_id_rotation(self._allocate(), timeout_ms, now, expected is not None)
+                    producer_id = self._allocate()
+                    if isinstance(producer_id, ErrorCode):
+                        return producer_id
+                    return md.prepare_producer_id_rotation(producer_id, timeout_ms, now, expected is not None)
                 transit = md.prepare_increment_producer_epoch(timeout_ms, None if expected is None else expected[1], now)
                 return E.PRODUCER_FENCED if isinstance(transit, str) else transit
             case S.ONGOING:
@@ -208,10 +222,16 @@ class TransactionCoordinator:
                         partitions: set) -> None:
         """Markers to every partition, then CompleteCommit/CompleteAbort (retried until written or the
         partition is gone: a load finishes what is left)."""
+        coordinator_epoch = self.state.coordinator_epoch(self.state.partition_for(transactional_id))
+        if coordinator_epoch is None:
+            return  # the partition was unloaded meanwhile: its next coordinator completes the transaction
         while partitions:
             try:
-                await self._write_markers(producer_id, epoch, commit, partitions)
+                await self._write_markers(producer_id, epoch, commit, partitions, coordinator_epoch)
                 break
+            except CoordinatorFenced as exc:
+                log.warning("giving up the markers of %s: %s", transactional_id, exc)
+                return
             except Exception:  # never give up on markers: the transaction would stay prepared
                 log.exception("writing the markers of %s failed; retrying", transactional_id)
                 await self._sleep(RETRY_BACKOFF_S)

@@ -7,8 +7,17 @@
 * aborts transactions open past their timeout every
   transaction.abort.timed.out.transaction.cleanup.interval.ms.
 
-The clock, the append error map, the periodic work and the tests' hold on loads are the group
-coordinator's too (kcoord.coordinator.common). Tests (through the admin endpoint) may hold a partition's
+Cluster mode (`follow_leadership`, issue #27; Kafka's TransactionCoordinator.onElection /
+onResignation): no partition is loaded at start; `on_election(partition, leader_epoch)` (from
+kcoord.broker.coordinator_roles) loads one with the leader epoch as its coordinator epoch, serving
+COORDINATOR_LOAD_IN_PROGRESS meanwhile, then completes its prepared transactions (markers sent again);
+`on_resignation` unloads it (its ids answer NOT_COORDINATOR) and stops its marker work. An append there
+is answered only once the ISR holds it (`replication().wait_acks_all`, TransactionStateManager's
+appendTransactionToLog with acks=-1), its failure mapped as Kafka maps it; an append whose partition
+changed coordinator epoch meanwhile answers NOT_COORDINATOR, so the metadata does not change.
+
+The clock, the periodic work and the tests' hold on loads are the group coordinator's too
+(kcoord.coordinator.common). Tests (through the admin endpoint) may hold a partition's
 load (`hold_load` / `release_load`) and load every partition again (`reload`).
 """
 from __future__ import annotations
@@ -17,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from kcoord.coordinator.common.runtime import APPEND_ERRORS, LoadGate, WallClock, every
 from kcoord.protocol.errors import DecodeError, ErrorCode
@@ -29,14 +38,34 @@ from kcoord.txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateMa
 
 log = logging.getLogger("kcoord.txn")
 
+# TransactionStateManager.appendTransactionToLog's error map: what an append to `__transaction_state`
+# failing with the first answers the transaction APIs
+TXN_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+    **APPEND_ERRORS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE}
+APPEND_TIMEOUT_MS = 30_000  # request.timeout.ms, which Kafka's coordinator gives its acks=-1 appends
+
+
+class TxnLogReplication(Protocol):
+    """A cluster node's replication, as the coordinator's appends use it (kcoord.cluster.replica_manager.
+    ReplicaManager): the leader and min-ISR check, waking followers, and waiting for the ISR."""
+
+    def produce_error(self, topic: str, partition: int, acks: int) -> ErrorCode: ...
+
+    def on_leader_append(self, topic: str, partition: int) -> None: ...
+
+    async def wait_acks_all(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> ErrorCode: ...
+
 
 class TransactionRuntime:
     """`broker.transactions`: the coordinator, its loading and its background work."""
 
     def __init__(self, config: TxnConfig, log_for: Callable[[int], Any], write_markers,
-                 allocate_producer_id: Callable[[], int],
-                 existing_log: Callable[[int], Any] | None = None) -> None:
+                 allocate_producer_id: Callable[[], int | ErrorCode],
+                 existing_log: Callable[[int], Any] | None = None, *, follow_leadership: bool = False,
+                 replication: Callable[[], TxnLogReplication | None] = lambda: None) -> None:
         self.config = config
+        self.follow_leadership = follow_leadership  # cluster mode: partitions load on election only
+        self._replication = replication  # the node's ReplicaManager once the cluster node runs
         self._log_for = log_for  # creates `__transaction_state` on first use, as Kafka does
         self._existing_log = existing_log or log_for  # None while the topic does not exist: nothing to load
         self.state = TransactionStateManager(config)
@@ -49,13 +78,22 @@ class TransactionRuntime:
         self.loaded = asyncio.Event()
         self.load_gate = LoadGate(lambda: asyncio.get_running_loop().create_future())  # tests' holds
         self._load_task: asyncio.Task | None = None
+        self._loads: dict[int, asyncio.Task] = {}  # cluster mode: partition -> its load
         self._active = False
 
     async def start(self) -> None:
+        if self.follow_leadership:  # nothing is ours until elected: NOT_COORDINATOR
+            self._active = True
+            self.loaded.set()
+            self._start_background()
+            return
         for partition in range(self.config.num_partitions):
             self.state.begin_load(partition)
         self._active = True
         self._load_task = self._spawn(self._load_all())
+        self._start_background()
+
+    def _start_background(self) -> None:
         running = lambda: self._active  # noqa: E731
         self._spawn(every(self.config.abort_timed_out_interval_ms, self.coordinator.abort_timed_out_transactions,
                           sleep=asyncio.sleep, running=running, what="aborting timed-out transactions", log=log))
@@ -91,12 +129,90 @@ class TransactionRuntime:
     async def _append(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.follow_leadership:
+            return await self._append_replicated(partition, key, value)
         try:
             await self._log_for(partition).append_durable(bytearray(build_batch([(key, value)])))
         except StorageError as exc:
             log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, partition, exc)
             return APPEND_ERRORS.get(exc.error_code, exc.error_code)
         return ErrorCode.NONE
+
+    async def _append_replicated(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+        """Cluster mode: append as the partition's leader, fsync, then wait until the high watermark passes
+        the record; answered NOT_COORDINATOR if the partition changed hands (coordinator epoch) meanwhile."""
+        coordinator_epoch = self.state.coordinator_epoch(partition)
+        replication = self._replication()
+        plog = self._existing_log(partition)
+        if coordinator_epoch is None or replication is None or plog is None:
+            return ErrorCode.NOT_COORDINATOR
+        error = replication.produce_error(TRANSACTION_STATE_TOPIC, partition, -1)
+        if error != ErrorCode.NONE:
+            return TXN_APPEND_ERRORS.get(error, error)
+        try:
+            info = plog.append(bytearray(build_batch([(key, value)])))
+            replication.on_leader_append(TRANSACTION_STATE_TOPIC, partition)  # followers fetch it now
+            if plog.config.flush_on_append:
+                await plog.sync(info)
+        except StorageError as exc:
+            log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, partition, exc)
+            return TXN_APPEND_ERRORS.get(exc.error_code, exc.error_code)
+        replication.on_leader_append(TRANSACTION_STATE_TOPIC, partition)  # the fsync may move the high watermark
+        error = await replication.wait_acks_all(TRANSACTION_STATE_TOPIC, partition, info.last_offset,
+                                                APPEND_TIMEOUT_MS)
+        if error != ErrorCode.NONE:
+            log.info("append to %s-%d not replicated: %s", TRANSACTION_STATE_TOPIC, partition, error.name)
+            return TXN_APPEND_ERRORS.get(error, error)
+        if self.state.coordinator_epoch(partition) != coordinator_epoch:
+            return ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ cluster mode: elections
+    def on_election(self, partition: int, leader_epoch: int) -> None:
+        """This node now leads `__transaction_state-<partition>` at `leader_epoch`: load it (its ids answer
+        COORDINATOR_LOAD_IN_PROGRESS until then), with the leader epoch as its coordinator epoch."""
+        if not self._active or not self.follow_leadership:
+            return
+        self._stop_partition(partition)
+        self.state.begin_load(partition)
+        log.info("elected for %s-%d at epoch %d: loading", TRANSACTION_STATE_TOPIC, partition, leader_epoch)
+        self._loads[partition] = self._spawn(self._load_elected(partition, leader_epoch))
+
+    def on_resignation(self, partition: int, leader_epoch: int | None) -> None:
+        """This node stopped leading the partition: unload it; its ids answer NOT_COORDINATOR, its marker
+        work stops (the next coordinator sends them again after its load)."""
+        if not self.follow_leadership:
+            return
+        self._stop_partition(partition)
+        self.state.unload(partition)
+        log.info("resigned %s-%d (epoch %s): unloaded", TRANSACTION_STATE_TOPIC, partition, leader_epoch)
+
+    def _stop_partition(self, partition: int) -> None:
+        load = self._loads.pop(partition, None)
+        if load is not None:
+            load.cancel()
+        for transactional_id, task in list(self._completions.items()):
+            if self.state.partition_for(transactional_id) == partition:
+                task.cancel()
+
+    async def _load_elected(self, partition: int, coordinator_epoch: int) -> None:
+        await self.load_gate.wait(partition)
+        started = time.monotonic()
+        try:
+            txns = self.state.load(partition, self._read(partition))
+        except (StorageError, DecodeError):
+            log.exception("cannot load %s-%d; not serving its transactional ids", TRANSACTION_STATE_TOPIC, partition)
+            self.state.unload(partition)
+            return
+        finally:
+            if self._loads.get(partition) is asyncio.current_task():
+                del self._loads[partition]
+        if partition not in self.state.loading:
+            return  # resigned meanwhile
+        self.state.complete_load(partition, txns, coordinator_epoch)
+        log.info("loaded %d transactional ids of %s-%d (coordinator epoch %d) in %.1f ms", len(txns),
+                 TRANSACTION_STATE_TOPIC, partition, coordinator_epoch, (time.monotonic() - started) * 1000)
+        self.coordinator.on_loaded(partition)
 
     async def _load_all(self) -> None:
         started = time.monotonic()
@@ -134,6 +250,11 @@ class TransactionRuntime:
         COORDINATOR_LOAD_IN_PROGRESS meanwhile. Returns the partitions."""
         if not self._active:
             raise RuntimeError("the transaction coordinator is not running")
+        if self.follow_leadership:  # the partitions led here, each as if elected again at its epoch
+            led = dict(self.state.coordinator_epochs)
+            for partition, coordinator_epoch in sorted(led.items()):
+                self.on_election(partition, coordinator_epoch)
+            return len(led)
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
         for partition in range(self.config.num_partitions):

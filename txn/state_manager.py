@@ -4,6 +4,10 @@
 `get_state(transactional_id)` answers what Kafka's getTransactionState does: COORDINATOR_LOAD_IN_PROGRESS
 while the id's partition loads, NOT_COORDINATOR when it is not ours, else the metadata (or None).
 Ids map to partitions as groups do: abs(java hash(id)) % transaction.state.log.num.partitions.
+
+Each loaded partition has its coordinator epoch (Kafka's TxnMetadataCacheEntry.coordinatorEpoch): in
+cluster mode the partition's leader epoch at the election that loaded it, 0 on a single node. Markers
+carry it, so a partition leader refuses markers of a coordinator that was superseded.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ class TransactionStateManager:
         self.config = config
         self.partitions: dict[int, dict[str, TransactionMetadata]] = {}  # loaded
         self.loading: set[int] = set()
+        self.coordinator_epochs: dict[int, int] = {}  # loaded partition -> its coordinator epoch
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
@@ -94,6 +99,7 @@ class TransactionStateManager:
 
     def begin_load(self, partition: int) -> None:
         self.partitions.pop(partition, None)
+        self.coordinator_epochs.pop(partition, None)
         self.loading.add(partition)
 
     def load(self, partition: int, records) -> dict[str, TransactionMetadata]:
@@ -109,10 +115,16 @@ class TransactionStateManager:
                 self.replay_value(txns, transactional_id, decode_value(value), None)
         return txns
 
-    def complete_load(self, partition: int, txns: dict[str, TransactionMetadata]) -> None:
+    def complete_load(self, partition: int, txns: dict[str, TransactionMetadata], coordinator_epoch: int = 0) -> None:
         self.loading.discard(partition)
         self.partitions[partition] = txns
+        self.coordinator_epochs[partition] = coordinator_epoch
+
+    def coordinator_epoch(self, partition: int) -> int | None:
+        """The loaded partition's coordinator epoch; None while it is not loaded here."""
+        return self.coordinator_epochs.get(partition) if partition in self.partitions else None
 
     def unload(self, partition: int) -> None:
         self.loading.discard(partition)
         self.partitions.pop(partition, None)
+        self.coordinator_epochs.pop(partition, None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
+from kcoord.cluster.metadata_image import TopicPartition
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
@@ -39,7 +40,11 @@ async def handle(ctx: RequestContext, request: m.AddPartitionsToTxnRequest):
 async def _one(ctx, transactional_id, producer_id, epoch, topics, verify_only) -> dict[tuple[str, int], ErrorCode]:
     partitions = [(t.name, p) for t in topics for p in t.partitions]
     txns = ctx.broker.txn_coordinator
-    unknown = [tp for tp in partitions if ctx.broker.topics.log(*tp) is None]
+    cluster = ctx.broker.cluster
+    if cluster is None:
+        unknown = [tp for tp in partitions if ctx.broker.topics.log(*tp) is None]
+    else:  # the cluster's partitions (metadataCache.contains), not only the ones with a replica here
+        unknown = [tp for tp in partitions if cluster.image.partition(TopicPartition(*tp)) is None]
     if unknown:
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in partitions}

@@ -32,7 +32,7 @@ def _partition(broker, topic: str, index: int):
                  error_message="This server does not host this topic-partition.", active_producers=[])
     txns = broker.txn_index.state(plog)
     active = [P.ProducerState(producer_id=pid, producer_epoch=epoch, last_sequence=seq, last_timestamp=ts,
-                              coordinator_epoch=-1,
+                              coordinator_epoch=broker.producers.coordinator_epoch_of((topic, index), plog, pid),
                               current_txn_start_offset=txns.ongoing.get(pid, -1))
               for pid, epoch, seq, ts in broker.producers.active_producers((topic, index), plog)]
     return P(partition_index=index, error_code=ErrorCode.NONE, error_message=None, active_producers=active)

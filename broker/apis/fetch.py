@@ -36,21 +36,13 @@ ISR's high watermark, its current_leader_epoch checked against the leader's.
 from __future__ import annotations
 
 from kcoord.broker.context import RequestContext
-from kcoord.broker.data.fetch_read import PartitionFetch, read_when_ready
+from kcoord.broker.data.fetch_read import PartitionFetch, read_when_ready, replica_id_of
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
-
-
-def _replica_id(request: m.FetchRequest, version: int) -> int:
-    """The fetching replica (-1: a consumer). From v15 it is in the tagged ReplicaState, which consumers
-    (librdkafka) leave out."""
-    if version < 15:
-        return request.replica_id
-    return -1 if request.replica_state is None else request.replica_state.replica_id
 
 
 @api(key=1, name="Fetch", min_version=4, max_version=18)
@@ -62,7 +54,7 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
             return m.FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
     broker = ctx.broker
     replication = broker.visibility.replication
-    if replication is not None and _replica_id(request, v) >= 0:
+    if replication is not None and replica_id_of(request, v) >= 0:
         return await replication.serve_replica_fetch(request, v)
     topics = [(_topic_name(broker, t, v), t) for t in request.topics]
     wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
@@ -85,7 +77,9 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
             partitions.append(PD(partition_index=p.partition, error_code=r.error, high_watermark=r.high_watermark,
                                  last_stable_offset=r.last_stable_offset, log_start_offset=r.log_start_offset,
                                  aborted_transactions=_aborted(r) if ok else None, preferred_read_replica=-1,
-                                 records=r.records, diverging_epoch=_diverging(r)))
+                                 # never null: librdkafka fails the whole response on a null record set
+                                 # (Kafka answers an errored partition with MemoryRecords.EMPTY)
+                                 records=b"" if r.records is None else r.records, diverging_epoch=_diverging(r)))
             _count(broker, name, r)
         responses.append(FT(topic=name or "", topic_id=t.topic_id, partitions=partitions) if v >= 13
                          else FT(topic=name, partitions=partitions))

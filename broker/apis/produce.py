@@ -39,9 +39,11 @@ from kcoord.broker.context import RequestContext
 from kcoord.broker.data.append import Appended, append_partition
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
-from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.errors import DecodeError, ErrorCode
+from kcoord.protocol.records import BatchHeader, parse_batch_header
 
 if TYPE_CHECKING:
+    from kcoord.broker.data.txn_verification import TxnVerifier
     from kcoord.cluster.replica_manager import ReplicaManager
 
 
@@ -52,7 +54,10 @@ async def handle(ctx: RequestContext, request: m.ProduceRequest):
     refused = _refusal(acks)
     by_id = ctx.api_version >= 13
     replication = broker.visibility.replication
-    append = append_partition if replication is None else _leader_append(replication, acks)
+    verified = None
+    if broker.txn_verifier is not None and request.transactional_id is not None and not refused:
+        verified = await _verify_elsewhere(broker, broker.txn_verifier, request, by_id)
+    append = append_partition if replication is None else _leader_append(replication, acks, verified)
     results: list[tuple[object, list[tuple[int, Appended]]]] = []
     for topic_data in request.topic_data:
         key = topic_data.topic_id if by_id else topic_data.name
@@ -98,14 +103,14 @@ def _throttle(ctx: RequestContext, request: m.ProduceRequest) -> int:
     return throttle_ms
 
 
-def _leader_append(replication: ReplicaManager, acks: int):
+def _leader_append(replication: ReplicaManager, acks: int, verified: dict | None):
     """append_partition on a cluster node: the leader and min ISR checks first, then the append, which
-    wakes the followers' fetches."""
+    wakes the followers' fetches. `verified`: the transaction coordinator's answers, when it is elsewhere."""
     def append(broker, name: str, index: int, records, transactional_id: str | None) -> Appended:
         error = replication.produce_error(name, index, acks)
         if error:
             return Appended(error)
-        appended = append_partition(broker, name, index, records, transactional_id)
+        appended = append_partition(broker, name, index, records, transactional_id, verified)
         if appended.log is not None:
             replication.on_leader_append(name, index)
         return appended
@@ -121,6 +126,42 @@ async def _wait_for_isr(replication: ReplicaManager, results, lost: set[int], ti
     for a, error in zip(waiting, errors, strict=True):
         if error:
             a.error = error
+
+
+async def _verify_elsewhere(broker, verifier: TxnVerifier, request: m.ProduceRequest, by_id: bool) -> dict | None:
+    """Cluster mode, KIP-890: the transactional batches' partitions verified by the transaction coordinator
+    when it is another node (AddPartitionsToTxnManager), in one request; None when it is this node or no
+    batch is transactional (append_partition then asks the coordinator in-process). A partition that got a
+    marker of the producer while the answer travelled is refused INVALID_TXN_STATE: the transaction that
+    was verified is over (UnifiedLog's VerificationGuard, cleared by the marker)."""
+    producer, partitions = None, []
+    for topic_data in request.topic_data:
+        name = _topic_name(broker, topic_data.topic_id) if by_id else topic_data.name
+        for p in topic_data.partition_data:
+            header = first_batch_header(p.records)
+            if header is not None and header.is_transactional and name:
+                producer = producer or (header.producer_id, header.producer_epoch)
+                partitions.append((name, p.index))
+    if producer is None:
+        return None
+    ends = {tp: plog.log_end_offset for tp in partitions if (plog := broker.topics.log(*tp)) is not None}
+    verified = await verifier.verify(request.transactional_id, producer[0], producer[1], partitions)
+    if verified is not None:
+        for tp, end in ends.items():
+            plog = broker.topics.log(*tp)
+            if plog is not None and broker.txn_index.state(plog).ended_since(producer[0], end):
+                verified[tp] = ErrorCode.INVALID_TXN_STATE
+    return verified
+
+
+def first_batch_header(records) -> BatchHeader | None:
+    """The first batch's header, or None for records that do not parse (the append refuses those)."""
+    if not records:
+        return None
+    try:
+        return parse_batch_header(records)
+    except DecodeError:
+        return None
 
 
 def _topic_name(broker, topic_id) -> str | None:

@@ -53,7 +53,7 @@ async def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest):
                     t.name, p.partition_index, p.committed_offset,
                     p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
     if offsets:  # as KafkaApis: only partitions that exist go on to the coordinator
-        error = _verify(broker, request)
+        error = await _verify(broker, request)
         if error is not None:
             errors.update({(p.topic, p.partition): error for p in offsets})
         else:
@@ -67,13 +67,18 @@ async def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest):
     return _response(request, errors)
 
 
-def _verify(broker, request) -> ErrorCode | None:
-    """The group's offsets partition must be in the transaction (KIP-890 verification)."""
+async def _verify(broker, request) -> ErrorCode | None:
+    """The group's offsets partition must be in the transaction (KIP-890 verification; in a cluster asked
+    of the transaction coordinator's node when that is another, kcoord.broker.data.txn_verification)."""
     if not request.group_id:
         return ErrorCode.INVALID_GROUP_ID
     tp = (OFFSETS_TOPIC, partition_for(request.group_id, broker.config.get("offsets.topic.num.partitions")))
+    verified = None
+    if broker.txn_verifier is not None and request.transactional_id:
+        verified = await broker.txn_verifier.verify(request.transactional_id, request.producer_id,
+                                                    request.producer_epoch, [tp])
     error = verify_transactional(broker, request.transactional_id, tp,
-                                 _Producer(request.producer_id, request.producer_epoch))
+                                 _Producer(request.producer_id, request.producer_epoch), verified)
     return ErrorCode.COORDINATOR_NOT_AVAILABLE if error == ErrorCode.NOT_ENOUGH_REPLICAS else error
 
 

@@ -2,10 +2,14 @@
 
 Versions (we serve 1, Kafka 4.0's baseline; v0 was removed in 4.0):
   v1: flexible; per marker: producer id and epoch, result, coordinator epoch, partitions
-kcoord's own transaction coordinator writes its markers in-process (kcoord.broker.data.txn_markers); this API
-is what admin tools send to abort a hanging transaction (kafka-transactions.sh abort, KIP-664). Per
-partition: UNKNOWN_TOPIC_OR_PARTITION for one we do not have, INVALID_PRODUCER_EPOCH when the producer
-already wrote with a newer epoch there, KAFKA_STORAGE_ERROR when the append or its fsync failed;
+kcoord's transaction coordinator writes the markers of partitions led on its own node in-process
+(kcoord.broker.data.txn_markers) and sends this request to the leaders of the others (cluster mode,
+kcoord.broker.data.txn_marker_channel); admin tools send it to abort a hanging transaction
+(kafka-transactions.sh abort, KIP-664). Per partition: UNKNOWN_TOPIC_OR_PARTITION for one we do not have,
+NOT_LEADER_OR_FOLLOWER on a node not leading it (cluster mode; the marker waits for the ISR there),
+INVALID_PRODUCER_EPOCH when the producer already wrote with a newer epoch there,
+TRANSACTION_COORDINATOR_FENCED when its last marker there came from a newer coordinator epoch,
+KAFKA_STORAGE_ERROR when the append or its fsync failed;
 `__consumer_offsets` partitions go through the group coordinator (pending transactional offsets).
 """
 from __future__ import annotations
@@ -24,7 +28,8 @@ async def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest):
     results = []
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
-        errors = await writer.write(marker.producer_id, marker.producer_epoch, marker.transaction_result, partitions)
+        errors = await writer.write(marker.producer_id, marker.producer_epoch, marker.transaction_result, partitions,
+                                    marker.coordinator_epoch)
         results.append(R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
             T(name=t.name, partitions=[T.WritableTxnMarkerPartitionResult(partition_index=p, error_code=errors[(t.name, p)])
                                        for p in t.partition_indexes]) for t in marker.topics]))

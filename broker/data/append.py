@@ -32,7 +32,9 @@ class Appended:
 
 
 def append_partition(broker: Any, topic_name: str, index: int, records: Any,
-                     transactional_id: str | None = None) -> Appended:
+                     transactional_id: str | None = None, verified: dict | None = None) -> Appended:
+    """`verified`: the coordinator's verification answers per partition when it was asked on another node
+    (cluster mode, kcoord.broker.data.txn_verification); None asks the coordinator in this process."""
     topic = broker.topics.get(topic_name)
     plog = broker.topics.log(topic_name, index)
     if topic is None or plog is None:
@@ -48,7 +50,7 @@ def append_partition(broker: Any, topic_name: str, index: int, records: Any,
     tp = (topic_name, index)
     idempotent = header.producer_id >= 0
     if header.is_transactional:
-        refused = verify_transactional(broker, transactional_id, tp, header)
+        refused = verify_transactional(broker, transactional_id, tp, header, verified)
         if refused is not None:
             return Appended(refused, log_start_offset=plog.log_start_offset)
     if idempotent:
@@ -89,12 +91,17 @@ _VERIFY_ERRORS = {
 }
 
 
-def verify_transactional(broker: Any, transactional_id: str | None, tp: tuple[str, int], header: Any) -> ErrorCode | None:
+def verify_transactional(broker: Any, transactional_id: str | None, tp: tuple[str, int], header: Any,
+                         verified: dict | None = None) -> ErrorCode | None:
     """KIP-890 verification: a transactional batch is taken only if its partition is in the producer's
     ongoing transaction, at its current epoch (None: take it)."""
     if transactional_id is None:
         return ErrorCode.INVALID_TXN_STATE
-    error = broker.txn_coordinator.coordinator.verify_partitions(transactional_id, header.producer_id, header.producer_epoch, [tp])[tp]
+    if verified is not None and tp in verified:
+        error = verified[tp]
+    else:
+        error = broker.txn_coordinator.coordinator.verify_partitions(transactional_id, header.producer_id,
+                                                                     header.producer_epoch, [tp])[tp]
     if error == ErrorCode.NONE:
         return None
     return _VERIFY_ERRORS.get(error, error)

@@ -8,6 +8,10 @@
   older epoch is fenced (INVALID_PRODUCER_EPOCH).
 - After a restart, a partition's state is rebuilt on first use by scanning its batches, so a producer
   that retries across the restart still gets duplicate detection.
+- Each producer entry keeps the coordinator epoch of the last transaction marker it got (Kafka's
+  ProducerStateEntry.coordinatorEpoch), read back from the markers' values by that scan: a marker from an
+  older coordinator epoch is refused (TRANSACTION_COORDINATOR_FENCED). Followers keep no producer state;
+  a new leader rebuilds it from its log, markers included, so the check survives a failover.
 """
 from __future__ import annotations
 
@@ -17,7 +21,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcoord.protocol.control_records import marker_coordinator_epoch
 from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.record_kv import batch_key_values
 from kcoord.protocol.records import iter_batches
 
 ID_FILE = "kcoord-producer-ids.json"
@@ -43,6 +49,7 @@ class BatchMeta:
 class ProducerEntry:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCH_WINDOW))
+    coordinator_epoch: int = -1  # of the last transaction marker (-1: none seen)
 
     @property
     def last_seq(self) -> int:
@@ -114,16 +121,24 @@ class ProducerStateManager:
         self._apply(state, header.producer_id, header.producer_epoch, header.base_sequence,
                     header.base_sequence + header.last_offset_delta, first_offset, last_offset, timestamp)
 
-    def on_marker(self, tp: TopicPartition, log: Any, producer_id: int, epoch: int) -> None:
+    def on_marker(self, tp: TopicPartition, log: Any, producer_id: int, epoch: int,
+                  coordinator_epoch: int = 0) -> None:
         """A transaction marker was appended: a higher epoch (the coordinator fenced the producer) resets
-        the producer's entry, so batches of the old epoch are refused."""
-        self._fence(self._state(tp, log), producer_id, epoch)
+        the producer's entry, so batches of the old epoch are refused; its coordinator epoch is kept."""
+        self._fence(self._state(tp, log), producer_id, epoch, coordinator_epoch)
+
+    def coordinator_epoch_of(self, tp: TopicPartition, log: Any, producer_id: int) -> int:
+        """The coordinator epoch of the producer's last marker in this partition (-1: none)."""
+        entry = self._state(tp, log).get(producer_id)
+        return -1 if entry is None else entry.coordinator_epoch
 
     @staticmethod
-    def _fence(state: dict[int, ProducerEntry], producer_id: int, epoch: int) -> None:
+    def _fence(state: dict[int, ProducerEntry], producer_id: int, epoch: int, coordinator_epoch: int = -1) -> None:
         entry = state.get(producer_id)
         if entry is None or epoch > entry.epoch:
-            state[producer_id] = ProducerEntry(epoch)
+            state[producer_id] = ProducerEntry(epoch, coordinator_epoch=-1 if entry is None else entry.coordinator_epoch)
+            entry = state[producer_id]
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
 
     def epoch_of(self, tp: TopicPartition, log: Any, producer_id: int) -> int:
         """The producer's epoch in this partition (-1: unknown here)."""
@@ -150,7 +165,7 @@ class ProducerStateManager:
                first_offset: int, last_offset: int, timestamp: int) -> None:
         entry = state.get(pid)
         if entry is None or epoch > entry.epoch:
-            entry = state[pid] = ProducerEntry(epoch)
+            entry = state[pid] = ProducerEntry(epoch, coordinator_epoch=-1 if entry is None else entry.coordinator_epoch)
         entry.batches.append(BatchMeta(first_seq, last_seq, first_offset, last_offset, timestamp))
 
     def _state(self, tp: TopicPartition, log: Any) -> dict[int, ProducerEntry]:
@@ -166,11 +181,13 @@ class ProducerStateManager:
         while offset < end:
             data = log.read(offset, _SCAN_READ_BYTES)
             progressed = False
-            for _pos, h, _batch in iter_batches(data):
+            for _pos, h, batch in iter_batches(data):
                 if h.last_offset < offset:
                     continue
                 if h.is_control and h.producer_id >= 0:
-                    self._fence(state, h.producer_id, h.producer_epoch)
+                    kvs = batch_key_values(batch, h)
+                    self._fence(state, h.producer_id, h.producer_epoch,
+                                marker_coordinator_epoch(kvs[0][1]) if kvs else -1)
                 elif h.producer_id >= 0 and h.base_sequence >= 0:
                     self._apply(state, h.producer_id, h.producer_epoch, h.base_sequence,
                                 h.base_sequence + h.last_offset_delta, h.base_offset, h.last_offset,

@@ -27,11 +27,18 @@ TopicPartition = tuple[str, int]
 class PartitionTxns:
     ongoing: dict[int, int] = field(default_factory=dict)
     aborted: list[tuple[int, int, int]] = field(default_factory=list)  # by marker offset
+    last_marker: dict[int, int] = field(default_factory=dict)  # producer id -> offset of its last marker
 
     def start(self, producer_id: int, offset: int) -> None:
         self.ongoing.setdefault(producer_id, offset)
 
+    def ended_since(self, producer_id: int, offset: int) -> bool:
+        """Whether a marker of the producer was written at or after `offset` (a transaction verified before
+        it is over: Kafka's VerificationGuard, cleared by the marker)."""
+        return self.last_marker.get(producer_id, -1) >= offset
+
     def end(self, producer_id: int, commit: bool, marker_offset: int) -> None:
+        self.last_marker[producer_id] = marker_offset
         first = self.ongoing.pop(producer_id, None)
         if not commit and first is not None:
             self.aborted.append((producer_id, first, marker_offset))
@@ -68,6 +75,11 @@ class TxnIndex:
         if txns.aborted and txns.aborted[0][2] < plog.log_start_offset:  # retention took them
             txns.aborted = [a for a in txns.aborted if a[2] >= plog.log_start_offset]
         return [(pid, first) for pid, first, last in txns.aborted if last >= start and first < end]
+
+    def forget_partition(self, tp: TopicPartition) -> None:
+        """Drop `tp`'s index; the next look rebuilds it from the log (cluster mode: a follower's fetcher
+        appends and truncates without telling it, so a new leader starts over)."""
+        self._partitions.pop(tp, None)
 
     def forget_topic(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:

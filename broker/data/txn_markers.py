@@ -1,12 +1,20 @@
-"""Writing transaction markers (Kafka's TransactionMarkerChannelManager + KafkaApis.handleWriteTxnMarkersRequest,
-on one node): a COMMIT or ABORT control batch to every partition of a transaction.
+"""Writing transaction markers on this node (KafkaApis.handleWriteTxnMarkersRequest and, on a single node,
+Kafka's TransactionMarkerChannelManager): a COMMIT or ABORT control batch to every partition of a transaction.
 
 Data partitions get the control batch appended (producer id and the transaction's epoch, so the producer's
-state there learns a fencing epoch), the partition's transaction index closes the transaction, and the
-append is fsynced before the marker counts as written. `__consumer_offsets` partitions get theirs through
-the group coordinator (`broker.group_coordinator.complete_transaction`), which writes the same control batch and
-replays it: pending transactional offsets are applied or dropped. A failed write is retried until it
-succeeds; a partition whose topic is gone is skipped (as Kafka drops markers for deleted topics).
+state there learns a fencing epoch; the coordinator epoch in its value), the partition's transaction index
+closes the transaction, and the append is fsynced before the marker counts as written. A marker of an older
+producer epoch is refused INVALID_PRODUCER_EPOCH, one of an older coordinator epoch than the producer's last
+marker there TRANSACTION_COORDINATOR_FENCED (ProducerAppendInfo.appendEndTxnMarker). `__consumer_offsets`
+partitions get theirs through the group coordinator (`broker.group_coordinator.complete_transaction`), which
+writes the same control batch and replays it: pending transactional offsets are applied or dropped. A failed
+write is retried until it succeeds; a partition whose topic is gone is skipped (as Kafka drops markers for
+deleted topics).
+
+Cluster mode: a data partition takes its marker only as its leader (NOT_LEADER_OR_FOLLOWER otherwise,
+NOT_ENOUGH_REPLICAS below min ISR), and the marker is answered once the ISR holds it (acks=-1, as Kafka's
+handler appends); the coordinator's markers go to each partition's current leader through
+kcoord.broker.data.txn_marker_channel.
 """
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ import asyncio
 import logging
 from typing import Any
 
+from kcoord.broker.data.txn_marker_channel import TxnMarkerChannel
 from kcoord.protocol.consumer_offsets import OFFSETS_TOPIC
 from kcoord.protocol.control_records import end_txn_marker_batch
 from kcoord.protocol.errors import ErrorCode
@@ -21,6 +30,7 @@ from kcoord.storage import StorageError
 
 log = logging.getLogger("kcoord.txn")
 RETRY_BACKOFF_S = 0.5
+MARKER_APPEND_TIMEOUT_MS = 30_000  # request.timeout.ms, the timeout Kafka's handler gives the acks=-1 append
 
 
 # What a failed marker leaves to retry; the others are final (a partition gone, a newer producer epoch).
@@ -32,12 +42,20 @@ _RETRIABLE = frozenset({ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.COORDINATOR_LOA
 class MarkerWriter:
     def __init__(self, broker: Any) -> None:
         self.broker = broker
+        self._channel: TxnMarkerChannel | None = None  # cluster mode, made on first use
 
-    async def __call__(self, producer_id: int, epoch: int, commit: bool, partitions: set) -> None:
+    async def __call__(self, producer_id: int, epoch: int, commit: bool, partitions: set,
+                       coordinator_epoch: int = 0) -> None:
         """The transaction coordinator's markers: retried until every partition has its marker."""
+        cluster = self.broker.cluster
+        if cluster is not None:
+            if self._channel is None:
+                self._channel = TxnMarkerChannel(cluster.node_id, lambda: cluster.image, self.write)
+            await self._channel.send(producer_id, epoch, commit, partitions, coordinator_epoch)
+            return
         left = set(partitions)
         while left:
-            errors = await self.write(producer_id, epoch, commit, left)
+            errors = await self.write(producer_id, epoch, commit, left, coordinator_epoch)
             for tp, error in errors.items():
                 if error != ErrorCode.NONE and error not in _RETRIABLE:
                     log.info("dropping the marker for %s-%d: %s", *tp, ErrorCode(error).name)
@@ -45,18 +63,24 @@ class MarkerWriter:
             if left:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
-    async def write(self, producer_id: int, epoch: int, commit: bool, partitions) -> dict:
+    async def write(self, producer_id: int, epoch: int, commit: bool, partitions, coordinator_epoch: int = 0) -> dict:
         """One attempt at every partition's marker (WriteTxnMarkers' per-partition answer). Data partitions
         and `__consumer_offsets` ones are written concurrently (one fsync round for all, as Kafka sends to
         every leader at once)."""
-        data, offsets = await asyncio.gather(self._data(producer_id, epoch, commit, partitions),
+        data, offsets = await asyncio.gather(self._data(producer_id, epoch, commit, partitions, coordinator_epoch),
                                              self._offsets(producer_id, epoch, commit, partitions))
         return data | offsets
 
-    async def _data(self, producer_id: int, epoch: int, commit: bool, partitions) -> dict:
+    async def _data(self, producer_id: int, epoch: int, commit: bool, partitions, coordinator_epoch: int) -> dict:
         errors: dict = {}
-        logs = []
+        replication = self.broker.visibility.replication  # cluster mode: as the leader, acks=-1
+        appended: list[tuple[Any, int]] = []  # (log, the marker's offset)
         for tp in sorted(p for p in partitions if p[0] != OFFSETS_TOPIC):
+            if replication is not None:
+                error = replication.produce_error(tp[0], tp[1], -1)
+                if error != ErrorCode.NONE:
+                    errors[tp] = error
+                    continue
             plog = self.broker.topics.log(*tp)
             if plog is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -64,18 +88,33 @@ class MarkerWriter:
             if self.broker.producers.epoch_of(tp, plog, producer_id) > epoch:
                 errors[tp] = ErrorCode.INVALID_PRODUCER_EPOCH  # a marker of a fenced epoch (ProducerStateManager)
                 continue
+            last_coordinator_epoch = self.broker.producers.coordinator_epoch_of(tp, plog, producer_id)
+            if last_coordinator_epoch > coordinator_epoch:
+                log.info("refusing a marker for %s-%d of producer %d: coordinator epoch %d, last seen %d",
+                         *tp, producer_id, coordinator_epoch, last_coordinator_epoch)
+                errors[tp] = ErrorCode.TRANSACTION_COORDINATOR_FENCED
+                continue
             index = self.broker.txn_index.state(plog)  # built before the append: the scan must not see it
             try:
-                info = plog.append(bytearray(end_txn_marker_batch(producer_id, epoch, commit)))
+                info = plog.append(bytearray(end_txn_marker_batch(producer_id, epoch, commit, coordinator_epoch)))
             except StorageError as exc:
                 log.warning("writing a marker to %s-%d failed: %s", *tp, exc)
                 errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
                 continue
             index.end(producer_id, commit, info.base_offset)
-            self.broker.producers.on_marker(tp, plog, producer_id, epoch)
-            logs.append(plog)
-        for plog, error in zip(logs, await self.broker.visibility.publish(logs), strict=True):
-            errors[(plog.topic, plog.partition)] = ErrorCode.NONE if error is None else ErrorCode.KAFKA_STORAGE_ERROR
+            self.broker.producers.on_marker(tp, plog, producer_id, epoch, coordinator_epoch)
+            if replication is not None:
+                replication.on_leader_append(*tp)
+            appended.append((plog, info.last_offset))
+        logs = [plog for plog, _ in appended]
+        waits = []
+        for (plog, last_offset), error in zip(appended, await self.broker.visibility.publish(logs), strict=True):
+            tp = (plog.topic, plog.partition)
+            errors[tp] = ErrorCode.NONE if error is None else ErrorCode.KAFKA_STORAGE_ERROR
+            if error is None and replication is not None:
+                waits.append((tp, replication.wait_acks_all(tp[0], tp[1], last_offset, MARKER_APPEND_TIMEOUT_MS)))
+        for (tp, _), error in zip(waits, await asyncio.gather(*(w for _, w in waits)), strict=True):
+            errors[tp] = error
         return errors
 
     async def _offsets(self, producer_id: int, epoch: int, commit: bool, partitions) -> dict:

@@ -43,7 +43,7 @@ class Harness:
         self.log[partition].append((key, value))
         return E.NONE
 
-    async def write_markers(self, pid, epoch, commit, partitions):
+    async def write_markers(self, pid, epoch, commit, partitions, coordinator_epoch=0):
         self.markers.append((pid, epoch, commit, sorted(partitions)))
 
     async def sleep(self, _s):
@@ -166,3 +166,13 @@ def test_idle_transactional_ids_expire():
     assert h.run(h.coordinator.remove_expired_transactional_ids()) == 1
     assert h.state.get_state("idle") is None and h.state.get_state("busy") is not None
     assert snapshot(h.reloaded()) == snapshot(h.state)
+
+
+def test_no_producer_id_to_give_answers_the_allocators_error_and_writes_nothing():
+    """RPCProducerIdManager without a block (a cluster node before its first claim) fails the allocation:
+    TransactionCoordinator.handleInitProducerId answers that error (COORDINATOR_LOAD_IN_PROGRESS, retried by
+    clients) and no metadata is created."""
+    h = Harness()
+    h.coordinator._allocate = lambda: E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.run(h.coordinator.handle_init_producer_id("t", 60000, None)) == (E.COORDINATOR_LOAD_IN_PROGRESS, -1, -1)
+    assert h.state.get_state("t") is None and h.log == {p: [] for p in range(3)}
