@@ -15,6 +15,7 @@ from kcoord.cluster.node import ClusterNode
 if TYPE_CHECKING:
     from kcoord.broker.app import Broker
     from kcoord.cluster.replica_manager import ReplicaManager
+    from kcoord.metadata.producer_ids import StoreProducerIds
 
 
 class BrokerReplicas:
@@ -23,9 +24,10 @@ class BrokerReplicas:
     ListOffsets look topics up in), the partition's log opened with that topic's config, and the
     partition's producer state dropped (rebuilt from the log when next needed)."""
 
-    def __init__(self, broker: Broker, manager: ReplicaManager) -> None:
+    def __init__(self, broker: Broker, manager: ReplicaManager, producer_ids: StoreProducerIds) -> None:
         self._broker = broker
         self.manager = manager
+        self._producer_ids = producer_ids
 
     def apply(self, changes: list[RoleChange], image: MetadataImage) -> None:
         for change in changes:
@@ -52,6 +54,7 @@ class BrokerReplicas:
                                         config=self._broker.topics.log_config_of(local))
 
     async def close(self) -> None:
+        await self._producer_ids.close()
         await self.manager.close()
 
 
@@ -60,6 +63,7 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
     from kcoord.cluster.etcd_store import EtcdStore
     from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig
+    from kcoord.metadata.producer_ids import StoreProducerIds
 
     connect = broker.config.get("kcoord.etcd.connect")
     store = await EtcdStore.open(connect)
@@ -72,6 +76,11 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     manager = ReplicaManager(broker.node_id, broker.logs, store, ReplicationConfig.from_mapping(broker.config.props),
                              lambda: int(time.time() * 1000), image,
                              on_high_watermark=broker.fetch_waiters.notify)
-    node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager), local_cluster_id=broker.cluster_id)
+    # producer ids from the cluster's blocks, never from this node's file (two nodes would share ids)
+    producer_ids = StoreProducerIds(store, broker.node_id)
+    broker.producers.use_ids(producer_ids)
+    producer_ids.prefetch()
+    node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager, producer_ids),
+                       local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
     return node
