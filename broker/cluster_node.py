@@ -2,7 +2,9 @@
 
 kcoord.cluster knows nothing of the broker; here its ReplicaManager gets the broker's logs and long-poll
 waiters, and role changes reach the broker's TopicManager and producer state before the manager acts.
-Built by Broker.start() only when kcoord.etcd.connect is set.
+Built by Broker.start() only when kcoord.etcd.connect is set; it also swaps in the cluster's producer-id
+blocks (kcoord.metadata.producer_ids) and follows the cluster's ACLs and SCRAM credentials
+(kcoord.broker.security.cluster_security) before the node joins.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from kcoord.cluster.node import ClusterNode
 
 if TYPE_CHECKING:
     from kcoord.broker.app import Broker
+    from kcoord.broker.security.cluster_security import ClusterSecurity
     from kcoord.cluster.replica_manager import ReplicaManager
     from kcoord.metadata.producer_ids import StoreProducerIds
 
@@ -24,10 +27,12 @@ class BrokerReplicas:
     ListOffsets look topics up in), the partition's log opened with that topic's config, and the
     partition's producer state dropped (rebuilt from the log when next needed)."""
 
-    def __init__(self, broker: Broker, manager: ReplicaManager, producer_ids: StoreProducerIds) -> None:
+    def __init__(self, broker: Broker, manager: ReplicaManager, producer_ids: StoreProducerIds,
+                 security: ClusterSecurity) -> None:
         self._broker = broker
         self.manager = manager
         self._producer_ids = producer_ids
+        self._security = security
 
     def apply(self, changes: list[RoleChange], image: MetadataImage) -> None:
         for change in changes:
@@ -54,6 +59,7 @@ class BrokerReplicas:
                                         config=self._broker.topics.log_config_of(local))
 
     async def close(self) -> None:
+        await self._security.close()
         await self._producer_ids.close()
         await self.manager.close()
 
@@ -61,6 +67,7 @@ class BrokerReplicas:
 async def open_cluster_node(broker: Broker) -> ClusterNode:
     """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
     until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
+    from kcoord.broker.security.cluster_security import ClusterSecurity
     from kcoord.cluster.etcd_store import EtcdStore
     from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig
     from kcoord.metadata.producer_ids import StoreProducerIds
@@ -80,7 +87,10 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     producer_ids = StoreProducerIds(store, broker.node_id)
     broker.producers.use_ids(producer_ids)
     producer_ids.prefetch()
-    node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager, producer_ids),
+    # ACLs and SCRAM credentials are the cluster's: followed before the node joins (and serves as a member)
+    security = broker.security.cluster = ClusterSecurity(store, broker.security.authorizer, broker.security.scram)
+    await security.start()
+    node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager, producer_ids, security),
                        local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
     return node

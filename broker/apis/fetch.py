@@ -36,7 +36,7 @@ ISR's high watermark, its current_leader_epoch checked against the leader's.
 from __future__ import annotations
 
 from kcoord.broker.context import RequestContext
-from kcoord.broker.data.fetch_read import PartitionFetch, read_when_ready
+from kcoord.broker.data.fetch_read import PartitionFetch, read_when_ready, replica_id_of
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
@@ -54,7 +54,7 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
             return m.FetchResponse(throttle_time_ms=0, error_code=error, session_id=0, responses=[])
     broker = ctx.broker
     replication = broker.visibility.replication
-    if replication is not None and (request.replica_state.replica_id if v >= 15 else request.replica_id) >= 0:
+    if replication is not None and replica_id_of(request, v) >= 0:
         return await replication.serve_replica_fetch(request, v)
     topics = [(_topic_name(broker, t, v), t) for t in request.topics]
     wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,

@@ -145,3 +145,11 @@ def _end_of(records: bytes, limit: int) -> int:
     for _pos, header, _batch in iter_batches(records):
         last = header
     return limit if last is None else min(limit, last.next_offset)
+
+
+def replica_id_of(request: Any, version: int) -> int:
+    """A Fetch's replica id: a follower's node id, -1 from a consumer (v15+: the ReplicaState tagged field,
+    which consumers leave out)."""
+    if version < 15:
+        return request.replica_id
+    return -1 if request.replica_state is None else request.replica_state.replica_id
