@@ -43,6 +43,7 @@ from kcoord.protocol.headers import is_flexible
 
 if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinators load with the node)
     from kcoord.broker.admin_http import AdminEndpoint
+    from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.manager import Security
     from kcoord.cluster.node import ClusterNode
     from kcoord.coordinator.runtime import GroupRuntime
@@ -101,6 +102,7 @@ class Broker:
         self._statsd: StatsdPusher | None = None
         self._admin: AdminEndpoint | None = None  # when kcoord.admin.listener is set
         self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
+        self.cluster_topic_configs: ClusterTopicConfigs | None = None  # cluster mode: topic configs' owner
         # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
         self.coordinator_roles = CoordinatorRoles()
         self.stopping = False

@@ -16,6 +16,7 @@ from kcoord.cluster.node import ClusterNode
 
 if TYPE_CHECKING:
     from kcoord.broker.app import Broker
+    from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.cluster_security import ClusterSecurity
     from kcoord.cluster.replica_manager import ReplicaManager
     from kcoord.metadata.producer_ids import StoreProducerIds
@@ -28,11 +29,12 @@ class BrokerReplicas:
     partition's producer state dropped (rebuilt from the log when next needed)."""
 
     def __init__(self, broker: Broker, manager: ReplicaManager, producer_ids: StoreProducerIds,
-                 security: ClusterSecurity) -> None:
+                 security: ClusterSecurity, topic_configs: ClusterTopicConfigs) -> None:
         self._broker = broker
         self.manager = manager
         self._producer_ids = producer_ids
         self._security = security
+        self._topic_configs = topic_configs
 
     def apply(self, changes: list[RoleChange], image: MetadataImage) -> None:
         for change in changes:
@@ -54,11 +56,12 @@ class BrokerReplicas:
         if topic is None or topic.info is None:
             return
         local = self._broker.topics.mirror(tp.topic, topic.info.topic_id, len(topic.info.replicas),
-                                           dict(topic.info.configs))
+                                           self._topic_configs.effective(tp.topic, topic.info))
         self._broker.logs.get_or_create(tp.topic, tp.partition,
                                         config=self._broker.topics.log_config_of(local))
 
     async def close(self) -> None:
+        await self._topic_configs.close()
         await self._security.close()
         await self._producer_ids.close()
         await self.manager.close()
@@ -67,6 +70,7 @@ class BrokerReplicas:
 async def open_cluster_node(broker: Broker) -> ClusterNode:
     """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
     until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
+    from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.cluster_security import ClusterSecurity
     from kcoord.cluster.etcd_store import EtcdStore
     from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig
@@ -90,7 +94,10 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     # ACLs and SCRAM credentials are the cluster's: followed before the node joins (and serves as a member)
     security = broker.security.cluster = ClusterSecurity(store, broker.security.authorizer, broker.security.scram)
     await security.start()
-    node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager, producer_ids, security),
+    # topic configs changed through any node (configs/topics/<t>), followed here
+    topic_configs = broker.cluster_topic_configs = ClusterTopicConfigs(store, broker)
+    await topic_configs.start()
+    node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager, producer_ids, security, topic_configs),
                        local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
     return node
