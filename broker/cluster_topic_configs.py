@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from kcoord.cluster.keys import TopicInfo
+from kcoord.cluster.keys import TOPIC_CONFIGS, TopicInfo, topic_configs_key
 from kcoord.metadata.prefix_follower import PrefixFollower
 from kcoord.metadata.store import MetadataStore, Put, absent, modified_at
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.cluster.configs")
 
-PREFIX = "configs/topics/"
+PREFIX = TOPIC_CONFIGS
 SEE_OWN_WRITE_TIMEOUT_S = 5.0
 
 
@@ -71,7 +71,7 @@ class ClusterTopicConfigs:
 
     async def alter(self, name: str, configs: Mapping[str, str]) -> bool:
         """Replace the topic's configs (validated by the caller). False: the topic is gone."""
-        key = PREFIX + name
+        key = topic_configs_key(name)
         while True:
             image = self._image()
             topic = None if image is None else image.topics.get(name)

@@ -12,6 +12,9 @@ here (docs: shared/reference/cluster-design.md §2):
 | `topics/<t>`           | TopicInfo: {"topic_id", "replicas": {p: [ids]}, "configs"} | —                   |
 | `topics/<t>/p/<p>`     | PartitionRegistration (kcoord.cluster.partition_state) | partition CAS token = mod_revision |
 | `cluster_id`           | the cluster id, text                               | —                           |
+| `configs/topics/<t>`   | {"topic_id", "configs"}: the topic's changed configs (kcoord.broker.cluster_topic_configs) | — |
+| `producer_ids`         | the next producer-id block's start (kcoord.metadata.producer_ids) | —              |
+| `security/...`         | ACLs and SCRAM credentials (kcoord.broker.security.cluster_security) | —            |
 
 Topic names are Kafka's legal names ([a-zA-Z0-9._-]), so a `/` never appears in one and
 `topics/<t>/p/<p>` cannot be mistaken for another topic's key.
@@ -29,6 +32,7 @@ BROKERS = "brokers/ids/"
 CONTROLLER = "controller"
 TOPICS = "topics/"
 CLUSTER_ID = "cluster_id"
+TOPIC_CONFIGS = "configs/topics/"  # ZooKeeper-era /config/topics/<t>: written by any node, by compare-and-set
 _PARTITIONS = "/p/"
 
 
@@ -42,6 +46,10 @@ def broker_key(broker_id: int) -> str:
 
 def topic_key(topic: str) -> str:
     return f"{TOPICS}{topic}"
+
+
+def topic_configs_key(topic: str) -> str:
+    return f"{TOPIC_CONFIGS}{topic}"
 
 
 def partition_key(topic: str, partition: int) -> str:

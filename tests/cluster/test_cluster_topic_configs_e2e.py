@@ -41,6 +41,11 @@ def _describe(cluster, via: int, topic: str) -> dict[str, tuple[str, int]] | Err
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
+def _described(cluster, via: int, topic: str) -> dict[str, tuple[str, int]] | None:
+    described = _describe(cluster, via, topic)
+    return described if isinstance(described, dict) else None
+
+
 def _create(cluster, name: str, assignment: list[int]) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -100,3 +105,34 @@ def test_changes_through_different_nodes_compose(kafka_cluster):
         described = _describe(cluster, via, "shared")
         assert isinstance(described, dict)
         assert {n: described[n][0] for _v, n, _val in changes} == {n: val for _v, n, val in changes}
+
+
+def test_a_deleted_topic_takes_its_changed_configs_with_it(kafka_cluster):
+    """DeleteTopics removes `configs/topics/<t>` with the topic (ReplicationControlManager.deleteTopic drops
+    its ConfigRecords too): the topic created again under the name has only its own configs."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    cluster = kafka_cluster
+    _create(cluster, "again", [1, 2, 3])
+    assert _alter(cluster, 2, "again", [("retention.ms", SET, "1234")]) is ErrorCode.NONE
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10_000)
+    try:
+        admin.delete_topics(["again"])
+        wait_until(lambda: all(_describe(cluster, v, "again") is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                               for v in (1, 2, 3)), 10, "the topic gone")
+
+        def created() -> bool:
+            try:
+                admin.create_topics([NewTopic("again", 1, 3)])
+            except TopicAlreadyExistsError:  # the deletion has not reached the controller's image yet
+                return False
+            return True
+
+        wait_until(created, 10, "the topic created again")
+    finally:
+        admin.close()
+    cluster.wait_isr("again", 0, 3)
+    for via in (1, 2, 3):
+        described = wait_until(lambda v=via: _described(cluster, v, "again"), 10, f"node {via} knowing the new topic")
+        assert described["retention.ms"][1] != DYNAMIC_TOPIC_CONFIG, described
