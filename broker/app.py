@@ -43,6 +43,7 @@ from kcoord.protocol.headers import is_flexible
 
 if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinators load with the node)
     from kcoord.broker.admin_http import AdminEndpoint
+    from kcoord.broker.cluster_features import ClusterFeatures
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.manager import Security
     from kcoord.cluster.node import ClusterNode
@@ -103,6 +104,7 @@ class Broker:
         self._admin: AdminEndpoint | None = None  # when kcoord.admin.listener is set
         self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
         self.cluster_topic_configs: ClusterTopicConfigs | None = None  # cluster mode: topic configs' owner
+        self.cluster_features: ClusterFeatures | None = None  # cluster mode: finalized features' writer
         # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
         self.coordinator_roles = CoordinatorRoles()
         self.stopping = False

@@ -16,6 +16,7 @@ from kcoord.cluster.node import ClusterNode
 
 if TYPE_CHECKING:
     from kcoord.broker.app import Broker
+    from kcoord.broker.cluster_features import ClusterFeatures
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.cluster_security import ClusterSecurity
     from kcoord.cluster.replica_manager import ReplicaManager
@@ -29,12 +30,13 @@ class BrokerReplicas:
     partition's producer state dropped (rebuilt from the log when next needed)."""
 
     def __init__(self, broker: Broker, manager: ReplicaManager, producer_ids: StoreProducerIds,
-                 security: ClusterSecurity, topic_configs: ClusterTopicConfigs) -> None:
+                 security: ClusterSecurity, topic_configs: ClusterTopicConfigs, features: ClusterFeatures) -> None:
         self._broker = broker
         self.manager = manager
         self._producer_ids = producer_ids
         self._security = security
         self._topic_configs = topic_configs
+        self._features = features
 
     def apply(self, changes: list[RoleChange], image: MetadataImage) -> None:
         for change in changes:
@@ -61,6 +63,7 @@ class BrokerReplicas:
                                         config=self._broker.topics.log_config_of(local))
 
     async def close(self) -> None:
+        await self._features.close()
         await self._topic_configs.close()
         await self._security.close()
         await self._producer_ids.close()
@@ -70,6 +73,7 @@ class BrokerReplicas:
 async def open_cluster_node(broker: Broker) -> ClusterNode:
     """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
     until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
+    from kcoord.broker.cluster_features import ClusterFeatures
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.cluster_security import ClusterSecurity
     from kcoord.cluster.etcd_store import EtcdStore
@@ -97,7 +101,9 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     # topic configs changed through any node (configs/topics/<t>), followed here
     topic_configs = broker.cluster_topic_configs = ClusterTopicConfigs(store, broker)
     await topic_configs.start()
-    node = ClusterNode(broker.config, store, BrokerReplicas(broker, manager, producer_ids, security, topic_configs),
-                       local_cluster_id=broker.cluster_id)
+    features = broker.cluster_features = ClusterFeatures(store, broker.features)  # finalized levels: the cluster's
+    await features.start()
+    replicas = BrokerReplicas(broker, manager, producer_ids, security, topic_configs, features)
+    node = ClusterNode(broker.config, store, replicas, local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
     return node
