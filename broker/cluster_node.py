@@ -16,6 +16,7 @@ from kcoord.cluster.node import ClusterNode
 
 if TYPE_CHECKING:
     from kcoord.broker.app import Broker
+    from kcoord.broker.cluster_broker_configs import ClusterBrokerConfigs
     from kcoord.broker.cluster_features import ClusterFeatures
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.cluster_security import ClusterSecurity
@@ -30,13 +31,15 @@ class BrokerReplicas:
     partition's producer state dropped (rebuilt from the log when next needed)."""
 
     def __init__(self, broker: Broker, manager: ReplicaManager, producer_ids: StoreProducerIds,
-                 security: ClusterSecurity, topic_configs: ClusterTopicConfigs, features: ClusterFeatures) -> None:
+                 security: ClusterSecurity, topic_configs: ClusterTopicConfigs, features: ClusterFeatures,
+                 broker_configs: ClusterBrokerConfigs) -> None:
         self._broker = broker
         self.manager = manager
         self._producer_ids = producer_ids
         self._security = security
         self._topic_configs = topic_configs
         self._features = features
+        self._broker_configs = broker_configs
 
     def apply(self, changes: list[RoleChange], image: MetadataImage) -> None:
         for change in changes:
@@ -63,6 +66,7 @@ class BrokerReplicas:
                                         config=self._broker.topics.log_config_of(local))
 
     async def close(self) -> None:
+        await self._broker_configs.close()
         await self._features.close()
         await self._topic_configs.close()
         await self._security.close()
@@ -73,6 +77,7 @@ class BrokerReplicas:
 async def open_cluster_node(broker: Broker) -> ClusterNode:
     """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
     until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
+    from kcoord.broker.cluster_broker_configs import ClusterBrokerConfigs
     from kcoord.broker.cluster_features import ClusterFeatures
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.cluster_security import ClusterSecurity
@@ -103,7 +108,9 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     await topic_configs.start()
     features = broker.cluster_features = ClusterFeatures(store, broker.features)  # finalized levels: the cluster's
     await features.start()
-    replicas = BrokerReplicas(broker, manager, producer_ids, security, topic_configs, features)
+    broker_configs = broker.cluster_broker_configs = ClusterBrokerConfigs(store, broker)  # dynamic broker configs
+    await broker_configs.start()
+    replicas = BrokerReplicas(broker, manager, producer_ids, security, topic_configs, features, broker_configs)
     node = ClusterNode(broker.config, store, replicas, local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
     return node

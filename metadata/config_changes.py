@@ -105,7 +105,9 @@ async def replace(broker: Any, resource_type: int, name: str, configs: dict[str,
                 broker.topics.set_configs(name, configs)
         elif resource_type == BROKER:
             broker.dynamic_configs.validate(name, configs)
-            if not validate_only:
+            if not validate_only and broker.cluster_broker_configs is not None:  # every node follows it
+                await broker.cluster_broker_configs.alter(name, configs)
+            elif not validate_only:
                 broker.dynamic_configs.replace(name, configs)
                 broker.topics.refresh_log_configs()
         elif resource_type == GROUP:

@@ -1,4 +1,4 @@
-"""Topic configs are the cluster's (issue #26): 3 real nodes on a real etcd, raw IncrementalAlterConfigs /
+"""Topic configs and dynamic broker configs are the cluster's (issue #26): 3 real nodes on a real etcd, raw IncrementalAlterConfigs /
 DescribeConfigs to chosen nodes. A change made through a node that is neither controller nor replica is
 described by every node (also one with no replica of the topic), reaches the replicas' logs, survives a
 node's restart, and a concurrent-change-safe write (compare-and-set on `configs/topics/<t>`) keeps the
@@ -136,3 +136,49 @@ def test_a_deleted_topic_takes_its_changed_configs_with_it(kafka_cluster):
     for via in (1, 2, 3):
         described = wait_until(lambda v=via: _described(cluster, v, "again"), 10, f"node {via} knowing the new topic")
         assert described["retention.ms"][1] != DYNAMIC_TOPIC_CONFIG, described
+
+
+BROKER, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 4, 2, 3
+
+
+def _alter_broker(cluster, via: int, name: str, ops: list[tuple[str, int, str | None]]) -> ErrorCode:
+    R = m.IncrementalAlterConfigsRequest
+    with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
+        response = wire.request(R(resources=[R.AlterConfigsResource(
+            resource_type=BROKER, resource_name=name,
+            configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])],
+            validate_only=False), 1)
+    return ErrorCode(response.responses[0].error_code)
+
+
+def _broker_config(cluster, via: int, key: str) -> tuple[str, int]:
+    R = m.DescribeConfigsRequest
+    with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
+        response = wire.request(R(resources=[R.DescribeConfigsResource(
+            resource_type=BROKER, resource_name=str(via), configuration_keys=[key])],
+            include_synonyms=False, include_documentation=False), 4)
+    config = response.results[0].configs[0]
+    return config.value, config.config_source
+
+
+def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all(kafka_cluster):
+    """log.retention.ms for the cluster default ("") through node 2: every node describes itself with it
+    as DYNAMIC_DEFAULT_BROKER_CONFIG, node 1 also after a restart; node 3's own override (through node 3)
+    wins there only, as DynamicBrokerConfig's precedence says; deleting the default through node 1 leaves
+    node 3's own."""
+    cluster = kafka_cluster
+    assert _alter_broker(cluster, 2, "", [("log.retention.ms", SET, "7777")]) is ErrorCode.NONE
+    assert _broker_config(cluster, 2, "log.retention.ms") == ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    for via in (1, 3):
+        wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms") ==
+                   ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG), 10, f"node {via} taking the default")
+    cluster.kill(1)
+    cluster.restart(1)
+    assert _broker_config(cluster, 1, "log.retention.ms") == ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert _alter_broker(cluster, 3, "3", [("log.retention.ms", SET, "8888")]) is ErrorCode.NONE
+    assert _broker_config(cluster, 3, "log.retention.ms") == ("8888", DYNAMIC_BROKER_CONFIG)
+    assert _alter_broker(cluster, 1, "", [("log.retention.ms", DELETE, None)]) is ErrorCode.NONE
+    for via in (1, 2):
+        wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms")[1] not in
+                   (DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG), 10, f"node {via} dropping the default")
+    assert _broker_config(cluster, 3, "log.retention.ms") == ("8888", DYNAMIC_BROKER_CONFIG)
