@@ -1,9 +1,10 @@
-"""Topic configs and dynamic broker configs are the cluster's (issue #26): 3 real nodes on a real etcd, raw IncrementalAlterConfigs /
-DescribeConfigs to chosen nodes. A change made through a node that is neither controller nor replica is
-described by every node (also one with no replica of the topic), reaches the replicas' logs, survives a
-node's restart, and a concurrent-change-safe write (compare-and-set on `configs/topics/<t>`) keeps the
-whole set. Kafka: ConfigAdminManager / ConfigHelper answer from the broker's metadata image, which every
-broker follows (ZooKeeper-era: AdminZkClient.changeTopicConfig + the config change notification)."""
+"""Topic configs and dynamic broker configs are the cluster's (issue #26): 3 real nodes on a real etcd, raw
+IncrementalAlterConfigs / DescribeConfigs to chosen nodes. A topic config changed through a node that is
+neither controller nor replica is described by every node (one with no replica of the topic too), survives
+a node's restart, composes with changes through other nodes (compare-and-set on `configs/topics/<t>`) and
+goes with its topic; a cluster-default broker config changed through one node applies on every node.
+Kafka: ConfigAdminManager / ConfigHelper answer from the broker's metadata image, which every broker
+follows (ZooKeeper-era: AdminZkClient.changeTopicConfig / changeBrokerConfig + change notifications)."""
 from __future__ import annotations
 
 import pytest
