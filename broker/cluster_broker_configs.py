@@ -7,8 +7,8 @@ Here:
 
 | key                                | value                                      |
 |------------------------------------|--------------------------------------------|
-| `configs/brokers/<default>`        | the cluster default's overrides, JSON      |
-| `configs/brokers/<id>`             | node <id>'s own overrides, JSON            |
+| `config/brokers/<default>`        | the cluster default's overrides, JSON      |
+| `config/brokers/<id>`             | node <id>'s own overrides, JSON            |
 
 A change is the resource's whole new set, put (or deleted when empty) as ZooKeeper-era
 AdminZkClient.changeBrokerConfig wrote it; every node applies the layers that concern it
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.cluster.configs")
 
-PREFIX = "configs/brokers/"
+PREFIX = "config/brokers/"
 DEFAULT_NAME = "<default>"  # ZooKeeper-era Kafka's ConfigEntityName.DEFAULT
 SEE_OWN_WRITE_TIMEOUT_S = 5.0
 

@@ -2,7 +2,7 @@
 
 Kafka 4 keeps them as FeatureLevelRecords in the metadata log (the controller's FeatureControlManager
 writes them, every broker's MetadataCache follows them; ZooKeeper-era Kafka had the `/feature` znode).
-Here `features/finalized` holds {"epoch", "levels"}; UpdateFeatures through any node checks the request
+Here `features` holds {"epoch", "levels"}; UpdateFeatures through any node checks the request
 against the stored levels (FeatureStore.plan, Kafka's rules) and writes the result on the condition that
 the value is still the one checked against (its mod revision), so two concurrent updates cannot both land
 on the same old levels (the loser checks again). A cluster that never changed a feature has no key:
@@ -23,8 +23,8 @@ from kcoord.protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.cluster.features")
 
-PREFIX = "features/"
-FINALIZED = "finalized"  # relative to PREFIX
+PREFIX = "features"
+FINALIZED = ""  # the key itself, relative to PREFIX
 MAX_ATTEMPTS = 10
 SEE_OWN_WRITE_TIMEOUT_S = 5.0
 
@@ -61,7 +61,7 @@ class ClusterFeatures:
             levels = {str(k): int(v) for k, v in doc["levels"].items()}
             epoch = int(doc["epoch"])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            log.error("ignoring the bad value of %s%s: %s", PREFIX, FINALIZED, exc)
+            log.error("ignoring the bad value of %s: %s", PREFIX, exc)
             return
         self._features.replace(levels, epoch)
 

@@ -103,7 +103,7 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     # ACLs and SCRAM credentials are the cluster's: followed before the node joins (and serves as a member)
     security = broker.security.cluster = ClusterSecurity(store, broker.security.authorizer, broker.security.scram)
     await security.start()
-    # topic configs changed through any node (configs/topics/<t>), followed here
+    # topic configs changed through any node (config/topics/<t>), followed here
     topic_configs = broker.cluster_topic_configs = ClusterTopicConfigs(store, broker)
     await topic_configs.start()
     features = broker.cluster_features = ClusterFeatures(store, broker.features)  # finalized levels: the cluster's

@@ -6,7 +6,7 @@ kept `/config/topics/<t>` apart from `/brokers/topics/<t>` (AdminZkClient.change
 
 | key                   | value                                                 |
 |-----------------------|-------------------------------------------------------|
-| `configs/topics/<t>`  | {"topic_id": the topic's id, "configs": {name: value}} |
+| `config/topics/<t>`   | {"topic_id": the topic's id, "configs": {name: value}} |
 
 written by compare-and-set on its mod revision, so two concurrent changes cannot lose one another. It
 holds the topic's whole set of overrides and wins over the creation-time ones while its topic id is the

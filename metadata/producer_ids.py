@@ -8,7 +8,7 @@ is used, and answers InitProducerId with COORDINATOR_LOAD_IN_PROGRESS while it h
 
 - single-node mode (`FileProducerIds`): the block end is written to `<log.dirs>/kcoord-producer-ids.json`
   and fsynced before an id from the block is used, so no id is reused after a restart;
-- cluster mode (`StoreProducerIds`): the `producer_ids` key of the metadata store holds the next block's
+- cluster mode (`StoreProducerIds`): the `producer_id_block` key of the metadata store holds the next block's
   start; a node claims a block by compare-and-set on the key's mod revision (`claim_block`), so two nodes
   never hold overlapping blocks. `ProducerIdBlocks` is the pure part (current and prefetched block, when
   to ask), the store I/O runs in one task at a time.
@@ -29,7 +29,7 @@ log = logging.getLogger("kcoord.producer_ids")
 BLOCK_SIZE = 1000           # ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 PREFETCH_FRACTION = 0.9     # RPCProducerIdManager.PID_PREFETCH_THRESHOLD
 ID_FILE = "kcoord-producer-ids.json"
-PRODUCER_IDS_KEY = "producer_ids"  # relative to the cluster's prefix, beside kcoord.cluster.keys' keys
+PRODUCER_IDS_KEY = "producer_id_block"  # relative to the cluster's prefix, beside kcoord.cluster.keys' keys
 RETRY_BACKOFF_S = 0.1
 
 
@@ -125,14 +125,14 @@ class ProducerIdBlocks:
 
 
 def encode_next_block(broker_id: int, next_producer_id: int) -> bytes:
-    return json.dumps({"next_producer_id": next_producer_id, "broker_id": broker_id},
+    return json.dumps({"next": next_producer_id, "broker_id": broker_id},
                       separators=(",", ":")).encode()
 
 
 def decode_next_block(data: bytes) -> int:
     try:
         doc = json.loads(data)
-        value = doc["next_producer_id"]
+        value = doc["next"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"bad {PRODUCER_IDS_KEY} value {data!r}: {exc}") from exc
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:

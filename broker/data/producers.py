@@ -1,7 +1,7 @@
 """Idempotent producers: producer-id allocation and per-partition sequence state.
 
 - Ids come from blocks (kcoord.metadata.producer_ids): in single-node mode a file in log.dirs, in cluster
-  mode the metadata store's `producer_ids` key, claimed by compare-and-set, so no two nodes and no
+  mode the metadata store's `producer_id_block` key, claimed by compare-and-set, so no two nodes and no
   restart hand out the same id. While a cluster node has no block yet, InitProducerId is answered
   COORDINATOR_LOAD_IN_PROGRESS (RPCProducerIdManager), which clients retry.
 - Per partition and producer we keep the epoch and the last 5 batches (Kafka's window): a retried

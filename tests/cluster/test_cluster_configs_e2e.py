@@ -1,7 +1,7 @@
 """Topic configs and dynamic broker configs are the cluster's (issue #26): 3 real nodes on a real etcd, raw
 IncrementalAlterConfigs / DescribeConfigs to chosen nodes. A topic config changed through a node that is
 neither controller nor replica is described by every node (one with no replica of the topic too), survives
-a node's restart, composes with changes through other nodes (compare-and-set on `configs/topics/<t>`) and
+a node's restart, composes with changes through other nodes (compare-and-set on `config/topics/<t>`) and
 goes with its topic; a cluster-default broker config changed through one node applies on every node.
 Kafka: ConfigAdminManager / ConfigHelper answer from the broker's metadata image, which every broker
 follows (ZooKeeper-era: AdminZkClient.changeTopicConfig / changeBrokerConfig + change notifications)."""
@@ -109,7 +109,7 @@ def test_changes_through_different_nodes_compose(kafka_cluster):
 
 
 def test_a_deleted_topic_takes_its_changed_configs_with_it(kafka_cluster):
-    """DeleteTopics removes `configs/topics/<t>` with the topic (ReplicationControlManager.deleteTopic drops
+    """DeleteTopics removes `config/topics/<t>` with the topic (ReplicationControlManager.deleteTopic drops
     its ConfigRecords too): the topic created again under the name has only its own configs."""
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError

@@ -6,7 +6,7 @@ import asyncio
 
 from kcoord.broker.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from kcoord.broker.security.authorizer import StandardAuthorizer
-from kcoord.broker.security.cluster_security import PREFIX, ClusterSecurity, decode, scram_key
+from kcoord.broker.security.cluster_security import ClusterSecurity, decode, scram_key
 from kcoord.broker.security.scram import make_credential
 from kcoord.coordinator.testing import ManualClock
 from kcoord.metadata.local_store import LocalStore
@@ -55,7 +55,7 @@ async def test_acls_and_credentials_written_through_one_node_are_followed_by_ano
 
 async def test_a_bad_value_is_skipped_not_fatal(tmp_path):
     store = LocalStore(timer=ManualClock().timers)
-    await store.txn([], [Put(PREFIX + "acls/bad", b"{not json"), Put(scram_key("u", "SCRAM-SHA-512"), b"")])
+    await store.txn([], [Put("acls/bad", b"{not json"), Put(scram_key("u", "SCRAM-SHA-512"), b"")])
     node, authz, _scram = _node(store, tmp_path, "n")
     await node.start()
     await node.create_acls([DENY])
