@@ -82,3 +82,21 @@ def test_single_node_ids_survive_a_restart_without_reuse(tmp_path):
     again = FileProducerIds(str(tmp_path))
     assert again.generate() not in used
     assert again.was_allocated(3) and not again.was_allocated(5000)
+
+
+async def test_init_producer_id_is_load_in_progress_until_a_block_is_claimed(tmp_path):
+    """RPCProducerIdManager.generateProducerId fails with CoordinatorLoadInProgressException while it has
+    no block; InitProducerId answers COORDINATOR_LOAD_IN_PROGRESS, which clients retry."""
+    from kcoord.broker.data.producers import ProducerStateManager
+    from kcoord.protocol.errors import ErrorCode
+
+    store = LocalStore(timer=ManualClock().timers)
+    producers = ProducerStateManager(str(tmp_path), logs=None)
+    ids = StoreProducerIds(store, 1)
+    producers.use_ids(ids)
+    assert producers.init_producer(-1, -1) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1, -1)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert producers.init_producer(-1, -1) == (ErrorCode.NONE, 0, 0)
+    assert producers.init_producer(0, 0) == (ErrorCode.NONE, 0, 1)  # KIP-360: any node may bump any id
+    await ids.close()
