@@ -14,9 +14,11 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
-from kcoord.metadata.store import Compacted, MetadataStore
+from kcoord.metadata.store import Compacted, MetadataStore, StoreError
 
 log = logging.getLogger("kcoord.metadata.follow")
+
+RETRY_S = 0.5  # after the store did not answer (a broken watch stream resumes by itself)
 
 
 class PrefixFollower:
@@ -31,7 +33,12 @@ class PrefixFollower:
     async def run(self) -> None:
         """The follower's task: snapshot, then watch, until cancelled."""
         while True:
-            snapshot = await self._store.range(self.prefix)
+            try:
+                snapshot = await self._store.range(self.prefix)
+            except StoreError as exc:  # unreachable for now: the copy stays as it is, and is read again
+                log.warning("reading %s failed (%s); again in %.1f s", self.prefix, exc, RETRY_S)
+                await asyncio.sleep(RETRY_S)
+                continue
             self.values = {kv.key[len(self.prefix):]: kv.value for kv in snapshot.kvs}
             self._publish(snapshot.revision)
             try:
@@ -47,6 +54,9 @@ class PrefixFollower:
             except Compacted as exc:
                 log.info("%s history compacted (from revision %d): reading a new snapshot", self.prefix,
                          exc.compact_revision)
+            except StoreError as exc:  # what the watch could not resume by itself: start over
+                log.warning("watching %s failed (%s); reading a new snapshot in %.1f s", self.prefix, exc, RETRY_S)
+                await asyncio.sleep(RETRY_S)
 
     def _publish(self, revision: int) -> None:
         self.revision = max(self.revision, revision)
