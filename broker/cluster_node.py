@@ -9,37 +9,37 @@ blocks (kcoord.metadata.producer_ids) and follows the cluster's ACLs and SCRAM c
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from kcoord.cluster.metadata_image import MetadataImage, RoleChange, StopReplica, TopicPartition
 from kcoord.cluster.node import ClusterNode
 
 if TYPE_CHECKING:
     from kcoord.broker.app import Broker
-    from kcoord.broker.cluster_broker_configs import ClusterBrokerConfigs
-    from kcoord.broker.cluster_features import ClusterFeatures
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
-    from kcoord.broker.security.cluster_security import ClusterSecurity
     from kcoord.cluster.replica_manager import ReplicaManager
-    from kcoord.metadata.producer_ids import StoreProducerIds
+
+
+class ClusterStatePart(Protocol):
+    """A follower (or writer) of cluster-wide state that the node closes as it leaves."""
+
+    async def close(self) -> None: ...
 
 
 class BrokerReplicas:
     """The broker's side of role changes around the ReplicaManager: before it takes a role, the topic is
     mirrored into the node's TopicManager with the cluster's topic id and configs (what produce, fetch and
     ListOffsets look topics up in), the partition's log opened with that topic's config, and the
-    partition's producer state dropped (rebuilt from the log when next needed)."""
+    partition's producer state dropped (rebuilt from the log when next needed). It closes the node's
+    followers of cluster-wide state (`parts`) with the replicas, before the store closes."""
 
-    def __init__(self, broker: Broker, manager: ReplicaManager, producer_ids: StoreProducerIds,
-                 security: ClusterSecurity, topic_configs: ClusterTopicConfigs, features: ClusterFeatures,
-                 broker_configs: ClusterBrokerConfigs) -> None:
+    def __init__(self, broker: Broker, manager: ReplicaManager, topic_configs: ClusterTopicConfigs,
+                 parts: Sequence[ClusterStatePart]) -> None:
         self._broker = broker
         self.manager = manager
-        self._producer_ids = producer_ids
-        self._security = security
         self._topic_configs = topic_configs
-        self._features = features
-        self._broker_configs = broker_configs
+        self._parts = parts
 
     def apply(self, changes: list[RoleChange], image: MetadataImage) -> None:
         for change in changes:
@@ -66,11 +66,8 @@ class BrokerReplicas:
                                         config=self._broker.topics.log_config_of(local))
 
     async def close(self) -> None:
-        await self._broker_configs.close()
-        await self._features.close()
-        await self._topic_configs.close()
-        await self._security.close()
-        await self._producer_ids.close()
+        for part in self._parts:
+            await part.close()
         await self.manager.close()
 
 
@@ -110,7 +107,8 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     await features.start()
     broker_configs = broker.cluster_broker_configs = ClusterBrokerConfigs(store, broker)  # dynamic broker configs
     await broker_configs.start()
-    replicas = BrokerReplicas(broker, manager, producer_ids, security, topic_configs, features, broker_configs)
+    replicas = BrokerReplicas(broker, manager, topic_configs,
+                              [broker_configs, features, topic_configs, security, producer_ids])
     node = ClusterNode(broker.config, store, replicas, local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
     return node
