@@ -5,11 +5,13 @@ expire-member | fire-timers | run-retention` and the pytest fixture's `faults` /
     admin.faults.add(api="Heartbeat", error="REBALANCE_IN_PROGRESS", group_id="g", count=3)
     admin.faults.list(); admin.faults.remove(1); admin.faults.clear()
     admin.timers.expire_member("g", member_id); admin.timers.fire("g"); admin.timers.run_retention()
+    admin.client_metrics(client_id="my-app")   # what clients pushed (KIP-714 telemetry)
 """
 from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -46,6 +48,22 @@ class AdminClient:
             raise AdminRequestError(exc.code, message) from None
         except (urllib.error.URLError, OSError) as exc:
             raise AdminRequestError(0, f"cannot reach the admin endpoint at {self.url}: {exc}") from None
+
+
+    def clients(self, client_id: str | None = None) -> list[dict]:
+        """The client instances the telemetry receiver knows (KIP-714), each with its pushed metrics."""
+        query = "" if client_id is None else "?" + urllib.parse.urlencode({"client_id": client_id})
+        return self.request("GET", "/clients" + query)["clients"]
+
+    def client_metrics(self, client_id: str | None = None) -> dict[str, float]:
+        """The latest value of each metric the clients (with this client.id) pushed: {name: value}, a
+        name with its data point's attributes in braces when it has any ("...latency.avg{node_id=1}")."""
+        out: dict[str, float] = {}
+        for instance in self.clients(client_id):
+            for metric in instance["metrics"]:
+                attrs = ",".join(f"{k}={v}" for k, v in sorted(metric["attributes"].items()))
+                out[metric["name"] + (f"{{{attrs}}}" if attrs else "")] = metric["value"]
+        return out
 
 
 class Faults:

@@ -18,7 +18,13 @@ HTTP + JSON, for test suites in any language. No authentication: bind it to loop
                                        fail -> {"failing": N}
     POST   /transactions/hold-load, /transactions/release-load, /transactions/reload: the same for
                                        __transaction_state (503 without a transaction coordinator)
+    GET    /clients[?client_id=ID]     {"enabled": bool, "clients": [instance, ...]}: the client instances known to
+                                       the telemetry receiver (KIP-714) with the metrics they pushed
     GET    /health                     {"ok": true, "groups_loaded": bool} (__consumer_offsets replayed)
+
+In a cluster every node has its endpoint, for its own requests (faults) and its own coordinators: a
+group's timers on a node that does not lead the group's __consumer_offsets partition answer 421
+(Misdirected Request) naming the node that does, as NOT_COORDINATOR names none but FindCoordinator does.
 
 Answers are JSON; bad input is a 4xx with {"error": "..."} and changes nothing. `AdminApi.handle`
 is the routing, without sockets; `AdminEndpoint` is the HTTP/1.1 transport (one request per
@@ -29,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import urllib.parse
 from typing import Any
 
 from kcoord.broker.faults import FaultError, FaultSpec
@@ -37,7 +44,7 @@ log = logging.getLogger("kcoord.admin")
 
 MAX_BODY = 1 << 20
 REASONS = {200: "OK", 201: "Created", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           411: "Length Required", 413: "Payload Too Large", 503: "Service Unavailable"}
+           411: "Length Required", 413: "Payload Too Large", 421: "Misdirected Request", 503: "Service Unavailable"}
 
 
 class AdminError(Exception):
@@ -68,6 +75,8 @@ class AdminApi:
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
         try:
+            if path.split("?", 1)[0].rstrip("/") == "/clients":
+                return self._clients(method, urllib.parse.parse_qs(urllib.parse.urlsplit(path).query))
             return self._route(method, path.split("?", 1)[0].rstrip("/") or "/", body)
         except AdminError as exc:
             return exc.status, {"error": str(exc)}
@@ -118,8 +127,37 @@ class AdminApi:
             return 200, {"ok": True, "groups_loaded": self.broker.group_coordinator.loaded_event.is_set()}
         raise AdminError(404, f"no such endpoint: {method} {path}")
 
+    def _clients(self, method: str, query: dict[str, list[str]]) -> tuple[int, dict]:
+        if method != "GET":
+            raise AdminError(405, f"{method} /clients: use GET")
+        unknown = set(query) - {"client_id"}
+        if unknown:
+            raise AdminError(400, f"unknown query parameter {sorted(unknown)[0]!r} (only client_id)")
+        client_id = query["client_id"][0] if "client_id" in query else None
+        telemetry = self.broker.client_telemetry
+        return 200, {"enabled": telemetry.enabled,
+                     "clients": [i.to_json() for i in telemetry.instances(client_id)]}
+
+    def _check_coordinates(self, group_id: str) -> None:
+        """AdminError 421 when another node of the cluster leads the group's __consumer_offsets partition."""
+        cluster = self.broker.cluster
+        if cluster is None:
+            return
+        from kcoord.cluster.metadata_image import TopicPartition
+        from kcoord.metadata.topics import CONSUMER_OFFSETS
+        from kcoord.protocol.consumer_offsets import partition_for
+
+        partition = partition_for(group_id, self.broker.config.get("offsets.topic.num.partitions"))
+        state = cluster.image.partition(TopicPartition(CONSUMER_OFFSETS, partition))
+        leader = -1 if state is None else state.registration.leader
+        if leader != cluster.node_id:
+            where = f"node {leader}" if leader >= 0 else "no node now"
+            raise AdminError(421, f"group {group_id!r} is coordinated by {where} ({CONSUMER_OFFSETS}-{partition}), "
+                                  f"not by node {cluster.node_id}: use that node's admin endpoint")
+
     def _expire_member(self, body: Any) -> tuple[int, dict]:
         group_id, member_id = _string(body, "group_id"), _string(body, "member_id")
+        self._check_coordinates(group_id)
         if not self.broker.group_coordinator.expire_member(group_id, member_id):
             raise AdminError(404, f"group {group_id!r} has no member {member_id!r}")
         log.info("admin: expired member %s of group %s", member_id, group_id)
@@ -127,6 +165,7 @@ class AdminApi:
 
     def _fire_timers(self, body: Any) -> tuple[int, dict]:
         group_id = _string(body, "group_id")
+        self._check_coordinates(group_id)
         fired = self.broker.group_coordinator.fire_group_timers(group_id)
         log.info("admin: fired %d timers of group %s", fired, group_id)
         return 200, {"fired": fired, "group_id": group_id}

@@ -14,10 +14,12 @@ import logging
 import os
 import signal
 import sys
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from kcoord.broker import registry
+from kcoord.broker.client_telemetry import ClientTelemetry
 from kcoord.broker.config import PROPERTIES, BrokerConfig, ConfigError
 from kcoord.broker.coordinator_roles import CoordinatorRoles
 from kcoord.broker.data.fetch_wait import FetchWaiters
@@ -26,7 +28,10 @@ from kcoord.broker.data.txn_index import TxnIndex
 from kcoord.broker.data.visibility import Visibility
 from kcoord.broker.fault_injector import FaultInjector
 from kcoord.broker.hooks import Hooks
+from kcoord.broker.quota import ClientQuotaManager, QuotaConfig, quota_managers
 from kcoord.broker.server import BoundListener, KafkaServer
+from kcoord.metadata.client_metrics_configs import ClientMetricsConfigStore
+from kcoord.metadata.client_quotas import ClientQuotaStore
 from kcoord.metadata.dynamic_broker_configs import DynamicBrokerConfigs
 from kcoord.metadata.features import FeatureStore
 from kcoord.metadata.group_configs import GroupConfigStore
@@ -81,6 +86,12 @@ class Broker:
     dynamic_configs: DynamicBrokerConfigs  # BROKER config resource (KIP-226)
     group_configs: GroupConfigStore        # GROUP config resource; group_config(id)
     features: FeatureStore                 # finalized feature levels (KIP-584)
+    client_metrics_configs: ClientMetricsConfigStore  # CLIENT_METRICS config resource (KIP-714 subscriptions)
+    client_telemetry: ClientTelemetry      # client instances and the metrics they push (KIP-714)
+    client_quotas: ClientQuotaStore        # Describe/AlterClientQuotas entities
+    produce_quota: ClientQuotaManager      # producer_byte_rate enforcement (.active: any quota defined)
+    fetch_quota: ClientQuotaManager        # consumer_byte_rate enforcement
+    request_quota: ClientQuotaManager      # request_percentage enforcement (the server times requests)
     producers: ProducerStateManager
     group_coordinator: GroupRuntime        # the group coordinator (GroupCoordinatorService on asyncio)
     txn_coordinator: TransactionRuntime    # the transaction coordinator
@@ -125,6 +136,8 @@ class Broker:
             read_file=self.config.get("kcoord.etcd.connect") is None)
         self.group_configs = GroupConfigStore(self.log_dir, self.config)
         self.features = FeatureStore(self.log_dir, self.node_id)
+        self._start_client_telemetry()
+        self._start_quotas()
         # __consumer_offsets is opened compacted from the start: no maintenance pass may ever see it
         # under the delete policy (retention would drop coordinator state).
         self.logs = LogManager(self.log_dir, default_config=self.log_config(), fs=self._fs, topic_configs={
@@ -193,6 +206,33 @@ class Broker:
         for lg, result in zip(logs, results, strict=True):
             if isinstance(result, Exception):
                 log.error("fsync of %s failed at shutdown: %s", lg, result)
+
+    def _start_client_telemetry(self) -> None:
+        self.client_metrics_configs = ClientMetricsConfigStore(self.log_dir)
+        self.client_telemetry = ClientTelemetry(
+            lambda: int(time.monotonic() * 1000), self.client_metrics_configs.subscriptions,
+            enabled=self.config.get("kcoord.client.telemetry.enable"),
+            max_bytes=self.config.get("telemetry.max.bytes"),
+            default_interval_ms=self.config.get("kcoord.client.telemetry.push.interval.ms"))
+        self.client_metrics_configs.on_change = self.client_telemetry.subscriptions_changed
+        self.metrics.collectors.append(self.client_telemetry.prometheus_lines)
+
+    def _start_quotas(self) -> None:
+        self.client_quotas = ClientQuotaStore(self.log_dir)
+        self.produce_quota, self.fetch_quota, self.request_quota = quota_managers(
+            lambda: int(time.monotonic() * 1000),
+            QuotaConfig(self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds") * 1000))
+
+        def quotas_changed() -> None:
+            quotas = self.client_quotas.quotas()
+            self.produce_quota.update(quotas)
+            self.fetch_quota.update(quotas)
+            self.request_quota.update(quotas)
+            if self.server is not None:
+                self.server.request_quota_changed()
+
+        self.client_quotas.on_change = quotas_changed
+        quotas_changed()
 
     async def _start_groups(self) -> None:
         from kcoord.coordinator import runtime

@@ -79,7 +79,7 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.cluster_security import ClusterSecurity
     from kcoord.cluster.etcd_store import EtcdStore
-    from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig
+    from kcoord.cluster.replica_manager import ReplicaManager, ReplicationConfig, tcp_endpoint
     from kcoord.metadata.producer_ids import StoreProducerIds
 
     connect = broker.config.get("kcoord.etcd.connect")
@@ -92,7 +92,9 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
 
     manager = ReplicaManager(broker.node_id, broker.logs, store, ReplicationConfig.from_mapping(broker.config.props),
                              lambda: int(time.time() * 1000), image,
-                             on_high_watermark=broker.fetch_waiters.notify)
+                             on_high_watermark=broker.fetch_waiters.notify,
+                             # replication connects from this node's listener host (testkit/links.py tells nodes apart by it)
+                             endpoint_factory=lambda leader, images: tcp_endpoint(leader, images, broker.listeners[0].host))
     # producer ids from the cluster's blocks, never from this node's file (two nodes would share ids)
     producer_ids = StoreProducerIds(store, broker.node_id)
     broker.producers.use_ids(producer_ids)

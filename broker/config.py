@@ -166,6 +166,17 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
        "Replicas that must acknowledge an acks=all write (topic default; cluster mode)."),
     _p("unclean.leader.election.enable", False, _bool,
        "Cluster mode: let an out-of-sync replica lead when the whole ISR is gone (data loss)."),
+    # replication (cluster mode; kcoord.cluster.replica_manager.ReplicationConfig reads them), Kafka's defaults
+    _p("replica.lag.time.max.ms", 30_000, _int(1, INT32_MAX),
+       "A follower not caught up for this long leaves the ISR (cluster mode)."),
+    _p("replica.fetch.wait.max.ms", 500, _int(0, INT32_MAX), "A follower's Fetch long-poll (cluster mode)."),
+    _p("replica.fetch.min.bytes", 1, _int(1, INT32_MAX), "Bytes a follower's Fetch waits for (cluster mode)."),
+    _p("replica.fetch.max.bytes", 1_048_576, _int(0, INT32_MAX),
+       "Bytes per partition in a follower's Fetch (cluster mode)."),
+    _p("replica.fetch.response.max.bytes", 10_485_760, _int(0, INT32_MAX),
+       "Bytes per follower Fetch response (cluster mode)."),
+    _p("replica.fetch.backoff.ms", 1_000, _int(0, INT32_MAX),
+       "A follower's wait after a failed fetch (cluster mode)."),
     _p("broker.rack", None, _optional_str, "This broker's rack (rack-aware replica placement; Metadata)."),
     _p("auto.create.topics.enable", True, _bool, "Create a topic on Metadata/Produce for an unknown name."),
     _p("delete.topic.enable", True, _bool, "Allow DeleteTopics."),
@@ -295,6 +306,19 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("kcoord.etcd.session.timeout.ms", 9000, _int(1000, INT32_MAX),
        "kcoord: lease TTL of this node's registration (KRaft's broker.session.timeout.ms); whole seconds, "
        "etcd grants at least about 2 s."),
+    # --- client quotas (KIP-13 / KIP-219; the quotas themselves: AlterClientQuotas)
+    _p("quota.window.num", 11, _int(1, INT32_MAX), "The number of samples kept for client quotas' rates."),
+    _p("quota.window.size.seconds", 1, _int(1, INT32_MAX), "The time span of each sample of client quotas' rates."),
+    # --- client telemetry (KIP-714)
+    _p("telemetry.max.bytes", 1048576, _int(1, INT32_MAX),
+       "The largest PushTelemetry payload (compressed) a client may send."),
+    _p("kcoord.client.telemetry.enable", False, _bool,
+       "kcoord: the built-in client telemetry receiver (KIP-714; Kafka: a ClientTelemetry metric reporter): "
+       "GetTelemetrySubscriptions / PushTelemetry advertised, pushed metrics shown at /metrics, `kcoord "
+       "clients` and the test fixture. Defining a CLIENT_METRICS resource also turns it on."),
+    _p("kcoord.client.telemetry.push.interval.ms", 30000, _int(100, 3600000),
+       "kcoord: push interval of kcoord's own subscription (every metric), given to clients while the "
+       "receiver is on and no CLIENT_METRICS resource is defined."),
     _p("kcoord.admin.listener", None, _admin_listener,
        "kcoord: http://HOST:PORT of the admin endpoint (fault injection, timers); unset = off. For tests only: "
        "it has no authentication."),

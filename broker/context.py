@@ -23,6 +23,9 @@ class RequestContext:
     listener: str          # listener name the connection came in on, e.g. "PLAINTEXT"
     connection_id: str     # "local_host:port-remote_host:port-n", as Kafka names connections
     session: ConnectionSession  # .principal, SASL state (every connection has one; plaintext: ANONYMOUS)
+    # Set by a handler (a quota broken: broker/quota.py) or a `throttle` fault: the server puts it in the
+    # response's throttle_time_ms and mutes the connection that long after answering (KIP-219)
+    throttle_ms: int = 0
 
     @property
     def node_id(self) -> int:

@@ -69,6 +69,8 @@ class FaultInjector:
                 self._uninstall(fault)  # listed until cleared, but no longer in the request path
             spec = fault.spec
             what = spec.error.name if spec.action == "error" else spec.action
+            if spec.throttle_ms:
+                what += f" {spec.throttle_ms} ms"
             if spec.delay_ms:
                 what += f" {spec.delay_ms} ms" if spec.action == "delay" else f" after {spec.delay_ms} ms"
             log.info("fault %d fired (%s, %d of %s): %s correlation %d from %s:%d", fault.id, what, fault.fired,
@@ -82,7 +84,9 @@ class FaultInjector:
                 raise CloseConnection(f"fault {fault.id}: close instead of answering {facts.describe()}")
             if spec.action == "error":
                 return error_response(ctx.api_key, request, spec.error)
-            return None  # delay: now serve it as usual
+            if spec.action == "throttle":  # the server sets throttle_time_ms and mutes the connection
+                ctx.throttle_ms = max(ctx.throttle_ms, spec.throttle_ms)
+            return None  # delay, throttle: now serve it as usual
 
         return before
 

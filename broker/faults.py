@@ -4,9 +4,12 @@ A fault, as the admin endpoint and `kcoord faults` take it (JSON):
 
     {"api": "Heartbeat",            # API name or key (required); "version": N narrows to one version
      "action": "error",             # "error" (answer with `error`), "delay" (`delay_ms`, then serve
-                                    #  normally), or "close" (close the connection, no answer)
+                                    #  normally), "close" (close the connection, no answer), or
+                                    #  "throttle" (serve normally, the answer's throttle_time_ms is
+                                    #  `throttle_ms` and the connection is muted that long: KIP-219)
      "error": "REBALANCE_IN_PROGRESS",   # name or code, for "error"
      "delay_ms": 0,                 # for "delay"; with "error" or "close" it waits first
+     "throttle_ms": 0,              # for "throttle"
      "group_id": "...", "topic": "...", "client_id": "...", "member_id": "...",   # optional matchers
      "after": 0,                    # let the first N matching requests through
      "count": 3,                    # then fire on the next N (absent/null: every match)
@@ -24,9 +27,10 @@ from typing import Any
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
-ACTIONS = ("error", "delay", "close")
+ACTIONS = ("error", "delay", "close", "throttle")
 MATCHERS = ("group_id", "topic", "client_id", "member_id")
-FIELDS = {"api", "version", "action", "error", "delay_ms", "after", "count", "probability", "seed", *MATCHERS}
+FIELDS = {"api", "version", "action", "error", "delay_ms", "throttle_ms", "after", "count", "probability", "seed",
+          *MATCHERS}
 MAX_DELAY_MS = 3_600_000  # an hour: longer is a typo, and would pin a connection past any test
 
 
@@ -76,6 +80,7 @@ class FaultSpec:
     probability: float = 1.0
     seed: int = 0
     match: dict[str, str] = field(default_factory=dict)  # matcher name -> value
+    throttle_ms: int = 0
 
     @classmethod
     def parse(cls, raw: Any) -> FaultSpec:
@@ -103,6 +108,9 @@ class FaultSpec:
         delay_ms = _int_field(raw, "delay_ms", 0, 0, MAX_DELAY_MS)
         if action == "delay" and not delay_ms:
             raise FaultError("delay_ms (> 0) is required when action is \"delay\"")
+        throttle_ms = _int_field(raw, "throttle_ms", 0, 0, MAX_DELAY_MS)
+        if (action == "throttle") != bool(throttle_ms):
+            raise FaultError("throttle_ms (> 0) is required when action is \"throttle\", and only then")
         probability = raw.get("probability", 1.0)
         if isinstance(probability, bool) or not isinstance(probability, int | float) or not 0 < probability <= 1:
             raise FaultError(f"probability must be a number in (0, 1], got {probability!r}")
@@ -114,7 +122,7 @@ class FaultSpec:
                 match[name] = raw[name]
         return cls(api_key, action, version, error, delay_ms, _int_field(raw, "after", 0, 0),
                    _int_field(raw, "count", None, 1), float(probability),
-                   _int_field(raw, "seed", 0, -(2**63), 2**63 - 1), match)
+                   _int_field(raw, "seed", 0, -(2**63), 2**63 - 1), match, throttle_ms or 0)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"api": m.api_name(self.api_key), "action": self.action}
@@ -124,6 +132,8 @@ class FaultSpec:
             out["error"] = self.error.name
         if self.delay_ms:
             out["delay_ms"] = self.delay_ms
+        if self.throttle_ms:
+            out["throttle_ms"] = self.throttle_ms
         out.update(self.match)
         out.update(after=self.after, count=self.count, probability=self.probability, seed=self.seed)
         return out

@@ -81,6 +81,8 @@ class KafkaConnection(asyncio.Protocol):
         # Frame handlers may answer here: connected, writable, not draining, not logging requests.
         self._direct = False
         self._metrics = server.metrics
+        self._request_quota = server.broker.request_quota
+        self._muted_until = 0.0  # monotonic time a throttle (KIP-219) ends; 0: not throttled
         self.closed = asyncio.get_running_loop().create_future()
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
@@ -146,7 +148,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writable.set()
-        self._direct = not (self._draining or self._lost or self._log_requests)
+        self._direct = not (self._draining or self._lost or self._log_requests or self._muted_until)
         if not self._busy:
             self._pump()  # serving stopped at the high-water mark of the write buffer
 
@@ -211,6 +213,8 @@ class KafkaConnection(asyncio.Protocol):
         while self.queue and not self._lost:
             if not self._writable.is_set():
                 return  # resume_writing pumps again
+            if self._muted_until and not self._draining:
+                return  # throttled: _unmute pumps again
             frame = self.queue.popleft()
             try:
                 pending = self._begin(frame)
@@ -298,7 +302,7 @@ class KafkaConnection(asyncio.Protocol):
     def _request_done(self, size: int) -> None:
         self._last_active = time.monotonic()
         self.state.request_done(size)
-        if self.state.should_resume() and not self._draining and self.transport is not None:
+        if self.state.should_resume() and not self._draining and not self._muted_until and self.transport is not None:
             self.transport.resume_reading()
 
     def _begin(self, frame: memoryview) -> Coroutine[Any, Any, None] | None:
@@ -321,16 +325,74 @@ class KafkaConnection(asyncio.Protocol):
         if log.isEnabledFor(logging.DEBUG):
             log.debug("%s: %s v%d correlation %d from %s", self.connection_id, request.spec.name,
                       hdr.api_version, hdr.correlation_id, hdr.client_id)
+        timed = self._request_quota.active and hdr.api_key not in REQUEST_QUOTA_EXEMPT
         if self._hooks.active(hdr.api_key):
-            return self._finish(request, self._call_hooked(ctx, request), started)
+            return self._finish(request, self._call_hooked(ctx, request), started, ctx, timed)
         response = self._handle(ctx, request)
         if hasattr(response, "__await__"):  # a coroutine or future; cheaper than inspect.isawaitable
-            return self._finish(request, response, started)
+            return self._finish(request, response, started, ctx, timed)
+        if timed:
+            self._record_request_time(ctx, response, time.perf_counter() - started)
         self._respond(request, response, started)
+        if ctx.throttle_ms:  # the handler put it in its answer too
+            self._throttled(ctx, request)
         return None
 
-    async def _finish(self, request: Request, awaitable: Awaitable[Any], started: float) -> None:
-        self._respond(request, await awaitable, started)
+    async def _finish(self, request: Request, awaitable: Awaitable[Any], started: float,
+                      ctx: RequestContext, timed: bool = False) -> None:
+        if timed:  # only the time this request's steps run counts, not its waits (fsync, long poll)
+            steps = _TimedSteps(awaitable, time.perf_counter() - started)
+            response = await steps
+            self._record_request_time(ctx, response, steps.seconds)
+        else:
+            response = await awaitable
+        if ctx.throttle_ms:
+            self._set_throttle_time(response, ctx.throttle_ms)
+        self._respond(request, response, started)
+        if ctx.throttle_ms:
+            self._throttled(ctx, request)
+
+    def _throttled(self, ctx: RequestContext, request: Request) -> None:
+        self._metrics.inc("kcoord_throttle_seconds_total", ctx.throttle_ms / 1000.0, api=request.spec.name,
+                          client_id=ctx.client_id or "")
+        self._mute(ctx.throttle_ms)
+
+    def _record_request_time(self, ctx: RequestContext, response: Any, seconds: float) -> None:
+        """request_percentage (ClientRequestQuotaManager.maybeRecordAndGetThrottleTimeMs): the serving time
+        as a percentage of one thread-second; a throttle goes into the answer and mutes the connection."""
+        throttle_ms = self._request_quota.record(ctx.session.principal.name, ctx.client_id or "", seconds * 100.0)
+        if throttle_ms:
+            ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
+            self._set_throttle_time(response, ctx.throttle_ms)
+
+    # -- throttling (KIP-219): the answer carries throttle_time_ms, then the connection reads nothing for
+    # that long, as Kafka's SocketServer mutes a throttled channel; the client is expected to wait too.
+    @staticmethod
+    def _set_throttle_time(response: Any, throttle_ms: int) -> None:
+        if response is not None and hasattr(response, "throttle_time_ms"):
+            response.throttle_time_ms = max(response.throttle_time_ms or 0, throttle_ms)
+
+    def _mute(self, throttle_ms: int) -> None:
+        if self._lost:
+            return
+        until = time.monotonic() + throttle_ms / 1000.0
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        self._direct = False
+        if self.transport is not None:
+            self.transport.pause_reading()
+        asyncio.get_running_loop().call_later(throttle_ms / 1000.0, self._unmute)
+
+    def _unmute(self) -> None:
+        if self._lost or time.monotonic() < self._muted_until - 0.001:
+            return  # a later, longer throttle is still running
+        self._muted_until = 0.0
+        self._direct = not (self._draining or self._log_requests) and self._writable.is_set()
+        if self.transport is not None and not self.state.should_pause() and not self._draining:
+            self.transport.resume_reading()
+        if not self._busy:
+            self._pump()
 
     async def _call_hooked(self, ctx: RequestContext, request: Request) -> Any:
         hooks = self._hooks
@@ -362,6 +424,38 @@ class KafkaConnection(asyncio.Protocol):
             self.close(self.session.close_reason)
 
 
+# Answered before a client authenticates, or how it learns what to send: never throttled by request time
+REQUEST_QUOTA_EXEMPT = frozenset((17, 18, 36))  # SaslHandshake, ApiVersions, SaslAuthenticate
+
+
+class _TimedSteps:
+    """Awaits `awaitable`, adding up the time its steps run (each send into it until it yields), so a request
+    that waits for an fsync or a long poll is charged its own work only."""
+
+    __slots__ = ("_awaitable", "seconds")
+
+    def __init__(self, awaitable: Awaitable[Any], seconds: float) -> None:
+        self._awaitable = awaitable
+        self.seconds = seconds
+
+    def __await__(self):
+        steps = self._awaitable.__await__()
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            begun = time.perf_counter()
+            try:
+                yielded = steps.send(value) if error is None else steps.throw(error)
+            except StopIteration as done:
+                self.seconds += time.perf_counter() - begun
+                return done.value
+            self.seconds += time.perf_counter() - begun
+            try:
+                value, error = (yield yielded), None
+            except BaseException as exc:  # noqa: BLE001  (passed on to the awaitable, as await does)
+                value, error = None, exc
+
+
 def _error_code_of(response: Any) -> int:
     return int(getattr(response, "error_code", 0) or 0) if response is not None else 0
 
@@ -386,10 +480,19 @@ class KafkaServer:
 
             self.guards = GUARDS
         self.frame_handlers = registry.frame_handlers() if self.guards is None else {}
+        self._frame_paths = dict(self.frame_handlers)
+        self.request_quota_changed()
         self.workers: set[asyncio.Task] = set()  # outlive their connection while a request finishes
         self.bound: list[BoundListener] = []
         self._servers: list[asyncio.Server] = []
         self._seq = itertools.count()
+
+    def request_quota_changed(self) -> None:
+        """With a request_percentage quota defined every request is timed on the general path: the frame
+        fast paths are off (the dict every connection reads is emptied in place), on again without one."""
+        self.frame_handlers.clear()
+        if not self.broker.request_quota.active:
+            self.frame_handlers.update(self._frame_paths)
 
     def session(self, listener: str) -> ConnectionSession:
         return self.security.session(listener)

@@ -20,11 +20,14 @@ default since 2.7) and no fetch sessions (kcoord's leaders refuse them, so every
   name a newer one (the next `assign`); UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / unknown topic:
   retried after replica.fetch.backoff.ms (AbstractFetcherThread.handlePartitionsWithErrors).
 - A broken connection: closed, and reopened after the backoff (ReplicaFetcherBlockingSend).
+- Nodes sharing one machine on distinct loopback addresses connect from their own address (as nodes on
+  distinct hosts do), so the test kit's link proxies can tell which node a replication connection is from.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import struct
 import time
@@ -77,11 +80,14 @@ class FetcherOwner(Protocol):
 
 class TcpLeaderEndpoint:
     """One connection to the leader, one request in flight (ReplicaFetcherBlockingSend), reopened on the
-    next fetch after a failure. `address()` is looked up at each connect (None: not known now)."""
+    next fetch after a failure. `address()` is looked up at each connect (None: not known now);
+    `local_host`, this node's listener host, is the connection's source when both are loopback addresses."""
 
-    def __init__(self, address: Callable[[], tuple[str, int] | None], client_id: str = "kcoord-replica-fetcher"):
+    def __init__(self, address: Callable[[], tuple[str, int] | None], client_id: str = "kcoord-replica-fetcher",
+                 local_host: str | None = None):
         self._address = address
         self._client_id = client_id
+        self._local_host = local_host
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation_id = 0
@@ -99,7 +105,9 @@ class TcpLeaderEndpoint:
             address = self._address()
             if address is None:
                 raise ConnectionError("the leader has no known address")
-            self._reader, self._writer = await asyncio.open_connection(*address)
+            source = loopback_source(self._local_host, address[0])
+            self._reader, self._writer = await asyncio.open_connection(
+                *address, local_addr=None if source is None else (source, 0))
         assert self._reader is not None
         self._correlation_id += 1
         body = m.request_codec(FETCH_KEY, version).encode(request)
@@ -119,6 +127,16 @@ class TcpLeaderEndpoint:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+
+def loopback_source(local_host: str | None, remote_host: str) -> str | None:
+    """The address to connect from: our own loopback address when the remote is on loopback too (the
+    kernel would pick 127.0.0.1 for every node), else None (the kernel's choice)."""
+    try:
+        local, remote = ipaddress.ip_address(local_host or ""), ipaddress.ip_address(remote_host)
+    except ValueError:
+        return None
+    return str(local) if local.is_loopback and remote.is_loopback and local.version == remote.version else None
 
 
 @dataclass(eq=False, slots=True)
@@ -326,4 +344,4 @@ async def _done() -> None:
     return None
 
 
-__all__ = ["FETCH_VERSION", "FetcherOwner", "LeaderEndpoint", "ReplicaFetcher", "TcpLeaderEndpoint"]
+__all__ = ["FETCH_VERSION", "FetcherOwner", "LeaderEndpoint", "ReplicaFetcher", "TcpLeaderEndpoint", "loopback_source"]

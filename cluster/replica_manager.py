@@ -122,10 +122,11 @@ class _Waiters:
 EndpointFactory = Callable[[int, Callable[[], MetadataImage]], LeaderEndpoint]
 
 
-def tcp_endpoint(leader_id: int, images: Callable[[], MetadataImage]) -> LeaderEndpoint:
+def tcp_endpoint(leader_id: int, images: Callable[[], MetadataImage], local_host: str | None = None) -> LeaderEndpoint:
     """The leader's first advertised listener (Kafka: inter.broker.listener.name's endpoint), looked up in
-    the current image at each connect (a restarted leader may listen elsewhere)."""
-    return TcpLeaderEndpoint(lambda: _address_of(leader_id, images()))
+    the current image at each connect (a restarted leader may listen elsewhere). `local_host`: this node's
+    listener host (see TcpLeaderEndpoint)."""
+    return TcpLeaderEndpoint(lambda: _address_of(leader_id, images()), local_host=local_host)
 
 
 def _address_of(leader_id: int, image: MetadataImage) -> tuple[str, int] | None:

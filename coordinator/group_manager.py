@@ -157,6 +157,14 @@ class GroupMetadataManager:
                     group, f"Freshly-loaded group is over capacity ({self.config.group_max_size}). "
                            "Rebalancing in order to give a chance for consumers to commit offsets", "group_max_size")
 
+    def on_moved_here(self) -> None:
+        """The shard was loaded by a newly elected coordinator (cluster mode): each group's first rebalance
+        within its members' longest session timeout records the cause "coordinator_moved"."""
+        now = self.clock.now_ms()
+        for group in self.groups.values():
+            session = max((m.session_timeout_ms for m in group.all_member_metadata()), default=0)
+            group.moved_until_ms = now + max(session, group.rebalance_timeout_ms())
+
     def on_unloaded(self) -> int:
         """The shard is given up: every group goes Dead, parked requests are told NOT_COORDINATOR."""
         gone = list(self.groups.values())

@@ -47,6 +47,9 @@ class GroupMetadata:
         self.num_members_awaiting_join = 0
         self.supported_protocols: Counter[str] = Counter()     # protocol -> how many members support it
         self.new_member_added = False
+        # loaded by a newly elected coordinator (cluster mode): a rebalance until then, as its members come
+        # back to it, is recorded with the cause "coordinator_moved"
+        self.moved_until_ms: int | None = None
         self.rebalance: RebalanceInfo | None = None
         self.stored: GroupMetadataValue | None = None  # the last durable GroupMetadata record's value
 

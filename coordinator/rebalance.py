@@ -26,6 +26,12 @@ def sync_key(group_id: str) -> tuple[str, str]:
     return ("sync", group_id)
 
 
+# the causes a member coming back to a group's new coordinator gives a rebalance (its JoinGroup or SyncGroup
+# was answered NOT_COORDINATOR by the old one); a member that died with it still expires as "session_timeout"
+MOVE_CAUSES = frozenset({"member_joined", "leader_rejoined", "sync_timeout", "join_timeout",
+                         "static_member_update", "other"})
+
+
 class Rebalancer:
     """The rebalance steps of one shard's classic groups; state lives in the group manager (`context`).
     It is the purgatory's JoinPhase: a delayed join calls back try_complete_join / on_complete_join."""
@@ -56,6 +62,10 @@ class Rebalancer:
         self.remove_sync_expiration(group)
         delay = self.config.group_initial_rebalance_delay_ms
         now = self.context.now_ms()
+        if group.moved_until_ms is not None:  # the first rebalance after a coordinator move
+            if now <= group.moved_until_ms and cause in MOVE_CAUSES:
+                cause = "coordinator_moved"
+            group.moved_until_ms = None
         if group.is_(S.EMPTY):
             if cause == "member_joined":
                 cause = "initial_join"

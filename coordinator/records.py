@@ -30,6 +30,7 @@ REBALANCE_CAUSES = frozenset({
     "group_max_size", "other",
     "subscription_changed", "rebalance_timeout", "regex_resolved",  # consumer groups (KIP-848): their own causes
     "migration",  # a group converted between the classic and the consumer protocol (online migration)
+    "coordinator_moved",  # a group loaded by a new coordinator (cluster failover) rebalancing as its members come back
 })
 
 

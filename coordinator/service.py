@@ -37,6 +37,7 @@ from kcoord.coordinator.consumer.describe import DescribedConsumerGroup
 from kcoord.coordinator.consumer.steady import HeartbeatResult
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from kcoord.coordinator.core import LOGGER_NAME, OFFSETS_TOPIC, RecordWriter
+from kcoord.coordinator.elections import ShardElections
 from kcoord.coordinator.events import NO_EVENTS, CoordinatorEvents
 from kcoord.coordinator.join_request import JoinRequest
 from kcoord.coordinator.membership import leave_members
@@ -63,7 +64,7 @@ RETENTION_TIMER_KEY = ("offsets-retention",)
 TopicPartition = tuple[str, int]
 
 
-class GroupCoordinatorService:
+class GroupCoordinatorService(ShardElections):
     def __init__(self, config: GroupConfig | None = None, *, clock: Clock, timer: Timer | None = None,
                  writer: RecordWriter, log: logging.Logger | None = None,
                  events: CoordinatorEvents = NO_EVENTS, owned_partitions: set[int] | None = None,
@@ -81,6 +82,7 @@ class GroupCoordinatorService:
         # None: this node owns every partition (one node; a shard is made live on first use); else those.
         self.owned_partitions = owned_partitions
         self._partition_cache: dict[str, int] = {}
+        self.epochs: dict[int, int] = {}  # cluster mode: the epoch each shard was elected at (ShardElections)
         self.schedule_offset_expiration()
 
     # ------------------------------------------------------------ routing
@@ -353,6 +355,7 @@ class GroupCoordinatorService:
         if self.owned_partitions is None:
             self.owned_partitions = set(range(self.config.offsets_topic_num_partitions))
         self.owned_partitions.discard(partition)
+        self.epochs.pop(partition, None)
         shard = self.shards.pop(partition, None) or self.loading.pop(partition, None)
         return 0 if shard is None else shard.on_unloaded()
 

@@ -2,7 +2,7 @@
 new set (pure), validate it as Kafka does, store it durably and apply it.
 
 Resources: TOPIC (2) -> the topic's overrides (TopicManager); BROKER (4) -> dynamic broker configs;
-GROUP (32) -> group-level configs. Incremental operations follow Kafka's
+GROUP (32) -> group-level configs; CLIENT_METRICS (16) -> client telemetry subscriptions (KIP-714). Incremental operations follow Kafka's
 ConfigAdminManager.prepareIncrementalConfigs: SET, DELETE, and APPEND / SUBTRACT for list configs
 only, starting from the current value (the override, else the default); names twice in one
 resource and null values for anything but DELETE are INVALID_REQUEST.
@@ -12,15 +12,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kcoord.metadata.client_metrics_configs import ClientMetricsConfigInvalid
 from kcoord.metadata.dynamic_broker_configs import ConfigRefused
 from kcoord.metadata.group_configs import ConfigInvalid
 from kcoord.metadata.store import StoreError
 from kcoord.metadata.topics import TopicError, broker_default, validate_topic_configs
 from kcoord.protocol.errors import ErrorCode
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy"})
+LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy", "metrics", "match"})
 
 
 class ConfigChangeError(Exception):
@@ -46,6 +47,10 @@ def current_overrides(broker: Any, resource_type: int, name: str) -> dict[str, s
         if not name:
             raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
         return broker.group_configs.overrides(name)
+    if resource_type == CLIENT_METRICS:
+        if not name:
+            raise ConfigChangeError(ErrorCode.INVALID_REQUEST, "Subscription name can't be empty")
+        return broker.client_metrics_configs.overrides(name)
     raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
 
@@ -114,6 +119,12 @@ async def replace(broker: Any, resource_type: int, name: str, configs: dict[str,
             broker.group_configs.validate(name, configs)
             if not validate_only:
                 broker.group_configs.replace(name, configs)
+        elif resource_type == CLIENT_METRICS:
+            broker.client_metrics_configs.validate(name, configs)
+            if not validate_only:
+                broker.client_metrics_configs.replace(name, configs)
+    except ClientMetricsConfigInvalid as exc:
+        raise ConfigChangeError(ErrorCode[exc.code_name], str(exc)) from None
     except TopicError as exc:
         raise ConfigChangeError(exc.code, exc.message) from None
     except ConfigRefused as exc:

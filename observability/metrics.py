@@ -8,13 +8,17 @@ Names follow Prometheus conventions (kcoord_<what>_<unit>). Hooks for the other 
   requests:  request_done(api, error_code, seconds)      -- called by the server for every answer
   groups:    rebalance(group, cause), group_members(group, n), commit_latency(seconds)
   storage:   storage_latency("append"|"fsync", seconds)
+  others:    collectors -- callables giving whole Prometheus families (lines) at each scrape, for series
+             owned elsewhere (the metrics clients push, KIP-714: broker/client_telemetry.py)
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import math
+import re
 from collections import defaultdict
+from collections.abc import Callable
 
 log = logging.getLogger("kcoord.metrics")
 
@@ -33,6 +37,8 @@ HELP = {
     "kcoord_group_members": ("gauge", "Members of a group"),
     "kcoord_offset_commit_seconds": ("summary", "OffsetCommit latency including the durable write"),
     "kcoord_storage_seconds": ("summary", "Storage append and fsync latency"),
+    "kcoord_throttle_seconds_total": ("counter", "Time connections were muted for quotas or throttle faults "
+                                      "(KIP-219), by API and client id"),
     "kcoord_faults_fired_total": ("counter", "Injected faults that fired (admin endpoint), by API, action and fault"),
 }
 
@@ -75,6 +81,7 @@ class Metrics:
         # rather than building and sorting label tuples each time.
         self._request_series: dict[tuple[str, int], _RequestSeries] = {}
         self._group_members = self.gauges["kcoord_group_members"]
+        self.collectors: list[Callable[[], list[str]]] = []
 
     # -- generic ----------------------------------------------------------------------------------
     def inc(self, name: str, value: float = 1.0, **labels: object) -> None:
@@ -142,6 +149,8 @@ class Metrics:
             for labels, s in sorted(self.summaries[name].items()):
                 out.append(f"{name}_count{_fmt_labels(labels)} {s.count}")
                 out.append(f"{name}_sum{_fmt_labels(labels)} {_num(s.sum)}")
+        for collect in self.collectors:
+            out.extend(collect())
         return "\n".join(out) + "\n"
 
     def statsd_lines(self, previous: dict[str, float], prefix: str = "kcoord") -> list[str]:
@@ -169,6 +178,22 @@ class Metrics:
                     previous[count_key], previous[sum_key] = s.count, s.sum
                     lines.append(f"{key}:{mean_ms:.3f}|ms")
         return lines
+
+
+_NOT_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def prometheus_name(text: str) -> str:
+    """`text` made a valid metric or label name: other characters become _, a leading digit gets one."""
+    name = _NOT_NAME.sub("_", text)
+    return "_" + name if name[:1].isdigit() or not name else name
+
+
+def prometheus_family(name: str, kind: str, text: str, samples: list[tuple[Labels, float]]) -> list[str]:
+    """One family's lines: HELP, TYPE, then a line per (labels, value)."""
+    out = [f"# HELP {name} {_escape(text)}", f"# TYPE {name} {kind}"]
+    out += [f"{name}{_fmt_labels(labels)} {_num(value)}" for labels, value in samples]
+    return out
 
 
 def _header(out: list[str], name: str) -> None:

@@ -59,6 +59,12 @@ class KafkaWireClient:
     def close(self) -> None:
         self._sock.close()
 
+    @property
+    def address(self) -> str:
+        """host:port of the broker at the other end."""
+        host, port = self._sock.getpeername()[:2]
+        return f"{host}:{port}"
+
     def __enter__(self) -> KafkaWireClient:
         return self
 

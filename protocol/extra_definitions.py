@@ -1,9 +1,9 @@
 """Message definitions that kafka-python's bundled JSON lacks, written out in our own short notation.
 
 kafka-python ships Kafka's message definitions for the client APIs; it has nothing for KIP-848's
-ConsumerGroupHeartbeat / ConsumerGroupDescribe, KIP-932's ShareGroupHeartbeat / ShareGroupDescribe (v1, Kafka
-4.1+'s stable versions) or for the group coordinator's records. Kafka's
-definitions (clients/src/main/resources/common/message and group-coordinator/src/main/resources/
+ConsumerGroupHeartbeat / ConsumerGroupDescribe, KIP-714's GetTelemetrySubscriptions / PushTelemetry,
+KIP-932's ShareGroupHeartbeat / ShareGroupDescribe (v1, Kafka 4.1+'s stable versions) or for the group
+coordinator's records. Kafka's definitions (clients/src/main/resources/common/message and group-coordinator/src/main/resources/
 common/message) are the spec these lines follow; they hold only the wire facts a codec needs.
 
 Notation, one field per line, nesting by two spaces:
@@ -232,6 +232,31 @@ message ShareGroupCurrentMemberAssignmentValue data valid=0 flexible=0+
 struct TopicPartitions
   TopicId uuid 0+
   Partitions []int32 0+
+
+message GetTelemetrySubscriptionsRequest request api=71 valid=0 flexible=0+
+  ClientInstanceId uuid 0+
+
+message GetTelemetrySubscriptionsResponse response api=71 valid=0 flexible=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
+  ClientInstanceId uuid 0+
+  SubscriptionId int32 0+
+  AcceptedCompressionTypes []int8 0+
+  PushIntervalMs int32 0+
+  TelemetryMaxBytes int32 0+
+  DeltaTemporality bool 0+
+  RequestedMetrics []string 0+
+
+message PushTelemetryRequest request api=72 valid=0 flexible=0+
+  ClientInstanceId uuid 0+
+  SubscriptionId int32 0+
+  Terminating bool 0+
+  CompressionType int8 0+
+  Metrics bytes 0+
+
+message PushTelemetryResponse response api=72 valid=0 flexible=0+
+  ThrottleTimeMs int32 0+
+  ErrorCode int16 0+
 
 message ShareSnapshotKey data valid=0
   GroupId string 0

@@ -67,6 +67,51 @@ class AddPartitionsToTxnResponse:
     results_by_topic_v3_and_below: list[_AddPartitionsToTxnResponse__AddPartitionsToTxnTopicResult]
     def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., results_by_transaction: list[_AddPartitionsToTxnResponse__AddPartitionsToTxnResult] = ..., results_by_topic_v3_and_below: list[_AddPartitionsToTxnResponse__AddPartitionsToTxnTopicResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _AlterClientQuotasRequest__EntityData:
+    entity_type: Any
+    entity_name: Any
+    def __init__(self, *, entity_type: Any = ..., entity_name: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterClientQuotasRequest__OpData:
+    key: Any
+    value: Any
+    remove: Any
+    def __init__(self, *, key: Any = ..., value: Any = ..., remove: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterClientQuotasRequest__EntryData:
+    EntityData = _AlterClientQuotasRequest__EntityData
+    OpData = _AlterClientQuotasRequest__OpData
+    entity: list[_AlterClientQuotasRequest__EntityData]
+    ops: list[_AlterClientQuotasRequest__OpData]
+    def __init__(self, *, entity: list[_AlterClientQuotasRequest__EntityData] = ..., ops: list[_AlterClientQuotasRequest__OpData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class AlterClientQuotasRequest:
+    EntityData = _AlterClientQuotasRequest__EntityData
+    EntryData = _AlterClientQuotasRequest__EntryData
+    OpData = _AlterClientQuotasRequest__OpData
+    entries: list[_AlterClientQuotasRequest__EntryData]
+    validate_only: Any
+    def __init__(self, *, entries: list[_AlterClientQuotasRequest__EntryData] = ..., validate_only: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterClientQuotasResponse__EntityData:
+    entity_type: Any
+    entity_name: Any
+    def __init__(self, *, entity_type: Any = ..., entity_name: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _AlterClientQuotasResponse__EntryData:
+    EntityData = _AlterClientQuotasResponse__EntityData
+    error_code: Any
+    error_message: Any
+    entity: list[_AlterClientQuotasResponse__EntityData]
+    def __init__(self, *, error_code: Any = ..., error_message: Any = ..., entity: list[_AlterClientQuotasResponse__EntityData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class AlterClientQuotasResponse:
+    EntityData = _AlterClientQuotasResponse__EntityData
+    EntryData = _AlterClientQuotasResponse__EntryData
+    throttle_time_ms: Any
+    entries: list[_AlterClientQuotasResponse__EntryData]
+    def __init__(self, *, throttle_time_ms: Any = ..., entries: list[_AlterClientQuotasResponse__EntryData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class _AlterConfigsRequest__AlterableConfig:
     name: Any
     value: Any
@@ -706,6 +751,45 @@ class DescribeAclsResponse:
     resources: list[_DescribeAclsResponse__DescribeAclsResource]
     def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., resources: list[_DescribeAclsResponse__DescribeAclsResource] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _DescribeClientQuotasRequest__ComponentData:
+    entity_type: Any
+    match_type: Any
+    match: Any
+    def __init__(self, *, entity_type: Any = ..., match_type: Any = ..., match: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DescribeClientQuotasRequest:
+    ComponentData = _DescribeClientQuotasRequest__ComponentData
+    components: list[_DescribeClientQuotasRequest__ComponentData]
+    strict: Any
+    def __init__(self, *, components: list[_DescribeClientQuotasRequest__ComponentData] = ..., strict: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeClientQuotasResponse__EntityData:
+    entity_type: Any
+    entity_name: Any
+    def __init__(self, *, entity_type: Any = ..., entity_name: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeClientQuotasResponse__ValueData:
+    key: Any
+    value: Any
+    def __init__(self, *, key: Any = ..., value: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DescribeClientQuotasResponse__EntryData:
+    EntityData = _DescribeClientQuotasResponse__EntityData
+    ValueData = _DescribeClientQuotasResponse__ValueData
+    entity: list[_DescribeClientQuotasResponse__EntityData]
+    values: list[_DescribeClientQuotasResponse__ValueData]
+    def __init__(self, *, entity: list[_DescribeClientQuotasResponse__EntityData] = ..., values: list[_DescribeClientQuotasResponse__ValueData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DescribeClientQuotasResponse:
+    EntityData = _DescribeClientQuotasResponse__EntityData
+    EntryData = _DescribeClientQuotasResponse__EntryData
+    ValueData = _DescribeClientQuotasResponse__ValueData
+    throttle_time_ms: Any
+    error_code: Any
+    error_message: Any
+    entries: list[_DescribeClientQuotasResponse__EntryData]
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., entries: list[_DescribeClientQuotasResponse__EntryData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class DescribeClusterRequest:
     include_cluster_authorized_operations: Any
     endpoint_type: Any
@@ -1195,6 +1279,22 @@ class FindCoordinatorResponse:
     port: Any
     coordinators: list[_FindCoordinatorResponse__Coordinator]
     def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., node_id: Any = ..., host: Any = ..., port: Any = ..., coordinators: list[_FindCoordinatorResponse__Coordinator] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class GetTelemetrySubscriptionsRequest:
+    client_instance_id: Any
+    def __init__(self, *, client_instance_id: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class GetTelemetrySubscriptionsResponse:
+    throttle_time_ms: Any
+    error_code: Any
+    client_instance_id: Any
+    subscription_id: Any
+    accepted_compression_types: Any
+    push_interval_ms: Any
+    telemetry_max_bytes: Any
+    delta_temporality: Any
+    requested_metrics: Any
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., client_instance_id: Any = ..., subscription_id: Any = ..., accepted_compression_types: Any = ..., push_interval_ms: Any = ..., telemetry_max_bytes: Any = ..., delta_temporality: Any = ..., requested_metrics: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class HeartbeatRequest:
     group_id: Any
@@ -1772,6 +1872,19 @@ class ProduceResponse:
     throttle_time_ms: Any
     node_endpoints: list[_ProduceResponse__NodeEndpoint]
     def __init__(self, *, responses: list[_ProduceResponse__TopicProduceResponse] = ..., throttle_time_ms: Any = ..., node_endpoints: list[_ProduceResponse__NodeEndpoint] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class PushTelemetryRequest:
+    client_instance_id: Any
+    subscription_id: Any
+    terminating: Any
+    compression_type: Any
+    metrics: Any
+    def __init__(self, *, client_instance_id: Any = ..., subscription_id: Any = ..., terminating: Any = ..., compression_type: Any = ..., metrics: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class PushTelemetryResponse:
+    throttle_time_ms: Any
+    error_code: Any
+    def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class SaslAuthenticateRequest:
     auth_bytes: Any

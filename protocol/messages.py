@@ -40,6 +40,8 @@ SERVED_APIS = (
     "DescribeTransactions", "ListTransactions", "DescribeProducers", "WriteTxnMarkers",
     # share groups' group side (KIP-932, issue 28)
     "ShareGroupHeartbeat", "ShareGroupDescribe",
+    # client telemetry (KIP-714) and client quotas (issue 29)
+    "GetTelemetrySubscriptions", "PushTelemetry", "DescribeClientQuotas", "AlterClientQuotas",
 )
 # Non-API "data" messages carried inside group protocol bytes (member metadata / assignment).
 DATA_MESSAGES = ("ConsumerProtocolSubscription", "ConsumerProtocolAssignment") + tuple(

@@ -202,6 +202,16 @@ class BrokerProcess:
         """kcoord.broker.admin_client.Timers: expire_member(group, member), fire(group), run_retention()."""
         return self.admin.timers
 
+    def client_metrics(self, client_id: str | None = None) -> dict[str, float]:
+        """What clients pushed through KIP-714 telemetry (needs kcoord.client.telemetry.enable=true or a
+        CLIENT_METRICS resource): {metric name[{attributes}]: latest value}, of the clients with this
+        client.id (all when None)."""
+        return self.admin.client_metrics(client_id)
+
+    def clients(self, client_id: str | None = None) -> list[dict]:
+        """The client instances known to the telemetry receiver, with their subscriptions and metrics."""
+        return self.admin.clients(client_id)
+
     # the coordinators' test controls on the admin endpoint (kcoord.broker.admin_http): `of` is "coordinator"
     # (__consumer_offsets, the group coordinator) or "transactions" (__transaction_state)
     def hold_load(self, partitions, of: str = "coordinator") -> list[int]:

@@ -5,6 +5,8 @@
         kafka_broker.faults.add("Heartbeat", error="REBALANCE_IN_PROGRESS", group_id="g", count=3)
         kafka_broker.timers.expire_member("g", member_id)   # no 45 s wait for a session to run out
         kafka_broker.kill()                                 # SIGKILL, then up again on the same data
+        kafka_broker.client_metrics(client_id="my-app")     # what the client pushed (KIP-714 telemetry, when
+                                                            # kcoord.client.telemetry.enable=true)
 
     @pytest.mark.kcoord(overrides={"num.partitions": "4"})
     def test_with_settings(kafka_broker): ...

@@ -3,6 +3,7 @@ from the command line. The endpoint's address comes from --admin or $KCOORD_ADMI
 
   kcoord faults add --api Heartbeat --error REBALANCE_IN_PROGRESS --group-id my-group --count 3
   kcoord faults add --api SyncGroup --delay-ms 2000 --count 1
+  kcoord faults add --api Produce --throttle-ms 500 --client-id my-app   # throttled as by a quota (KIP-219)
   kcoord faults add --api FindCoordinator --close --probability 0.2 --seed 42
   kcoord faults add --json '{"api": "OffsetCommit", "error": "NOT_COORDINATOR", "after": 5}'
   kcoord faults list | remove ID | clear
@@ -41,6 +42,8 @@ def build_faults_parser() -> argparse.ArgumentParser:
     what = add.add_mutually_exclusive_group()
     what.add_argument("--error", help="answer with this error (name or code)")
     what.add_argument("--close", action="store_true", help="close the connection instead of answering")
+    what.add_argument("--throttle-ms", type=int,
+                      help="answer normally with this throttle_time_ms, then read nothing from the client that long")
     add.add_argument("--delay-ms", type=int, help="wait this long first (alone: then serve normally)")
     for name in ("group-id", "topic", "client-id", "member-id"):
         add.add_argument(f"--{name}", help=f"only requests naming this {name.replace('-', ' ')}")
@@ -61,7 +64,7 @@ def fault_from_args(args: argparse.Namespace) -> dict:
     options = {"api": args.api, "version": args.version, "error": args.error, "delay_ms": args.delay_ms,
                "group_id": args.group_id, "topic": args.topic, "client_id": args.client_id,
                "member_id": args.member_id, "after": args.after, "count": args.count,
-               "probability": args.probability, "seed": args.seed}
+               "probability": args.probability, "seed": args.seed, "throttle_ms": args.throttle_ms}
     given = {k: v for k, v in options.items() if v is not None}
     if args.json is not None:
         if given or args.close:
@@ -72,7 +75,8 @@ def fault_from_args(args: argparse.Namespace) -> dict:
             raise SystemExit(f"kcoord faults add: --json is not valid JSON: {exc}") from None
     if args.api is None:
         raise SystemExit("kcoord faults add: --api is required")
-    given["action"] = "close" if args.close else "error" if args.error is not None else "delay"
+    given["action"] = ("close" if args.close else "error" if args.error is not None
+                       else "throttle" if args.throttle_ms is not None else "delay")
     return given
 
 
@@ -85,6 +89,8 @@ def _match_text(fault: dict) -> str:
 
 def _action_text(fault: dict) -> str:
     action = fault["error"] if fault["action"] == "error" else fault["action"]
+    if fault["action"] == "throttle":
+        action += f" {fault['throttle_ms']}ms"
     return f"{action} +{fault['delay_ms']}ms" if fault.get("delay_ms") and fault["action"] != "delay" else (
         f"delay {fault['delay_ms']}ms" if fault["action"] == "delay" else action)
 

@@ -67,6 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="See `kcoord faults --help`.", add_help=False)
 
     sub.add_parser(
+        "clients", help="client instances and the metrics they push (KIP-714; the server's admin endpoint)",
+        description="See `kcoord clients --help`.", add_help=False)
+
+    sub.add_parser(
         "demo", help="the compose scenario's clients: ping | produce | consume (kafka-python)",
         description="See `kcoord demo --help`.", add_help=False)
 
@@ -122,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         from kcoord.tools.admin_cli import faults_main
 
         return faults_main(argv[1:])
+    if argv and argv[0] == "clients":
+        from kcoord.tools.clients_cli import main as clients_main
+
+        return clients_main(argv[1:])
     if argv and argv[0] == "demo":
         from kcoord.tools.demo import main as demo_main
 

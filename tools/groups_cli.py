@@ -10,6 +10,11 @@ kafka-consumer-groups tool, built on the server's own admin APIs over the wire:
   reset-offsets <group>   DescribeGroups (the group must be Empty or Dead) + Metadata + ListOffsets,
                           then OffsetCommit with generation -1 (an admin commit); dry run unless --execute
   expire-member, fire-timers, run-retention   timer control through the admin endpoint (tools/admin_cli.py)
+
+Any node of a cluster will do, as for kafka-consumer-groups (and a comma-separated list, tried in turn):
+`list` asks every broker Metadata names (Kafka's AdminClient.listConsumerGroups: each broker lists the
+groups it coordinates), a group's requests go to the coordinator FindCoordinator names for it, and
+ListOffsets to each partition's leader (KafkaAdminClient.listOffsets).
 """
 from __future__ import annotations
 
@@ -66,10 +71,22 @@ class PartitionRow:
 
 
 # ---------------------------------------------------------------------------------------------- wire
-def coordinator_client(bootstrap: str) -> KafkaWireClient:
-    """A connection to the coordinator of the groups (one node serves them all, but ask anyway)."""
-    client = KafkaWireClient.connect(bootstrap)
-    resp = client.request(m.FindCoordinatorRequest(key="", key_type=0, coordinator_keys=[""]))
+def connect_any(bootstrap: str) -> KafkaWireClient:
+    """A connection to the first of the comma-separated `bootstrap` addresses that accepts one."""
+    addresses = [a.strip() for a in bootstrap.split(",") if a.strip()]
+    for address in addresses[:-1]:
+        try:
+            return KafkaWireClient.connect(address)
+        except OSError:
+            continue
+    return KafkaWireClient.connect(addresses[-1] if addresses else bootstrap)
+
+
+def coordinator_client(bootstrap: str, group: str = "") -> KafkaWireClient:
+    """A connection to the coordinator of `group` (FindCoordinator through any of `bootstrap`)."""
+    client = connect_any(bootstrap)
+    bootstrap = client.address
+    resp = client.request(m.FindCoordinatorRequest(key=group, key_type=0, coordinator_keys=[group]))
     if resp.coordinators:
         coordinator = resp.coordinators[0]
         _check(coordinator.error_code, "FindCoordinator")
@@ -83,11 +100,22 @@ def coordinator_client(bootstrap: str) -> KafkaWireClient:
     return KafkaWireClient.connect(f"{host}:{port}")
 
 
+def brokers(client: KafkaWireClient) -> dict[int, str]:
+    """node id -> host:port of every broker Metadata names."""
+    resp = client.request(m.MetadataRequest(topics=[], allow_auto_topic_creation=False), min(client.best_version(3), 9))
+    return {b.node_id: f"{b.host}:{b.port}" for b in resp.brokers}
+
+
 def list_groups(client: KafkaWireClient) -> list[tuple[str, str, str]]:
-    """[(group_id, state, protocol_type)]"""
-    resp = client.request(m.ListGroupsRequest(states_filter=[], types_filter=[]))
-    _check(resp.error_code, "ListGroups")
-    return sorted((g.group_id, g.group_state or "", g.protocol_type) for g in resp.groups)
+    """[(group_id, state, protocol_type)] from every broker (each lists the groups it coordinates)."""
+    groups: dict[str, tuple[str, str, str]] = {}
+    for address in brokers(client).values():
+        with KafkaWireClient.connect(address) as node:
+            resp = node.request(m.ListGroupsRequest(states_filter=[], types_filter=[]))
+        _check(resp.error_code, f"ListGroups on {address}")
+        for g in resp.groups:
+            groups.setdefault(g.group_id, (g.group_id, g.group_state or "", g.protocol_type))
+    return sorted(groups.values())
 
 
 def describe_group(client: KafkaWireClient, group: str, must_exist: bool = True):
@@ -119,7 +147,35 @@ def committed_offsets(client: KafkaWireClient, group: str) -> dict[tuple[str, in
             for t in topics for p in t.partitions if p.committed_offset >= 0}
 
 
+def leaders(client: KafkaWireClient, topics) -> dict[tuple[str, int], str]:
+    """(topic, partition) -> host:port of its leader, from Metadata."""
+    request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(topics)],
+                                allow_auto_topic_creation=False)
+    resp = client.request(request, min(client.best_version(3), 9))
+    where = {b.node_id: f"{b.host}:{b.port}" for b in resp.brokers}
+    return {(t.name, p.partition_index): where[p.leader_id] for t in resp.topics for p in t.partitions
+            if p.leader_id in where}
+
+
 def list_offsets(client: KafkaWireClient, partitions, timestamp: int) -> dict[tuple[str, int], int]:
+    """Each partition's offset at `timestamp`, asked of its leader (a partition without one: an error)."""
+    partitions = list(partitions)
+    led_by = leaders(client, {t for t, _p in partitions})
+    here = client.address
+    by_leader: dict[str, list[tuple[str, int]]] = {}
+    for tp in partitions:
+        by_leader.setdefault(led_by.get(tp, here), []).append(tp)
+    out: dict[tuple[str, int], int] = {}
+    for address, tps in by_leader.items():
+        if address == here:
+            out.update(_list_offsets(client, tps, timestamp))
+        else:
+            with KafkaWireClient.connect(address) as leader:
+                out.update(_list_offsets(leader, tps, timestamp))
+    return out
+
+
+def _list_offsets(client: KafkaWireClient, partitions, timestamp: int) -> dict[tuple[str, int], int]:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in partitions:
         by_topic.setdefault(topic, []).append(partition)
@@ -266,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args, out) -> None:
-    with coordinator_client(args.bootstrap_server) as client:
+    with coordinator_client(args.bootstrap_server, getattr(args, "group", "")) as client:
         if args.command == "list":
             groups = list_groups(client)
             if args.state:

@@ -10,6 +10,10 @@ Versions:
       minimum is 0 is left out (KAFKA-17492: older clients cannot read it; Kafka's ApiVersionsResponse
       maybeFilterSupportedFeatureKeys with alterFeatureLevel0 = request version < 4)
   v4: same as v3, every supported feature listed (KAFKA-17011); the version kafka-python 3 sends first
+GetTelemetrySubscriptions / PushTelemetry (KIP-714) are listed only while the client telemetry receiver is on
+(broker/client_telemetry.py), as Kafka lists them only with a ClientTelemetry receiver configured
+(ApiVersionManager.apiVersionResponse: clientTelemetryEnabled). v3+ requests' client software name and
+version are kept on the connection (telemetry subscriptions match on them).
 A version above 4 is answered with UNSUPPORTED_VERSION and a v0 body listing our ApiVersions range
 (KIP-511), so a client probing with a newer version falls back; the response header is always v0.
 """
@@ -22,6 +26,7 @@ from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
 KEY = 18
+TELEMETRY_KEYS = frozenset((71, 72))
 
 
 @api(key=KEY, name="ApiVersions", min_version=0, max_version=4)
@@ -33,6 +38,10 @@ async def handle(ctx: RequestContext, request: m.ApiVersionsRequest):
             error_code=ErrorCode.UNSUPPORTED_VERSION,
             api_keys=[_entry(own)])
     R = m.ApiVersionsResponse
+    if ctx.api_version >= 3:
+        ctx.session.client_software = (request.client_software_name, request.client_software_version)
+    if not ctx.broker.client_telemetry.enabled:
+        served = [s for s in served if s.key not in TELEMETRY_KEYS]
     features = ctx.broker.features
     supported = [R.SupportedFeatureKey(name=name, min_version=low, max_version=high)
                  for name, (low, high) in sorted(features.supported().items())

@@ -11,7 +11,8 @@ STATIC_BROKER_CONFIG for server.properties / --override, DEFAULT_CONFIG); synony
 and then every broker synonym with a value, by precedence. BROKER (4) named by this node's id -> every
 property (read-only unless it may change at run time); named "" -> the cluster-default dynamic configs.
 GROUP (32) -> every group config: DYNAMIC_GROUP_CONFIG for an override, else DEFAULT_CONFIG.
-BROKER_LOGGER (8) -> none.
+CLIENT_METRICS (16) -> the subscription's metrics, interval.ms and match: CLIENT_METRICS_CONFIG (7) for what is
+set, else DEFAULT_CONFIG (Kafka's ConfigHelper). BROKER_LOGGER (8) -> none.
 Kafka's PASSWORD-type settings (sasl.jaas.config, ssl.*password, PEM key material) are answered with a null
 value and is_sensitive, as Kafka does.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.security.listener_config import SENSITIVE
+from kcoord.metadata import client_metrics_configs
 from kcoord.metadata.dynamic_broker_configs import (
     CLUSTER_DEFAULT,
     DEFAULT,
@@ -31,8 +33,8 @@ from kcoord.metadata.topics import TOPIC_CONFIG_DEFAULTS, broker_default
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
-SOURCE_TOPIC, SOURCE_GROUP = 1, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+SOURCE_TOPIC, SOURCE_CLIENT_METRICS, SOURCE_GROUP = 1, 7, 8
 # ConfigType values
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
 # Topic configs whose broker default is one of several properties (ServerTopicConfigSynonyms).
@@ -51,6 +53,8 @@ async def handle(ctx: RequestContext, request: m.DescribeConfigsRequest):
             result = _broker(ctx, res, keys, request)
         elif res.resource_type == GROUP:
             result = _group(ctx, res, keys, request)
+        elif res.resource_type == CLIENT_METRICS:
+            result = _client_metrics(ctx, res, keys, request)
         elif res.resource_type == BROKER_LOGGER:
             result = _result(res, ErrorCode.NONE, None, [])
         else:
@@ -138,6 +142,21 @@ def _group(ctx, res, keys, request):
         synonyms.append((name, DEFAULT, str(d.default)))
         entries.append(_entry(request, name, synonyms[0][2], False, synonyms,
                               TYPE_INT if d.type == "int" else TYPE_STRING, d.doc))
+    return _result(res, ErrorCode.NONE, None, entries)
+
+
+def _client_metrics(ctx, res, keys, request):
+    if not res.resource_name:
+        return _result(res, ErrorCode.INVALID_REQUEST, "Client metrics subscription name must not be empty", [])
+    overrides = ctx.broker.client_metrics_configs.overrides(res.resource_name)
+    entries = []
+    for name, doc in client_metrics_configs.DOCS.items():
+        if keys is not None and name not in keys:
+            continue
+        synonyms = [(name, SOURCE_CLIENT_METRICS, overrides[name])] if name in overrides else []
+        synonyms.append((name, DEFAULT, client_metrics_configs.DEFAULTS[name]))
+        config_type = TYPE_INT if name == client_metrics_configs.INTERVAL_MS else TYPE_LIST
+        entries.append(_entry(request, name, synonyms[0][2], False, synonyms, config_type, doc))
     return _result(res, ErrorCode.NONE, None, entries)
 
 

@@ -60,7 +60,12 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
     wanted = [PartitionFetch(name, p.partition, p.fetch_offset, p.partition_max_bytes,
                              p.current_leader_epoch if v >= 9 else -1, p.last_fetched_epoch if v >= 12 else -1)
               for name, t in topics for p in t.partitions]
-    reads = iter(await read_when_ready(broker, wanted, request.max_bytes, request.min_bytes, request.max_wait_ms,
+    max_bytes = request.max_bytes
+    if broker.fetch_quota.active:
+        allowed = broker.fetch_quota.max_value_in_window(ctx.session.principal.name, ctx.client_id or "")
+        if allowed is not None:
+            max_bytes = min(max_bytes, int(allowed))
+    reads = iter(await read_when_ready(broker, wanted, max_bytes, request.min_bytes, request.max_wait_ms,
                                        request.isolation_level))
     FT, PD = m.FetchResponse.FetchableTopicResponse, m.FetchResponse.PartitionData
     responses = []
@@ -76,7 +81,25 @@ async def handle(ctx: RequestContext, request: m.FetchRequest):
             _count(broker, name, r)
         responses.append(FT(topic=name or "", topic_id=t.topic_id, partitions=partitions) if v >= 13
                          else FT(topic=name, partitions=partitions))
+    if broker.fetch_quota.active:
+        throttle_ms = _throttle(ctx, responses)
+        if throttle_ms:
+            return m.FetchResponse(throttle_time_ms=throttle_ms, error_code=ErrorCode.NONE, session_id=0,
+                                   responses=[])
     return m.FetchResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=responses)
+
+
+def _throttle(ctx: RequestContext, responses: list) -> int:
+    """Record the answer's bytes against the consumer_byte_rate quota; when it is broken, Kafka answers an
+    empty response carrying the throttle time and takes the bytes back (KafkaApis.handleFetchRequest:
+    fetchContext.getThrottledResponse, quotas.fetch.unrecordQuotaSensor). Counted: the record batches."""
+    size = sum(len(p.records or b"") for t in responses for p in t.partitions)
+    quota, user, client_id = ctx.broker.fetch_quota, ctx.session.principal.name, ctx.client_id or ""
+    throttle_ms = quota.record(user, client_id, size)
+    if throttle_ms:
+        quota.unrecord(user, client_id, size)
+        ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
+    return throttle_ms
 
 
 def _diverging(r):

@@ -19,8 +19,9 @@ An internal topic not created yet is created through the controller with its rep
 AutoTopicCreationManager, the creation is started and COORDINATOR_NOT_AVAILABLE answered at once;
 with fewer registered brokers than that factor the controller refuses it, and FindCoordinator keeps
 answering COORDINATOR_NOT_AVAILABLE (KIP-115), the factor is never capped.
-Until issue #27 the coordinators themselves still load every shard on every node: the node named here
-serves the group from its own local __consumer_offsets, and nothing moves a group when a leader moves.
+The group coordinator follows that leadership (issue #27, kcoord.coordinator.runtime.elections): the node
+named here loads the group's shard when elected (its requests answer COORDINATOR_LOAD_IN_PROGRESS until
+then) and every other node answers the group's requests NOT_COORDINATOR.
 """
 from __future__ import annotations
 

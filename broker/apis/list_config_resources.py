@@ -10,8 +10,8 @@ A type outside that set refuses the request with UNSUPPORTED_VERSION. DESCRIBE_C
 required (CLUSTER_AUTHORIZATION_FAILED otherwise), as KafkaApis asks of ListClientMetricsResources.
 
 What kcoord lists: every topic (internal ones too, as Kafka's metadata cache names them), this node's id for
-BROKER and BROKER_LOGGER, the groups with config overrides (metadata/group_configs.py), and no CLIENT_METRICS
-resource: kcoord has no client telemetry (KIP-714) yet, so there are none to name.
+BROKER and BROKER_LOGGER, the groups with config overrides (metadata/group_configs.py), and the CLIENT_METRICS
+subscriptions (metadata/client_metrics_configs.py, KIP-714).
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def handle(ctx: RequestContext, request: m.ListConfigResourcesRequest):
             names.append((resource_type, str(broker.node_id)))
         elif resource_type == GROUP:
             names += [(GROUP, g) for g in broker.group_configs.group_ids()]
-        # CLIENT_METRICS: none (no client telemetry yet)
+        elif resource_type == CLIENT_METRICS:
+            names += [(CLIENT_METRICS, n) for n in broker.client_metrics_configs.names()]
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, config_resources=[
         R.ConfigResource(resource_name=name, resource_type=resource_type) for resource_type, name in sorted(names)])

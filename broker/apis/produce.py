@@ -68,6 +68,8 @@ async def handle(ctx: RequestContext, request: m.ProduceRequest):
             broker.metrics.inc("kcoord_partition_errors_total", api="Produce", error_code=a.error)
     logs = list({id(a.log): a.log for a in appended if a.log is not None}.values())
     if acks == 0:
+        if broker.produce_quota.active:
+            _throttle(ctx, request)  # no answer to carry it: the connection is muted all the same
         broker.visibility.publish_soon(logs)  # the partitions that took their batch
         failed = [(name, index, ErrorCode(a.error).name) for name, parts in results for index, a in parts if a.error]
         if failed:
@@ -78,10 +80,22 @@ async def handle(ctx: RequestContext, request: m.ProduceRequest):
     lost = {id(lg) for lg, error in zip(logs, await broker.visibility.publish(logs), strict=True) if error}
     if replication is not None and acks == -1:
         await _wait_for_isr(replication, results, lost, request.timeout_ms)
+    throttle_ms = _throttle(ctx, request) if broker.produce_quota.active else 0
     R = m.ProduceResponse
     return R(responses=[R.TopicProduceResponse(**{"topic_id" if by_id else "name": key}, partition_responses=[
         _response(index, a, id(a.log) in lost) for index, a in parts]) for key, parts in results],
-        throttle_time_ms=0)
+        throttle_time_ms=throttle_ms)
+
+
+def _throttle(ctx: RequestContext, request: m.ProduceRequest) -> int:
+    """Record the request's bytes against its producer_byte_rate quota (broker/quota.py); the throttle time,
+    also set on ctx so the server mutes the connection that long (KafkaApis.handleProduceRequest:
+    quotas.produce.maybeRecordAndGetThrottleTimeMs, requestHelper.throttle). Kafka counts the whole request's
+    size; kcoord its record batches (the request less a few dozen bytes of header and names)."""
+    size = sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
+    throttle_ms = ctx.broker.produce_quota.record(ctx.session.principal.name, ctx.client_id or "", size)
+    ctx.throttle_ms = max(ctx.throttle_ms, throttle_ms)
+    return throttle_ms
 
 
 def _leader_append(replication: ReplicaManager, acks: int):

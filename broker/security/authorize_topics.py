@@ -144,6 +144,8 @@ def init_producer_id(ctx, req, handler):
 
 _CONFIG_RESOURCES = {2: (ResourceType.TOPIC, TAF), 4: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                      8: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                     # CLIENT_METRICS subscriptions are the cluster's (ConfigAdminManager, KIP-714)
+                     16: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                      32: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED)}
 
 

@@ -56,6 +56,8 @@ class ConnectionSession:
         self.supports_reauth = False
         self.expires_at: float | None = None
         self.close_reason: str | None = None  # set: close once the answer is written
+        # (name, version) from ApiVersions v3+, for client telemetry's subscriptions (KIP-714)
+        self.client_software: tuple[str, str] | None = None
         self._watch()
 
     def _watch(self) -> None:

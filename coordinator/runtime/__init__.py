@@ -19,6 +19,9 @@ injected with:
   callbacks into awaitables for the handlers, and shuts down cleanly. Tests (through the admin endpoint)
   may hold a partition's load (`hold_load` / `release_load`), load every partition again (`reload`) and
   fail the next offsets writes (`fail_offsets_writes`); nothing of that is read from the environment.
+
+Cluster mode (issue #27): shards load and unload as this node gains and loses the leadership of their
+partitions (kcoord.coordinator.runtime.elections), and writes are acknowledged once replicated.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kcoord.coordinator import checkpoint_store
 from kcoord.coordinator.common.runtime import LoadGate, every
 from kcoord.coordinator.config import GroupConfig
 from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
@@ -38,10 +42,14 @@ from kcoord.coordinator.events import NO_EVENTS, CoordinatorEvents
 from kcoord.coordinator.gc_pause import gc_paused
 from kcoord.coordinator.results import LeaveGroupResult, OffsetCommit, OffsetFetchResult, RequestContext
 from kcoord.coordinator.runtime import timer_control
+from kcoord.coordinator.runtime.broker_views import BrokerTopics, MetricsEvents
 from kcoord.coordinator.runtime.checkpoints import Checkpointer
+from kcoord.coordinator.runtime.elections import ElectedShards
 from kcoord.coordinator.runtime.loop_timer import LoopTimer, WallClock
-from kcoord.coordinator.runtime.writer import OffsetsTopicWriter
+from kcoord.coordinator.runtime.reply import Reply
+from kcoord.coordinator.runtime.writer import OffsetsTopicWriter, PartitionReplicas
 from kcoord.coordinator.service import GroupCoordinatorService
+from kcoord.coordinator.shard import GroupCoordinatorShard
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.storage import StorageError
 
@@ -53,61 +61,27 @@ CHECKPOINT_RECORDS_ENV = "KCOORD_OFFSETS_CHECKPOINT_RECORDS"  # tests and benche
 LOAD_SLICE = 1000  # groups built between two turns of the loop while a partition loads
 
 log = logging.getLogger("kcoord.coordinator.runtime")
+__all__ = ["BrokerTopics", "GroupRuntime", "MetricsEvents", "Reply", "create"]
 
 
 async def create(broker) -> GroupRuntime:
     """Build and start the runtime for a broker (the composition root calls this at start)."""
     props = broker.config.props
+    clustered = broker.config.get("kcoord.etcd.connect") is not None
     runtime = GroupRuntime(broker.consumer_offsets_log, GroupConfig.from_properties(props),
                            events=MetricsEvents(broker.metrics), topics=BrokerTopics(broker),
                            compression=int(props.get("offsets.topic.compression.codec", 0)),
                            # a durable write moves that partition's high watermark: wake its long polls
-                           on_durable=lambda p: broker.fetch_waiters.notify((OFFSETS_TOPIC, p)))
+                           on_durable=lambda p: broker.fetch_waiters.notify((OFFSETS_TOPIC, p)),
+                           # cluster mode: the ReplicaManager, once the node has joined
+                           replicas=(lambda: broker.visibility.replication) if clustered else None)
     await runtime.start()
+    if clustered:  # shards follow the leadership of __consumer_offsets' partitions
+        broker.coordinator_roles.register(OFFSETS_TOPIC, runtime)
     return runtime
 
 
-class BrokerTopics(TopicsImage):
-    """The broker's topic manager as the coordinator's topics image (consumer groups subscribe by name)."""
-
-    def __init__(self, broker) -> None:
-        self.broker = broker
-
-    def topic(self, name: str):
-        topics = self.broker.topics
-        t = topics.get(name) if topics is not None else None
-        return None if t is None or t.internal else (t.topic_id, t.partitions)
-
-    def topic_name(self, topic_id):
-        topics = self.broker.topics
-        t = topics.by_id(topic_id) if topics is not None else None
-        return None if t is None else t.name
-
-    def names(self):
-        topics = self.broker.topics
-        return [] if topics is None else [t.name for t in topics.all() if not t.internal]
-
-    def version(self):
-        topics = self.broker.topics
-        return 0 if topics is None else topics.metadata_version
-
-
-class MetricsEvents(CoordinatorEvents):
-    """The coordinator's events as broker metrics."""
-
-    def __init__(self, metrics) -> None:
-        self.metrics = metrics
-
-    def rebalance(self, group_id: str, cause: str) -> None:
-        if self.metrics is not None:
-            self.metrics.rebalance(group_id, cause)
-
-    def group_members(self, group_id: str, members: int) -> None:
-        if self.metrics is not None:
-            self.metrics.group_members(group_id, members)
-
-
-class GroupRuntime:
+class GroupRuntime(ElectedShards):
     """The asyncio face of the GroupCoordinatorService (`broker.group_coordinator`): it owns the clock, the timers
     and the writer, loads the shards after the server listens, and turns the service's callbacks into
     awaitables for the handlers."""
@@ -115,8 +89,11 @@ class GroupRuntime:
     def __init__(self, log_for: Callable[[int], Any], config: GroupConfig,
                  logger: logging.Logger | None = None, compression: int = 0,
                  on_durable: Callable[[int], None] | None = None,
-                 events: CoordinatorEvents = NO_EVENTS, topics: TopicsImage = NO_TOPICS) -> None:
+                 events: CoordinatorEvents = NO_EVENTS, topics: TopicsImage = NO_TOPICS,
+                 replicas: Callable[[], PartitionReplicas | None] | None = None) -> None:
         self._log_for = log_for
+        self._replicas = replicas  # cluster mode when given
+        self._elections: set[asyncio.Task] = set()  # loads started by elections (cluster mode)
         self._topics = topics
         self._on_durable = on_durable
         self.config = config
@@ -144,17 +121,27 @@ class GroupRuntime:
         loop = asyncio.get_running_loop()
         self._timer = LoopTimer(loop, self.clock)
         self._writer = OffsetsTopicWriter(self._log_for, loop, self._compression,
-                                          on_durable=self._after_durable_write)
+                                          on_durable=self._after_durable_write, replicas=self._replicas,
+                                          replication_timeout_ms=self.config.offsets_commit_timeout_ms)
         self.service = GroupCoordinatorService(self.config, clock=self.clock, timer=self._timer,
                                                writer=self._writer, log=self._logger, events=self._events,
                                                owned_partitions=set(), topics=self._topics)
+        if self.clustered:  # shards load when this node is elected for them
+            self._active = True
+            self.loaded_event.set()
+            return
         for partition in range(self.num_partitions):
             self.service.begin_load(partition)
         self._active = True
         self._load_task = loop.create_task(self._load_all())
 
+    @property
+    def clustered(self) -> bool:
+        return self._replicas is not None
+
     def _after_durable_write(self, partition: int) -> None:
-        self.checkpoints.after_durable_write(partition)
+        if not self.clustered:
+            self.checkpoints.after_durable_write(partition)
         if self._on_durable is not None:
             self._on_durable(partition)
 
@@ -187,20 +174,32 @@ class GroupRuntime:
                       sleep=asyncio.sleep, running=lambda: self._active, what="offsets checkpoint sweep", log=log),
                 name="offsets checkpoint sweep")
 
-    async def _load_partition(self, partition: int) -> tuple[int, bool]:
+    async def _load_partition(self, partition: int, shard: GroupCoordinatorShard | None = None,
+                              leader_epoch: int | None = None) -> tuple[int, bool]:
         """Replay one partition into its loading shard without holding the loop for long: the log is read
-        and folded a chunk at a time, the groups are built LOAD_SLICE at a time, requests served between."""
+        and folded a chunk at a time, the groups are built LOAD_SLICE at a time, requests served between.
+        An elected load (cluster mode: `shard`, `leader_epoch`) reads the whole log, no checkpoint, and
+        stops building once it went stale."""
         loaded: list = []
-        steps = self.checkpoints.load_steps(partition, lambda _p, _records, state, keep: loaded.append((state, keep)))
+        keep_loaded = lambda _p, _records, state, keep: loaded.append((state, keep))  # noqa: E731
+        if shard is None:
+            steps = self.checkpoints.load_steps(partition, keep_loaded)
+        else:
+            steps = checkpoint_store.load_steps(self._log_for(partition), partition, self.clock.now_ms(),
+                                                keep_loaded, use_checkpoint=False)
         while True:
             try:
                 next(steps)
             except StopIteration as done:
-                result = done.value
+                # (records replayed, checkpoint used): Checkpointer.load_steps's, or from checkpoint_store's Loaded
+                result = done.value if shard is None else (done.value.replayed, False)
                 break
             await asyncio.sleep(0)
         (state, keep), = loaded
-        shard = self.service.loading[partition]
+        if shard is None:
+            shard = self.service.loading[partition]
+        elif not self.service.is_loading(partition, leader_epoch or 0, shard):
+            return result  # stale: nothing is built
         shard.load_consumer_groups(state)
         group_ids = sorted(state.groups())
         for start in range(0, len(group_ids), LOAD_SLICE):
@@ -225,6 +224,12 @@ class GroupRuntime:
         answer as loading meanwhile; parked requests are told NOT_COORDINATOR. Returns the partitions."""
         if self.service is None or not self._active:
             raise RuntimeError("the group coordinator is not running")
+        if self.clustered:  # the partitions led here, resigned and elected again at their epochs
+            led = dict(self.service.epochs)
+            for partition, epoch in sorted(led.items()):
+                self.service.on_resignation(partition, None)
+                self.on_election(partition, epoch)
+            return len(led)
         if self._load_task is not None and not self._load_task.done():
             self._load_task.cancel()
         for partition in range(self.num_partitions):
@@ -252,6 +257,9 @@ class GroupRuntime:
             await asyncio.gather(self._load_task, return_exceptions=True)
         if self._sweep_task is not None:
             self._sweep_task.cancel()
+        for task in list(self._elections):
+            task.cancel()
+        await asyncio.gather(*self._elections, return_exceptions=True)
         if self._writer is not None:
             await self._writer.drain()
         # Every durable record is covered, so the next start replays (almost) nothing.
@@ -360,38 +368,3 @@ class GroupRuntime:
 
     def run_offset_retention(self) -> int:
         return timer_control.run_offset_retention(self)
-
-
-class Reply:
-    """The callback handed to the coordinator, and an awaitable of what it is called with (the first
-    call counts). No future is made unless someone awaits before the answer is there."""
-
-    __slots__ = ("_done", "_result", "_future")
-
-    def __init__(self) -> None:
-        self._done = False
-        self._result = None
-        self._future: asyncio.Future | None = None
-
-    def __call__(self, result) -> None:
-        if self._done:
-            return
-        self._done = True
-        self._result = result
-        if self._future is not None and not self._future.done():
-            self._future.set_result(result)
-
-    def done(self) -> bool:
-        return self._done
-
-    def result(self):
-        if not self._done:
-            raise asyncio.InvalidStateError("the coordinator has not answered yet")
-        return self._result
-
-    def __await__(self):
-        if not self._done:
-            if self._future is None:
-                self._future = asyncio.get_running_loop().create_future()
-            return (yield from self._future.__await__())
-        return self._result

@@ -5,6 +5,13 @@ tick are appended together (one write to the segment) after the tick, and one fs
 (storage's group commit shares the fsync with everything else in flight). Every write's callback runs
 once its records are durable (NONE), or with the error that kept them from it: a failed write or fsync
 fails every write it covered, and none of them is acknowledged.
+
+Cluster mode (issue #27; `replicas` given): acknowledged means replicated, as Kafka's coordinator runtime
+appends with acks=all and completes a write's deferred event only once the high watermark passes it. A
+partition's writes are appended only while this node leads it with enough in-sync replicas (else they
+fail with the ReplicaManager's error: NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS); once durable locally
+they wait until the high watermark passes their batch, and fail if leadership is lost or the ISR does not
+catch up in time. The coordinator maps those errors per API (kcoord.coordinator.core.map_write_error).
 """
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from kcoord.coordinator.core import OFFSETS_TOPIC
 from kcoord.coordinator.record_batch import build_coordinator_batch
@@ -47,13 +54,28 @@ def _chunks(batches: list[bytes], limit: int) -> list[list[bytes]]:
     return chunks
 
 
+class PartitionReplicas(Protocol):
+    """What the writer needs of the node's replication (kcoord.cluster.replica_manager.ReplicaManager)."""
+
+    def produce_error(self, topic: str, partition: int, acks: int) -> ErrorCode: ...
+
+    def on_leader_append(self, topic: str, partition: int) -> None: ...
+
+    async def wait_acks_all(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> ErrorCode: ...
+
+
 class OffsetsTopicWriter:
     def __init__(self, log_for: Callable[[int], Any], loop: asyncio.AbstractEventLoop,
-                 compression: int = 0, on_durable: Callable[[int], None] | None = None) -> None:
+                 compression: int = 0, on_durable: Callable[[int], None] | None = None,
+                 replicas: Callable[[], PartitionReplicas | None] | None = None,
+                 replication_timeout_ms: int = 5000) -> None:
         self._log_for = log_for
         self._loop = loop
         self._compression = compression
         self._on_durable = on_durable
+        # cluster mode: the node's replicas (None until the node joined: nothing is led, nothing written)
+        self._replicas = replicas
+        self._replication_timeout_ms = replication_timeout_ms
         # partition -> (batches, callbacks) of this tick's writes, in the order they were made
         self._queued: dict[int, tuple[list[bytes], list[Callback]]] = {}
         self._flush_handle: asyncio.Handle | None = None
@@ -88,6 +110,13 @@ class OffsetsTopicWriter:
             self._flush_handle = None
         queued, self._queued = self._queued, {}
         for partition, (batches, callbacks) in queued.items():
+            if self._replicas is not None:
+                replicas = self._replicas()
+                error = (ErrorCode.NOT_LEADER_OR_FOLLOWER if replicas is None
+                         else replicas.produce_error(OFFSETS_TOPIC, partition, -1))
+                if error != ErrorCode.NONE:  # not (or no longer) the leader, or the ISR is too small
+                    self._answer(callbacks, error)
+                    continue
             try:
                 partition_log = self._log_for(partition)
             except Exception as exc:
@@ -104,23 +133,43 @@ class OffsetsTopicWriter:
     def _write(self, partition: int, partition_log, records: bytes, callbacks: list[Callback]) -> None:
         try:
             # trusted: the batches were built here (kcoord.coordinator.record_batch), not read from a socket
-            durable = partition_log.sync_future(partition_log.append(records, trusted=True))
+            appended = partition_log.append(records, trusted=True)
+            durable = partition_log.sync_future(appended)
         except Exception as exc:  # the segment cut the write back: nothing of it is acknowledged
             self._answer(callbacks, _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}"))
             return
+        replicas = self._replicas() if self._replicas is not None else None
+        if replicas is not None:
+            replicas.on_leader_append(OFFSETS_TOPIC, partition)  # followers' fetches wake
         self._in_flight.add(durable)
-        durable.add_done_callback(functools.partial(self._written, partition, callbacks))
+        durable.add_done_callback(functools.partial(self._written, partition, callbacks,
+                                                    appended.last_offset, replicas))
 
-    def _written(self, partition: int, callbacks: list[Callback], durable: asyncio.Future) -> None:
+    def _written(self, partition: int, callbacks: list[Callback], last_offset: int,
+                 replicas: PartitionReplicas | None, durable: asyncio.Future) -> None:
         self._in_flight.discard(durable)
         if durable.cancelled():
             error = _append_error(asyncio.CancelledError(), f"fsync of {OFFSETS_TOPIC}-{partition}")
         else:
             exc = durable.exception()
             error = ErrorCode.NONE if exc is None else _append_error(exc, f"fsync of {OFFSETS_TOPIC}-{partition}")
-        self._answer(callbacks, error)
         if error == ErrorCode.NONE and self._on_durable is not None:
             self._on_durable(partition)
+        if error != ErrorCode.NONE or replicas is None:
+            self._answer(callbacks, error)
+            return
+        waiting = self._loop.create_task(self._replicated(replicas, partition, last_offset, callbacks))
+        self._in_flight.add(waiting)
+        waiting.add_done_callback(self._in_flight.discard)
+
+    async def _replicated(self, replicas: PartitionReplicas, partition: int, last_offset: int,
+                          callbacks: list[Callback]) -> None:
+        """Cluster mode: answer once the high watermark passes `last_offset` (or with why it cannot)."""
+        error = await replicas.wait_acks_all(OFFSETS_TOPIC, partition, last_offset, self._replication_timeout_ms)
+        if error != ErrorCode.NONE:
+            log.warning("write to %s-%d (up to offset %d) not replicated: %s", OFFSETS_TOPIC, partition,
+                        last_offset, error.name)
+        self._answer(callbacks, error)
 
     @staticmethod
     def _answer(callbacks: list[Callback], error: ErrorCode) -> None:

@@ -219,7 +219,8 @@ def list_groups(c, v, env):
 
 def api_versions(c, v, env):
     resp = call(c, 18, v, m.ApiVersionsRequest(client_software_name="every-version", client_software_version="1"))
-    assert {k.api_key for k in resp.api_keys} == {spec.key for spec in registry.served()}
+    # all but client telemetry's two, listed only with the receiver on (tests/broker/telemetry)
+    assert {k.api_key for k in resp.api_keys} == {spec.key for spec in registry.served()} - {71, 72}
     if v >= 3:  # the features, tagged (metadata/features.py); group.version's minimum 0 is left out at v3
         assert {f.name: f.max_version_level for f in resp.finalized_features} == {
             "metadata.version": 29, "group.version": 1}
@@ -539,10 +540,47 @@ def update_features(c, v, env):
 
 
 def list_config_resources(c, v, env):
-    """v0 lists CLIENT_METRICS only (none: no telemetry); v1 every type, TOPIC among them
+    """v0 lists CLIENT_METRICS only; v1 every type, TOPIC among them
     (ListConfigResourcesRequest.supportedResourceTypes)."""
     resp = call(c, 74, v, m.ListConfigResourcesRequest(resource_types=[]))
     assert ((2, TOPIC) in {(r.resource_type, r.resource_name) for r in resp.config_resources}) == (v >= 1)
+    return resp
+
+
+def get_telemetry_subscriptions(c, v, env):
+    """A first request (zero instance id) is given an instance id (ClientMetricsManager
+    .processGetTelemetrySubscriptionRequest); served whether or not the receiver is on, as Kafka serves it."""
+    resp = call(c, 71, v, m.GetTelemetrySubscriptionsRequest(client_instance_id=uuid.UUID(int=0)))
+    assert resp.client_instance_id != uuid.UUID(int=0)
+    return resp
+
+
+def push_telemetry(c, v, env):
+    """The first push after a GetTelemetrySubscriptions is due at once (ClientMetricsInstance
+    .maybeUpdatePushRequestTimestamp), with the subscription id it gave."""
+    sub = call(c, 71, 0, m.GetTelemetrySubscriptionsRequest(client_instance_id=uuid.UUID(int=0)))
+    return call(c, 72, v, m.PushTelemetryRequest(
+        client_instance_id=sub.client_instance_id, subscription_id=sub.subscription_id, terminating=False,
+        compression_type=0, metrics=b""))
+
+
+def alter_client_quotas(c, v, env):
+    """A validate-only quota for one client id (the shared server keeps none): one NONE entry per entity
+    (ClientQuotaControlManager.alterClientQuotas)."""
+    R = m.AlterClientQuotasRequest
+    resp = call(c, 49, v, R(validate_only=True, entries=[R.EntryData(
+        entity=[R.EntityData(entity_type="client-id", entity_name=f"every-version-{v}")],
+        ops=[R.OpData(key="producer_byte_rate", value=1024.0, remove=False)])]))
+    assert [(e.entity[0].entity_name, e.error_code) for e in resp.entries] == [(f"every-version-{v}", 0)]
+    return resp
+
+
+def describe_client_quotas(c, v, env):
+    """Every entity with a user (none on the shared server): an empty list, not null (ClientQuotasImage.describe)."""
+    R = m.DescribeClientQuotasRequest
+    resp = call(c, 48, v, R(components=[R.ComponentData(entity_type="user", match_type=2, match=None)],
+                            strict=False))
+    assert resp.entries == []
     return resp
 
 
@@ -553,7 +591,8 @@ SCENARIOS: dict[int, Callable] = {
     32: describe_configs, 33: alter_configs, 35: describe_log_dirs, 37: create_partitions, 42: delete_groups, 44: incremental_alter_configs,
     43: elect_leaders, 45: alter_partition_reassignments, 46: list_partition_reassignments, 75: describe_topic_partitions,
     47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
-    76: share_group_heartbeat, 77: share_group_describe,
+    76: share_group_heartbeat, 77: share_group_describe, 71: get_telemetry_subscriptions, 72: push_telemetry,
+    48: describe_client_quotas, 49: alter_client_quotas,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions, 27: write_txn_markers,

@@ -109,3 +109,13 @@ async def test_no_live_fault_means_no_hook_so_the_fast_paths_stay():
     assert [f.id for f in injector.list()] == [1, 2]  # but still listed, with its counters
     injector.clear()
     assert hooks.installed == 0 and injector.list() == []
+
+
+def test_a_throttle_fault_needs_its_throttle_ms_and_only_it_takes_one():
+    spec = FaultSpec.parse({"api": "Produce", "action": "throttle", "throttle_ms": 250, "client_id": "a"})
+    assert (spec.action, spec.throttle_ms) == ("throttle", 250)
+    assert spec.to_json()["throttle_ms"] == 250
+    for raw in ({"api": "Produce", "action": "throttle"}, {"api": "Produce", "action": "throttle", "throttle_ms": 0},
+                {"api": "Produce", "action": "delay", "delay_ms": 5, "throttle_ms": 250}):
+        with pytest.raises(FaultError, match="throttle_ms"):
+            FaultSpec.parse(raw)

@@ -5,8 +5,7 @@ history it checks (tests.cluster.replication_checks.History) and prints it when 
 - SIGKILL of the leader, 10 rounds, under idempotent acks=all producers (kafka-python and confluent-kafka,
   each on a topic of its own: producer ids are still allocated per node, see the report of #26):
   every acknowledged record read back exactly once at its offset, replicas byte-identical to the HW;
-- SIGSTOP of a leader past its lease with acks=all writes pending on it: none is acknowledged, it comes
-  back as a follower, truncates and catches up;
+- (SIGSTOP of a leader past its lease, and its links cut: tests/cluster/test_fenced_leader_e2e.py)
 - 2 of 3 replicas killed: acks=all is NOT_ENOUGH_REPLICAS, nothing acknowledged is lost;
 - the whole ISR killed in order (unclean election off): the partition goes offline rather than electing
   the out-of-sync replica; the last ISR member back leads again with every acknowledged record."""
@@ -120,59 +119,6 @@ def _produce_request(topic: str, values: list[str], acks: int = -1, timeout_ms: 
 
 def _produce_error(response) -> ErrorCode:
     return ErrorCode(response.responses[0].partition_responses[0].error_code)
-
-
-@pytest.mark.timeout(180)
-def test_a_leader_paused_past_its_lease_acknowledges_none_of_its_pending_writes(kafka_cluster, admin):
-    """Nemesis: SIGSTOP of the leader (2 s lease) with acks=all Produce requests already sent to it (raw,
-    60 s timeout), while an idempotent producer keeps writing to the new leader; then SIGCONT. Checker: no
-    pending write is answered NONE and none is in the log, the old leader rejoins as a follower (ISR full
-    again), every acknowledged record once, replicas byte-identical to the HW."""
-    cluster, history = kafka_cluster, History()
-    _create(cluster, admin, "paused", [1, 2, 3])
-    live = Producer("kafka-python", cluster.bootstrap_servers, "paused", history)
-    live.start()
-    problems: list[str] = []
-    try:
-        wait_until(lambda: history.of("kafka-python", "ack"), 30, "the first acknowledged write")
-        old = cluster.wait_leader("paused", 0)
-        other = next(n for n in cluster.nodes if n != old)
-        pending = [f"pending-{i}" for i in range(5)]
-        with KafkaWireClient.connect(cluster.nodes[old].bootstrap_servers) as client:
-            cluster.pause(old)
-            history.add("nemesis", "pause", f"node {old}")
-            for value in pending:
-                client.send(_produce_request("paused", [value]), 9)
-                history.add("raw", "send", value, note=f"to node {old}")
-            new = cluster.wait_leader("paused", 0, not_on=old, via=other)
-            elected = history.add("nemesis", "leader", "paused", note=f"node {new}")
-            wait_until(lambda: acked_after(history, "kafka-python", elected.t), 30, "writes to the new leader")
-            time.sleep(1.0)  # the new leader's log grows past what the paused one has
-            cluster.resume(old)
-            history.add("nemesis", "resume", f"node {old}")
-            client.set_timeout(90)
-            for value in pending:
-                error = _produce_error(client.receive())
-                history.add("raw", "ack" if error is ErrorCode.NONE else "fail", value, note=error.name)
-                if error is ErrorCode.NONE:
-                    problems.append(f"{value}: the paused leader acknowledged it")
-        cluster.nodes[old].wait_for_log(rf"node {old} registered again with broker epoch \d+", timeout=20)
-        isr = cluster.wait_isr("paused", 0, 3, via=other)
-        state = cluster.partition("paused", 0, via=other)
-        history.add("checker", "isr", "paused", note=f"ISR {isr}, leader {state.leader_id} epoch {state.leader_epoch}")
-        if state.leader_id == old:
-            problems.append(f"node {old} leads again at once (epoch {state.leader_epoch})")
-        truncated = cluster.nodes[old].log_text().count("log diverges from leader")
-        history.add("checker", "truncate", f"node {old}", note=f"{truncated} truncation(s) logged")
-    finally:
-        live.stop()
-    problems += [f"producer crashed: {live.error!r}"] if live.error is not None else []
-    cluster.wait_isr("paused", 0, 3)
-    records, ends = read_all(cluster.bootstrap_servers, "paused", 1)
-    problems += [f"{v} (never acknowledged) is in the log at {o}" for _p, o, v in records if v in pending]
-    problems += check_exactly_once(history, "kafka-python", records)
-    problems += check_identical_replicas(_data_dirs(cluster), "paused", 0, ends[0])
-    _fail(history, problems)
 
 
 @pytest.mark.timeout(180)

@@ -22,7 +22,7 @@ const emit = (event) => process.stdout.write(JSON.stringify(event) + '\n')
 
 async function main () {
   const kafka = new Kafka({
-    clientId, brokers: [bootstrap], logLevel: logLevel.NOTHING,
+    clientId, brokers: bootstrap.split(','), logLevel: logLevel.NOTHING,
     retry: { initialRetryTime: 100, retries: 30 }, ...security(JSON.parse(securityJson))
   })
   const consumer = kafka.consumer({ groupId, sessionTimeout: 6000, heartbeatInterval: 1500 })

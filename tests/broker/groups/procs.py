@@ -128,10 +128,11 @@ class ConsumerProcess:
 def python_consumer(client: str, bootstrap: str, group: str, topic: str, name: str,
                     assignor: str = "roundrobin", session_timeout_ms: int = 6000,
                     instance_id: str | None = None, security: dict | None = None, group_protocol: str = "classic",
-                    remote_assignor: str | None = None) -> ConsumerProcess:
+                    remote_assignor: str | None = None, max_seconds: float = 150.0) -> ConsumerProcess:
     argv = [sys.executable, str(WORKER), "--client", client, "--bootstrap", bootstrap, "--group", group,
             "--topic", topic, "--client-id", name, "--assignor", assignor,
-            "--session-timeout-ms", str(session_timeout_ms), "--group-protocol", group_protocol]
+            "--session-timeout-ms", str(session_timeout_ms), "--group-protocol", group_protocol,
+            "--max-seconds", str(max_seconds)]
     if remote_assignor:
         argv += ["--remote-assignor", remote_assignor]
     if instance_id:

@@ -84,3 +84,72 @@ async def test_close_writes_and_answers_the_commits_still_queued(tmp_path):
     assert reply.result() == {("t", 0): E.NONE}
     assert manager.get_or_create(OFFSETS_TOPIC, 0).recovery_point == 1
     await manager.close()
+
+
+class Replicas:
+    """The ReplicaManager as the writer sees it (cluster mode): leadership and min ISR before the append,
+    then the high watermark, released by the test."""
+
+    def __init__(self) -> None:
+        self.refuse = E.NONE
+        self.appends = 0
+        self.waits: list[tuple[int, asyncio.Future]] = []
+
+    def produce_error(self, topic: str, partition: int, acks: int) -> E:
+        assert (topic, acks) == (OFFSETS_TOPIC, -1)
+        return self.refuse
+
+    def on_leader_append(self, topic: str, partition: int) -> None:
+        self.appends += 1
+
+    async def wait_acks_all(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> E:
+        future = asyncio.get_running_loop().create_future()
+        self.waits.append((last_offset, future))
+        return await future
+
+
+async def test_cluster_mode_acknowledges_a_write_only_once_replicated(tmp_path):
+    """Kafka's CoordinatorRuntime completes a write's deferred event when the high watermark passes it; a
+    write that loses its leadership on the way answers NOT_COORDINATOR (CoordinatorOperationExceptionHelper)
+    and replays nothing; a node that does not lead appends nothing."""
+    manager = LogManager(str(tmp_path))
+    replicas = Replicas()
+    runtime = GroupRuntime(lambda p: manager.get_or_create(OFFSETS_TOPIC, p), CONFIG, replicas=lambda: replicas)
+    await runtime.start()
+    assert committed_error(runtime, "a") == E.NOT_COORDINATOR  # nothing led yet
+    runtime.on_election(0, 1)
+    await until(lambda: 0 in runtime.service.shards)
+    answer = commit(runtime, "a", 0, 10)
+    await until(lambda: replicas.waits)
+    assert replicas.appends == 1 and not answer.done() and committed(runtime, "a", 0) == -1
+    last_offset, future = replicas.waits.pop()
+    assert last_offset == manager.get_or_create(OFFSETS_TOPIC, 0).log_end_offset - 1
+    future.set_result(E.NONE)
+    assert await answer == {("t", 0): E.NONE} and committed(runtime, "a", 0) == 10
+
+    answer = commit(runtime, "a", 0, 11)
+    await until(lambda: replicas.waits)
+    replicas.waits.pop()[1].set_result(E.NOT_LEADER_OR_FOLLOWER)
+    assert await answer == {("t", 0): E.NOT_COORDINATOR} and committed(runtime, "a", 0) == 10
+
+    replicas.refuse = E.NOT_ENOUGH_REPLICAS
+    end = manager.get_or_create(OFFSETS_TOPIC, 0).log_end_offset
+    assert await commit(runtime, "a", 0, 12) == {("t", 0): E.COORDINATOR_NOT_AVAILABLE}
+    assert manager.get_or_create(OFFSETS_TOPIC, 0).log_end_offset == end and committed(runtime, "a", 0) == 10
+
+    runtime.on_resignation(0, 2)
+    assert committed_error(runtime, "a") == E.NOT_COORDINATOR
+    await runtime.close()
+    await manager.close()
+
+
+def committed_error(runtime: GroupRuntime, group: str) -> E:
+    return runtime.fetch_offsets(group, None, False).error
+
+
+async def until(condition) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met in 5 s")
