@@ -72,6 +72,10 @@ class StandardAuthorizer:
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         self.acls: list[AclBinding] = [AclBinding(**a) for a in read_json(path, {}).get("acls", [])] if read_file else []
+        # Cluster mode: nothing but super users is allowed until the cluster's ACLs are loaded (Kafka's broker
+        # accepts requests only once StandardAuthorizer.completeInitialLoad ran; kcoord's listeners are bound
+        # before the node joins, so a DENY must not be missed meanwhile).
+        self.loading_complete = read_file
 
     @classmethod
     def from_config(cls, cfg: Any, log_dir: str, *, read_file: bool = True) -> StandardAuthorizer:
@@ -82,6 +86,8 @@ class StandardAuthorizer:
         who = str(principal)
         if who in self.super_users:
             return True
+        if not self.loading_complete:
+            return False
         allowed = False
         found = False
         for acl in self.acls:
@@ -129,6 +135,7 @@ class StandardAuthorizer:
     def replace_acls(self, acls: list[AclBinding]) -> None:
         """Cluster mode: the ACLs as the metadata store has them now (nothing written here)."""
         self.acls = acls
+        self.loading_complete = True
 
     def _store(self, acls: list[AclBinding]) -> None:
         write_json_atomically(self.path, {"acls": [acl.to_json() for acl in acls]})

@@ -35,7 +35,10 @@ async def test_acls_and_credentials_written_through_one_node_are_followed_by_ano
     store = LocalStore(timer=ManualClock().timers)
     one, authz1, scram1 = _node(store, tmp_path, "one")
     two, authz2, scram2 = _node(store, tmp_path, "two")
+    # before the cluster's ACLs are loaded, nothing is allowed (but to super users)
+    assert not authz1.authorize("User:x", "h", AclOperation.READ, ResourceType.TOPIC, "t")
     await one.start()
+    assert authz1.authorize("User:x", "h", AclOperation.READ, ResourceType.TOPIC, "t")  # allow if no ACL
     await two.start()
     await one.create_acls([DENY, DENY])
     assert authz1.acls == [DENY]  # the writer answers once its own copy has it
