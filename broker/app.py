@@ -48,7 +48,7 @@ from kcoord.protocol.headers import is_flexible
 
 if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinators load with the node)
     from kcoord.broker.admin_http import AdminEndpoint
-    from kcoord.broker.cluster_broker_configs import ClusterBrokerConfigs
+    from kcoord.broker.cluster_configs import ClusterConfigResources
     from kcoord.broker.cluster_features import ClusterFeatures
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.manager import Security
@@ -117,7 +117,8 @@ class Broker:
         self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
         self.cluster_topic_configs: ClusterTopicConfigs | None = None  # cluster mode: topic configs' owner
         self.cluster_features: ClusterFeatures | None = None  # cluster mode: finalized features' writer
-        self.cluster_broker_configs: ClusterBrokerConfigs | None = None  # cluster mode: dynamic broker configs
+        self.cluster_broker_configs: ClusterConfigResources | None = None  # cluster mode: dynamic broker configs
+        self.cluster_group_configs: ClusterConfigResources | None = None  # cluster mode: group configs
         # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
         self.coordinator_roles = CoordinatorRoles()
         self.stopping = False
@@ -134,7 +135,8 @@ class Broker:
         self.dynamic_configs = DynamicBrokerConfigs(  # cluster mode: the cluster's, followed as the node joins
             self.log_dir, self.config, self.node_id, PROPERTIES,
             read_file=self.config.get("kcoord.etcd.connect") is None)
-        self.group_configs = GroupConfigStore(self.log_dir, self.config)
+        self.group_configs = GroupConfigStore(self.log_dir, self.config,
+                                              read_file=self.config.get("kcoord.etcd.connect") is None)
         self.features = FeatureStore(self.log_dir, self.node_id)
         self._start_client_telemetry()
         self._start_quotas()

@@ -74,7 +74,7 @@ class BrokerReplicas:
 async def open_cluster_node(broker: Broker) -> ClusterNode:
     """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
     until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
-    from kcoord.broker.cluster_broker_configs import ClusterBrokerConfigs
+    from kcoord.broker.cluster_configs import BROKERS, GROUPS, ClusterConfigResources
     from kcoord.broker.cluster_features import ClusterFeatures
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.security.cluster_security import ClusterSecurity
@@ -107,10 +107,18 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     await topic_configs.start()
     features = broker.cluster_features = ClusterFeatures(store, broker.features)  # finalized levels: the cluster's
     await features.start()
-    broker_configs = broker.cluster_broker_configs = ClusterBrokerConfigs(store, broker)  # dynamic broker configs
+    # dynamic broker configs (topics without an override follow a change) and group configs
+    def broker_configs_changed(layers: dict[str, dict[str, str]]) -> None:
+        if broker.dynamic_configs.replace_layers(layers):
+            broker.topics.refresh_log_configs()
+
+    broker_configs = broker.cluster_broker_configs = ClusterConfigResources(store, BROKERS, broker_configs_changed)
     await broker_configs.start()
+    group_configs = broker.cluster_group_configs = ClusterConfigResources(store, GROUPS,
+                                                                          broker.group_configs.replace_all)
+    await group_configs.start()
     replicas = BrokerReplicas(broker, manager, topic_configs,
-                              [broker_configs, features, topic_configs, security, producer_ids])
+                              [group_configs, broker_configs, features, topic_configs, security, producer_ids])
     node = ClusterNode(broker.config, store, replicas, local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
     return node

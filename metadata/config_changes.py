@@ -117,7 +117,9 @@ async def replace(broker: Any, resource_type: int, name: str, configs: dict[str,
                 broker.topics.refresh_log_configs()
         elif resource_type == GROUP:
             broker.group_configs.validate(name, configs)
-            if not validate_only:
+            if not validate_only and broker.cluster_group_configs is not None:  # every node follows it
+                await broker.cluster_group_configs.alter(name, configs)
+            elif not validate_only:
                 broker.group_configs.replace(name, configs)
         elif resource_type == CLIENT_METRICS:
             broker.client_metrics_configs.validate(name, configs)

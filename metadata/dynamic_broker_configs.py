@@ -9,7 +9,7 @@ configs dynamically"). Precedence, as Kafka: per-node dynamic > cluster-default 
 (server.properties / --override) > default. The effective values are written into the broker's
 config, so everything reading `config.get(...)` sees them; topics without an override then get new
 log configs (the next retention / cleaner pass uses them). In cluster mode the layers are the cluster's
-(kcoord.broker.cluster_broker_configs follows them from the metadata store into `replace_layers`; the file
+(kcoord.broker.cluster_configs follows them from the metadata store into `replace_layers`; the file
 is not read), so a cluster-default change made through one node applies on every node.
 """
 from __future__ import annotations

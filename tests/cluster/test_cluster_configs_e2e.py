@@ -1,8 +1,9 @@
-"""Topic configs and dynamic broker configs are the cluster's (issue #26): 3 real nodes on a real etcd, raw
+"""Topic, dynamic broker and group configs are the cluster's (issue #26): 3 real nodes on a real etcd, raw
 IncrementalAlterConfigs / DescribeConfigs to chosen nodes. A topic config changed through a node that is
 neither controller nor replica is described by every node (one with no replica of the topic too), survives
 a node's restart, composes with changes through other nodes (compare-and-set on `config/topics/<t>`) and
-goes with its topic; a cluster-default broker config changed through one node applies on every node.
+goes with its topic; a cluster-default broker config and a group config changed through one node apply
+on every node.
 Kafka: ConfigAdminManager / ConfigHelper answer from the broker's metadata image, which every broker
 follows (ZooKeeper-era: AdminZkClient.changeTopicConfig / changeBrokerConfig + change notifications)."""
 from __future__ import annotations
@@ -183,3 +184,42 @@ def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all
         wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms")[1] not in
                    (DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG), 10, f"node {via} dropping the default")
     assert _broker_config(cluster, 3, "log.retention.ms") == ("8888", DYNAMIC_BROKER_CONFIG)
+
+
+GROUP, DYNAMIC_GROUP_CONFIG = 32, 8
+
+
+def _group_config(cluster, via: int, group: str, key: str) -> tuple[str, int]:
+    R = m.DescribeConfigsRequest
+    with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
+        response = wire.request(R(resources=[R.DescribeConfigsResource(
+            resource_type=GROUP, resource_name=group, configuration_keys=[key])],
+            include_synonyms=False, include_documentation=False), 4)
+    config = response.results[0].configs[0]
+    return config.value, config.config_source
+
+
+def test_a_group_config_changed_through_one_node_is_seen_by_every_node(kafka_cluster):
+    """consumer.session.timeout.ms of group `g/1` (a `/` in its id) through node 1: every node describes
+    it as DYNAMIC_GROUP_CONFIG (so the group's coordinator, wherever `__consumer_offsets` leads, reads it:
+    GroupConfigManager follows the metadata on every broker); deleted through node 3, gone everywhere."""
+    cluster = kafka_cluster
+    R = m.IncrementalAlterConfigsRequest
+
+    def alter(via: int, op: int, value: str | None) -> ErrorCode:
+        with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
+            response = wire.request(R(resources=[R.AlterConfigsResource(
+                resource_type=GROUP, resource_name="g/1", configs=[R.AlterableConfig(
+                    name="consumer.session.timeout.ms", config_operation=op, value=value)])],
+                validate_only=False), 1)
+        return ErrorCode(response.responses[0].error_code)
+
+    assert alter(1, SET, "50000") is ErrorCode.NONE
+    assert _group_config(cluster, 1, "g/1", "consumer.session.timeout.ms") == ("50000", DYNAMIC_GROUP_CONFIG)
+    for via in (2, 3):
+        wait_until(lambda v=via: _group_config(cluster, v, "g/1", "consumer.session.timeout.ms") ==
+                   ("50000", DYNAMIC_GROUP_CONFIG), 10, f"node {via} describing the group config")
+    assert alter(3, DELETE, None) is ErrorCode.NONE
+    for via in (1, 2, 3):
+        wait_until(lambda v=via: _group_config(cluster, v, "g/1", "consumer.session.timeout.ms")[1]
+                   != DYNAMIC_GROUP_CONFIG, 10, f"node {via} dropping the group config")
