@@ -49,6 +49,9 @@ from kcoord.protocol.headers import is_flexible
 
 if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinators load with the node)
     from kcoord.broker.admin_http import AdminEndpoint
+    from kcoord.broker.cluster_configs import ClusterConfigResources
+    from kcoord.broker.cluster_features import ClusterFeatures
+    from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.data.txn_verification import TxnVerifier
     from kcoord.broker.security.manager import Security
     from kcoord.broker.share.manager import SharePartitionManager
@@ -118,6 +121,10 @@ class Broker:
         self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
         # cluster mode: KIP-890 verification of transactional writes by a coordinator on another node
         self.txn_verifier: TxnVerifier | None = None
+        self.cluster_topic_configs: ClusterTopicConfigs | None = None  # cluster mode: topic configs' owner
+        self.cluster_features: ClusterFeatures | None = None  # cluster mode: finalized features' writer
+        self.cluster_broker_configs: ClusterConfigResources | None = None  # cluster mode: dynamic broker configs
+        self.cluster_group_configs: ClusterConfigResources | None = None  # cluster mode: group configs
         # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
         self.coordinator_roles = CoordinatorRoles()
         # called with a connection's id when it closes (Kafka's ConnectionDisconnectListener: share sessions)
@@ -133,8 +140,11 @@ class Broker:
         os.makedirs(self.log_dir, exist_ok=True)
         self.cluster_id = load_or_create_cluster_id(self.log_dir, self.node_id)
         # Dynamic configs first: the logs open with the effective broker defaults.
-        self.dynamic_configs = DynamicBrokerConfigs(self.log_dir, self.config, self.node_id, PROPERTIES)
-        self.group_configs = GroupConfigStore(self.log_dir, self.config)
+        self.dynamic_configs = DynamicBrokerConfigs(  # cluster mode: the cluster's, followed as the node joins
+            self.log_dir, self.config, self.node_id, PROPERTIES,
+            read_file=self.config.get("kcoord.etcd.connect") is None)
+        self.group_configs = GroupConfigStore(self.log_dir, self.config,
+                                              read_file=self.config.get("kcoord.etcd.connect") is None)
         self.features = FeatureStore(self.log_dir, self.node_id)
         self._start_client_telemetry()
         self._start_quotas()
@@ -250,7 +260,7 @@ class Broker:
         in_cluster = self.config.get("kcoord.etcd.connect") is not None
         self.txn_coordinator = TransactionRuntime(
             TxnConfig.from_properties(self.config.get), self.transaction_state_log, MarkerWriter(self),
-            self.producers.allocate_id,
+            self.producers.allocate_id_or_error,
             lambda p: self.logs.get(TRANSACTION_STATE, p) if self.topics.get(TRANSACTION_STATE) else None,
             follow_leadership=in_cluster, replication=lambda: self.visibility.replication)
         if in_cluster:  # the coordinator follows __transaction_state's leadership (issue #27)

@@ -177,10 +177,12 @@ class ControllerWriter:
         return written
 
     async def delete_topic(self, name: str) -> bool:
-        """The topic key and all its partition keys, in one txn. False: the topic was already gone."""
+        """The topic key, all its partition keys and its changed configs, in one txn. False: the topic was
+        already gone."""
         topic = keys.topic_key(name)
         result = await self.store.txn([self._fence(), present(topic)],
-                                      [Delete(topic), Delete(keys.partition_key(name, 0)[:-1], prefix=True)],
+                                      [Delete(topic), Delete(keys.partition_key(name, 0)[:-1], prefix=True),
+                                       Delete(keys.topic_configs_key(name))],  # its changed configs go with it
                                       [Get(keys.CONTROLLER)])
         if not result.succeeded:
             self._check_epoch(result.responses[0])

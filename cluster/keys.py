@@ -12,6 +12,12 @@ here (docs: shared/reference/cluster-design.md §2):
 | `topics/<t>`           | TopicInfo: {"topic_id", "replicas": {p: [ids]}, "configs"} | —                   |
 | `topics/<t>/p/<p>`     | PartitionRegistration (kcoord.cluster.partition_state) | partition CAS token = mod_revision |
 | `cluster_id`           | the cluster id, text                               | —                           |
+| `config/topics/<t>`    | {"topic_id", "configs"}: the topic's changed configs (kcoord.broker.cluster_topic_configs) | — |
+| `config/brokers/<n>`   | dynamic broker configs, `<default>` or a node id (kcoord.broker.cluster_configs) | — |
+| `config/groups/<g>`    | group configs (kcoord.broker.cluster_configs)      | —                           |
+| `producer_id_block`    | {"next"}: the next producer-id block's start (kcoord.metadata.producer_ids) | —    |
+| `acls/<h>`, `scram/<user>/<mechanism>` | ACLs and SCRAM credentials (kcoord.broker.security.cluster_security) | — |
+| `features`             | finalized feature levels and their epoch (kcoord.broker.cluster_features) | —      |
 
 Topic names are Kafka's legal names ([a-zA-Z0-9._-]), so a `/` never appears in one and
 `topics/<t>/p/<p>` cannot be mistaken for another topic's key.
@@ -29,6 +35,7 @@ BROKERS = "brokers/ids/"
 CONTROLLER = "controller"
 TOPICS = "topics/"
 CLUSTER_ID = "cluster_id"
+TOPIC_CONFIGS = "config/topics/"  # ZooKeeper-era /config/topics/<t>: written by any node, by compare-and-set
 _PARTITIONS = "/p/"
 
 
@@ -42,6 +49,10 @@ def broker_key(broker_id: int) -> str:
 
 def topic_key(topic: str) -> str:
     return f"{TOPICS}{topic}"
+
+
+def topic_configs_key(topic: str) -> str:
+    return f"{TOPIC_CONFIGS}{topic}"
 
 
 def partition_key(topic: str, partition: int) -> str:

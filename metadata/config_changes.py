@@ -15,6 +15,7 @@ from typing import Any
 from kcoord.metadata.client_metrics_configs import ClientMetricsConfigInvalid
 from kcoord.metadata.dynamic_broker_configs import ConfigRefused
 from kcoord.metadata.group_configs import ConfigInvalid
+from kcoord.metadata.store import StoreError
 from kcoord.metadata.topics import TopicError, broker_default, validate_topic_configs
 from kcoord.protocol.errors import ErrorCode
 
@@ -32,10 +33,14 @@ class ConfigChangeError(Exception):
 
 def current_overrides(broker: Any, resource_type: int, name: str) -> dict[str, str]:
     if resource_type == TOPIC:
-        topic = broker.topics.get(name)
-        if topic is None:
+        if broker.cluster_topic_configs is not None:  # cluster mode: the cluster's, on any node
+            configs = broker.cluster_topic_configs.current(name)
+        else:
+            topic = broker.topics.get(name)
+            configs = None if topic is None else dict(topic.configs)
+        if configs is None:
             raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
-        return dict(topic.configs)
+        return configs
     if resource_type == BROKER:
         return broker.dynamic_configs.overrides(name)
     if resource_type == GROUP:
@@ -91,22 +96,30 @@ def default_of(broker: Any, resource_type: int):
     return lambda name: None
 
 
-def replace(broker: Any, resource_type: int, name: str, configs: dict[str, str], validate_only: bool) -> None:
-    """Validate `configs` as the resource's whole set of overrides; unless validate_only, store and apply it."""
+async def replace(broker: Any, resource_type: int, name: str, configs: dict[str, str], validate_only: bool) -> None:
+    """Validate `configs` as the resource's whole set of overrides; unless validate_only, store and apply it
+    (a topic's in cluster mode: in the metadata store, which every node follows)."""
     try:
         if resource_type == TOPIC:
             validate_topic_configs(configs)
             broker.log_config(configs)  # LogConfig's own bounds (e.g. segment.bytes)
-            if not validate_only:
+            if not validate_only and broker.cluster_topic_configs is not None:
+                if not await broker.cluster_topic_configs.alter(name, configs):
+                    raise ConfigChangeError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
+            elif not validate_only:
                 broker.topics.set_configs(name, configs)
         elif resource_type == BROKER:
             broker.dynamic_configs.validate(name, configs)
-            if not validate_only:
+            if not validate_only and broker.cluster_broker_configs is not None:  # every node follows it
+                await broker.cluster_broker_configs.alter(name, configs)
+            elif not validate_only:
                 broker.dynamic_configs.replace(name, configs)
                 broker.topics.refresh_log_configs()
         elif resource_type == GROUP:
             broker.group_configs.validate(name, configs)
-            if not validate_only:
+            if not validate_only and broker.cluster_group_configs is not None:  # every node follows it
+                await broker.cluster_group_configs.alter(name, configs)
+            elif not validate_only:
                 broker.group_configs.replace(name, configs)
         elif resource_type == CLIENT_METRICS:
             broker.client_metrics_configs.validate(name, configs)
@@ -118,11 +131,13 @@ def replace(broker: Any, resource_type: int, name: str, configs: dict[str, str],
         raise ConfigChangeError(exc.code, exc.message) from None
     except ConfigRefused as exc:
         raise ConfigChangeError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    except StoreError as exc:
+        raise ConfigChangeError(ErrorCode.REQUEST_TIMED_OUT, f"The cluster metadata store did not answer: {exc}") from None
     except (ConfigInvalid, ValueError) as exc:
         raise ConfigChangeError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
 
-def alter_resources(broker: Any, request: Any, response_class: Any, wanted_of) -> Any:
+async def alter_resources(broker: Any, request: Any, response_class: Any, wanted_of) -> Any:
     """Answer an (Incremental)AlterConfigs request: each resource on its own, `wanted_of(current overrides,
     resource)` giving the new whole set (or raising ConfigChangeError)."""
     responses = []
@@ -130,7 +145,7 @@ def alter_resources(broker: Any, request: Any, response_class: Any, wanted_of) -
         code, message = ErrorCode.NONE, None
         try:
             current = current_overrides(broker, res.resource_type, res.resource_name)
-            replace(broker, res.resource_type, res.resource_name, wanted_of(current, res), request.validate_only)
+            await replace(broker, res.resource_type, res.resource_name, wanted_of(current, res), request.validate_only)
         except ConfigChangeError as exc:
             code, message = exc.code, exc.message
         responses.append(response_class.AlterConfigsResourceResponse(

@@ -8,7 +8,9 @@ anything else is refused as Kafka's DynamicBrokerConfig.validateConfigs does ("C
 configs dynamically"). Precedence, as Kafka: per-node dynamic > cluster-default dynamic > static
 (server.properties / --override) > default. The effective values are written into the broker's
 config, so everything reading `config.get(...)` sees them; topics without an override then get new
-log configs (the next retention / cleaner pass uses them).
+log configs (the next retention / cleaner pass uses them). In cluster mode the layers are the cluster's
+(kcoord.broker.cluster_configs follows them from the metadata store into `replace_layers`; the file
+is not read), so a cluster-default change made through one node applies on every node.
 """
 from __future__ import annotations
 
@@ -74,13 +76,13 @@ def _parse(properties: Mapping[str, PropertyDef], name: str, raw: str) -> Any:
 
 class DynamicBrokerConfigs:
     def __init__(self, log_dir: str, config: StaticConfig, node_id: int,
-                 properties: Mapping[str, PropertyDef]) -> None:
+                 properties: Mapping[str, PropertyDef], *, read_file: bool = True) -> None:
         self._path = os.path.join(log_dir, BROKER_CONFIGS_FILE)
         self._config = config
         self._properties = properties
         self._node = str(node_id)
         self._static = dict(config.props)  # what server.properties / --override / defaults gave
-        self._layers: dict[str, dict[str, str]] = read_json(self._path, {}).get("brokers", {})
+        self._layers: dict[str, dict[str, str]] = read_json(self._path, {}).get("brokers", {}) if read_file else {}
         self._apply()
 
     def is_dynamic(self, name: str) -> bool:
@@ -131,6 +133,17 @@ class DynamicBrokerConfigs:
         write_json_atomically(self._path, {"version": 1, "brokers": self._layers})
         self._apply()
         log.info("dynamic broker configs of %r now %s", resource_name or "<cluster default>", overrides)
+
+    def replace_layers(self, layers: Mapping[str, Mapping[str, str]]) -> bool:
+        """Cluster mode: the dynamic configs as the metadata store has them now (nothing written here).
+        True when this node's effective values changed."""
+        layers = {name: dict(values) for name, values in layers.items() if values}
+        if layers == self._layers:
+            return False
+        self._layers = layers
+        self._apply()
+        log.info("dynamic broker configs now %s", layers)
+        return True
 
     def _apply(self) -> None:
         for name in DYNAMIC_BROKER_PROPERTIES:

@@ -117,6 +117,16 @@ class FeatureStore:
         """Kafka's FeatureControlManager.updateFeatures: every update is checked in order and the first
         refusal refuses the whole request (QuorumController.updateFeatures prefixes its message); else all
         are applied at once, unless `validate_only`."""
+        planned = self.plan(updates)
+        if isinstance(planned, UpdateResult) or validate_only:
+            return planned if isinstance(planned, UpdateResult) else UpdateResult(ErrorCode.NONE)
+        if planned != self._levels:
+            self.replace(planned, self._epoch + 1)
+            write_json_atomically(self._path, {"version": 1, "epoch": self._epoch, "levels": self._levels})
+        return UpdateResult(ErrorCode.NONE)
+
+    def plan(self, updates: list[FeatureUpdate]) -> dict[str, int] | UpdateResult:
+        """The finalized levels after `updates` (pure), or the refusal of the whole request."""
         for u in updates:
             reason = self._refusal(u)
             if reason is not None:
@@ -125,20 +135,25 @@ class FeatureStore:
                 return UpdateResult(ErrorCode.INVALID_UPDATE_VERSION,
                                     "The update failed for all features since the following feature had an "
                                     f"error: {message}")
-        if validate_only:
-            return UpdateResult(ErrorCode.NONE)
-        changed = {u.name: u.level for u in updates if self.level(u.name) != u.level}
-        if changed:
-            for name, level in changed.items():
-                if level == 0:
-                    self._levels.pop(name, None)
-                else:
-                    self._levels[name] = level
-            self._epoch += 1
-            self._derive()
-            write_json_atomically(self._path, {"version": 1, "epoch": self._epoch, "levels": self._levels})
-            log.info("features now %s (epoch %d)", self.finalized(), self._epoch)
-        return UpdateResult(ErrorCode.NONE)
+        levels = dict(self._levels)
+        for u in updates:
+            if u.level == 0:
+                levels.pop(u.name, None)
+            else:
+                levels[u.name] = u.level
+        return levels
+
+    def replace(self, levels: dict[str, int], epoch: int) -> None:
+        """Take these levels and epoch (an update here, or cluster mode: the cluster's, followed from the
+        metadata store by kcoord.broker.cluster_features; nothing written here)."""
+        if (levels, epoch) == (self._levels, self._epoch):
+            return
+        self._levels, self._epoch = dict(levels), epoch
+        self._derive()
+        log.info("features now %s (epoch %d)", self.finalized(), self._epoch)
+
+    def levels(self) -> dict[str, int]:
+        return dict(self._levels)
 
     def _refusal(self, u: FeatureUpdate) -> str | None:
         """Why Kafka's FeatureControlManager.updateFeature refuses `u` (all INVALID_UPDATE_VERSION), or None."""

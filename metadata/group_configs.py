@@ -5,7 +5,9 @@ Names, types and bounds follow Kafka's GroupConfig (group-coordinator/.../GroupC
 validateNames, CONFIG.parse, validateValues); the bounds are the broker's group.consumer.* /
 group.share.* / group.streams.* settings, with Kafka's defaults where kcoord has no such property.
 The coordinator reads a group's overrides with `group_config(group_id)`; what is not there is the
-broker-level default.
+broker-level default. In cluster mode the overrides are the cluster's (kcoord.broker.cluster_configs
+follows them from the metadata store into `replace_all`; the file is not read), so the coordinator of a
+group, on whichever node, sees a change made through any node.
 """
 from __future__ import annotations
 
@@ -128,10 +130,10 @@ class GroupConfigStore:
     """The one owner of group-level overrides: {group id: {name: text value}}, durable before a change
     is answered."""
 
-    def __init__(self, log_dir: str, broker_config: Any) -> None:
+    def __init__(self, log_dir: str, broker_config: Any, *, read_file: bool = True) -> None:
         self._path = os.path.join(log_dir, GROUP_CONFIGS_FILE)
         self._broker_config = broker_config
-        self._groups: dict[str, dict[str, str]] = read_json(self._path, {}).get("groups", {})
+        self._groups: dict[str, dict[str, str]] = read_json(self._path, {}).get("groups", {}) if read_file else {}
 
     def group_config(self, group_id: str) -> dict[str, Any]:
         """The group's overrides, typed ({"consumer.session.timeout.ms": 50000}); {} when none are set."""
@@ -160,3 +162,7 @@ class GroupConfigStore:
             self._groups.pop(group_id, None)
         write_json_atomically(self._path, {"version": 1, "groups": self._groups})
         log.info("group %s configs now %s", group_id, overrides)
+
+    def replace_all(self, groups: dict[str, dict[str, str]]) -> None:
+        """Cluster mode: every group's overrides as the metadata store has them now (nothing written here)."""
+        self._groups = {g: dict(o) for g, o in groups.items() if o}

@@ -1,5 +1,7 @@
 """SCRAM credentials kept durably in `<log.dirs>/kcoord-scram-credentials.json` (Kafka keeps them in its
 metadata log): per user and mechanism the salt, StoredKey, ServerKey and iterations, never a password.
+In cluster mode the metadata store holds them instead (kcoord.broker.security.cluster_security follows
+them into `replace_all`; the file is not read).
 
 Read by SCRAM authentication, changed by AlterUserScramCredentials and `kcoord users` (which writes the
 file directly only while no server runs on that directory, as `kafka-storage format --add-scram` does)."""
@@ -33,14 +35,22 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+def encode_credential(c: ScramCredential) -> dict:
+    return {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key),
+            "iterations": c.iterations}
+
+
+def decode_credential(doc: dict) -> ScramCredential:
+    return ScramCredential(base64.b64decode(doc["salt"]), base64.b64decode(doc["stored_key"]),
+                           base64.b64decode(doc["server_key"]), int(doc["iterations"]))
+
+
 class ScramStore:
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, *, read_file: bool = True) -> None:
         self.path = os.path.join(log_dir, FILE_NAME)
         self._users: dict[str, dict[str, ScramCredential]] = {}
-        for name, mechs in read_json(self.path, {}).get("users", {}).items():
-            self._users[name] = {mech: ScramCredential(base64.b64decode(c["salt"]), base64.b64decode(c["stored_key"]),
-                                                       base64.b64decode(c["server_key"]), int(c["iterations"]))
-                                 for mech, c in mechs.items() if mech in HASHES}
+        for name, mechs in (read_json(self.path, {}) if read_file else {}).get("users", {}).items():
+            self._users[name] = {mech: decode_credential(c) for mech, c in mechs.items() if mech in HASHES}
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
@@ -58,6 +68,9 @@ class ScramStore:
             users.setdefault(user, {})[mechanism] = credential
         users = {u: m for u, m in users.items() if m}
         write_json_atomically(self.path, {"users": {
-            u: {m: {"salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key),
-                    "iterations": c.iterations} for m, c in mechs.items()} for u, mechs in users.items()}})
+            u: {m: encode_credential(c) for m, c in mechs.items()} for u, mechs in users.items()}})
         self._users = users
+
+    def replace_all(self, users: dict[str, dict[str, ScramCredential]]) -> None:
+        """Cluster mode: the credentials as the metadata store has them now (nothing written here)."""
+        self._users = {u: dict(m) for u, m in users.items() if m}

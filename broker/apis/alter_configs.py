@@ -26,4 +26,4 @@ async def handle(ctx: RequestContext, request: m.AlterConfigsRequest):
             raise ConfigChangeError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}")
         return {c.name: c.value for c in res.configs}
 
-    return alter_resources(ctx.broker, request, m.AlterConfigsResponse, wanted)
+    return await alter_resources(ctx.broker, request, m.AlterConfigsResponse, wanted)

@@ -5,7 +5,8 @@ Versions:
 ALTER on the cluster is required. Per user, the first problem answers for all of that user's changes,
 which are then not made (Kafka's ScramControlManager): UNSUPPORTED_SASL_MECHANISM, UNACCEPTABLE_CREDENTIAL
 (empty name, iterations outside 4096-16384), DUPLICATE_RESOURCE (a mechanism changed twice),
-RESOURCE_NOT_FOUND (deleting what does not exist). The rest are stored durably at once.
+RESOURCE_NOT_FOUND (deleting what does not exist). The rest are stored durably at once: in cluster mode
+in the metadata store, which every node follows (a user created through one node authenticates on any).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kcoord.broker.security.acl import AclOperation
 from kcoord.broker.security.check import cluster_allowed
 from kcoord.broker.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
 from kcoord.metadata.scram_store import MECHANISM_TYPES
+from kcoord.metadata.store import StoreError
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
@@ -40,7 +42,7 @@ def _problem(change, seen: set, store, deleting: bool) -> tuple[ErrorCode, str] 
 
 
 @api(key=51, name="AlterUserScramCredentials", min_version=0, max_version=0)
-def handle(ctx: RequestContext, request: m.AlterUserScramCredentialsRequest):
+async def handle(ctx: RequestContext, request: m.AlterUserScramCredentialsRequest):
     R = m.AlterUserScramCredentialsResponse
     users = list(dict.fromkeys([c.name for c in request.deletions] + [c.name for c in request.upsertions]))
     if not cluster_allowed(ctx, AclOperation.ALTER):
@@ -53,11 +55,20 @@ def handle(ctx: RequestContext, request: m.AlterUserScramCredentialsRequest):
         problem = _problem(change, seen, store, deleting)
         if problem is not None:
             errors.setdefault(change.name, problem)
-    store.apply(
-        [(c.name, MECHANISM_TYPES[c.mechanism],
-          credential_from_salted(MECHANISM_TYPES[c.mechanism], bytes(c.salted_password), bytes(c.salt), c.iterations))
-         for c in request.upsertions if c.name not in errors],
-        [(c.name, MECHANISM_TYPES[c.mechanism]) for c in request.deletions if c.name not in errors])
+    upserts = [(c.name, MECHANISM_TYPES[c.mechanism],
+                credential_from_salted(MECHANISM_TYPES[c.mechanism], bytes(c.salted_password), bytes(c.salt),
+                                       c.iterations))
+               for c in request.upsertions if c.name not in errors]
+    deletions = [(c.name, MECHANISM_TYPES[c.mechanism]) for c in request.deletions if c.name not in errors]
+    cluster = ctx.broker.security.cluster
+    if cluster is None:
+        store.apply(upserts, deletions)
+    elif upserts or deletions:
+        try:
+            await cluster.alter_scram(upserts, deletions)
+        except StoreError as exc:
+            for user in {u for u, *_ in upserts} | {u for u, _ in deletions}:
+                errors[user] = (ErrorCode.REQUEST_TIMED_OUT, f"The cluster metadata store did not answer: {exc}")
     return R(throttle_time_ms=0, results=[R.AlterUserScramCredentialsResult(
         user=u, error_code=errors.get(u, (ErrorCode.NONE, None))[0], error_message=errors.get(u, (0, None))[1])
         for u in users])

@@ -7,6 +7,8 @@ Versions (Kafka 4 serves 1-3):
 ALTER on the cluster is required (CLUSTER_AUTHORIZATION_FAILED); without an authorizer every creation
 answers SECURITY_DISABLED; a binding that cannot be valid answers INVALID_REQUEST with Kafka's message
 (AclControlManager.validateNewAcl). (KafkaApis / AclApis.handleCreateAcls)
+Cluster mode: the bindings go to the metadata store and every node's authorizer follows them
+(kcoord.broker.security.cluster_security); a store that does not answer fails them with REQUEST_TIMED_OUT.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.security.acl import AclBinding, AclOperation, validate
 from kcoord.broker.security.check import authorizer_of, cluster_allowed
+from kcoord.metadata.store import StoreError
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
@@ -21,7 +24,7 @@ NO_AUTHORIZER = "No Authorizer is configured."
 
 
 @api(key=30, name="CreateAcls", min_version=1, max_version=3)
-def handle(ctx: RequestContext, request: m.CreateAclsRequest):
+async def handle(ctx: RequestContext, request: m.CreateAclsRequest):
     R = m.CreateAclsResponse
     authz = authorizer_of(ctx)
 
@@ -42,6 +45,12 @@ def handle(ctx: RequestContext, request: m.CreateAclsRequest):
             valid.append(binding)
         results.append(R.AclCreationResult(error_code=ErrorCode.INVALID_REQUEST if reason else ErrorCode.NONE,
                                             error_message=reason))
-    if valid:
+    cluster = ctx.broker.security.cluster
+    if valid and cluster is not None:
+        try:
+            await cluster.create_acls(valid)
+        except StoreError as exc:
+            return all_fail(ErrorCode.REQUEST_TIMED_OUT, f"The cluster metadata store did not answer: {exc}")
+    elif valid:
         authz.create(valid)
     return R(throttle_time_ms=0, results=results)

@@ -5,7 +5,8 @@ Versions (Kafka 4 serves 1-3):
   v2: flexible
   v3: same as v2
 ALTER on the cluster is required; without an authorizer: SECURITY_DISABLED per filter.
-(AclApis.handleDeleteAcls)
+(AclApis.handleDeleteAcls) Cluster mode: the matched bindings are deleted from the metadata store
+(kcoord.broker.security.cluster_security).
 """
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.security.acl import AclOperation
 from kcoord.broker.security.check import authorizer_of, cluster_allowed
+from kcoord.metadata.store import StoreError
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=31, name="DeleteAcls", min_version=1, max_version=3)
-def handle(ctx: RequestContext, request: m.DeleteAclsRequest):
+async def handle(ctx: RequestContext, request: m.DeleteAclsRequest):
     R = m.DeleteAclsResponse
     authz = authorizer_of(ctx)
 
@@ -33,7 +35,15 @@ def handle(ctx: RequestContext, request: m.DeleteAclsRequest):
         return all_fail(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     filters = [acl_filter(f) for f in request.filters]
     valid = [f for f in filters if unknown_field(f) is None]
-    removed = dict(zip(map(id, valid), authz.delete(valid), strict=True))
+    cluster = ctx.broker.security.cluster
+    if cluster is None:
+        removed = dict(zip(map(id, valid), authz.delete(valid), strict=True))
+    else:
+        removed = dict(zip(map(id, valid), authz.matching(valid), strict=True))
+        try:
+            await cluster.delete_acls([acl for matched in removed.values() for acl in matched])
+        except StoreError as exc:
+            return all_fail(ErrorCode.REQUEST_TIMED_OUT, f"The cluster metadata store did not answer: {exc}")
     results = []
     for flt in filters:
         invalid = unknown_field(flt)

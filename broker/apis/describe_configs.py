@@ -81,18 +81,23 @@ def _entry(request, name, value, read_only, synonyms, config_type, doc, sensitiv
 
 def _topic(ctx, res, keys, request):
     broker = ctx.broker
-    topic = broker.topics.get(res.resource_name)
-    if topic is None:
+    cluster_configs = broker.cluster_topic_configs
+    if cluster_configs is not None:  # cluster mode: the cluster's configs, also on a node with no replica
+        overrides = cluster_configs.current(res.resource_name)
+    else:
+        topic = broker.topics.get(res.resource_name)
+        overrides = None if topic is None else topic.configs
+    if overrides is None:
         return _result(res, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {res.resource_name} does not exist", [])
     entries = []
     for name in sorted(TOPIC_CONFIG_DEFAULTS):
         if keys is not None and name not in keys:
             continue
-        synonyms = [(name, SOURCE_TOPIC, topic.configs[name])] if name in topic.configs else []
+        synonyms = [(name, SOURCE_TOPIC, overrides[name])] if name in overrides else []
         broker_key = TOPIC_BROKER_SYNONYM.get(name)
         if broker_key is not None:
             synonyms += broker.dynamic_configs.synonyms(broker_key)
-        value = topic.configs.get(name) or broker_default(broker.config, name)
+        value = overrides.get(name) or broker_default(broker.config, name)
         entries.append(_entry(request, name, value, False, synonyms, _topic_type(name), None))
     return _result(res, ErrorCode.NONE, None, entries)
 

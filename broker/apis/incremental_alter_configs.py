@@ -25,4 +25,4 @@ async def handle(ctx: RequestContext, request: m.IncrementalAlterConfigsRequest)
         ops = [(c.name, c.config_operation, c.value) for c in res.configs]
         return incremental(current, ops, default_of(broker, res.resource_type))
 
-    return alter_resources(broker, request, m.IncrementalAlterConfigsResponse, wanted)
+    return await alter_resources(broker, request, m.IncrementalAlterConfigsResponse, wanted)

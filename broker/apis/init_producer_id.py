@@ -9,7 +9,9 @@ Versions (we serve 0-5):
   v5: TRANSACTION_ABORTABLE may be returned (KIP-890)
 Idempotent ids come from fsynced blocks, so they are never reused after a restart. A transactional id
 goes to the transaction coordinator (kcoord.txn.coordinator.handle_init_producer_id): epoch bump, fencing of
-an older producer of the same id, abort of its open transaction.
+an older producer of the same id, abort of its open transaction. In cluster mode, a node that has no
+producer-id block yet answers COORDINATOR_LOAD_IN_PROGRESS (RPCProducerIdManager.generateProducerId's
+failure, as TransactionCoordinator.handleInitProducerId returns it), which clients retry.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ async def handle(ctx: RequestContext, request: m.InitProducerIdRequest):
             error, pid, epoch = ErrorCode.INVALID_REQUEST, -1, -1
         else:
             expected = (pid_in, epoch_in) if pid_in >= 0 else None
+            # no producer id block yet (cluster mode) reaches the coordinator as COORDINATOR_LOAD_IN_PROGRESS
             error, pid, epoch = await txns.coordinator.handle_init_producer_id(
                 request.transactional_id, request.transaction_timeout_ms, expected)
         if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:

@@ -1,7 +1,9 @@
 """Idempotent producers: producer-id allocation and per-partition sequence state.
 
-- Ids come from blocks (as Kafka's ProducerIdManager hands them out): the end of the current block is
-  written and fsynced before any id from it is used, so no id is reused after a restart or a crash.
+- Ids come from blocks (kcoord.metadata.producer_ids): in single-node mode a file in log.dirs, in cluster
+  mode the metadata store's `producer_id_block` key, claimed by compare-and-set, so no two nodes and no
+  restart hand out the same id. While a cluster node has no block yet, InitProducerId is answered
+  COORDINATOR_LOAD_IN_PROGRESS (RPCProducerIdManager), which clients retry.
 - Per partition and producer we keep the epoch and the last 5 batches (Kafka's window): a retried
   batch that matches one of them is answered with its original offsets instead of being appended
   again; anything else must continue the sequence (OUT_OF_ORDER_SEQUENCE_NUMBER otherwise), and an
@@ -15,19 +17,16 @@
 """
 from __future__ import annotations
 
-import json
-import os
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcoord.metadata.producer_ids import FileProducerIds, ProducerIdSource, ProducerIdsUnavailable
 from kcoord.protocol.control_records import marker_coordinator_epoch
 from kcoord.protocol.errors import ErrorCode
 from kcoord.protocol.record_kv import batch_key_values
 from kcoord.protocol.records import iter_batches
 
-ID_FILE = "kcoord-producer-ids.json"
-ID_BLOCK_SIZE = 1000
 BATCH_WINDOW = 5
 MAX_EPOCH = 32767
 INT32_MAX = 2**31 - 1
@@ -62,38 +61,35 @@ def _next_seq(seq: int) -> int:
 
 class ProducerStateManager:
     def __init__(self, log_dir: str, logs: Any) -> None:
-        self._path = os.path.join(log_dir, ID_FILE)
         self._logs = logs
-        self._next_id = 0
-        self._block_end = 0
-        if os.path.exists(self._path):
-            with open(self._path, encoding="utf-8") as fh:
-                self._next_id = self._block_end = int(json.load(fh)["next_block_start"])
+        # single-node mode's; a cluster node swaps in the metadata store's (use_ids) as it joins
+        self.ids: ProducerIdSource = FileProducerIds(log_dir)
         self._partitions: dict[TopicPartition, dict[int, ProducerEntry]] = {}
 
     # -- InitProducerId ---------------------------------------------------------------------------
     def init_producer(self, producer_id: int, producer_epoch: int) -> tuple[ErrorCode, int, int]:
         """(error, producer_id, epoch). An existing id+epoch (KIP-360) gets its epoch bumped."""
         if producer_id >= 0 and producer_epoch >= 0:
-            if producer_id >= self._block_end:
+            if not self.ids.was_allocated(producer_id):
                 return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
             if producer_epoch + 1 < MAX_EPOCH:
                 return ErrorCode.NONE, producer_id, producer_epoch + 1
-        return ErrorCode.NONE, self.allocate_id(), 0
+        producer_id = self.allocate_id_or_error()
+        if isinstance(producer_id, ErrorCode):
+            return producer_id, -1, -1
+        return ErrorCode.NONE, producer_id, 0
 
-    def allocate_id(self) -> int:
-        """A new producer id (the transaction coordinator takes its ids from here too)."""
-        if self._next_id >= self._block_end:
-            self._block_end = self._next_id + ID_BLOCK_SIZE
-            tmp = self._path + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                json.dump({"next_block_start": self._block_end}, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self._path)
-        pid = self._next_id
-        self._next_id += 1
-        return pid
+    def use_ids(self, ids: ProducerIdSource) -> None:
+        """Take ids from `ids` from now on (a cluster node: the metadata store's blocks)."""
+        self.ids = ids
+
+    def allocate_id_or_error(self) -> int | ErrorCode:
+        """A new producer id, or COORDINATOR_LOAD_IN_PROGRESS while there is none to give, as Kafka's
+        RPCProducerIdManager answers InitProducerId (what the transaction coordinator calls)."""
+        try:
+            return self.ids.generate()
+        except ProducerIdsUnavailable:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
     # -- Produce ----------------------------------------------------------------------------------
     def check(self, tp: TopicPartition, log: Any, header: Any) -> BatchMeta | ErrorCode | None:

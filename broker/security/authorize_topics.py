@@ -1,5 +1,6 @@
 """Authorization guards of the data-plane and topic admin APIs, as KafkaApis applies them: WRITE on each
-topic for Produce, READ for Fetch, DESCRIBE for ListOffsets and Metadata (Metadata of every topic lists
+topic for Produce, READ for Fetch (a follower's Fetch: CLUSTER_ACTION on the cluster instead, for every
+partition at once, as KafkaApis.handleFetchRequest checks isFromFollower), DESCRIBE for ListOffsets and Metadata (Metadata of every topic lists
 only the describable ones; one named but not describable answers TOPIC_AUTHORIZATION_FAILED; creating a
 topic on the way needs CREATE on the cluster or the topic), CREATE for CreateTopics, DELETE for
 DeleteTopics; an idempotent producer's InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 
+from kcoord.broker.data.fetch_read import replica_id_of
 from kcoord.broker.security.acl import AclOperation as Op
 from kcoord.broker.security.acl import ResourceType
 from kcoord.broker.security.check import allowed, authorized_operations, cluster_allowed
@@ -49,7 +51,10 @@ def produce(ctx, req, handler):
 
 def fetch(ctx, req, handler):
     R = m.FetchResponse
-    kept, refused = split(ctx, req.topics, lambda t: topic_name(ctx, t.topic, t.topic_id), Op.READ)
+    if replica_id_of(req, ctx.api_version) >= 0:  # a follower replicating: the cluster permission decides for all its partitions
+        kept, refused = (req.topics, []) if cluster_allowed(ctx, Op.CLUSTER_ACTION) else ([], req.topics)
+    else:
+        kept, refused = split(ctx, req.topics, lambda t: topic_name(ctx, t.topic, t.topic_id), Op.READ)
     entries = [R.FetchableTopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=[
         R.PartitionData(partition_index=p.partition, error_code=TAF, high_watermark=-1, last_stable_offset=-1,
                         log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=None)

@@ -5,7 +5,9 @@ then any ALLOW; with no ACL on the resource at all, allow.everyone.if.no.acl.fou
 READ, WRITE, DELETE or ALTER implies DESCRIBE, and ALTER_CONFIGS implies DESCRIBE_CONFIGS (never for
 DENY). (StandardAuthorizer.authorize, StandardAuthorizerData.findResult)
 
-ACLs are kept durably in `<log.dirs>/kcoord-acls.json` (Kafka keeps them in its metadata log).
+ACLs are kept durably in `<log.dirs>/kcoord-acls.json` (Kafka keeps them in its metadata log); in cluster
+mode in the metadata store instead (kcoord.broker.security.cluster_security follows them into
+`replace_acls`; the file is not read).
 """
 from __future__ import annotations
 
@@ -65,21 +67,27 @@ def _pattern_matches(acl: AclBinding, name: str) -> bool:
 
 
 class StandardAuthorizer:
-    def __init__(self, path: str, super_users: list[str], allow_if_no_acl: bool) -> None:
+    def __init__(self, path: str, super_users: list[str], allow_if_no_acl: bool, *, read_file: bool = True) -> None:
         self.path = path
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
-        self.acls: list[AclBinding] = [AclBinding(**a) for a in read_json(path, {}).get("acls", [])]
+        self.acls: list[AclBinding] = [AclBinding(**a) for a in read_json(path, {}).get("acls", [])] if read_file else []
+        # Cluster mode: nothing but super users is allowed until the cluster's ACLs are loaded (Kafka's broker
+        # accepts requests only once StandardAuthorizer.completeInitialLoad ran; kcoord's listeners are bound
+        # before the node joins, so a DENY must not be missed meanwhile).
+        self.loading_complete = read_file
 
     @classmethod
-    def from_config(cls, cfg: Any, log_dir: str) -> StandardAuthorizer:
+    def from_config(cls, cfg: Any, log_dir: str, *, read_file: bool = True) -> StandardAuthorizer:
         return cls(os.path.join(log_dir, FILE_NAME), cfg.get("super.users"),
-                   cfg.get("allow.everyone.if.no.acl.found"))
+                   cfg.get("allow.everyone.if.no.acl.found"), read_file=read_file)
 
     def authorize(self, principal: Any, host: str, operation: int, resource_type: int, name: str) -> bool:
         who = str(principal)
         if who in self.super_users:
             return True
+        if not self.loading_complete:
+            return False
         allowed = False
         found = False
         for acl in self.acls:
@@ -113,12 +121,21 @@ class StandardAuthorizer:
                 new.append(acl)
         self._store(new)
 
+    def matching(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
+        """The bindings each filter matches (a binding matched by several filters is listed under each)."""
+        return [[acl for acl in self.acls if flt.matches(acl)] for flt in filters]
+
     def delete(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
         """The bindings each filter removed (a binding matched by several filters is listed under each)."""
-        removed = [[acl for acl in self.acls if flt.matches(acl)] for flt in filters]
+        removed = self.matching(filters)
         gone = {acl for matched in removed for acl in matched}
         self._store([acl for acl in self.acls if acl not in gone])
         return removed
+
+    def replace_acls(self, acls: list[AclBinding]) -> None:
+        """Cluster mode: the ACLs as the metadata store has them now (nothing written here)."""
+        self.acls = acls
+        self.loading_complete = True
 
     def _store(self, acls: list[AclBinding]) -> None:
         write_json_atomically(self.path, {"acls": [acl.to_json() for acl in acls]})

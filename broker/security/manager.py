@@ -1,17 +1,24 @@
 """The broker's security: each listener's settings (TLS context, SASL mechanisms and users), the SCRAM
-credential store and, when authorizer.class.name is set, the authorizer with its ACL store."""
+credential store and, when authorizer.class.name is set, the authorizer with its ACL store. In cluster
+mode (kcoord.etcd.connect set) ACLs and credentials are the cluster's: `cluster` writes them to the
+metadata store and follows them from it; the files in log.dirs are not read."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kcoord.broker.security import listener_config, tls
 from kcoord.broker.security.session import ConnectionSession, ListenerSecurity
 from kcoord.metadata.scram_store import ScramStore
 
+if TYPE_CHECKING:
+    from kcoord.broker.security.cluster_security import ClusterSecurity
+
 
 class Security:
     def __init__(self, cfg: Any, log_dir: str) -> None:
-        self.scram = ScramStore(log_dir)
+        in_cluster = cfg.get("kcoord.etcd.connect") is not None
+        self.cluster: ClusterSecurity | None = None  # cluster mode: set as the node joins
+        self.scram = ScramStore(log_dir, read_file=not in_cluster)
         self.listeners: dict[str, ListenerSecurity] = {}
         for listener in cfg.listeners:
             name = listener.name
@@ -29,7 +36,7 @@ class Security:
         if cfg.get("authorizer.class.name"):
             from kcoord.broker.security.authorizer import StandardAuthorizer
 
-            self.authorizer = StandardAuthorizer.from_config(cfg, log_dir)
+            self.authorizer = StandardAuthorizer.from_config(cfg, log_dir, read_file=not in_cluster)
 
     def session(self, listener: str) -> ConnectionSession:
         return ConnectionSession(self.listeners[listener])

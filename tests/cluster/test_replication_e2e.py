@@ -3,7 +3,7 @@
 history it checks (tests.cluster.replication_checks.History) and prints it when it fails.
 
 - SIGKILL of the leader, 10 rounds, under idempotent acks=all producers (kafka-python and confluent-kafka,
-  each on a topic of its own: producer ids are still allocated per node, see the report of #26):
+  each on a topic of its own; several partitions and kafkajs: tests/cluster/test_idempotent_failover_e2e.py):
   every acknowledged record read back exactly once at its offset, replicas byte-identical to the HW;
 - (SIGSTOP of a leader past its lease, and its links cut: tests/cluster/test_fenced_leader_e2e.py)
 - 2 of 3 replicas killed: acks=all is NOT_ENOUGH_REPLICAS, nothing acknowledged is lost;

@@ -1,0 +1,85 @@
+"""Cluster mode's dynamic config resources (KIP-226 BROKER, KIP-848 GROUP): in the metadata store, followed
+by every node.
+
+Kafka 4 keeps them as ConfigRecords in the metadata log, which every broker follows
+(DynamicConfigPublisher: its DynamicBrokerConfig, the group coordinator's GroupConfigManager);
+ZooKeeper-era Kafka had `/config/brokers/<default>`, `/config/brokers/<id>` (and no group configs). Here:
+
+| key                          | value                                                  |
+|------------------------------|--------------------------------------------------------|
+| `config/brokers/<default>`   | the cluster default's broker config overrides, JSON    |
+| `config/brokers/<id>`        | node <id>'s own broker config overrides, JSON          |
+| `config/groups/<group id>`   | the group's config overrides, JSON (the id percent-encoded) |
+
+A change is the resource's whole new set, put (or deleted when empty) as ZooKeeper-era
+AdminZkClient.changeConfigs wrote it; a node answers once its own copy has it, and every node hands the
+whole mapping {resource name: overrides} to the store that applies it (`on_change`).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import urllib.parse
+from collections.abc import Callable, Mapping
+
+from kcoord.metadata.prefix_follower import PrefixFollower
+from kcoord.metadata.store import Delete, MetadataStore, Op, Put
+
+log = logging.getLogger("kcoord.cluster.configs")
+
+BROKERS = "config/brokers/"
+GROUPS = "config/groups/"
+DEFAULT_NAME = "<default>"  # ZooKeeper-era Kafka's ConfigEntityName.DEFAULT: the resource named ""
+SEE_OWN_WRITE_TIMEOUT_S = 5.0
+
+Layers = dict[str, dict[str, str]]
+
+
+def _key_name(resource_name: str) -> str:
+    return DEFAULT_NAME if resource_name == "" else urllib.parse.quote(resource_name, safe="")
+
+
+def _resource_name(key_name: str) -> str:
+    return "" if key_name == DEFAULT_NAME else urllib.parse.unquote(key_name)
+
+
+class ClusterConfigResources:
+    def __init__(self, store: MetadataStore, prefix: str, on_change: Callable[[Layers], None]) -> None:
+        self._store = store
+        self._prefix = prefix
+        self._on_change = on_change
+        self.follower = PrefixFollower(store, prefix, self._apply)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self.follower.run(), name=f"{self._prefix}follower")
+        await self.follower.wait_for(1)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def _apply(self, values: Mapping[str, bytes]) -> None:
+        layers: Layers = {}
+        for name, value in values.items():
+            try:
+                layers[_resource_name(name)] = {str(k): str(v) for k, v in json.loads(value).items()}
+            except (ValueError, TypeError, AttributeError) as exc:
+                log.error("ignoring the bad value of %s%s: %s", self._prefix, name, exc)
+        self._on_change(layers)
+
+    async def alter(self, resource_name: str, overrides: Mapping[str, str]) -> None:
+        """Make `overrides` (validated by the caller) the resource's whole set, in the store; answered once
+        this node applies it. StoreError: not made."""
+        key = self._prefix + _key_name(resource_name)
+        op: Op = Put(key, json.dumps(dict(sorted(overrides.items()))).encode()) if overrides else Delete(key)
+        result = await self._store.txn([], [op])
+        try:
+            await asyncio.wait_for(self.follower.wait_for(result.revision), SEE_OWN_WRITE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("%s%r at revision %d not seen here within %.0f s", self._prefix, resource_name,
+                        result.revision, SEE_OWN_WRITE_TIMEOUT_S)

@@ -1,0 +1,73 @@
+"""A node's copy of every key under one prefix of the metadata store, kept current by snapshot + watch
+(as a Kafka 4 broker follows its metadata log, and as ZooKeeper-era brokers watched `/config` and
+`/kafka-acl`): what cluster-wide state that is not partition state (ACLs, SCRAM credentials, ...) is
+followed with. On Compacted it reads a new snapshot. `on_change(values)` runs after every applied batch
+with the whole current mapping (key relative to the prefix -> value); it must not block.
+
+Read-your-writes: a node that wrote at revision R waits `wait_for(R)` before it answers, so the client
+that made the change sees it on this node at once (other nodes see it as their watch delivers it).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+
+from kcoord.metadata.store import Compacted, MetadataStore, StoreError
+
+log = logging.getLogger("kcoord.metadata.follow")
+
+RETRY_S = 0.5  # after the store did not answer (a broken watch stream resumes by itself)
+
+
+class PrefixFollower:
+    def __init__(self, store: MetadataStore, prefix: str, on_change: Callable[[Mapping[str, bytes]], None]) -> None:
+        self._store = store
+        self.prefix = prefix
+        self._on_change = on_change
+        self.values: dict[str, bytes] = {}
+        self.revision = 0  # the store revision the values are at (0: no snapshot yet)
+        self._changed = asyncio.Event()
+
+    async def run(self) -> None:
+        """The follower's task: snapshot, then watch, until cancelled."""
+        while True:
+            try:
+                snapshot = await self._store.range(self.prefix)
+            except StoreError as exc:  # unreachable for now: the copy stays as it is, and is read again
+                log.warning("reading %s failed (%s); again in %.1f s", self.prefix, exc, RETRY_S)
+                await asyncio.sleep(RETRY_S)
+                continue
+            self.values = {kv.key[len(self.prefix):]: kv.value for kv in snapshot.kvs}
+            self._publish(snapshot.revision)
+            try:
+                async with contextlib.aclosing(self._store.watch(self.prefix, snapshot.revision + 1)) as watch:
+                    async for batch in watch:
+                        for event in batch:
+                            key = event.key[len(self.prefix):]
+                            if event.type == "put":
+                                self.values[key] = event.value
+                            else:
+                                self.values.pop(key, None)
+                        self._publish(max(e.mod_revision for e in batch))
+            except Compacted as exc:
+                log.info("%s history compacted (from revision %d): reading a new snapshot", self.prefix,
+                         exc.compact_revision)
+            except StoreError as exc:  # what the watch could not resume by itself: start over
+                log.warning("watching %s failed (%s); reading a new snapshot in %.1f s", self.prefix, exc, RETRY_S)
+                await asyncio.sleep(RETRY_S)
+
+    def _publish(self, revision: int) -> None:
+        self.revision = max(self.revision, revision)
+        try:
+            self._on_change(self.values)
+        except Exception:  # a bad value must not stop the follower: the rest stays current
+            log.exception("applying %s at revision %d failed", self.prefix, revision)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_for(self, revision: int) -> None:
+        """Until the values include every change up to `revision`."""
+        while self.revision < revision:
+            await self._changed.wait()
