@@ -170,11 +170,15 @@ class TransactionCoordinator:
         """`client_version` TV_2: the implicit add of a transactional Produce v12+ or TxnOffsetCommit v5
         (KIP-890 part 2), recorded as the transaction's client version."""
         partitions = set(partitions)
+        current = self._lookup(transactional_id)
+        if isinstance(current, TransactionMetadata) and (
+                current.pending or current.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)):
+            # before the producer checks (KAFKA-18660): a TV2 producer whose epoch ran out already uses the
+            # new producer id that only the Complete record makes the id's (Kafka: a pending transition)
+            return E.CONCURRENT_TRANSACTIONS
         md = self._producer(transactional_id, producer_id, epoch)
         if isinstance(md, ErrorCode):
             return md
-        if md.pending or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            return E.CONCURRENT_TRANSACTIONS
         if md.state == S.ONGOING and partitions <= md.partitions:
             return E.NONE
         return await self._append(md, md.prepare_add_partitions(partitions, self.clock.now_ms(), client_version))
@@ -240,7 +244,7 @@ class TransactionCoordinator:
                     if isinstance(allocated, ErrorCode):
                         return (allocated, *none)
                     next_producer_id = allocated
-                error = await self._prepare_end(md, commit, md.producer_epoch, client_version, next_producer_id)
+                error = await self._prepare_end(md, commit, None, client_version, next_producer_id)
                 if error != E.NONE:
                     return (error, *none)
                 if md.next_producer_id != NO_PRODUCER_ID:
@@ -258,10 +262,10 @@ class TransactionCoordinator:
             case _:  # Empty
                 return (E.INVALID_TXN_STATE, *none)
 
-    async def _prepare_end(self, md: TransactionMetadata, commit: bool, epoch: int, client_version: int = TV_0,
-                           next_producer_id: int = NO_PRODUCER_ID) -> ErrorCode:
+    async def _prepare_end(self, md: TransactionMetadata, commit: bool, fenced_epoch: int | None,
+                           client_version: int = TV_0, next_producer_id: int = NO_PRODUCER_ID) -> ErrorCode:
         state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        transit = md.prepare_abort_or_commit(state, self.clock.now_ms(), epoch, client_version, next_producer_id)
+        transit = md.prepare_abort_or_commit(state, self.clock.now_ms(), fenced_epoch, client_version, next_producer_id)
         error = await self._append(md, transit)
         if error == E.NONE:
             self._spawn(self._complete(md.transactional_id, md.producer_id, md.producer_epoch, commit,
@@ -272,7 +276,7 @@ class TransactionCoordinator:
         """The coordinator aborts an ongoing transaction itself (InitProducerId of a new producer, the
         timeout): the abort carries the epoch + 1, so the old producer is fenced everywhere."""
         # the coordinator's own abort runs at the cluster's transaction version (Kafka passes
-        # transactionVersionLevel()): under TV2 the fenced epoch is bumped once more by the end itself
+        # transactionVersionLevel()); the fenced epoch is not bumped again (KAFKA-19367)
         error = await self._prepare_end(md, False, md.fenced_epoch(), self.transaction_version())
         if error != E.NONE:
             md.has_failed_epoch_fence = True

@@ -177,15 +177,19 @@ class TransactionMetadata:
         return self._transit(S.ONGOING, partitions=self.partitions | set(added), start_ms=start, now_ms=now_ms,
                              client_version=client_version)
 
-    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, epoch: int | None = None,
+    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, fenced_epoch: int | None = None,
                                 client_version: int = TV_0, next_producer_id: int = NO_PRODUCER_ID) -> TxnTransit:
-        """`epoch`: the epoch to write (a fence's); a TV2 end writes one more than it (or than the current
-        one) and keeps that as the last epoch, so a retry of this EndTxn is recognised."""
-        base = self.producer_epoch if epoch is None else epoch
+        """A TV2 end writes the epoch + 1 and keeps the current one as the last epoch, so a retry of this
+        EndTxn is recognised. `fenced_epoch`: the coordinator's own abort, already one more, which is not
+        bumped again (KAFKA-19367: a second bump could overflow the epoch)."""
+        if fenced_epoch is not None:
+            last = self.producer_epoch if supports_epoch_bump(client_version) else None
+            return self._transit(state, epoch=fenced_epoch, last_epoch=last, now_ms=now_ms,
+                                 client_version=client_version)
         if supports_epoch_bump(client_version):
-            return self._transit(state, epoch=base + 1, last_epoch=base, now_ms=now_ms,
+            return self._transit(state, epoch=self.producer_epoch + 1, last_epoch=self.producer_epoch, now_ms=now_ms,
                                  next_producer_id=next_producer_id, client_version=client_version)
-        return self._transit(state, epoch=base, now_ms=now_ms, client_version=client_version)
+        return self._transit(state, now_ms=now_ms, client_version=client_version)
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
         """CompleteCommit/CompleteAbort once the markers are written; a TV2 transaction whose epoch ran out

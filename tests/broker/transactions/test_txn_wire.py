@@ -131,20 +131,17 @@ def test_transactional_produce_needs_the_partition_in_the_transaction(raw):
     assert add_partitions(raw, "t-produce", pid, epoch, [("wire", 0)]) == {("wire", 0): E.NONE}
     assert produce_txn(raw, "t-produce", pid, epoch, "wire", 0, [b"x"]) == E.NONE
     _, _, newer = init_until_ready(raw, "t-produce")  # fences the first producer, aborting its transaction
-    assert newer == epoch + 3  # the abort runs at transaction.version 2: see the next test
+    assert newer == epoch + 2
     assert produce_txn(raw, "t-produce", pid, epoch, "wire", 0, [b"y"], sequence=1) == E.INVALID_PRODUCER_EPOCH
 
 
 def test_init_producer_id_fences_an_ongoing_transaction(raw):
     """prepareInitProducerIdTransit, Ongoing: the transaction is aborted with epoch + 1 and the caller told
-    CONCURRENT_TRANSACTIONS; the old producer is PRODUCER_FENCED. The abort is the coordinator's own, at the
-    finalized transaction.version (2 by default: endTransaction gets transactionVersionLevel()), so
-    prepareAbortOrCommit bumps the fenced epoch once more (PrepareAbort at epoch + 2) and the retry gets
-    epoch + 3."""
+    CONCURRENT_TRANSACTIONS; its retry gets epoch + 2; the old producer is PRODUCER_FENCED."""
     _, pid, epoch = init_pid(raw, "t-fence")
     assert add_partitions(raw, "t-fence", pid, epoch, [("wire", 1)]) == {("wire", 1): E.NONE}
     assert init_pid(raw, "t-fence")[0] == E.CONCURRENT_TRANSACTIONS
-    assert init_until_ready(raw, "t-fence") == (E.NONE, pid, epoch + 3)
+    assert init_until_ready(raw, "t-fence") == (E.NONE, pid, epoch + 2)
     assert end_txn(raw, "t-fence", pid, epoch, True) == E.PRODUCER_FENCED
     assert add_partitions(raw, "t-fence", pid, epoch, [("wire", 0)]) == {("wire", 0): E.PRODUCER_FENCED}
 
