@@ -209,8 +209,11 @@ class TransactionCoordinator:
         Under version 2 the end bumps the epoch, so a retry carries the epoch before the bump: a retry is
         recognised by `epoch + 1 == current` (endTxnEpochBumped) once the transaction is prepared or
         complete, or, after the epoch ran out and the id was rotated, by the previous producer id at the
-        last epoch (retryOnOverflow); the same epoch on a prepared/complete TV2 transaction is the next
-        transaction's EndTxn and is fenced, as Kafka fences it."""
+        last epoch (retryOnOverflow). A TV2 client may end a transaction nothing was added to (its adds are
+        implicit, so it cannot know): on Empty/CompleteCommit/CompleteAbort at its current epoch an abort
+        goes through PrepareAbort with no partitions, bumping the epoch, and a commit is INVALID_TXN_STATE
+        (KAFKA-14563's table; a pending transition answers CONCURRENT_TRANSACTIONS before the epoch is
+        checked, KAFKA-18464)."""
         none = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
         md = self._lookup(transactional_id)
         if md is None:
@@ -231,26 +234,24 @@ class TransactionCoordinator:
             valid_epoch = epoch == md.producer_epoch
         if md.producer_id != producer_id and not retry_on_overflow:
             return (E.INVALID_PRODUCER_ID_MAPPING, *none)
-        if not valid_epoch:
-            return (E.PRODUCER_FENCED, *none)
         if md.pending:
             return (E.CONCURRENT_TRANSACTIONS, *none)
         done = (E.NONE, md.producer_id, md.producer_epoch)  # a retry of an end that completed
+        if supports_epoch_bump(client_version) and md.state in COMPLETE:
+            if retry_on_bump or retry_on_overflow:
+                if md.state == S.EMPTY:
+                    return (E.INVALID_TXN_STATE if commit else E.PRODUCER_FENCED, *none)
+                return done if (md.state == S.COMPLETE_COMMIT) == commit else (E.INVALID_TXN_STATE, *none)
+            if epoch != md.producer_epoch:
+                return (E.PRODUCER_FENCED, *none)
+            if commit:
+                return (E.INVALID_TXN_STATE, *none)
+            return await self._end(md, False, client_version)
+        if not valid_epoch:
+            return (E.PRODUCER_FENCED, *none)
         match md.state:
             case S.ONGOING:
-                next_producer_id = NO_PRODUCER_ID
-                if supports_epoch_bump(client_version) and md.is_epoch_exhausted():
-                    allocated = self._allocate()
-                    if isinstance(allocated, ErrorCode):
-                        return (allocated, *none)
-                    next_producer_id = allocated
-                error = await self._prepare_end(md, commit, None, client_version, next_producer_id)
-                if error != E.NONE:
-                    return (error, *none)
-                if md.next_producer_id != NO_PRODUCER_ID:
-                    # the epoch ran out: the client goes on with the new id, which the Complete record takes
-                    return E.NONE, md.next_producer_id, 0
-                return E.NONE, md.producer_id, md.producer_epoch
+                return await self._end(md, commit, client_version)
             case S.COMPLETE_COMMIT:
                 return done if commit else (E.INVALID_TXN_STATE, *none)
             case S.COMPLETE_ABORT:
@@ -261,6 +262,23 @@ class TransactionCoordinator:
                 return (E.CONCURRENT_TRANSACTIONS if not commit else E.INVALID_TXN_STATE, *none)
             case _:  # Empty
                 return (E.INVALID_TXN_STATE, *none)
+
+    async def _end(self, md: TransactionMetadata, commit: bool, client_version: int) -> tuple[ErrorCode, int, int]:
+        """PrepareCommit/PrepareAbort for a client's EndTxn, with a new producer id when a TV2 end finds the
+        epoch exhausted; the producer id and epoch the client goes on with."""
+        next_producer_id = NO_PRODUCER_ID
+        if supports_epoch_bump(client_version) and md.is_epoch_exhausted():
+            allocated = self._allocate()
+            if isinstance(allocated, ErrorCode):
+                return allocated, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            next_producer_id = allocated
+        error = await self._prepare_end(md, commit, None, client_version, next_producer_id)
+        if error != E.NONE:
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if md.next_producer_id != NO_PRODUCER_ID:
+            # the epoch ran out: the client goes on with the new id, which the Complete record takes
+            return E.NONE, md.next_producer_id, 0
+        return E.NONE, md.producer_id, md.producer_epoch
 
     async def _prepare_end(self, md: TransactionMetadata, commit: bool, fenced_epoch: int | None,
                            client_version: int = TV_0, next_producer_id: int = NO_PRODUCER_ID) -> ErrorCode:

@@ -61,7 +61,8 @@ VALID_PREVIOUS = {
     S.EMPTY: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.ONGOING: {S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.PREPARE_COMMIT: {S.ONGOING},
-    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE},
+    # from a complete state only by a TV2 client's abort of a transaction it cannot know is empty
+    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.COMPLETE_COMMIT: {S.PREPARE_COMMIT},
     S.COMPLETE_ABORT: {S.PREPARE_ABORT},
     S.DEAD: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
@@ -187,8 +188,10 @@ class TransactionMetadata:
             return self._transit(state, epoch=fenced_epoch, last_epoch=last, now_ms=now_ms,
                                  client_version=client_version)
         if supports_epoch_bump(client_version):
+            empty = self.state in COMPLETE  # an empty abort: no partitions, started now
             return self._transit(state, epoch=self.producer_epoch + 1, last_epoch=self.producer_epoch, now_ms=now_ms,
-                                 next_producer_id=next_producer_id, client_version=client_version)
+                                 next_producer_id=next_producer_id, client_version=client_version,
+                                 partitions=set() if empty else None, start_ms=now_ms if empty else None)
         return self._transit(state, now_ms=now_ms, client_version=client_version)
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:

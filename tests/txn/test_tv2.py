@@ -61,14 +61,42 @@ def test_a_tv2_end_bumps_the_epoch_and_the_markers_carry_it():
     # the retry of that EndTxn carries the epoch before the bump and gets the same answer
     assert h.run(h.coordinator.end_transaction("t", pid, epoch, True, TV_2)) == (E.NONE, pid, epoch + 1)
     assert h.run(h.coordinator.end_transaction("t", pid, epoch, False, TV_2))[0] == E.INVALID_TXN_STATE
-    # the bumped epoch on a completed transaction is the next transaction's end, with nothing begun
-    assert h.run(h.coordinator.end_transaction("t", pid, epoch + 1, True, TV_2))[0] == E.PRODUCER_FENCED
+    # the bumped epoch on a completed transaction is the next transaction's end, with nothing begun:
+    # a commit of nothing is INVALID_TXN_STATE (the abort of nothing: the next test)
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch + 1, True, TV_2))[0] == E.INVALID_TXN_STATE
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch + 2, True, TV_2))[0] == E.PRODUCER_FENCED
     # the next transaction runs at the bumped epoch; the old one is fenced
     assert h.run(h.coordinator.handle_add_partitions("t", pid, epoch, TP, TV_2)) == E.PRODUCER_FENCED
     assert h.run(h.coordinator.handle_add_partitions("t", pid, epoch + 1, TP, TV_2)) == E.NONE
     assert h.run(h.coordinator.end_transaction("t", pid, epoch + 1, False, TV_2)) == (E.NONE, pid, epoch + 2)
     h.drain()
     assert h.markers[-1] == (pid, epoch + 2, False, TP)
+    assert full(h.reloaded()) == full(h.state)
+
+
+def test_a_tv2_abort_of_nothing_bumps_the_epoch_through_an_empty_prepare_abort():
+    """KAFKA-14563's table for Empty / CompleteAbort / CompleteCommit: at the current epoch an abort bumps
+    (PrepareAbort with no partitions: no marker to write), a commit is INVALID_TXN_STATE; at the epoch
+    before a bump (a retry) the matching end answers NONE, the other INVALID_TXN_STATE, and on Empty an
+    abort PRODUCER_FENCED."""
+    h = tv2_harness()
+    _, pid, epoch = h.run(h.coordinator.handle_init_producer_id("t", 30000, None))
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch, True, TV_2))[0] == E.INVALID_TXN_STATE
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch, False, TV_2)) == (E.NONE, pid, epoch + 1)
+    assert h.state.get_state("t").state == S.PREPARE_ABORT
+    h.drain()
+    md = h.state.get_state("t")
+    assert (md.state, md.producer_epoch, md.partitions, h.markers) == (S.COMPLETE_ABORT, epoch + 1, set(), [])
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch, False, TV_2)) == (E.NONE, pid, epoch + 1)
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch, True, TV_2))[0] == E.INVALID_TXN_STATE
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch + 1, False, TV_2)) == (E.NONE, pid, epoch + 2)
+    h.drain()
+    # InitProducerId leaves Empty at the next epoch: the one before it is a retry there, fenced
+    assert h.run(h.coordinator.handle_init_producer_id("t", 30000, None)) == (E.NONE, pid, epoch + 3)
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch + 2, False, TV_2))[0] == E.PRODUCER_FENCED
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch + 2, True, TV_2))[0] == E.INVALID_TXN_STATE
+    # a version-1 client keeps version 1's answers: Empty is INVALID_TXN_STATE either way
+    assert h.run(h.coordinator.end_transaction("t", pid, epoch + 3, False, 0))[0] == E.INVALID_TXN_STATE
     assert full(h.reloaded()) == full(h.state)
 
 

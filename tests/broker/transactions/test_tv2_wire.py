@@ -164,14 +164,18 @@ def raw(kcoord_shared_server):
 
 def test_end_txn_v5_bumps_the_epoch_and_recognises_its_retry(raw):
     """TransactionCoordinator.endTransaction at TV2: the answer carries epoch + 1; a retry with the old epoch
-    (endTxnEpochBumped) gets the same answer, the other outcome INVALID_TXN_STATE; the new epoch on the
-    completed transaction is not a retry (PRODUCER_FENCED), nor is an older one."""
+    (endTxnEpochBumped) gets the same answer, the other outcome INVALID_TXN_STATE. At the new epoch nothing
+    was added: a commit is INVALID_TXN_STATE, an abort goes through an empty PrepareAbort and bumps again
+    (KAFKA-14563: a TV2 client cannot know whether its implicit adds happened); an older epoch is fenced."""
     _, pid, epoch = init_until_ready(raw, "t-v5")
     assert produce_txn(raw, "t-v5", pid, epoch, TOPIC, 1, [b"x"], version=12) == E.NONE
     assert end_txn(raw, "t-v5", pid, epoch, True, 5) == (E.NONE, pid, epoch + 1)
     assert end_txn(raw, "t-v5", pid, epoch, True, 5) == (E.NONE, pid, epoch + 1)
     assert end_txn(raw, "t-v5", pid, epoch, False, 5) == (E.INVALID_TXN_STATE, -1, -1)
-    assert end_txn(raw, "t-v5", pid, epoch + 1, True, 5) == (E.PRODUCER_FENCED, -1, -1)
+    assert end_txn(raw, "t-v5", pid, epoch + 1, True, 5) == (E.INVALID_TXN_STATE, -1, -1)
+    assert end_txn(raw, "t-v5", pid, epoch + 1, False, 5) == (E.NONE, pid, epoch + 2)
+    assert end_txn(raw, "t-v5", pid, epoch + 1, False, 5) == (E.NONE, pid, epoch + 2)  # its retry
+    assert end_txn(raw, "t-v5", pid, epoch, True, 5) == (E.PRODUCER_FENCED, -1, -1)
     assert end_txn(raw, "t-v5", pid + 1000, epoch, True, 5) == (E.INVALID_PRODUCER_ID_MAPPING, -1, -1)
 
 
