@@ -295,10 +295,7 @@ class TransactionCoordinator:
         timeout): the abort carries the epoch + 1, so the old producer is fenced everywhere."""
         # the coordinator's own abort runs at the cluster's transaction version (Kafka passes
         # transactionVersionLevel()); the fenced epoch is not bumped again (KAFKA-19367)
-        error = await self._prepare_end(md, False, md.fenced_epoch(), self.transaction_version())
-        if error != E.NONE:
-            md.has_failed_epoch_fence = True
-        return error
+        return await self._prepare_end(md, False, md.fenced_epoch(), self.transaction_version())
 
     async def _complete(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
                         partitions: set, transaction_version: int = TV_0) -> None:

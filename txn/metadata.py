@@ -100,7 +100,6 @@ class TransactionMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     pending_state: TxnState | None = None
-    has_failed_epoch_fence: bool = False
     next_producer_id: int = NO_PRODUCER_ID  # TV2: the id an exhausted epoch moves to on completion
     client_version: int = TV_0  # the client's transaction version at the last transition
 
@@ -163,15 +162,17 @@ class TransactionMetadata:
 
     def prepare_fence_producer_epoch(self) -> None:
         """The coordinator aborts this transaction itself: the epoch it writes is one more, fencing the
-        producer (kept when an earlier fence failed to be written, or the epoch is exhausted)."""
+        producer."""
         if self.state not in VALID_PREVIOUS[S.PREPARE_EPOCH_FENCE]:
             raise IllegalTransition(f"{self.transactional_id}: {self.state.name} -> PREPARE_EPOCH_FENCE")
         self.pending_state = S.PREPARE_EPOCH_FENCE
 
     def fenced_epoch(self) -> int:
-        if self.has_failed_epoch_fence or self.is_epoch_exhausted():
-            return self.producer_epoch
-        return self.producer_epoch + 1
+        """One more than the epoch, also when an earlier fence failed to be written: the epoch here changes
+        only with a durable record, so a retry computes the same fence without climbing (what Kafka's
+        hasFailedEpochFence guards against, KAFKA-9666). Never the same epoch: a TV2 marker must be above
+        the producer's epoch at each partition (KIP-1228). Short.MaxValue is the ceiling."""
+        return min(self.producer_epoch + 1, MAX_EPOCH)
 
     def prepare_add_partitions(self, added: set, now_ms: int, client_version: int | None = None) -> TxnTransit:
         start = now_ms if self.state in COMPLETE else self.start_ms
@@ -223,7 +224,6 @@ class TransactionMetadata:
         elif value.previous_producer_id != NO_PRODUCER_ID:
             self.previous_producer_id = value.previous_producer_id
         self.pending_state = None
-        self.has_failed_epoch_fence = False
 
 
 class IllegalTransition(Exception):

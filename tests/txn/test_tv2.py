@@ -162,3 +162,17 @@ def test_the_coordinators_abort_at_tv2_bumps_the_epoch_once():
     assert (md.state, md.producer_epoch, md.client_version) == (S.COMPLETE_ABORT, 1, TV_2)
     assert h.run(h.coordinator.handle_init_producer_id("t", 1000, None)) == (E.NONE, pid, 2)
     assert snapshot(h.reloaded()) == snapshot(h.state)
+
+
+def test_a_fence_whose_write_failed_is_retried_at_the_same_bumped_epoch():
+    """A retried fence writes epoch + 1 again (not + 2, as KAFKA-9666 wants, and not the producer's own epoch,
+    which a TV2 marker may not carry: ProducerAppendInfo.checkProducerEpoch, KIP-1228)."""
+    h = tv2_harness()
+    _, pid, _ = h.run(h.coordinator.handle_init_producer_id("t", 1000, None))
+    assert h.run(h.coordinator.handle_add_partitions("t", pid, 0, TP, TV_2)) == E.NONE
+    h.clock.sleep(1001)
+    h.fail_next = E.NOT_ENOUGH_REPLICAS
+    assert h.run(h.coordinator.abort_timed_out_transactions()) == 0
+    assert h.run(h.coordinator.abort_timed_out_transactions()) == 1
+    h.drain()
+    assert h.markers == [(pid, 1, False, TP)]
