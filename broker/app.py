@@ -262,7 +262,8 @@ class Broker:
             TxnConfig.from_properties(self.config.get), self.transaction_state_log, MarkerWriter(self),
             self.producers.allocate_id_or_error,
             lambda p: self.logs.get(TRANSACTION_STATE, p) if self.topics.get(TRANSACTION_STATE) else None,
-            follow_leadership=in_cluster, replication=lambda: self.visibility.replication)
+            follow_leadership=in_cluster, replication=lambda: self.visibility.replication,
+            transaction_version=lambda: self.features.level("transaction.version"))
         if in_cluster:  # the coordinator follows __transaction_state's leadership (issue #27)
             self.coordinator_roles.register(TRANSACTION_STATE, self.txn_coordinator)
         await self.txn_coordinator.start()

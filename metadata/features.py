@@ -8,10 +8,14 @@ What kcoord supports, and why (Kafka 4.2's server-common MetadataVersion and *Ve
   group.version    0-1     GV_1 (finalized by default) is the KIP-848 consumer protocol; at level 0
                            ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as
                            KafkaApis.isConsumerGroupProtocolEnabled makes them (`consumer_protocol_enabled`).
+  transaction.version 0-2 TV_2 (finalized by default, as Kafka 4.x formats a new cluster: TransactionVersion
+                           LATEST_PRODUCTION) is KIP-890 part 2. The level is what clients read to choose
+                           their path (Java's TransactionManager.isTransactionV2Enabled: EndTxn v5, Produce
+                           v12 and TxnOffsetCommit v5 adding implicitly); the broker, as Kafka's, follows
+                           the request's version. On the coordinator it sets the __transaction_state value
+                           version (0 at TV_0, 1 with tagged fields from TV_1) and the version of the
+                           coordinator's own aborts. UpdateFeatures can set 0 or 1.
 Not listed (Kafka lists no feature whose highest supported level is 0: BrokerFeatures.defaultSupportedFeatures):
-  transaction.version      kcoord's transaction coordinator is TV_0's: it writes TransactionLogValue v0
-                           (TransactionVersion.transactionLogValueVersion is 1 from TV_1) and serves the
-                           KIP-890 part 1 protocol only (no per-transaction epoch bump, which is TV_2).
   share.version, streams.version   share and streams groups are not served.
   kraft.version, eligible.leader.replicas.version   no KRaft quorum, no ELR.
 A feature missing from SUPPORTED is Kafka's DISABLED range 0-0 (QuorumFeatures.localSupportedFeature).
@@ -41,6 +45,7 @@ SHARE_VERSION = "share.version"
 SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (29, 29),  # IBP_4_2_IV1
     GROUP_VERSION: (0, 1),       # GV_0 (classic groups only), GV_1 (KIP-848)
+    TRANSACTION_VERSION: (0, 2),  # TV_0, TV_1 (flexible log values), TV_2 (KIP-890 part 2)
 }
 # A new cluster's finalized levels: each supported feature at its highest level, as Kafka bootstraps a
 # new cluster at the release's defaults.

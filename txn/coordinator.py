@@ -1,5 +1,6 @@
 """TransactionCoordinator: InitProducerId, AddPartitionsToTxn (and its verify-only form), AddOffsetsToTxn,
-EndTxn and the timeout abort (Kafka's TransactionCoordinator.scala, transaction version 1 semantics).
+EndTxn and the timeout abort (Kafka's TransactionCoordinator.scala), for clients of transaction version 1
+and 2 (KIP-890 part 2: the epoch bumped at every end, kcoord.txn.metadata).
 
 Each handler validates against the metadata, prepares a transition (TxnTransit: the record's value) and
 awaits its append to `__transaction_state-N`; the metadata changes only when the record is durable, by
@@ -10,8 +11,9 @@ only after that CompleteCommit/CompleteAbort -- so a crash in between completes 
 partition is loaded again (`on_loaded`), never half of it.
 
 Injected: `append(partition, key, value) -> ErrorCode` (awaits durability; in a cluster, the ISR),
-`write_markers(producer_id, epoch, commit, partitions, coordinator_epoch)` (awaits every marker durable,
-retrying itself; the coordinator epoch is the id's partition's, which each partition leader checks),
+`write_markers(producer_id, epoch, commit, partitions, coordinator_epoch, transaction_version=)` (awaits
+every marker durable, retrying itself; the coordinator epoch is the id's partition's, which each partition
+leader checks, and the transaction's client version goes with it as WriteTxnMarkers v2 carries it),
 `allocate_producer_id()` (a new id, or the error InitProducerId answers when none can be given now, as
 RPCProducerIdManager's COORDINATOR_LOAD_IN_PROGRESS), `clock.now_ms()`, `spawn(coroutine, key)` for work
 that outlives the request (keyed by transactional id for the markers), `sleep(seconds)`.
@@ -25,12 +27,16 @@ from kcoord.protocol.errors import ErrorCode
 from kcoord.txn.log_format import encode_key, encode_value
 from kcoord.txn.metadata import (
     COMPLETE,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV_0,
+    TV_1,
     TransactionMetadata,
     TxnState,
     TxnTransit,
     is_epoch_exhausted,
+    supports_epoch_bump,
 )
 from kcoord.txn.state_manager import TransactionStateManager
 
@@ -49,9 +55,10 @@ class CoordinatorFenced(Exception):
 
 class TransactionCoordinator:
     def __init__(self, state: TransactionStateManager, *, append: Callable[[int, bytes, bytes], Awaitable[ErrorCode]],
-                 write_markers: Callable[[int, int, bool, set, int], Awaitable[None]],
+                 write_markers: Callable[..., Awaitable[None]],
                  allocate_producer_id: Callable[[], int | ErrorCode], clock, spawn: Callable[..., None],
-                 sleep: Callable[[float], Awaitable[None]]) -> None:
+                 sleep: Callable[[float], Awaitable[None]],
+                 transaction_version: Callable[[], int] = lambda: TV_0) -> None:
         self.state = state
         self._append_record = append
         self._write_markers = write_markers
@@ -59,13 +66,17 @@ class TransactionCoordinator:
         self.clock = clock
         self._spawn = spawn
         self._sleep = sleep
+        # the finalized transaction.version: the log value's version (0 at TV_0, else 1:
+        # TransactionVersion.transactionLogValueVersion) and the version of the coordinator's own aborts
+        self.transaction_version = transaction_version
         self.active = True
 
     # ------------------------------------------------------------ records out, replay in
 
     async def _append(self, md: TransactionMetadata, transit: TxnTransit) -> ErrorCode:
         partition = self.state.partition_for(md.transactional_id)
-        key, value = encode_key(md.transactional_id), encode_value(transit.value)
+        log_version = 1 if self.transaction_version() >= TV_1 else 0
+        key, value = encode_key(md.transactional_id), encode_value(transit.value, log_version)
         error = await self._append_record(partition, key, value)
         if error == E.NONE:
             self.state.replay(partition, key, value, transit)
@@ -155,16 +166,22 @@ class TransactionCoordinator:
     # ------------------------------------------------------------ AddPartitionsToTxn, AddOffsetsToTxn
 
     async def handle_add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                                    partitions: Iterable[TopicPartition]) -> ErrorCode:
+                                    partitions: Iterable[TopicPartition], client_version: int | None = None) -> ErrorCode:
+        """`client_version` TV_2: the implicit add of a transactional Produce v12+ or TxnOffsetCommit v5
+        (KIP-890 part 2), recorded as the transaction's client version."""
         partitions = set(partitions)
+        current = self._lookup(transactional_id)
+        if isinstance(current, TransactionMetadata) and (
+                current.pending or current.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)):
+            # before the producer checks (KAFKA-18660): a TV2 producer whose epoch ran out already uses the
+            # new producer id that only the Complete record makes the id's (Kafka: a pending transition)
+            return E.CONCURRENT_TRANSACTIONS
         md = self._producer(transactional_id, producer_id, epoch)
         if isinstance(md, ErrorCode):
             return md
-        if md.pending or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            return E.CONCURRENT_TRANSACTIONS
         if md.state == S.ONGOING and partitions <= md.partitions:
             return E.NONE
-        return await self._append(md, md.prepare_add_partitions(partitions, self.clock.now_ms()))
+        return await self._append(md, md.prepare_add_partitions(partitions, self.clock.now_ms(), client_version))
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -182,44 +199,106 @@ class TransactionCoordinator:
 
     async def handle_end_transaction(self, transactional_id: str, producer_id: int, epoch: int,
                                      commit: bool) -> ErrorCode:
-        # Transaction version 1: the epoch must be the current one (the client never bumps it itself).
-        md = self._producer(transactional_id, producer_id, epoch)
+        """Transaction version 1's EndTxn (v0-4): the error only."""
+        return (await self.end_transaction(transactional_id, producer_id, epoch, commit, TV_0))[0]
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                              client_version: int) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch) as EndTxn v5 answers them (TransactionCoordinator.endTransaction).
+        Under transaction version 1 the epoch must be the current one (the client never bumps it itself).
+        Under version 2 the end bumps the epoch, so a retry carries the epoch before the bump: a retry is
+        recognised by `epoch + 1 == current` (endTxnEpochBumped) once the transaction is prepared or
+        complete, or, after the epoch ran out and the id was rotated, by the previous producer id at the
+        last epoch (retryOnOverflow). A TV2 client may end a transaction nothing was added to (its adds are
+        implicit, so it cannot know): on Empty/CompleteCommit/CompleteAbort at its current epoch an abort
+        goes through PrepareAbort with no partitions, bumping the epoch, and a commit is INVALID_TXN_STATE
+        (KAFKA-14563's table; a pending transition answers CONCURRENT_TRANSACTIONS before the epoch is
+        checked, KAFKA-18464)."""
+        none = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        md = self._lookup(transactional_id)
+        if md is None:
+            return (E.INVALID_PRODUCER_ID_MAPPING, *none)
         if isinstance(md, ErrorCode):
-            return md
+            return (md, *none)
+        v2_metadata = supports_epoch_bump(md.client_version)
+        retry_on_overflow = (v2_metadata and md.previous_producer_id == producer_id
+                             and epoch == MAX_EPOCH - 1 and md.producer_epoch == 0)
+        retry_on_bump = v2_metadata and md.producer_epoch == epoch + 1
+        if not v2_metadata:
+            valid_epoch = epoch == md.producer_epoch
+        elif md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        elif md.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            valid_epoch = retry_on_bump or retry_on_overflow
+        else:
+            valid_epoch = epoch == md.producer_epoch
+        if md.producer_id != producer_id and not retry_on_overflow:
+            return (E.INVALID_PRODUCER_ID_MAPPING, *none)
         if md.pending:
-            return E.CONCURRENT_TRANSACTIONS
+            return (E.CONCURRENT_TRANSACTIONS, *none)
+        done = (E.NONE, md.producer_id, md.producer_epoch)  # a retry of an end that completed
+        if supports_epoch_bump(client_version) and md.state in COMPLETE:
+            if retry_on_bump or retry_on_overflow:
+                if md.state == S.EMPTY:
+                    return (E.INVALID_TXN_STATE if commit else E.PRODUCER_FENCED, *none)
+                return done if (md.state == S.COMPLETE_COMMIT) == commit else (E.INVALID_TXN_STATE, *none)
+            if epoch != md.producer_epoch:
+                return (E.PRODUCER_FENCED, *none)
+            if commit:
+                return (E.INVALID_TXN_STATE, *none)
+            return await self._end(md, False, client_version)
+        if not valid_epoch:
+            return (E.PRODUCER_FENCED, *none)
         match md.state:
             case S.ONGOING:
-                return await self._prepare_end(md, commit, md.producer_epoch)
+                return await self._end(md, commit, client_version)
             case S.COMPLETE_COMMIT:
-                return E.NONE if commit else E.INVALID_TXN_STATE
+                return done if commit else (E.INVALID_TXN_STATE, *none)
             case S.COMPLETE_ABORT:
-                return E.NONE if not commit else E.INVALID_TXN_STATE
+                return done if not commit else (E.INVALID_TXN_STATE, *none)
             case S.PREPARE_COMMIT:
-                return E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE
+                return (E.CONCURRENT_TRANSACTIONS if commit else E.INVALID_TXN_STATE, *none)
             case S.PREPARE_ABORT:
-                return E.CONCURRENT_TRANSACTIONS if not commit else E.INVALID_TXN_STATE
+                return (E.CONCURRENT_TRANSACTIONS if not commit else E.INVALID_TXN_STATE, *none)
             case _:  # Empty
-                return E.INVALID_TXN_STATE
+                return (E.INVALID_TXN_STATE, *none)
 
-    async def _prepare_end(self, md: TransactionMetadata, commit: bool, epoch: int) -> ErrorCode:
+    async def _end(self, md: TransactionMetadata, commit: bool, client_version: int) -> tuple[ErrorCode, int, int]:
+        """PrepareCommit/PrepareAbort for a client's EndTxn, with a new producer id when a TV2 end finds the
+        epoch exhausted; the producer id and epoch the client goes on with."""
+        next_producer_id = NO_PRODUCER_ID
+        if supports_epoch_bump(client_version) and md.is_epoch_exhausted():
+            allocated = self._allocate()
+            if isinstance(allocated, ErrorCode):
+                return allocated, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            next_producer_id = allocated
+        error = await self._prepare_end(md, commit, None, client_version, next_producer_id)
+        if error != E.NONE:
+            return error, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if md.next_producer_id != NO_PRODUCER_ID:
+            # the epoch ran out: the client goes on with the new id, which the Complete record takes
+            return E.NONE, md.next_producer_id, 0
+        return E.NONE, md.producer_id, md.producer_epoch
+
+    async def _prepare_end(self, md: TransactionMetadata, commit: bool, fenced_epoch: int | None,
+                           client_version: int = TV_0, next_producer_id: int = NO_PRODUCER_ID) -> ErrorCode:
         state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        error = await self._append(md, md.prepare_abort_or_commit(state, self.clock.now_ms(), epoch))
+        transit = md.prepare_abort_or_commit(state, self.clock.now_ms(), fenced_epoch, client_version, next_producer_id)
+        error = await self._append(md, transit)
         if error == E.NONE:
             self._spawn(self._complete(md.transactional_id, md.producer_id, md.producer_epoch, commit,
-                                       set(md.partitions)), md.transactional_id)
+                                       set(md.partitions), md.client_version), md.transactional_id)
         return error
 
     async def _abort_fenced(self, md: TransactionMetadata) -> ErrorCode:
         """The coordinator aborts an ongoing transaction itself (InitProducerId of a new producer, the
         timeout): the abort carries the epoch + 1, so the old producer is fenced everywhere."""
-        error = await self._prepare_end(md, False, md.fenced_epoch())
-        if error != E.NONE:
-            md.has_failed_epoch_fence = True
-        return error
+        # the coordinator's own abort runs at the cluster's transaction version (Kafka passes
+        # transactionVersionLevel()); the fenced epoch is not bumped again (KAFKA-19367)
+        return await self._prepare_end(md, False, md.fenced_epoch(), self.transaction_version())
 
     async def _complete(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
-                        partitions: set) -> None:
+                        partitions: set, transaction_version: int = TV_0) -> None:
         """Markers to every partition, then CompleteCommit/CompleteAbort (retried until written or the
         partition is gone: a load finishes what is left)."""
         coordinator_epoch = self.state.coordinator_epoch(self.state.partition_for(transactional_id))
@@ -227,7 +306,8 @@ class TransactionCoordinator:
             return  # the partition was unloaded meanwhile: its next coordinator completes the transaction
         while partitions:
             try:
-                await self._write_markers(producer_id, epoch, commit, partitions, coordinator_epoch)
+                await self._write_markers(producer_id, epoch, commit, partitions, coordinator_epoch,
+                                          transaction_version=transaction_version)
                 break
             except CoordinatorFenced as exc:
                 log.warning("giving up the markers of %s: %s", transactional_id, exc)
@@ -256,7 +336,8 @@ class TransactionCoordinator:
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 log.info("completing %s of %s after a load", md.state.name, md.transactional_id)
                 self._spawn(self._complete(md.transactional_id, md.producer_id, md.producer_epoch,
-                                           md.state == S.PREPARE_COMMIT, set(md.partitions)), md.transactional_id)
+                                           md.state == S.PREPARE_COMMIT, set(md.partitions), md.client_version),
+                            md.transactional_id)
 
     def timed_out(self, now_ms: int) -> list[TransactionMetadata]:
         return [md for md in self.state.all()

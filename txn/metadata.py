@@ -14,6 +14,13 @@ States (ids as in the log, TransactionState.scala) and what leads where:
   COMPLETE_COMMIT (4) / COMPLETE_ABORT (5): like EMPTY, partitions cleared
   DEAD (6)            an expired transactional id (never written by kcoord)
   PREPARE_EPOCH_FENCE (7) in memory only: the fence that precedes an abort the coordinator starts
+
+Transaction version 2 (KIP-890 part 2; TransactionMetadata.prepareAbortOrCommit / prepareComplete): a
+transaction ended by a TV2 client (EndTxn v5) writes PrepareCommit/PrepareAbort at the epoch + 1 (the
+markers carry it, fencing any late write of the old epoch), remembering the old one as the last epoch; a
+client whose epoch is exhausted gets a new producer id, written as NextProducerId on the Prepare record
+and taken (at epoch 0, the old id kept as the previous one) by the Complete record. `client_version` is the
+transaction version of the client behind the last transition (ClientTransactionVersion in the log).
 """
 from __future__ import annotations
 
@@ -25,6 +32,11 @@ from kcoord.txn.log_format import TransactionLogValue
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767
+TV_0, TV_1, TV_2 = 0, 1, 2  # TransactionVersion levels; TV_2 bumps the epoch at every transaction end
+
+
+def supports_epoch_bump(client_version: int) -> bool:
+    return client_version >= TV_2
 
 
 class TxnState(enum.IntEnum):
@@ -49,7 +61,8 @@ VALID_PREVIOUS = {
     S.EMPTY: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.ONGOING: {S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.PREPARE_COMMIT: {S.ONGOING},
-    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE},
+    # from a complete state only by a TV2 client's abort of a transaction it cannot know is empty
+    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.COMPLETE_COMMIT: {S.PREPARE_COMMIT},
     S.COMPLETE_ABORT: {S.PREPARE_ABORT},
     S.DEAD: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
@@ -87,13 +100,15 @@ class TransactionMetadata:
     start_ms: int = -1
     last_update_ms: int = -1
     pending_state: TxnState | None = None
-    has_failed_epoch_fence: bool = False
+    next_producer_id: int = NO_PRODUCER_ID  # TV2: the id an exhausted epoch moves to on completion
+    client_version: int = TV_0  # the client's transaction version at the last transition
 
     @classmethod
     def from_value(cls, transactional_id: str, v: TransactionLogValue) -> TransactionMetadata:
         """As a load builds it (TransactionLog.readTxnRecordValue)."""
-        return cls(transactional_id, v.producer_id, v.producer_epoch, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
-                   v.timeout_ms, TxnState(v.status), set(v.partitions or ()), v.start_ms, v.last_update_ms)
+        return cls(transactional_id, v.producer_id, v.producer_epoch, NO_PRODUCER_EPOCH, v.previous_producer_id,
+                   v.timeout_ms, TxnState(v.status), set(v.partitions or ()), v.start_ms, v.last_update_ms,
+                   next_producer_id=v.next_producer_id, client_version=v.client_transaction_version)
 
     @property
     def pending(self) -> bool:
@@ -106,19 +121,21 @@ class TransactionMetadata:
 
     def _transit(self, state: TxnState, *, producer_id: int | None = None, epoch: int | None = None,
                  last_epoch: int | None = None, timeout_ms: int | None = None, partitions=None,
-                 start_ms: int | None = None, now_ms: int, previous_producer_id: int | None = None) -> TxnTransit:
+                 start_ms: int | None = None, now_ms: int, previous_producer_id: int | None = None,
+                 next_producer_id: int = NO_PRODUCER_ID, client_version: int | None = None) -> TxnTransit:
         if self.state not in VALID_PREVIOUS[state]:
             raise IllegalTransition(f"{self.transactional_id}: {self.state.name} -> {state.name}")
         parts = self.partitions if partitions is None else partitions
+        previous = self.previous_producer_id if previous_producer_id is None else previous_producer_id
         value = TransactionLogValue(
             self.producer_id if producer_id is None else producer_id,
             self.producer_epoch if epoch is None else epoch,
             self.timeout_ms if timeout_ms is None else timeout_ms, int(state),
             None if state == S.EMPTY else tuple(sorted(parts)),
-            now_ms, self.start_ms if start_ms is None else start_ms)
+            now_ms, self.start_ms if start_ms is None else start_ms, previous, next_producer_id,
+            self.client_version if client_version is None else client_version)
         self.pending_state = state
-        return TxnTransit(value, self.last_producer_epoch if last_epoch is None else last_epoch,
-                          self.previous_producer_id if previous_producer_id is None else previous_producer_id)
+        return TxnTransit(value, self.last_producer_epoch if last_epoch is None else last_epoch, previous)
 
     def prepare_increment_producer_epoch(self, timeout_ms: int, expected_epoch: int | None,
                                          now_ms: int) -> TxnTransit | str:
@@ -145,26 +162,48 @@ class TransactionMetadata:
 
     def prepare_fence_producer_epoch(self) -> None:
         """The coordinator aborts this transaction itself: the epoch it writes is one more, fencing the
-        producer (kept when an earlier fence failed to be written, or the epoch is exhausted)."""
+        producer."""
         if self.state not in VALID_PREVIOUS[S.PREPARE_EPOCH_FENCE]:
             raise IllegalTransition(f"{self.transactional_id}: {self.state.name} -> PREPARE_EPOCH_FENCE")
         self.pending_state = S.PREPARE_EPOCH_FENCE
 
     def fenced_epoch(self) -> int:
-        if self.has_failed_epoch_fence or self.is_epoch_exhausted():
-            return self.producer_epoch
-        return self.producer_epoch + 1
+        """One more than the epoch, also when an earlier fence failed to be written: the epoch here changes
+        only with a durable record, so a retry computes the same fence without climbing (what Kafka's
+        hasFailedEpochFence guards against, KAFKA-9666). Never the same epoch: a TV2 marker must be above
+        the producer's epoch at each partition (KIP-1228). Short.MaxValue is the ceiling."""
+        return min(self.producer_epoch + 1, MAX_EPOCH)
 
-    def prepare_add_partitions(self, added: set, now_ms: int) -> TxnTransit:
+    def prepare_add_partitions(self, added: set, now_ms: int, client_version: int | None = None) -> TxnTransit:
         start = now_ms if self.state in COMPLETE else self.start_ms
-        return self._transit(S.ONGOING, partitions=self.partitions | set(added), start_ms=start, now_ms=now_ms)
+        return self._transit(S.ONGOING, partitions=self.partitions | set(added), start_ms=start, now_ms=now_ms,
+                             client_version=client_version)
 
-    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, epoch: int | None = None) -> TxnTransit:
-        return self._transit(state, epoch=epoch, now_ms=now_ms)
+    def prepare_abort_or_commit(self, state: TxnState, now_ms: int, fenced_epoch: int | None = None,
+                                client_version: int = TV_0, next_producer_id: int = NO_PRODUCER_ID) -> TxnTransit:
+        """A TV2 end writes the epoch + 1 and keeps the current one as the last epoch, so a retry of this
+        EndTxn is recognised. `fenced_epoch`: the coordinator's own abort, already one more, which is not
+        bumped again (KAFKA-19367: a second bump could overflow the epoch)."""
+        if fenced_epoch is not None:
+            last = self.producer_epoch if supports_epoch_bump(client_version) else None
+            return self._transit(state, epoch=fenced_epoch, last_epoch=last, now_ms=now_ms,
+                                 client_version=client_version)
+        if supports_epoch_bump(client_version):
+            empty = self.state in COMPLETE  # an empty abort: no partitions, started now
+            return self._transit(state, epoch=self.producer_epoch + 1, last_epoch=self.producer_epoch, now_ms=now_ms,
+                                 next_producer_id=next_producer_id, client_version=client_version,
+                                 partitions=set() if empty else None, start_ms=now_ms if empty else None)
+        return self._transit(state, now_ms=now_ms, client_version=client_version)
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:
+        """CompleteCommit/CompleteAbort once the markers are written; a TV2 transaction whose epoch ran out
+        moves to its next producer id at epoch 0 here (the markers carried the old id)."""
         state = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
-        return self._transit(state, partitions=set(), now_ms=now_ms)
+        if supports_epoch_bump(self.client_version) and self.next_producer_id != NO_PRODUCER_ID:
+            return self._transit(state, producer_id=self.next_producer_id, epoch=0, last_epoch=self.producer_epoch,
+                                 previous_producer_id=self.producer_id, partitions=set(), now_ms=now_ms)
+        return self._transit(state, partitions=set(), now_ms=now_ms,
+                             last_epoch=self.producer_epoch if supports_epoch_bump(self.client_version) else None)
 
     # ------------------------------------------------------------ replay
 
@@ -177,11 +216,14 @@ class TransactionMetadata:
         self.partitions = set(value.partitions or ())
         self.start_ms = value.start_ms
         self.last_update_ms = value.last_update_ms
+        self.next_producer_id = value.next_producer_id
+        self.client_version = value.client_transaction_version
         if transit is not None:
             self.last_producer_epoch = transit.last_producer_epoch
             self.previous_producer_id = transit.previous_producer_id
+        elif value.previous_producer_id != NO_PRODUCER_ID:
+            self.previous_producer_id = value.previous_producer_id
         self.pending_state = None
-        self.has_failed_epoch_fence = False
 
 
 class IllegalTransition(Exception):

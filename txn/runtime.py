@@ -62,7 +62,8 @@ class TransactionRuntime:
     def __init__(self, config: TxnConfig, log_for: Callable[[int], Any], write_markers,
                  allocate_producer_id: Callable[[], int | ErrorCode],
                  existing_log: Callable[[int], Any] | None = None, *, follow_leadership: bool = False,
-                 replication: Callable[[], TxnLogReplication | None] = lambda: None) -> None:
+                 replication: Callable[[], TxnLogReplication | None] = lambda: None,
+                 transaction_version: Callable[[], int] = lambda: 0) -> None:
         self.config = config
         self.follow_leadership = follow_leadership  # cluster mode: partitions load on election only
         self._replication = replication  # the node's ReplicaManager once the cluster node runs
@@ -74,7 +75,8 @@ class TransactionRuntime:
         self._completions: dict[str, asyncio.Task] = {}  # transactional id -> its markers' task
         self.coordinator = TransactionCoordinator(
             self.state, append=self._append, write_markers=write_markers,
-            allocate_producer_id=allocate_producer_id, clock=WallClock(), spawn=self._spawn, sleep=asyncio.sleep)
+            allocate_producer_id=allocate_producer_id, clock=WallClock(), spawn=self._spawn, sleep=asyncio.sleep,
+            transaction_version=transaction_version)
         self.loaded = asyncio.Event()
         self.load_gate = LoadGate(lambda: asyncio.get_running_loop().create_future())  # tests' holds
         self._load_task: asyncio.Task | None = None

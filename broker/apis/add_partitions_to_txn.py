@@ -7,7 +7,9 @@ Versions (we serve 0-5, as Kafka 4 does):
   v3: flexible
   v4: batched: several transactions per request, verify_only, a top-level error (KIP-890; what brokers
       send to the transaction coordinator to verify a transactional produce)
-  v5: TRANSACTION_ABORTABLE may be returned (KIP-890)
+  v5: TRANSACTION_ABORTABLE may be returned (KIP-890); sent by a partition leader without verify_only, it
+      is the implicit add of a transaction version 2 produce (kcoord.broker.data.txn_verification), and
+      the transaction is then a TV2 client's
 As KafkaApis.handleAddPartitionsToTxnRequest: a partition we do not know fails the whole transaction
 (UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED); otherwise one error for all its
 partitions, from the coordinator.
@@ -19,6 +21,7 @@ from kcoord.broker.registry import api
 from kcoord.cluster.metadata_image import TopicPartition
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from kcoord.txn.metadata import TV_2
 
 R = m.AddPartitionsToTxnResponse
 
@@ -50,7 +53,9 @@ async def _one(ctx, transactional_id, producer_id, epoch, topics, verify_only) -
                 for tp in partitions}
     if verify_only:
         return txns.coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
-    error = await txns.coordinator.handle_add_partitions(transactional_id, producer_id, epoch, partitions)
+    client_version = TV_2 if ctx.api_version >= 4 else None  # v4+ only comes from brokers (KIP-890)
+    error = await txns.coordinator.handle_add_partitions(transactional_id, producer_id, epoch, partitions,
+                                                         client_version)
     if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         error = ErrorCode.INVALID_PRODUCER_EPOCH
     return dict.fromkeys(partitions, error)

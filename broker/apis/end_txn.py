@@ -1,13 +1,15 @@
 """EndTxn (key 26): commit or abort the producer's transaction (KafkaApis.handleEndTxnRequest).
 
-Versions (we serve 0-4):
+Versions (we serve 0-5):
   v0: transactional_id, producer id/epoch, committed
   v1: same as v0
   v2: PRODUCER_FENCED (older versions get INVALID_PRODUCER_EPOCH instead)
   v3: flexible
   v4: TRANSACTION_ABORTABLE may be returned (KIP-890)
-v5 (KIP-890 part 2: the epoch bumped at every transaction end) is not served: kcoord's coordinator runs
-transaction version 1, and clients only use v5 when the broker finalizes transaction.version 2.
+  v5: the producer id and epoch in the response (KIP-890 part 2): the request is a transaction version 2
+      client's (KafkaApis.handleEndTxnRequest: version > 4 is TV_2), so the end bumps the epoch and the
+      answer carries the epoch (or, once it ran out, the new producer id at epoch 0) the client goes on with.
+      Clients send it when transaction.version 2 is finalized (kcoord.metadata.features).
 The answer is due once PrepareCommit/PrepareAbort is durable (the markers follow, kcoord.txn.coordinator); it
 waits up to MARKER_WAIT_S more for the markers, so the producer's next transaction does not start with
 CONCURRENT_TRANSACTIONS and a client retry backoff (kcoord.txn.runtime.wait_completed).
@@ -18,17 +20,20 @@ from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
+from kcoord.txn.metadata import TV_0, TV_2
 
 MARKER_WAIT_S = 1.0
 
 
-@api(key=26, name="EndTxn", min_version=0, max_version=4)
+
+@api(key=26, name="EndTxn", min_version=0, max_version=5)
 async def handle(ctx: RequestContext, request: m.EndTxnRequest):
     txns = ctx.broker.txn_coordinator
-    error = await txns.coordinator.handle_end_transaction(request.transactional_id, request.producer_id,
-                                                          request.producer_epoch, request.committed)
+    error, producer_id, epoch = await txns.coordinator.end_transaction(
+        request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
+        TV_2 if ctx.api_version >= 5 else TV_0)
     if error == ErrorCode.NONE:
         await txns.wait_completed(request.transactional_id, MARKER_WAIT_S)
     if error == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         error = ErrorCode.INVALID_PRODUCER_EPOCH
-    return m.EndTxnResponse(throttle_time_ms=0, error_code=error)
+    return m.EndTxnResponse(throttle_time_ms=0, error_code=error, producer_id=producer_id, producer_epoch=epoch)

@@ -13,7 +13,9 @@ SocketServer does for a version it does not enable):
   v9: flexible
   v10: current leader / node endpoints tagged fields (KIP-951; unused by a single node)
   v11: TRANSACTION_ABORTABLE possible (KIP-890)
-  v12: same as v11 (KIP-890 part 2)
+  v12: a transactional batch adds its partition to the transaction itself (KIP-890 part 2: KafkaApis'
+       transactionSupportedOperation is addPartition above v11, so the AddPartitionsToTxnManager asks the
+       coordinator to add, not only to verify); clients send it when transaction.version 2 is finalized
   v13: topics by topic id (KIP-516); UNKNOWN_TOPIC_ID for an id we do not know
 acks=0: no response; if any partition failed the connection is closed, as Kafka does, so the client
 notices. acks=1/-1: the response is sent once the append is fsynced (group commit), as
@@ -41,6 +43,7 @@ from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.protocol.records import BatchHeader, parse_batch_header
+from kcoord.txn.metadata import TV_2
 
 if TYPE_CHECKING:
     from kcoord.broker.data.txn_verification import TxnVerifier
@@ -55,8 +58,11 @@ async def handle(ctx: RequestContext, request: m.ProduceRequest):
     by_id = ctx.api_version >= 13
     replication = broker.visibility.replication
     verified = None
-    if broker.txn_verifier is not None and request.transactional_id is not None and not refused:
-        verified = await _verify_elsewhere(broker, broker.txn_verifier, request, by_id)
+    if request.transactional_id is not None and not refused:
+        if ctx.api_version >= 12:
+            verified = await _verify(broker, request, by_id, add=True)
+        elif broker.txn_verifier is not None:
+            verified = await _verify(broker, request, by_id, add=False)
     append = append_partition if replication is None else _leader_append(replication, acks, verified)
     results: list[tuple[object, list[tuple[int, Appended]]]] = []
     for topic_data in request.topic_data:
@@ -128,10 +134,12 @@ async def _wait_for_isr(replication: ReplicaManager, results, lost: set[int], ti
             a.error = error
 
 
-async def _verify_elsewhere(broker, verifier: TxnVerifier, request: m.ProduceRequest, by_id: bool) -> dict | None:
-    """Cluster mode, KIP-890: the transactional batches' partitions verified by the transaction coordinator
-    when it is another node (AddPartitionsToTxnManager), in one request; None when it is this node or no
-    batch is transactional (append_partition then asks the coordinator in-process). A partition that got a
+async def _verify(broker, request: m.ProduceRequest, by_id: bool, add: bool) -> dict | None:
+    """KIP-890: the transactional batches' partitions verified by the transaction coordinator when it is
+    another node (cluster mode, AddPartitionsToTxnManager), in one request; None when it is this node or no
+    batch is transactional (append_partition then asks the coordinator in-process). `add` (Produce v12+,
+    transaction version 2): the coordinator adds the partitions first -- the other node over
+    AddPartitionsToTxn, this one in-process -- and its one answer is every partition's verdict. A partition that got a
     marker of the producer while the answer travelled is refused INVALID_TXN_STATE: the transaction that
     was verified is over (UnifiedLog's VerificationGuard, cleared by the marker)."""
     producer, partitions = None, []
@@ -145,7 +153,15 @@ async def _verify_elsewhere(broker, verifier: TxnVerifier, request: m.ProduceReq
     if producer is None:
         return None
     ends = {tp: plog.log_end_offset for tp in partitions if (plog := broker.topics.log(*tp)) is not None}
-    verified = await verifier.verify(request.transactional_id, producer[0], producer[1], partitions)
+    verifier: TxnVerifier | None = broker.txn_verifier
+    verified = None
+    if verifier is not None:
+        verified = await verifier.verify(request.transactional_id, producer[0], producer[1], partitions, add=add)
+    if verified is None and add:
+        known = list(ends)  # a partition without a log here is refused by the append; never added
+        error = await broker.txn_coordinator.coordinator.handle_add_partitions(
+            request.transactional_id, producer[0], producer[1], known, TV_2) if known else ErrorCode.NONE
+        verified = dict.fromkeys(known, error)
     if verified is not None:
         for tp, end in ends.items():
             plog = broker.topics.log(*tp)

@@ -1,13 +1,15 @@
 """TxnOffsetCommit (key 28): a transactional producer commits a group's offsets inside its transaction.
 
-Versions (we serve 0-4):
+Versions (we serve 0-5):
   v0: transactional_id, group_id, producer id/epoch, offsets
   v1: same as v0
   v2: committed_leader_epoch per partition
   v3: flexible; member_id, group_instance_id, generation_id: checked as KIP-447 asks (ILLEGAL_GENERATION,
       UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)
   v4: TRANSACTION_ABORTABLE may be returned (KIP-890)
-v5 (implicit AddOffsetsToTxn, transaction version 2) is not served (see end_txn.py).
+  v5: the group's offsets partition is added to the transaction by the commit itself (KIP-890 part 2:
+      GroupCoordinatorService.commitTransactionalOffsets with the addPartition operation above v4, no
+      AddOffsetsToTxn needed); clients send it when transaction.version 2 is finalized
 As Kafka 4 (GroupCoordinatorService.commitTransactionalOffsets, scheduleTransactionalWriteOperation): the
 group's `__consumer_offsets` partition must be in the producer's ongoing transaction at its epoch (else
 INVALID_TXN_STATE / INVALID_PRODUCER_EPOCH / INVALID_PRODUCER_ID_MAPPING; retriable coordinator errors
@@ -25,6 +27,7 @@ from kcoord.coordinator.results import OffsetCommit, OffsetCommitRequestPartitio
 from kcoord.protocol import messages as m
 from kcoord.protocol.consumer_offsets import OFFSETS_TOPIC, partition_for
 from kcoord.protocol.errors import ErrorCode
+from kcoord.txn.metadata import TV_2
 
 R = m.TxnOffsetCommitResponse
 
@@ -37,7 +40,7 @@ class _Producer:  # what verify_transactional reads of a batch header
         self.producer_epoch = producer_epoch
 
 
-@api(key=28, name="TxnOffsetCommit", min_version=0, max_version=4)
+@api(key=28, name="TxnOffsetCommit", min_version=0, max_version=5)
 async def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest):
     v = ctx.api_version
     broker = ctx.broker
@@ -53,7 +56,7 @@ async def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest):
                     t.name, p.partition_index, p.committed_offset,
                     p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
     if offsets:  # as KafkaApis: only partitions that exist go on to the coordinator
-        error = await _verify(broker, request)
+        error = await _verify(broker, request, add=v >= 5)
         if error is not None:
             errors.update({(p.topic, p.partition): error for p in offsets})
         else:
@@ -67,16 +70,20 @@ async def handle(ctx: RequestContext, request: m.TxnOffsetCommitRequest):
     return _response(request, errors)
 
 
-async def _verify(broker, request) -> ErrorCode | None:
+async def _verify(broker, request, add: bool) -> ErrorCode | None:
     """The group's offsets partition must be in the transaction (KIP-890 verification; in a cluster asked
-    of the transaction coordinator's node when that is another, kcoord.broker.data.txn_verification)."""
+    of the transaction coordinator's node when that is another, kcoord.broker.data.txn_verification).
+    `add` (v5): the coordinator adds it first, there or in-process."""
     if not request.group_id:
         return ErrorCode.INVALID_GROUP_ID
     tp = (OFFSETS_TOPIC, partition_for(request.group_id, broker.config.get("offsets.topic.num.partitions")))
     verified = None
     if broker.txn_verifier is not None and request.transactional_id:
         verified = await broker.txn_verifier.verify(request.transactional_id, request.producer_id,
-                                                    request.producer_epoch, [tp])
+                                                    request.producer_epoch, [tp], add=add)
+    if verified is None and add and request.transactional_id:
+        verified = {tp: await broker.txn_coordinator.coordinator.handle_add_partitions(
+            request.transactional_id, request.producer_id, request.producer_epoch, [tp], TV_2)}
     error = verify_transactional(broker, request.transactional_id, tp,
                                  _Producer(request.producer_id, request.producer_epoch), verified)
     return ErrorCode.COORDINATOR_NOT_AVAILABLE if error == ErrorCode.NOT_ENOUGH_REPLICAS else error

@@ -1,7 +1,9 @@
 """WriteTxnMarkers (key 27): write COMMIT/ABORT markers to partitions (KafkaApis.handleWriteTxnMarkersRequest).
 
-Versions (we serve 1, Kafka 4.0's baseline; v0 was removed in 4.0):
+Versions (we serve 1-2; v0 was removed in Kafka 4.0):
   v1: flexible; per marker: producer id and epoch, result, coordinator epoch, partitions
+  v2: per marker its TransactionVersion (KIP-1228): a TV2 marker's epoch must be above the producer's
+      current epoch at the partition, not only at it (kcoord.broker.data.txn_markers)
 kcoord's transaction coordinator writes the markers of partitions led on its own node in-process
 (kcoord.broker.data.txn_markers) and sends this request to the leaders of the others (cluster mode,
 kcoord.broker.data.txn_marker_channel); admin tools send it to abort a hanging transaction
@@ -22,14 +24,14 @@ R = m.WriteTxnMarkersResponse
 T = R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult
 
 
-@api(key=27, name="WriteTxnMarkers", min_version=1, max_version=1)
+@api(key=27, name="WriteTxnMarkers", min_version=1, max_version=2)
 async def handle(ctx: RequestContext, request: m.WriteTxnMarkersRequest):
     writer = ctx.broker.txn_coordinator.markers
     results = []
     for marker in request.markers:
         partitions = [(t.name, p) for t in marker.topics for p in t.partition_indexes]
         errors = await writer.write(marker.producer_id, marker.producer_epoch, marker.transaction_result, partitions,
-                                    marker.coordinator_epoch)
+                                    marker.coordinator_epoch, marker.transaction_version if ctx.api_version >= 2 else 0)
         results.append(R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=[
             T(name=t.name, partitions=[T.WritableTxnMarkerPartitionResult(partition_index=p, error_code=errors[(t.name, p)])
                                        for p in t.partition_indexes]) for t in marker.topics]))

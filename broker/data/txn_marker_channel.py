@@ -27,7 +27,7 @@ from kcoord.txn.coordinator import CoordinatorFenced
 
 log = logging.getLogger("kcoord.txn.markers")
 
-WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION = 27, 1
+WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION = 27, 2  # v2: the marker's TransactionVersion (KIP-1228)
 RETRY_BACKOFF_S = 0.1      # retry.backoff.ms, before the leaders are looked up again
 REQUEST_TIMEOUT_S = 35.0   # above the leader's own acks=-1 wait (request.timeout.ms, 30 s)
 
@@ -70,7 +70,7 @@ def classify(errors: dict[Tp, ErrorCode]) -> tuple[set[Tp], set[Tp]]:
     return retry, fenced
 
 
-LocalWrite = Callable[[int, int, bool, set, int], Awaitable[dict]]
+LocalWrite = Callable[[int, int, bool, set, int, int], Awaitable[dict]]
 
 
 class TxnMarkerChannel:
@@ -84,13 +84,13 @@ class TxnMarkerChannel:
         self._nodes: dict[int, NodeConnection] = {}
 
     async def send(self, producer_id: int, epoch: int, commit: bool, partitions: Iterable[Tp],
-                   coordinator_epoch: int) -> None:
+                   coordinator_epoch: int, transaction_version: int = 0) -> None:
         left = set(partitions)
         while left:
             plan = plan_round(self._image(), left)
             for tp in plan.gone:
                 log.info("dropping the marker for %s-%d: the partition is gone", *tp)
-            rounds = [self._to(leader, producer_id, epoch, commit, tps, coordinator_epoch)
+            rounds = [self._to(leader, producer_id, epoch, commit, tps, coordinator_epoch, transaction_version)
                       for leader, tps in plan.by_leader.items()]
             errors: dict[Tp, ErrorCode] = {}
             for answer in await asyncio.gather(*rounds):
@@ -107,9 +107,9 @@ class TxnMarkerChannel:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _to(self, leader: int, producer_id: int, epoch: int, commit: bool, tps: set[Tp],
-                  coordinator_epoch: int) -> dict[Tp, ErrorCode]:
+                  coordinator_epoch: int, transaction_version: int) -> dict[Tp, ErrorCode]:
         if leader == self.node_id:
-            answer = await self._write_local(producer_id, epoch, commit, tps, coordinator_epoch)
+            answer = await self._write_local(producer_id, epoch, commit, tps, coordinator_epoch, transaction_version)
             return {tp: ErrorCode(error) for tp, error in answer.items()}
         connection = self._nodes.get(leader)
         if connection is None:
@@ -119,7 +119,7 @@ class TxnMarkerChannel:
         topics = by_topic(tps)
         request = Rq(markers=[Rq.WritableTxnMarker(
             producer_id=producer_id, producer_epoch=epoch, transaction_result=commit,
-            coordinator_epoch=coordinator_epoch,
+            coordinator_epoch=coordinator_epoch, transaction_version=transaction_version,
             topics=[Rq.WritableTxnMarkerTopic(name=name, partition_indexes=ps) for name, ps in topics.items()])])
         try:
             response = await connection.request(WRITE_TXN_MARKERS_KEY, WRITE_TXN_MARKERS_VERSION, request,

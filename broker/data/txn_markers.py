@@ -4,7 +4,9 @@ Kafka's TransactionMarkerChannelManager): a COMMIT or ABORT control batch to eve
 Data partitions get the control batch appended (producer id and the transaction's epoch, so the producer's
 state there learns a fencing epoch; the coordinator epoch in its value), the partition's transaction index
 closes the transaction, and the append is fsynced before the marker counts as written. A marker of an older
-producer epoch is refused INVALID_PRODUCER_EPOCH, one of an older coordinator epoch than the producer's last
+producer epoch is refused INVALID_PRODUCER_EPOCH (under transaction version 2, WriteTxnMarkers v2's
+TransactionVersion, also one of the current epoch: a TV2 end always bumps it, so an equal epoch is a stale
+marker; KIP-1228), one of an older coordinator epoch than the producer's last
 marker there TRANSACTION_COORDINATOR_FENCED (ProducerAppendInfo.appendEndTxnMarker). `__consumer_offsets`
 partitions get theirs through the group coordinator (`broker.group_coordinator.complete_transaction`), which
 writes the same control batch and replays it: pending transactional offsets are applied or dropped. A failed
@@ -45,17 +47,17 @@ class MarkerWriter:
         self._channel: TxnMarkerChannel | None = None  # cluster mode, made on first use
 
     async def __call__(self, producer_id: int, epoch: int, commit: bool, partitions: set,
-                       coordinator_epoch: int = 0) -> None:
+                       coordinator_epoch: int = 0, transaction_version: int = 0) -> None:
         """The transaction coordinator's markers: retried until every partition has its marker."""
         cluster = self.broker.cluster
         if cluster is not None:
             if self._channel is None:
                 self._channel = TxnMarkerChannel(cluster.node_id, lambda: cluster.image, self.write)
-            await self._channel.send(producer_id, epoch, commit, partitions, coordinator_epoch)
+            await self._channel.send(producer_id, epoch, commit, partitions, coordinator_epoch, transaction_version)
             return
         left = set(partitions)
         while left:
-            errors = await self.write(producer_id, epoch, commit, left, coordinator_epoch)
+            errors = await self.write(producer_id, epoch, commit, left, coordinator_epoch, transaction_version)
             for tp, error in errors.items():
                 if error != ErrorCode.NONE and error not in _RETRIABLE:
                     log.info("dropping the marker for %s-%d: %s", *tp, ErrorCode(error).name)
@@ -63,15 +65,18 @@ class MarkerWriter:
             if left:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
-    async def write(self, producer_id: int, epoch: int, commit: bool, partitions, coordinator_epoch: int = 0) -> dict:
+    async def write(self, producer_id: int, epoch: int, commit: bool, partitions, coordinator_epoch: int = 0,
+                    transaction_version: int = 0) -> dict:
         """One attempt at every partition's marker (WriteTxnMarkers' per-partition answer). Data partitions
         and `__consumer_offsets` ones are written concurrently (one fsync round for all, as Kafka sends to
         every leader at once)."""
-        data, offsets = await asyncio.gather(self._data(producer_id, epoch, commit, partitions, coordinator_epoch),
+        data, offsets = await asyncio.gather(self._data(producer_id, epoch, commit, partitions, coordinator_epoch,
+                                                        transaction_version),
                                              self._offsets(producer_id, epoch, commit, partitions))
         return data | offsets
 
-    async def _data(self, producer_id: int, epoch: int, commit: bool, partitions, coordinator_epoch: int) -> dict:
+    async def _data(self, producer_id: int, epoch: int, commit: bool, partitions, coordinator_epoch: int,
+                    transaction_version: int) -> dict:
         errors: dict = {}
         replication = self.broker.visibility.replication  # cluster mode: as the leader, acks=-1
         appended: list[tuple[Any, int]] = []  # (log, the marker's offset)
@@ -85,7 +90,8 @@ class MarkerWriter:
             if plog is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if self.broker.producers.epoch_of(tp, plog, producer_id) > epoch:
+            current = self.broker.producers.epoch_of(tp, plog, producer_id)
+            if current > epoch or (transaction_version >= 2 and current == epoch):
                 errors[tp] = ErrorCode.INVALID_PRODUCER_EPOCH  # a marker of a fenced epoch (ProducerStateManager)
                 continue
             last_coordinator_epoch = self.broker.producers.coordinator_epoch_of(tp, plog, producer_id)

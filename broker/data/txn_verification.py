@@ -21,7 +21,7 @@ from kcoord.protocol.errors import ErrorCode
 
 log = logging.getLogger("kcoord.txn.verification")
 
-ADD_PARTITIONS_TO_TXN_KEY, VERIFY_VERSION = 24, 4
+ADD_PARTITIONS_TO_TXN_KEY, VERIFY_VERSION, ADD_VERSION = 24, 4, 5
 REQUEST_TIMEOUT_S = 30.0
 Tp = tuple[str, int]
 
@@ -42,7 +42,9 @@ class TxnVerifier:
         self._nodes: dict[int, NodeConnection] = {}
 
     async def verify(self, transactional_id: str, producer_id: int, epoch: int,
-                     partitions: Iterable[Tp]) -> dict[Tp, ErrorCode] | None:
+                     partitions: Iterable[Tp], add: bool = False) -> dict[Tp, ErrorCode] | None:
+        """`add`: a transaction version 2 produce (v12+): the coordinator adds the partitions (an
+        AddPartitionsToTxn v5 that is not verify_only, Kafka's addPartition supported operation)."""
         partitions = sorted(set(partitions))
         coordinator = coordinator_node(self._image(), transactional_id, self._num_partitions)
         if coordinator == self.node_id:
@@ -56,10 +58,11 @@ class TxnVerifier:
         Rq = m.AddPartitionsToTxnRequest
         topics = by_topic(partitions)
         request = Rq(transactions=[Rq.AddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch, verify_only=True,
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=epoch, verify_only=not add,
             topics=[Rq.AddPartitionsToTxnTopic(name=name, partitions=ps) for name, ps in topics.items()])])
         try:
-            response = await connection.request(ADD_PARTITIONS_TO_TXN_KEY, VERIFY_VERSION, request, REQUEST_TIMEOUT_S)
+            response = await connection.request(ADD_PARTITIONS_TO_TXN_KEY, ADD_VERSION if add else VERIFY_VERSION,
+                                                request, REQUEST_TIMEOUT_S)
         except (OSError, EOFError, TimeoutError, ValueError) as exc:
             log.info("verifying %s with node %d failed: %s", transactional_id, coordinator, exc or type(exc).__name__)
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -67,15 +67,15 @@ def test_error_codes_129_to_133_have_kafkas_names_and_retriable_flags():
 # -- ApiVersions ----------------------------------------------------------------------------------------
 def test_api_versions_v4_reports_kcoords_features(kcoord_server):
     supported, finalized, epoch = features(api_versions(kcoord_server.port, 4))
-    assert supported == {"metadata.version": (29, 29), "group.version": (0, 1)}
-    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1)}
+    assert supported == {"metadata.version": (29, 29), "group.version": (0, 1), "transaction.version": (0, 2)}
+    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2)}
     assert epoch == 0
 
 
 def test_api_versions_v3_leaves_out_supported_features_with_minimum_0(kcoord_server):
     supported, finalized, _ = features(api_versions(kcoord_server.port, 3))
     assert supported == {"metadata.version": (29, 29)}  # KAFKA-17492
-    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1)}
+    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2)}
 
 
 def test_kafka_python_describe_features(kcoord_server):
@@ -83,7 +83,8 @@ def test_kafka_python_describe_features(kcoord_server):
     try:
         got = admin.describe_features()
         assert got == {"metadata.version": {"supported": (29, 29), "finalized": (29, 29), "finalized_epoch": 0},
-                       "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0}}
+                       "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0},
+                       "transaction.version": {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 0}}
         # DescribeCluster names the controller that update_features is sent to: this node
         assert admin.describe_cluster()["controller_id"] == 1
         assert admin.update_features({"group.version": ("SAFE_DOWNGRADE", 0)}) == {"group.version": "OK"}
@@ -92,7 +93,7 @@ def test_kafka_python_describe_features(kcoord_server):
         assert admin.describe_features()["group.version"]["finalized"] == (1, 1)
         assert admin.describe_features()["group.version"]["finalized_epoch"] == 2
         with pytest.raises(InvalidUpdateVersionError):
-            admin.update_features({"transaction.version": 2})
+            admin.update_features({"transaction.version": 3})
     finally:
         admin.close()
 
@@ -102,7 +103,7 @@ def test_kafka_python_describe_features(kcoord_server):
 def test_update_features_refusals_refuse_the_whole_request(kcoord_server, version):
     port = kcoord_server.port
     cases = [
-        (("transaction.version", 2, UPGRADE), "does not support this feature"),   # not supported (max 0)
+        (("transaction.version", 3, UPGRADE), "only supports versions 0-2"),
         (("share.version", 1, UPGRADE), "does not support this feature"),
         (("metadata.version", 28, SAFE_DOWNGRADE), "only supports versions 29-29"),
         (("group.version", 2, UPGRADE), "only supports versions 0-1"),
@@ -127,10 +128,10 @@ def test_update_features_downgrade_upgrade_validate_only_and_results_per_version
     port = kcoord_server.port
     resp = update(port, 1, ("group.version", 0, UNSAFE_DOWNGRADE), validate_only=True)
     assert (resp.error_code, [(r.feature, r.error_code) for r in resp.results]) == (0, [("group.version", 0)])
-    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1)}, 0)
+    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2)}, 0)
     resp = update(port, 2, ("group.version", 0, SAFE_DOWNGRADE))
     assert (resp.error_code, resp.error_message, resp.results) == (0, None, [])
-    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29)}, 1)
+    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "transaction.version": (2, 2)}, 1)
     # at group.version 0 the KIP-848 calls answer UNSUPPORTED_VERSION (KafkaApis.isConsumerGroupProtocolEnabled)
     with RawKafka(port) as c:
         hb = call(c, 68, 1, m.ConsumerGroupHeartbeatRequest(
@@ -141,14 +142,14 @@ def test_update_features_downgrade_upgrade_validate_only_and_results_per_version
     assert [(g.group_id, g.error_code) for g in described.groups] == [("g", ErrorCode.UNSUPPORTED_VERSION)]
     resp = update(port, 0, ("group.version", 1, UPGRADE), ("metadata.version", 29, UPGRADE))  # 29: no change
     assert (resp.error_code, sorted(r.feature for r in resp.results)) == (0, ["group.version", "metadata.version"])
-    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1)}, 2)
+    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2)}, 2)
 
 
 def test_finalized_levels_survive_a_restart(kcoord_server_factory):
     server = kcoord_server_factory()
     assert update(server.port, 2, ("group.version", 0, SAFE_DOWNGRADE)).error_code == 0
     server.restart()
-    assert features(api_versions(server.port))[1:] == ({"metadata.version": (29, 29)}, 1)
+    assert features(api_versions(server.port))[1:] == ({"metadata.version": (29, 29), "transaction.version": (2, 2)}, 1)
 
 
 # -- ListConfigResources ----------------------------------------------------------------------------------

@@ -317,7 +317,11 @@ def test_a_transactional_produce_is_verified_by_the_coordinator_on_another_node(
     AddPartitionsToTxnManager.verifyTransaction, core/src/main/scala/kafka/server/): a partition leader
     that is not the transactional id's coordinator asks the coordinator's node (AddPartitionsToTxn v4,
     verify_only) and takes a transactional batch only for a partition in the ongoing transaction; one that
-    is not in it is refused INVALID_TXN_STATE. Produce by topic name (v9) and by topic id (v13)."""
+    is not in it is refused INVALID_TXN_STATE. Produce by topic name (v9) and by topic id (v13).
+    Transaction version 2 across nodes: Produce v13 (above v11, KafkaApis' addPartition operation) has the
+    coordinator's node add the partition (AddPartitionsToTxn v5, not verify_only); EndTxn v5 bumps the
+    epoch and the markers reach the other node as WriteTxnMarkers v2 of TransactionVersion 2, after which a
+    late batch of the old epoch is refused (ProducerAppendInfo.checkProducerEpoch)."""
     from tests.broker.transactions.txnwire import produce_txn
 
     cluster = kafka_cluster
@@ -334,6 +338,67 @@ def test_a_transactional_produce_is_verified_by_the_coordinator_on_another_node(
         assert produce_txn(raw, txn_id, pid, epoch, "verified", 0, [b"a", b"b"]) == ErrorCode.NONE
         assert _produce_v13(raw, txn_id, topic_id, pid, epoch, 0, 2) == ErrorCode.NONE
         assert produce_txn(raw, txn_id, pid, epoch, "verified", 1, [b"c"]) == ErrorCode.INVALID_TXN_STATE
-        assert _produce_v13(raw, txn_id, topic_id, pid, epoch, 1, 0) == ErrorCode.INVALID_TXN_STATE
         assert produce_txn(raw, txn_id, pid, epoch + 1, "verified", 0, [b"d"], sequence=3) == \
             ErrorCode.INVALID_PRODUCER_EPOCH  # PRODUCER_FENCED from the coordinator, as the produce maps it
+        assert _produce_v13(raw, txn_id, topic_id, pid, epoch, 1, 0) == ErrorCode.NONE  # added by the coordinator
+    with RawKafka(cluster.nodes[coordinator].port) as raw:
+        described = raw.request(65, 0, m.DescribeTransactionsRequest(transactional_ids=[txn_id]))
+        assert sorted((t.topic, p) for t in described.transaction_states[0].topics for p in t.partitions) == [
+            ("verified", 0), ("verified", 1)]
+        ended = raw.request(26, 5, m.EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch,
+                                                   committed=True))
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (ErrorCode.NONE, pid, epoch + 1)
+    with RawKafka(cluster.nodes[other].port) as raw:
+        def stable_at_end() -> bool:
+            Rq = m.ListOffsetsRequest
+            ends = [raw.request(2, 7, Rq(replica_id=-1, isolation_level=level, topics=[Rq.ListOffsetsTopic(
+                name="verified", partitions=[Rq.ListOffsetsTopic.ListOffsetsPartition(
+                    partition_index=1, timestamp=-1, current_leader_epoch=-1)])])).topics[0].partitions[0].offset
+                for level in (0, 1)]
+            return ends[0] == ends[1] == 2  # the record and its commit marker, read_committed to the end
+        cluster._poll(stable_at_end, bool, 30, "the commit marker on verified-1")
+        assert _produce_v13(raw, txn_id, topic_id, pid, epoch, 1, 1) == ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_a_tv2_end_retried_on_the_next_coordinator_is_recognised(kafka_cluster):
+    """Transaction version 2 across a coordinator failover: the TV2 state (the bumped epoch, the client's
+    transaction version) travels in `__transaction_state` value v1 (TransactionLogValue.json, tagged
+    ClientTransactionVersion), so after the SIGKILL of the coordinator's node the new coordinator loads it
+    and recognises the client's retry of EndTxn v5 with the epoch before the bump
+    (TransactionCoordinator.endTransaction, endTxnEpochBumped), answering the bumped epoch; the commit
+    marker reached the data partition, which read_committed then reads to its end."""
+    from tests.broker.transactions.txnwire import produce_txn
+
+    cluster = kafka_cluster
+    txn_id = "tv2-failover"
+    coordinator = cluster.txn_coordinator_of(txn_id)
+    other, third = (n for n in (1, 2, 3) if n != coordinator)
+    _create(cluster, "tv2f", [[other, third, coordinator]])
+    with RawKafka(cluster.nodes[coordinator].port) as raw:
+        _, pid, epoch = init_until_ready(raw, txn_id)
+    with RawKafka(cluster.nodes[other].port) as raw:
+        assert produce_txn(raw, txn_id, pid, epoch, "tv2f", 0, [b"a"], version=12) == ErrorCode.NONE
+
+    def end(node: int, at_epoch: int, commit: bool) -> tuple[int, int, int]:
+        with RawKafka(cluster.nodes[node].port) as raw:
+            r = raw.request(26, 5, m.EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=at_epoch,
+                                                   committed=commit))
+        return r.error_code, r.producer_id, r.producer_epoch
+
+    assert end(coordinator, epoch, True) == (ErrorCode.NONE, pid, epoch + 1)
+    cluster.kill(coordinator)
+    successor = cluster.txn_coordinator_of(txn_id, not_on=coordinator)
+    loading = {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
+               ErrorCode.COORDINATOR_NOT_AVAILABLE}
+    retried = cluster._poll(lambda: end(successor, epoch, True), lambda r: r[0] not in loading, 30,
+                            "the retried EndTxn on the new coordinator")
+    assert retried == (ErrorCode.NONE, pid, epoch + 1)
+    assert end(successor, epoch + 1, True)[0] == ErrorCode.INVALID_TXN_STATE  # nothing added since
+    with RawKafka(cluster.nodes[other].port) as raw:
+        def ends() -> list[int]:
+            Rq = m.ListOffsetsRequest
+            return [raw.request(2, 7, Rq(replica_id=-1, isolation_level=level, topics=[Rq.ListOffsetsTopic(
+                name="tv2f", partitions=[Rq.ListOffsetsTopic.ListOffsetsPartition(
+                    partition_index=0, timestamp=-1, current_leader_epoch=-1)])])).topics[0].partitions[0].offset
+                for level in (0, 1)]
+        assert cluster._poll(ends, lambda e: e == [2, 2], 30, "the commit marker on tv2f-0") == [2, 2]

@@ -43,7 +43,7 @@ class Harness:
         self.log[partition].append((key, value))
         return E.NONE
 
-    async def write_markers(self, pid, epoch, commit, partitions, coordinator_epoch=0):
+    async def write_markers(self, pid, epoch, commit, partitions, coordinator_epoch=0, transaction_version=0):
         self.markers.append((pid, epoch, commit, sorted(partitions)))
 
     async def sleep(self, _s):

@@ -54,7 +54,7 @@ class Markers:
         self.sent: list[tuple] = []
         self.stuck = False
 
-    async def __call__(self, producer_id, epoch, commit, partitions, coordinator_epoch):
+    async def __call__(self, producer_id, epoch, commit, partitions, coordinator_epoch, transaction_version=0):
         self.sent.append((producer_id, epoch, commit, sorted(partitions), coordinator_epoch))
         if self.stuck:
             await asyncio.get_running_loop().create_future()

@@ -60,7 +60,7 @@ class Writer:
     def image(self) -> MetadataImage:
         return self.images.pop(0) if len(self.images) > 1 else self.images[0]
 
-    async def __call__(self, producer_id, epoch, commit, partitions, coordinator_epoch):
+    async def __call__(self, producer_id, epoch, commit, partitions, coordinator_epoch, transaction_version=0):
         self.calls.append((set(partitions), coordinator_epoch))
         answer = self.answers.pop(0)
         return {tp: answer.get(tp, E.NONE) for tp in partitions}
