@@ -182,6 +182,8 @@ class GroupCoordinatorShard(ShareGroupOperations):
                 else:  # what that replay leaves in a fresh shard, without the copy
                     self.offset_manager.offsets[group_id] = offsets
                     self.group_manager.ensure_group(group_id)
+        for producer_id, coordinator_epoch in state.marker_epochs.items():
+            self.offset_manager.transactional.on_marker(producer_id, coordinator_epoch)
         while state.transactional:  # transactions without a marker yet (once, whatever the slices)
             self.offset_manager.transactional.replay_records(*state.transactional.popitem())
         return self.classic_group_count()
@@ -333,11 +335,21 @@ class GroupCoordinatorShard(ShareGroupOperations):
 
         self.write(records, written)
 
-    def complete_transaction(self, producer_id: int, producer_epoch: int, commit: bool,
+    def complete_transaction(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                              then: Callable[[ErrorCode], None]) -> None:
         """The transaction coordinator's marker for this partition (GroupCoordinatorShard.replayEndTransactionMarker
-        once durable): the producer's pending offsets are applied (COMMIT) or dropped (ABORT)."""
-        self.write(TxnMarkerRecords(producer_id, producer_epoch, commit), lambda error: then(map_write_error(error)))
+        once durable): the producer's pending offsets are applied (COMMIT) or dropped (ABORT). A marker from
+        an older coordinator epoch than the producer's last one is refused before anything is written
+        (kcoord.coordinator.txn_offsets)."""
+        transactional = self.offset_manager.transactional
+        if transactional.fenced(producer_id, coordinator_epoch):
+            self.log.info("Refusing the marker of producer %d in %s-%d: coordinator epoch %d, last seen %d",
+                          producer_id, OFFSETS_TOPIC, self.partition, coordinator_epoch,
+                          transactional.coordinator_epochs[producer_id])
+            return then(ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+        transactional.on_marker(producer_id, coordinator_epoch)
+        self.write(TxnMarkerRecords(producer_id, producer_epoch, commit, coordinator_epoch),
+                   lambda error: then(map_write_error(error)))
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
                        callback: Callable[[tuple[ErrorCode, dict[TopicPartition, ErrorCode]]], None]) -> None:
