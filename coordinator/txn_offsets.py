@@ -104,17 +104,24 @@ class PendingTransactionalOffsets:
         self.open_by_group = {}
         self.coordinator_epochs = {}
 
-    def fenced(self, producer_id: int, coordinator_epoch: int) -> bool:
-        """A marker from `coordinator_epoch` comes from a zombie: a newer coordinator already wrote one."""
-        return self.coordinator_epochs.get(producer_id, -1) > coordinator_epoch
-
-    def on_marker(self, producer_id: int, coordinator_epoch: int) -> None:
-        if coordinator_epoch > self.coordinator_epochs.get(producer_id, -1):
-            self.coordinator_epochs[producer_id] = coordinator_epoch
+    def on_marker(self, producer_id: int, coordinator_epoch: int) -> bool:
+        """A marker from `coordinator_epoch` is about to be written: False if it comes from a zombie (a newer
+        coordinator already wrote one), else its epoch is the producer's last one now."""
+        if self.coordinator_epochs.get(producer_id, -1) > coordinator_epoch:
+            return False
+        self.coordinator_epochs[producer_id] = coordinator_epoch
+        return True
 
     def replay_offsets(self, producer_id: int, group_id: str, values: Offsets) -> None:
         self.by_producer.setdefault(producer_id, {}).setdefault(group_id, {}).update(values)
         self.open_by_group.setdefault(group_id, set()).add(producer_id)
+
+    def load(self, state) -> None:
+        """What a load read (kcoord.coordinator.partition_state.PartitionState): its transactions without a
+        marker yet (once, whatever the slices) and the coordinator epochs of the markers it read."""
+        self.coordinator_epochs.update(state.marker_epochs)
+        while state.transactional:
+            self.replay_records(*state.transactional.popitem())
 
     def replay_records(self, producer_id: int, records) -> None:
         """Transactional (key, value) records read from the log by a load (their marker not yet seen)."""
