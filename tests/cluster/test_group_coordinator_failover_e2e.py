@@ -233,6 +233,19 @@ def _commit(client, group: str, offset: int) -> int:
     return client.request(m_commit(group, offset), version=8).topics[0].partitions[0].error_code
 
 
+def _marker(client, partition: int = 0) -> int:
+    """An ABORT marker into `__consumer_offsets-<partition>` (WriteTxnMarkers v1, a producer id no
+    transaction uses); its error code."""
+    from kcoord.protocol import messages as m
+
+    Rq = m.WriteTxnMarkersRequest
+    response = client.request(Rq(markers=[Rq.WritableTxnMarker(
+        producer_id=2**40 + 27, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[Rq.WritableTxnMarker.WritableTxnMarkerTopic(name="__consumer_offsets", partition_indexes=[partition])])]),
+        version=1)
+    return response.markers[0].topics[0].partitions[0].error_code
+
+
 def _client(cluster, node_id: int):
     from kcoord.protocol.client import KafkaWireClient
 
@@ -241,8 +254,10 @@ def _client(cluster, node_id: int):
 
 def test_only_the_leader_of_the_offsets_partition_coordinates_and_a_move_carries_the_commits(kafka_cluster):
     """KafkaApis.handleFindCoordinatorRequest: every node names the partition's leader; the others answer
-    NOT_COORDINATOR (GroupCoordinatorService: the shard is not owned here); ElectLeaders moving the
-    partition makes the new leader load it (onElection) with every acknowledged commit, and the old one
+    NOT_COORDINATOR (GroupCoordinatorService: the shard is not owned here), and a transaction marker into
+    the partition NOT_LEADER_OR_FOLLOWER there and while it loads (KafkaApis.handleWriteTxnMarkersRequest
+    translates the group coordinator's NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS); ElectLeaders moving
+    the partition makes the new leader load it (onElection) with every acknowledged commit, and the old one
     answers NOT_COORDINATOR (onResignation)."""
     from kafka import KafkaProducer
 
@@ -259,6 +274,7 @@ def test_only_the_leader_of_the_offsets_partition_coordinates_and_a_move_carries
     for node_id in others:
         with _client(kafka_cluster, node_id) as client:
             assert _commit(client, "g-raw", 6) == 16  # NOT_COORDINATOR
+            assert _marker(client) == 6  # NOT_LEADER_OR_FOLLOWER
             heartbeat = m.HeartbeatRequest(group_id="g-raw", generation_id=1, member_id="m", group_instance_id=None)
             assert client.request(heartbeat, version=4).error_code == 16
             fetched = client.request(m.OffsetFetchRequest(group_id="g-raw", topics=None, require_stable=False),
@@ -279,9 +295,11 @@ def test_only_the_leader_of_the_offsets_partition_coordinates_and_a_move_carries
         assert _commit(client, "g-raw", 7) == 16
     with _client(kafka_cluster, target) as client:
         assert _commit(client, "g-raw", 8) == 14  # COORDINATOR_LOAD_IN_PROGRESS while the shard loads
+        assert _marker(client) == 6
         kafka_cluster.nodes[target].admin.request("POST", "/coordinator/release-load", {})
         answer = wait_until(lambda: (e := _commit(client, "g-raw", 8)) != 14 and [e], 15, "the new coordinator's load")
         assert answer == [0]
+        assert _marker(client) == 0
     sampler = OffsetSampler(kafka_cluster, ["g-raw"])
     assert sampler.fetch("g-raw") == {0: 8}
     # the admin endpoint's reload: the partitions led here resigned and elected again at their epochs
