@@ -14,8 +14,9 @@ replayEndTransactionMarker and GroupCoordinatorShard.replayEndTransactionMarker,
   (TRANSACTION_COORDINATOR_FENCED): Kafka's runtime appends the marker with its coordinator epoch
   (CoordinatorRuntime.completeTransaction) and the log's ProducerAppendInfo.checkCoordinatorEpoch refuses
   a zombie's. The last epoch per producer is taken at the append (as the log's producer state is) and
-  read back from the markers a load reads; markers a checkpoint covers are not read again, so a fence
-  older than the checkpoint is forgotten (Kafka keeps it in its producer snapshots).
+  read back from the markers a load reads. In a cluster an elected shard reads its whole log; a single
+  node's load from a checkpoint does not read the markers it covers again, and forgets their fence
+  (Kafka keeps it in its producer snapshots) -- there, no other coordinator can have written one.
 * While a group has pending offsets for a partition, OffsetFetch with require_stable answers
   UNSTABLE_OFFSET_COMMIT for it, and the group is not expired.
 The loader (kcoord.coordinator.checkpoint_store) holds transactional records back until their marker, so a
