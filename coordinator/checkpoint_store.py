@@ -24,7 +24,7 @@ from typing import NamedTuple
 from kcoord.coordinator import checkpoint
 from kcoord.coordinator.gc_pause import gc_paused
 from kcoord.coordinator.partition_state import PartitionState
-from kcoord.protocol.control_records import COMMIT, marker_type
+from kcoord.protocol.control_records import COMMIT, marker_coordinator_epoch, marker_type
 from kcoord.protocol.record_kv import batch_key_values, fold_key_values
 from kcoord.protocol.records import iter_batches
 from kcoord.storage.fs import read_file, replace_file
@@ -101,7 +101,8 @@ def load_steps(partition_log, partition: int, now_ms: int, load_partition,
     replayed = 0
     end = start
     take = lambda batch, header, offset: records.extend(batch_key_values(batch, header, offset))  # noqa: E731
-    for reached in _read_chunks(partition_log, start, None, take, state.transactional, records.extend):
+    for reached in _read_chunks(partition_log, start, None, take, state.transactional, records.extend,
+                                state.marker_epochs):
         end = reached
         state.replay(records, log)
         replayed += len(records)
@@ -178,7 +179,8 @@ def _read(partition_log, from_offset: int, up_to: int | None, take, open_transac
 
 
 def _read_chunks(partition_log, from_offset: int, up_to: int | None, take,
-                 open_transactions: dict | None = None, take_records=None) -> Iterator[int]:
+                 open_transactions: dict | None = None, take_records=None,
+                 marker_epochs: dict | None = None) -> Iterator[int]:
     """`_read`, yielding the offset reached after each READ_CHUNK bytes read.
 
     Transactional batches (TxnOffsetCommit's) are held back until their producer's marker: their records
@@ -186,7 +188,8 @@ def _read_chunks(partition_log, from_offset: int, up_to: int | None, take,
     the marker does); a tombstone meanwhile drops its key from them (as Kafka's replay of a tombstone drops
     pending offsets). Those with no marker yet go to `open_transactions` (producer id -> records), and the
     last offset yielded is then where the first of them begins, so a checkpoint never covers an open
-    transaction: the next read from there sees it whole."""
+    transaction: the next read from there sees it whole. `marker_epochs` gets each producer's highest
+    marker coordinator epoch read."""
     end = partition_log.log_end_offset if up_to is None else min(up_to, partition_log.log_end_offset)
     offset = from_offset
     held = _OpenTransactions()
@@ -199,7 +202,7 @@ def _read_chunks(partition_log, from_offset: int, up_to: int | None, take,
             if header.base_offset >= end:
                 break
             if header.is_transactional:
-                committed = held.add(batch, header, offset)
+                committed = held.add(batch, header, offset, marker_epochs)
                 if committed:
                     take_records(committed)
             elif not header.is_control:
@@ -229,9 +232,9 @@ class _OpenTransactions:
     def __bool__(self) -> bool:
         return bool(self.records)
 
-    def add(self, batch, header, offset: int) -> list | None:
+    def add(self, batch, header, offset: int, marker_epochs: dict | None = None) -> list | None:
         """A transactional batch: data is held; a marker ends its producer's transaction and returns the
-        records to apply (COMMIT) or None."""
+        records to apply (COMMIT) or None (its coordinator epoch into `marker_epochs`)."""
         pid = header.producer_id
         kvs = batch_key_values(batch, header, offset)
         if not header.is_control:
@@ -240,6 +243,8 @@ class _OpenTransactions:
             return None
         records = self.records.pop(pid, None)
         self.first_offset.pop(pid, None)
+        if marker_epochs is not None and kvs:
+            marker_epochs[pid] = max(marker_epochs.get(pid, -1), marker_coordinator_epoch(kvs[0][1]))
         return records if kvs and marker_type(kvs[0][0]) == COMMIT else None
 
     def plain(self, batch, header, offset: int) -> None:

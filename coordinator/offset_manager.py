@@ -14,12 +14,17 @@ delete or an expiry likewise change nothing until they are durable.
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from kcoord.coordinator.consumer.offsets import validate_offset_commit, validate_transactional_offset_commit
+from kcoord.coordinator.consumer.offsets import (
+    AssignmentEpochCheck,
+    validate_offset_commit,
+    validate_transactional_offset_commit,
+)
 from kcoord.coordinator.core import map_write_error
 from kcoord.coordinator.group_manager import subscribed_topics
 from kcoord.coordinator.group_metadata import GroupMetadata
@@ -34,6 +39,7 @@ from kcoord.coordinator.results import (
 )
 from kcoord.coordinator.txn_offsets import (
     PendingTransactionalOffsets,
+    TxnMarkerRecords,
     TxnOffsetCommitRecords,
     txn_offset_commit_error,
     validate_txn_offset_commit,
@@ -87,6 +93,7 @@ class OffsetMetadataManager:
         self.pending: dict[str, dict[TopicPartition, int]] = {}    # group id -> writes in flight per partition
         self.transactional = PendingTransactionalOffsets()         # TxnOffsetCommit's, until their marker
         self.consumer_groups: dict = {}  # the shard's consumer groups (KIP-848): they validate their own commits
+        self.topic_id: Callable[[str], uuid.UUID | None] = lambda name: None  # the shard's topics image (KIP-1251)
 
     def committed(self, group_id: str) -> Offsets:
         return self.offsets.get(group_id, _NO_OFFSETS)
@@ -109,11 +116,14 @@ class OffsetMetadataManager:
     def handle_commit_offsets(self, request: OffsetCommit, callback: CommitCallback) -> None:
         consumer_group = self.consumer_groups.get(request.group_id)
         if consumer_group is not None:
-            error = validate_offset_commit(consumer_group, request.member_id, request.generation_id,
-                                           request.api_version)
+            error, check = validate_offset_commit(consumer_group, request.member_id, request.generation_id,
+                                                  request.api_version)
             if error != ErrorCode.NONE:
                 return self._fail(request, error, callback)
-            return self.store_offsets(request.group_id, request.offsets, callback, request.retention_time_ms)
+            offsets, callback = self._checked(request.offsets, check, callback, ErrorCode.STALE_MEMBER_EPOCH)
+            if not offsets:
+                return callback({})
+            return self.store_offsets(request.group_id, offsets, callback, request.retention_time_ms)
         group = self.group_manager.get_group(request.group_id)
         if group is None:
             if request.generation_id >= 0:
@@ -124,6 +134,22 @@ class OffsetMetadataManager:
             # records makes the group.
             return self.store_offsets(request.group_id, request.offsets, callback, request.retention_time_ms)
         self.do_commit_offsets(group, request, callback)
+
+    def _checked(self, offsets: list[OffsetCommitRequestPartition], check: AssignmentEpochCheck | None,
+                 callback: CommitCallback, refused: ErrorCode) -> tuple[list[OffsetCommitRequestPartition], CommitCallback]:
+        """KIP-1251's per-partition check of a commit from an older member epoch: the partitions it lets
+        through, and the callback that adds `refused` for the others to their results."""
+        if check is None:
+            return offsets, callback
+        passed, stale = [], {}
+        for p in offsets:
+            if check.allows(self.topic_id(p.topic), p.partition):
+                passed.append(p)
+            else:
+                stale[(p.topic, p.partition)] = refused
+        if not stale:
+            return offsets, callback
+        return passed, lambda results: callback({**results, **stale})
 
     @staticmethod
     def _fail(request: OffsetCommit, error: ErrorCode, callback: CommitCallback) -> None:
@@ -212,8 +238,10 @@ class OffsetMetadataManager:
                                   callback: CommitCallback) -> None:
         """OffsetMetadataManager.commitTransactionalOffset: validate, then write the offsets as a
         transactional batch; they are pending (kcoord.coordinator.txn_offsets) until the transaction's marker."""
+        check = None
         if (consumer_group := self.consumer_groups.get(request.group_id)) is not None:
-            error = validate_transactional_offset_commit(consumer_group, request.member_id, request.generation_id)
+            error, check = validate_transactional_offset_commit(consumer_group, request.member_id,
+                                                                request.generation_id)
         elif (group := self.group_manager.get_group(request.group_id)) is None:
             error = ErrorCode.ILLEGAL_GENERATION if request.generation_id >= 0 else ErrorCode.NONE
         else:
@@ -221,7 +249,8 @@ class OffsetMetadataManager:
                                                request.generation_id)
         if error != ErrorCode.NONE:
             return self._fail(request, error, callback)
-        written, too_large = _values_with_metadata(request.offsets, self.group_manager.now_ms(), -1,
+        offsets, callback = self._checked(request.offsets, check, callback, ErrorCode.ILLEGAL_GENERATION)
+        written, too_large = _values_with_metadata(offsets, self.group_manager.now_ms(), -1,
                                                    self.config.offset_metadata_max_bytes)
         results: dict[TopicPartition, ErrorCode] = dict.fromkeys(written, ErrorCode.NONE)
         results.update(too_large)
@@ -236,6 +265,16 @@ class OffsetMetadataManager:
             callback(results)
 
         self.group_manager.write(TxnOffsetCommitRecords(request.group_id, written, producer_id, producer_epoch), on_written)
+
+    def end_transaction_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                               commit: bool) -> TxnMarkerRecords | None:
+        """The marker to write, or None (TRANSACTION_COORDINATOR_FENCED) for one from an older coordinator epoch
+        than the producer's last one here (kcoord.coordinator.txn_offsets), refused before anything is written."""
+        if not self.transactional.on_marker(producer_id, coordinator_epoch):
+            self.log.info("Refusing the marker of producer %d: coordinator epoch %d is older than the last one's",
+                          producer_id, coordinator_epoch)
+            return None
+        return TxnMarkerRecords(producer_id, producer_epoch, commit, coordinator_epoch)
 
     def replay_end_transaction_marker(self, producer_id: int, commit: bool) -> None:
         """The transaction's marker is durable: its pending offsets become committed, or are dropped."""

@@ -38,7 +38,8 @@ Offsets = dict[tuple[str, int], OffsetCommitValue]
 
 
 class PartitionState:
-    __slots__ = ("metadata", "offsets", "undecoded", "_decode_group", "consumer_records", "transactional")
+    __slots__ = ("metadata", "offsets", "undecoded", "_decode_group", "consumer_records", "transactional",
+                 "marker_epochs")
 
     def __init__(self, undecoded: dict | None = None,
                  decode_group: Callable[[str, object], tuple[bytes | None, Offsets]] | None = None) -> None:
@@ -51,6 +52,8 @@ class PartitionState:
         # producer id -> its transactional records with no marker yet at the end of the log read (a load
         # makes them pending; never in a checkpoint, whose offset stays before them)
         self.transactional: dict[int, list] = {}
+        # producer id -> the coordinator epoch of its last marker read (kcoord.coordinator.txn_offsets' fence)
+        self.marker_epochs: dict[int, int] = {}
 
     def __eq__(self, other) -> bool:  # decodes both first (tests compare states)
         if not isinstance(other, PartitionState):

@@ -244,8 +244,8 @@ class GroupCoordinatorService(ShardElections):
             return callback({(p.topic, p.partition): shard for p in request.offsets})
         shard.commit_transactional_offset(request, producer_id, producer_epoch, callback)
 
-    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                             callback: Callable[[ErrorCode], None]) -> None:
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                             commit: bool, callback: Callable[[ErrorCode], None]) -> None:
         """A transaction marker for `__consumer_offsets-<partition>` (GroupCoordinatorService.completeTransaction)."""
         if not self.active:
             return callback(E.COORDINATOR_NOT_AVAILABLE)
@@ -257,7 +257,7 @@ class GroupCoordinatorService(ShardElections):
                 return callback(E.NOT_COORDINATOR)
             shard = self.shards[partition] = self._new_shard(partition)
             shard.on_loaded()
-        shard.complete_transaction(producer_id, producer_epoch, commit, callback)
+        shard.complete_transaction(producer_id, producer_epoch, coordinator_epoch, commit, callback)
 
     # ------------------------------------------------------------ DescribeGroups, ListGroups, DeleteGroups
 

@@ -49,7 +49,6 @@ from kcoord.coordinator.results import (
 )
 from kcoord.coordinator.share.shard_ops import ShareGroupOperations
 from kcoord.coordinator.timers import Clock, Timer
-from kcoord.coordinator.txn_offsets import TxnMarkerRecords
 from kcoord.protocol.consumer_offsets import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -81,6 +80,7 @@ class GroupCoordinatorShard(ShareGroupOperations):
         self.consumer_manager.group_manager = self.group_manager  # online migration reads and hands over classic groups
         self.group_manager.is_consumer_group = self.consumer_manager.groups.__contains__
         self.offset_manager.consumer_groups = self.consumer_manager.groups
+        self.offset_manager.topic_id = self.consumer_manager.topic_id
         self._append_seq = itertools.count()
         # share groups (KIP-932), and ConsumerGroupHeartbeat bound to the consumer step itself (the hot path: no
         # frame of the shard's own) until a share group exists (share/shard_ops.py: group-type exclusivity)
@@ -182,8 +182,7 @@ class GroupCoordinatorShard(ShareGroupOperations):
                 else:  # what that replay leaves in a fresh shard, without the copy
                     self.offset_manager.offsets[group_id] = offsets
                     self.group_manager.ensure_group(group_id)
-        while state.transactional:  # transactions without a marker yet (once, whatever the slices)
-            self.offset_manager.transactional.replay_records(*state.transactional.popitem())
+        self.offset_manager.transactional.load(state)  # transactions without a marker yet, markers' epochs
         return self.classic_group_count()
 
     def load_consumer_groups(self, state: PartitionState) -> None:
@@ -333,11 +332,13 @@ class GroupCoordinatorShard(ShareGroupOperations):
 
         self.write(records, written)
 
-    def complete_transaction(self, producer_id: int, producer_epoch: int, commit: bool,
+    def complete_transaction(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,
                              then: Callable[[ErrorCode], None]) -> None:
-        """The transaction coordinator's marker for this partition (GroupCoordinatorShard.replayEndTransactionMarker
-        once durable): the producer's pending offsets are applied (COMMIT) or dropped (ABORT)."""
-        self.write(TxnMarkerRecords(producer_id, producer_epoch, commit), lambda error: then(map_write_error(error)))
+        """A transaction's marker (GroupCoordinatorShard.replayEndTransactionMarker): its offsets applied or dropped."""
+        marker = self.offset_manager.end_transaction_marker(producer_id, producer_epoch, coordinator_epoch, commit)
+        if marker is None:
+            return then(ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+        self.write(marker, lambda error: then(map_write_error(error)))
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
                        callback: Callable[[tuple[ErrorCode, dict[TopicPartition, ErrorCode]]], None]) -> None:

@@ -8,7 +8,15 @@ replayEndTransactionMarker and GroupCoordinatorShard.replayEndTransactionMarker,
   (the producer id and epoch in the batch header, as Kafka's coordinator runtime writes them);
   replaying them (live, once durable; or by a load that found no marker yet) makes them pending.
 * `TxnMarkerRecords` is the COMMIT/ABORT control batch the transaction coordinator's marker writes to
-  `__consumer_offsets-N`; replaying it applies or drops that producer's pending offsets.
+  `__consumer_offsets-N`, with that coordinator's epoch; replaying it applies or drops that producer's
+  pending offsets.
+* A marker from an older coordinator epoch than the producer's last one here is refused
+  (TRANSACTION_COORDINATOR_FENCED): Kafka's runtime appends the marker with its coordinator epoch
+  (CoordinatorRuntime.completeTransaction) and the log's ProducerAppendInfo.checkCoordinatorEpoch refuses
+  a zombie's. The last epoch per producer is taken at the append (as the log's producer state is) and
+  read back from the markers a load reads. In a cluster an elected shard reads its whole log; a single
+  node's load from a checkpoint does not read the markers it covers again, and forgets their fence
+  (Kafka keeps it in its producer snapshots) -- there, no other coordinator can have written one.
 * While a group has pending offsets for a partition, OffsetFetch with require_stable answers
   UNSTABLE_OFFSET_COMMIT for it, and the group is not expired.
 The loader (kcoord.coordinator.checkpoint_store) holds transactional records back until their marker, so a
@@ -62,12 +70,13 @@ class TxnOffsetCommitRecords(Sequence[Record]):
 class TxnMarkerRecords(Sequence[Record]):
     """The COMMIT/ABORT marker of one producer's transaction (a control batch, no data records)."""
 
-    __slots__ = ("producer_id", "producer_epoch", "commit")
+    __slots__ = ("producer_id", "producer_epoch", "commit", "coordinator_epoch")
 
-    def __init__(self, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    def __init__(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int = 0) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.commit = commit
+        self.coordinator_epoch = coordinator_epoch
 
     def __len__(self) -> int:
         return 0
@@ -76,7 +85,8 @@ class TxnMarkerRecords(Sequence[Record]):
         raise IndexError(index)
 
     def to_batch(self, compression: int = 0, timestamp_ms: int | None = None) -> bytes:
-        return end_txn_marker_batch(self.producer_id, self.producer_epoch, self.commit, timestamp_ms=timestamp_ms)
+        return end_txn_marker_batch(self.producer_id, self.producer_epoch, self.commit, self.coordinator_epoch,
+                                    timestamp_ms=timestamp_ms)
 
     def replay_into(self, shard) -> None:
         shard.offset_manager.replay_end_transaction_marker(self.producer_id, self.commit)
@@ -88,14 +98,31 @@ class PendingTransactionalOffsets:
     openTransactionsByGroup)."""
     by_producer: dict[int, dict[str, Offsets]]
     open_by_group: dict[str, set[int]]
+    coordinator_epochs: dict[int, int]  # producer id -> coordinator epoch of its last marker here
 
     def __init__(self) -> None:
         self.by_producer = {}
         self.open_by_group = {}
+        self.coordinator_epochs = {}
+
+    def on_marker(self, producer_id: int, coordinator_epoch: int) -> bool:
+        """A marker from `coordinator_epoch` is about to be written: False if it comes from a zombie (a newer
+        coordinator already wrote one), else its epoch is the producer's last one now."""
+        if self.coordinator_epochs.get(producer_id, -1) > coordinator_epoch:
+            return False
+        self.coordinator_epochs[producer_id] = coordinator_epoch
+        return True
 
     def replay_offsets(self, producer_id: int, group_id: str, values: Offsets) -> None:
         self.by_producer.setdefault(producer_id, {}).setdefault(group_id, {}).update(values)
         self.open_by_group.setdefault(group_id, set()).add(producer_id)
+
+    def load(self, state) -> None:
+        """What a load read (kcoord.coordinator.partition_state.PartitionState): its transactions without a
+        marker yet (once, whatever the slices) and the coordinator epochs of the markers it read."""
+        self.coordinator_epochs.update(state.marker_epochs)
+        while state.transactional:
+            self.replay_records(*state.transactional.popitem())
 
     def replay_records(self, producer_id: int, records) -> None:
         """Transactional (key, value) records read from the log by a load (their marker not yet seen)."""

@@ -143,6 +143,7 @@ message ConsumerGroupCurrentMemberAssignmentValue data valid=0 flexible=0+
 struct TopicPartitions
   TopicId uuid 0+
   Partitions []int32 0+
+  AssignmentEpochs []int32 0+ nullable=0+ default=null tag=0 tagged=0+
 
 message ShareGroupHeartbeatRequest request api=76 valid=1 flexible=1+
   GroupId string 1+

@@ -1,5 +1,5 @@
-"""FindCoordinator (api key 10): which node coordinates a group. On this single node: this node,
-for every group (every `__consumer_offsets` partition is led here).
+"""FindCoordinator (api key 10): which node coordinates a group, a transactional id or a share-partition.
+On a single node: this node, for every key (every `__consumer_offsets` partition is led here).
 
 Versions:
   v0: Key (a group id)
@@ -19,9 +19,10 @@ An internal topic not created yet is created through the controller with its rep
 AutoTopicCreationManager, the creation is started and COORDINATOR_NOT_AVAILABLE answered at once;
 with fewer registered brokers than that factor the controller refuses it, and FindCoordinator keeps
 answering COORDINATOR_NOT_AVAILABLE (KIP-115), the factor is never capped.
-The group coordinator follows that leadership (issue #27, kcoord.coordinator.runtime.elections): the node
-named here loads the group's shard when elected (its requests answer COORDINATOR_LOAD_IN_PROGRESS until
-then) and every other node answers the group's requests NOT_COORDINATOR.
+Both coordinators follow that leadership (kcoord.coordinator.runtime.elections for groups,
+kcoord.txn.runtime for transactions): the node named here loads the key's partition when elected (its
+requests answer COORDINATOR_LOAD_IN_PROGRESS until then) and every other node answers the key's requests
+NOT_COORDINATOR.
 """
 from __future__ import annotations
 

@@ -72,7 +72,7 @@ class MarkerWriter:
         every leader at once)."""
         data, offsets = await asyncio.gather(self._data(producer_id, epoch, commit, partitions, coordinator_epoch,
                                                         transaction_version),
-                                             self._offsets(producer_id, epoch, commit, partitions))
+                                             self._offsets(producer_id, epoch, commit, partitions, coordinator_epoch))
         return data | offsets
 
     async def _data(self, producer_id: int, epoch: int, commit: bool, partitions, coordinator_epoch: int,
@@ -123,10 +123,11 @@ class MarkerWriter:
             errors[tp] = error
         return errors
 
-    async def _offsets(self, producer_id: int, epoch: int, commit: bool, partitions) -> dict:
+    async def _offsets(self, producer_id: int, epoch: int, commit: bool, partitions, coordinator_epoch: int) -> dict:
         tps = sorted(p for p in partitions if p[0] == OFFSETS_TOPIC)
         groups = self.broker.group_coordinator
-        errors = await asyncio.gather(*(groups.complete_transaction(tp[1], producer_id, epoch, commit) for tp in tps))
+        errors = await asyncio.gather(*(groups.complete_transaction(tp[1], producer_id, epoch, coordinator_epoch, commit)
+                                        for tp in tps))
         for tp, error in zip(tps, errors, strict=True):
             if error != ErrorCode.NONE:
                 log.warning("writing a marker to %s-%d failed: %s", *tp, ErrorCode(error).name)

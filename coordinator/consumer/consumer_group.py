@@ -222,7 +222,8 @@ class ConsumerGroup:
                                       assigned_partitions=assigned if assigned is not None
                                       else r.assignment_of(v.assigned_partitions),
                                       partitions_pending_revocation=pending if pending is not None
-                                      else r.assignment_of(v.partitions_pending_revocation))
+                                      else r.assignment_of(v.partitions_pending_revocation),
+                                      assignment_epochs=r.assignment_epochs_of(v))
                 if v is not None or record.member_id in self.members:
                     self._update_member(old, new)
 

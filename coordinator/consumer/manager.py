@@ -12,6 +12,7 @@ the steps it calls, so none imports this module back.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -70,6 +71,11 @@ class ConsumerGroupManager:
         self.regex_refresh = RegexRefresh(self, self.subscriptions)  # regexes resolved in the background
         self.heartbeats = ConsumerGroupHeartbeat(self, self.regex_refresh)
         self.classic_members = ClassicMembers(self, self.heartbeats)
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """The topic's id in the current topics image (None: unknown)."""
+        found = self.topics.topic(name)
+        return None if found is None else found[0]
 
     # ------------------------------------------------------------ replay
 

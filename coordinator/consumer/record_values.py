@@ -6,7 +6,9 @@ Forming a group of n members writes O(n log n) of them; the generic codec builds
 record and per topic, then walks it. Assignments hold frozensets of partitions (member.Assignment). The bytes here are the codec's, field for field (tests compare
 them): int16 version 0; int32 member epoch, int32 previous epoch, int8 state (current assignment only);
 each partitions array compact (length + 1), a topic as its 16 id bytes, its int32 partitions compact,
-and an empty tagged-field section; an empty tagged-field section to end the value.
+and an empty tagged-field section; an empty tagged-field section to end the value. In a current
+assignment, each topic's tagged section holds its partitions' assignment epochs (KIP-1251's tagged
+AssignmentEpochs, tag 0: an int32 compact array in the order of the partitions).
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ class CurrentMemberAssignmentValue(NamedTuple):
     partitions_pending_revocation: list[TopicPartitions]
     assigned: dict | None = None  # as TargetAssignmentMemberValue.assignment, for the two fields
     pending: dict | None = None
+    epochs: dict | None = None  # the member's assignment_epochs these fields encode (None: not carried)
 
 
 def topic_partitions(assignment) -> list[TopicPartitions]:
@@ -95,10 +98,21 @@ def _id_bytes(topic_id: uuid.UUID) -> bytes:
     return encoded
 
 
-def _array(tps: list[TopicPartitions], parts: list) -> None:
+def _array(tps: list[TopicPartitions], parts: list, epochs: dict | None = None) -> None:
     parts.append(uvarint_bytes(len(tps) + 1))
     for topic_id, partitions in tps:
-        parts += (_id_bytes(topic_id), _partitions(partitions), EMPTY_TAGS)
+        parts += (_id_bytes(topic_id), _partitions(partitions),
+                  EMPTY_TAGS if epochs is None else _epoch_tags(partitions, epochs.get(topic_id, {})))
+
+
+_ONE_TAG = uvarint_bytes(1) + uvarint_bytes(0)  # one tagged field, tag 0 (AssignmentEpochs)
+
+
+def _epoch_tags(partitions: frozenset[int], epochs: dict[int, int]) -> bytes:
+    """The tagged section of a topic: its partitions' assignment epochs, in the partitions' (sorted) order."""
+    n = len(partitions)
+    payload = uvarint_bytes(n + 1) + fixed_struct(f"{n}i").pack(*(epochs.get(p, 0) for p in sorted(partitions)))
+    return _ONE_TAG + uvarint_bytes(len(payload)) + payload
 
 
 _ONE_TOPIC, _NO_TOPICS = uvarint_bytes(2), uvarint_bytes(1)
@@ -117,15 +131,17 @@ def encode_target(value: TargetAssignmentMemberValue) -> bytes:
 
 
 def encode_current_one(member_epoch: int, previous_member_epoch: int, state: int, topic_id: uuid.UUID,
-                       partitions: frozenset[int]) -> bytes:
-    """encode_current of an assignment of one topic's partitions, with none pending revocation."""
+                       partitions: frozenset[int], epochs: dict[int, int]) -> bytes:
+    """encode_current of an assignment of one topic's partitions (`epochs`: theirs), none pending revocation."""
     return b"".join((_VERSION_0, _EPOCHS.pack(member_epoch, previous_member_epoch, state), _ONE_TOPIC,
-                     _id_bytes(topic_id), _partitions(partitions), EMPTY_TAGS, _NO_TOPICS, EMPTY_TAGS))
+                     _id_bytes(topic_id), _partitions(partitions), _epoch_tags(partitions, epochs), _NO_TOPICS,
+                     EMPTY_TAGS))
 
 
 def encode_current(value: CurrentMemberAssignmentValue) -> bytes:
     parts = [_VERSION_0, _EPOCHS.pack(value.member_epoch, value.previous_member_epoch, value.state)]
-    _array(value.assigned_partitions, parts)
-    _array(value.partitions_pending_revocation, parts)
+    epochs = value.epochs or {}
+    _array(value.assigned_partitions, parts, epochs)
+    _array(value.partitions_pending_revocation, parts, epochs)
     parts.append(EMPTY_TAGS)
     return b"".join(parts)

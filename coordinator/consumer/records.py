@@ -21,7 +21,12 @@ import uuid
 from typing import NamedTuple
 
 from kcoord.coordinator.consumer import record_values as rv
-from kcoord.coordinator.consumer.member import Assignment, ClassicMemberMetadata, ConsumerGroupMember
+from kcoord.coordinator.consumer.member import (
+    Assignment,
+    ClassicMemberMetadata,
+    ConsumerGroupMember,
+    carried_assignment_epochs,
+)
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import DecodeError
 from kcoord.protocol.primitives import string16
@@ -124,6 +129,25 @@ def decode(key, value) -> ConsumerRecord:
 
 # ---------------------------------------------------------------- assignments
 
+def assignment_epochs_of(value) -> dict[uuid.UUID, dict[int, int]]:
+    """The assignment epochs a CurrentMemberAssignment value holds (KIP-1251's tagged AssignmentEpochs);
+    a topic written without them (before Kafka 4.3) counts from the record's member epoch, never below 0
+    (Kafka's Utils.assignmentFromTopicPartitions default)."""
+    carried = getattr(value, "epochs", None)
+    if carried is not None:
+        return carried
+    default = max(value.member_epoch, 0)
+    out: dict[uuid.UUID, dict[int, int]] = {}
+    for tp in [*(value.assigned_partitions or ()), *(value.partitions_pending_revocation or ())]:
+        if not tp.partitions:
+            continue
+        epochs = getattr(tp, "assignment_epochs", None) or ()
+        topic = out.setdefault(tp.topic_id, {})
+        for i, p in enumerate(tp.partitions):
+            topic[p] = epochs[i] if i < len(epochs) else default
+    return out
+
+
 def assignment_of(topic_partitions) -> Assignment:
     out: dict[uuid.UUID, frozenset[int]] = {}
     for tp in topic_partitions or ():
@@ -217,19 +241,23 @@ def target_member_tombstone(group_id: str, member_id: str):
 
 def current_assignment_record(group_id: str, member: ConsumerGroupMember):
     assigned, pending = member.assigned_partitions, member.partitions_pending_revocation
+    if not member.assignment_epochs and (assigned or pending):  # a member made whole, not by replace()
+        member = member.replace(assignment_epochs=carried_assignment_epochs({}, assigned, pending,
+                                                                            member.member_epoch))
     if not pending and len(assigned) == 1:  # most: partitions of one topic, none being revoked
         ((topic_id, partitions),) = assigned.items()
         if partitions and type(partitions) is frozenset:
             value = rv.CurrentMemberAssignmentValue(member.member_epoch, member.previous_member_epoch,
                                                     member.state, [rv.TopicPartitions(topic_id, partitions)],
-                                                    [], assigned, pending)
+                                                    [], assigned, pending, member.assignment_epochs)
             return _written(CURRENT_ASSIGNMENT, group_id, member.member_id, value,
                             encoded=rv.encode_current_one(value.member_epoch, value.previous_member_epoch,
-                                                          value.state, topic_id, partitions))
+                                                          value.state, topic_id, partitions,
+                                                          member.assignment_epochs.get(topic_id, {})))
     assigned_tps, pending_tps = rv.topic_partitions(assigned), rv.topic_partitions(pending)
     value = rv.CurrentMemberAssignmentValue(member.member_epoch, member.previous_member_epoch, member.state,
                                             assigned_tps, pending_tps, rv.as_replayed(assigned, assigned_tps),
-                                            rv.as_replayed(pending, pending_tps))
+                                            rv.as_replayed(pending, pending_tps), member.assignment_epochs)
     return _written(CURRENT_ASSIGNMENT, group_id, member.member_id, value, encoded=rv.encode_current(value))
 
 

@@ -327,10 +327,12 @@ class GroupRuntime(ElectedShards):
         self.service.txn_commit_offsets(request, producer_id, producer_epoch, reply)
         return reply
 
-    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> Reply:
-        """A transaction marker written to `__consumer_offsets-<partition>` and replayed: awaits the error."""
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                             commit: bool) -> Reply:
+        """A transaction marker written to `__consumer_offsets-<partition>` and replayed: awaits the error
+        (TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch; runtime.scheduleTransactionCompletion)."""
         reply = Reply()
-        self.service.complete_transaction(partition, producer_id, producer_epoch, commit, reply)
+        self.service.complete_transaction(partition, producer_id, producer_epoch, coordinator_epoch, commit, reply)
         return reply
 
     def fetch_offsets(self, group_id: str, partitions, require_stable: bool, member_id: str | None = None,

@@ -8,9 +8,17 @@ times in the samples are the recorder's, seconds since the run began.
   an OffsetFetch sent later never answers less (Kafka: a group's committed offsets only move forward
   unless reset by an admin, which this run never does);
 - two_leaders_at_one_epoch: a partition's leader epoch names one leader, whichever node is asked
-  (KRaft's PartitionChangeBuilder bumps the epoch on every leader change)."""
+  (KRaft's PartitionChangeBuilder bumps the epoch on every leader change);
+- two_active_coordinators_at_one_epoch: at one coordinator epoch (the leader epoch of the group's
+  `__consumer_offsets` partition, which Kafka's GroupCoordinatorService.onElection takes as the shard's
+  epoch) at most one node serves the group; a node that does not own the shard answers NOT_COORDINATOR
+  (CoordinatorRuntime.scheduleReadOperation / scheduleWriteOperation on a shard not loaded here);
+- duplicates_outside_uncommitted_window: a record a group consumes a second time lies at or after the
+  highest offset committed (acknowledged) before the last coordinator kill preceding that consumption:
+  a new coordinator serves every acknowledged commit, so consumers never resume below one."""
 from __future__ import annotations
 
+import bisect
 import collections
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -46,6 +54,35 @@ class LeaderSample:
     partition: int
     leader: int
     epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorSample:
+    """Node `via` asked about the group at time `t`: whether it served it as coordinator (`active`: the
+    answer was not NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS), and the leader epoch of the group's
+    `__consumer_offsets` partition it reported in Metadata both just before and just after (a sample is
+    taken only when the two agree)."""
+    t: float
+    via: int
+    active: bool
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Consumed:
+    """A group member consumed `partition`@`offset`, seen at `t`."""
+    t: float
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """`offset` (the next to consume) of `partition` was known committed at `t`: a commit the member saw
+    acknowledged, or an OffsetFetch answer."""
+    t: float
+    partition: int
+    offset: int
 
 
 def lost_writes(acks: Iterable[Ack], records: Iterable[Record]) -> list[str]:
@@ -91,5 +128,47 @@ def two_leaders_at_one_epoch(samples: Iterable[LeaderSample]) -> list[str]:
             for (topic, partition, epoch), by in sorted(leaders.items()) if len(by) > 1]
 
 
-__all__ = ["Ack", "LeaderSample", "OffsetSample", "committed_offset_regressions", "duplicate_writes",
-           "lost_writes", "two_leaders_at_one_epoch"]
+def two_active_coordinators_at_one_epoch(samples: Iterable[CoordinatorSample]) -> list[str]:
+    active: dict[int, dict[int, CoordinatorSample]] = collections.defaultdict(dict)
+    for s in samples:
+        if s.active:
+            active[s.epoch].setdefault(s.via, s)
+    return [f"coordinator epoch {epoch}: served by nodes "
+            + ", ".join(f"{via} (at {s.t:.3f} s)" for via, s in sorted(by.items()))
+            for epoch, by in sorted(active.items()) if len(by) > 1]
+
+
+def duplicates_outside_uncommitted_window(consumed: Iterable[Consumed], committed: Iterable[Committed],
+                                          kills: Iterable[float]) -> list[str]:
+    """Problems: a record consumed again (its second and later consumptions, in time order) below the
+    highest offset of its partition known committed before the last kill preceding that consumption."""
+    kill_times = sorted(kills)
+    commits = sorted(committed, key=lambda c: c.t)
+    floors: list[dict[int, int]] = []  # per kill: partition -> highest committed before it
+    for kill in kill_times:
+        floor: dict[int, int] = {}
+        for c in commits:
+            if c.t >= kill:
+                break
+            floor[c.partition] = max(floor.get(c.partition, -1), c.offset)
+        floors.append(floor)
+    seen: set[tuple[int, int]] = set()
+    problems = []
+    for c in sorted(consumed, key=lambda c: c.t):
+        key = (c.partition, c.offset)
+        if key not in seen:
+            seen.add(key)
+            continue
+        k = bisect.bisect_right(kill_times, c.t) - 1
+        if k < 0:
+            continue
+        floor = floors[k].get(c.partition, -1)
+        if c.offset < floor:
+            problems.append(f"p{c.partition}@{c.offset} consumed again at {c.t:.3f} s, below {floor}, committed "
+                            f"before the kill at {kill_times[k]:.3f} s")
+    return problems
+
+
+__all__ = ["Ack", "Committed", "Consumed", "CoordinatorSample", "LeaderSample", "OffsetSample",
+           "committed_offset_regressions", "duplicate_writes", "duplicates_outside_uncommitted_window",
+           "lost_writes", "two_active_coordinators_at_one_epoch", "two_leaders_at_one_epoch"]

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from tests.cluster.nemesis_checks import (
     Ack,
+    Committed,
+    Consumed,
+    CoordinatorSample,
     LeaderSample,
     OffsetSample,
     committed_offset_regressions,
     duplicate_writes,
+    duplicates_outside_uncommitted_window,
     lost_writes,
+    two_active_coordinators_at_one_epoch,
     two_leaders_at_one_epoch,
 )
 
@@ -62,3 +67,39 @@ def test_two_leaders_at_one_epoch_are_reported():
                LeaderSample(0.2, 3, "t", 1, 3, 3)]
     assert two_leaders_at_one_epoch(samples) == [
         "t-0 epoch 3: leaders 1 (node 1 said so at 0.000 s), 3 (node 3 said so at 0.200 s)"]
+
+
+def test_one_active_coordinator_per_epoch_holds_across_a_move():
+    samples = [CoordinatorSample(1.0, 1, True, 3), CoordinatorSample(1.0, 2, False, 3),
+               CoordinatorSample(2.0, 1, True, 3), CoordinatorSample(5.0, 2, True, 4),
+               CoordinatorSample(5.1, 1, False, 4), CoordinatorSample(5.2, 3, False, 3)]  # 3 lags: not active
+    assert two_active_coordinators_at_one_epoch(samples) == []
+
+
+def test_two_nodes_serving_the_group_at_one_epoch_are_reported():
+    samples = [CoordinatorSample(1.0, 1, True, 3), CoordinatorSample(4.0, 2, True, 3),
+               CoordinatorSample(4.5, 2, True, 4), CoordinatorSample(4.6, 2, True, 3)]
+    assert two_active_coordinators_at_one_epoch(samples) == [
+        "coordinator epoch 3: served by nodes 1 (at 1.000 s), 2 (at 4.000 s)"]
+
+
+def test_duplicates_after_the_last_commit_before_the_kill_are_within_the_window():
+    consumed = [Consumed(1.0, 0, o) for o in range(10)] + [Consumed(6.0, 0, o) for o in range(7, 12)]
+    committed = [Committed(2.0, 0, 7), Committed(8.0, 0, 12)]
+    assert duplicates_outside_uncommitted_window(consumed, committed, kills=[5.0]) == []
+
+
+def test_a_duplicate_below_an_acknowledged_commit_is_reported():
+    consumed = [Consumed(1.0, 0, o) for o in range(10)] + [Consumed(6.0, 0, o) for o in range(5, 10)]
+    committed = [Committed(2.0, 0, 7), Committed(5.5, 0, 10), Committed(1.5, 1, 99)]
+    assert duplicates_outside_uncommitted_window(consumed, committed, kills=[5.0]) == [
+        "p0@5 consumed again at 6.000 s, below 7, committed before the kill at 5.000 s",
+        "p0@6 consumed again at 6.000 s, below 7, committed before the kill at 5.000 s"]
+
+
+def test_duplicates_before_any_kill_and_commits_after_it_do_not_count():
+    consumed = [Consumed(1.0, 0, 0), Consumed(2.0, 0, 0), Consumed(7.0, 0, 0)]
+    committed = [Committed(6.0, 0, 1)]  # acknowledged after the kill: the window still starts at 0
+    assert duplicates_outside_uncommitted_window(consumed, committed, kills=[5.0]) == []
+    assert duplicates_outside_uncommitted_window(consumed, committed, kills=[5.0, 6.5]) == [
+        "p0@0 consumed again at 7.000 s, below 1, committed before the kill at 6.500 s"]

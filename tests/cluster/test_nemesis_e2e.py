@@ -4,7 +4,8 @@ committing what it consumed, while a seeded nemesis picks a node and a fault, ov
 a restart on its data), SIGSTOP past its lease (then SIGCONT), or its links cut -- from etcd and the
 other nodes, from etcd only, from the other nodes only, from one other node; blackholed or reset -- then
 healed; or etcd itself SIGKILLed (then restarted on its data). The first
-fault hits the group coordinator's node. A sampler asks every node for Metadata and the group's
+fault hits the group coordinator's node. A sampler asks every node for Metadata, every node for the group's
+offsets (which only its coordinator serves: at most one node per coordinator epoch), and the group's
 coordinator for OffsetFetch all along. Then every fault is lifted, the ISR fills, everything is read back.
 
 One run per module (a module-scoped fixture); each property of tests/cluster/nemesis_checks.py is a test
@@ -25,14 +26,17 @@ import pytest
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.client import KafkaWireClient
+from kcoord.protocol.consumer_offsets import partition_for
 from kcoord.protocol.errors import ErrorCode
 from tests.cluster.nemesis_checks import (
     Ack,
+    CoordinatorSample,
     LeaderSample,
     OffsetSample,
     committed_offset_regressions,
     duplicate_writes,
     lost_writes,
+    two_active_coordinators_at_one_epoch,
     two_leaders_at_one_epoch,
 )
 from tests.cluster.replication_checks import History, Producer, check_identical_replicas, read_all, wait_until
@@ -53,6 +57,7 @@ class Run:
     ends: dict[int, int] = field(default_factory=dict)
     offsets: list[OffsetSample] = field(default_factory=list)
     leaders: list[LeaderSample] = field(default_factory=list)
+    coordinators: list[CoordinatorSample] = field(default_factory=list)
     replica_problems: list[str] = field(default_factory=list)
     crashes: list[str] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
@@ -105,8 +110,10 @@ class Committer(threading.Thread):
 
 
 class Sampler(threading.Thread):
-    """Every 250 ms: Metadata from every node (TOPIC and __consumer_offsets), and OffsetFetch of GROUP from
-    its coordinator. A node that does not answer within a second (paused, killed) is skipped."""
+    """Every 250 ms: Metadata from every node (TOPIC and __consumer_offsets) with an OffsetFetch of GROUP
+    sent to that same node between it and a second Metadata (a CoordinatorSample when both name the same
+    epoch for the group's partition), and OffsetFetch of GROUP from its coordinator. A node that does not
+    answer within a second (paused, killed) is skipped."""
 
     def __init__(self, cluster, run: Run) -> None:
         super().__init__(name="sampler", daemon=True)
@@ -127,14 +134,21 @@ class Sampler(threading.Thread):
         request = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=t)
                                             for t in (TOPIC, "__consumer_offsets")],
                                     allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        R = m.OffsetFetchRequest
         try:
             with KafkaWireClient.connect(address, timeout=1.0) as client:
                 response = client.request(request, version=12)
+                t = self.now()
+                served = client.request(R(groups=[R.OffsetFetchRequestGroup(group_id=GROUP, topics=None)],
+                                          require_stable=False), version=8).groups[0].error_code
+                after = client.request(request, version=12)
         except Exception:  # down, paused, killed: no sample
             return
-        t = self.now()
         self.run_.leaders += [LeaderSample(t, node_id, topic.name, p.partition_index, p.leader_id, p.leader_epoch)
                               for topic in response.topics if topic.error_code == 0 for p in topic.partitions]
+        epochs = [_group_partition_epoch(r) for r in (response, after)]
+        if epochs[0] is not None and epochs[0] == epochs[1]:
+            self.run_.coordinators.append(CoordinatorSample(t, node_id, served == ErrorCode.NONE, epochs[0]))
 
     def _offsets(self) -> None:
         sent = self.now()
@@ -146,6 +160,15 @@ class Sampler(threading.Thread):
             return
         answered = self.now()
         self.run_.offsets += [OffsetSample(sent, answered, p, committed.get(p, -1)) for p in range(PARTITIONS)]
+
+
+def _group_partition_epoch(response) -> int | None:
+    """The leader epoch of GROUP's `__consumer_offsets` partition in a Metadata response (None: not there)."""
+    for topic in response.topics:
+        if topic.name == "__consumer_offsets" and topic.error_code == 0 and topic.partitions:
+            wanted = partition_for(GROUP, len(topic.partitions))
+            return next((p.leader_epoch for p in topic.partitions if p.partition_index == wanted), None)
+    return None
 
 
 def _offset_fetch(cluster) -> dict[int, int] | None:
@@ -293,6 +316,11 @@ def test_never_two_leaders_at_one_leader_epoch(run):
 
 def test_replicas_are_identical_up_to_the_high_watermark(run):
     run.fail(run.replica_problems)
+
+
+def test_never_two_active_coordinators_at_one_epoch(run):
+    assert any(s.active for s in run.coordinators), "no node was ever seen serving the group"
+    run.fail(two_active_coordinators_at_one_epoch(run.coordinators))
 
 
 def test_committed_offsets_never_regress(run):

@@ -25,7 +25,7 @@ def txn_commit(ctx, group, offset, pid=1, epoch=0, generation=-1, member="") -> 
 
 def marker(ctx, group, pid, commit, epoch=0) -> E:
     cap = Capture()
-    ctx.gc.complete_transaction(ctx.gc.partition_for(group), pid, epoch, commit, cap)
+    ctx.gc.complete_transaction(ctx.gc.partition_for(group), pid, epoch, 0, commit, cap)
     return cap.result
 
 
@@ -104,6 +104,54 @@ def test_load_applies_committed_drops_aborted_keeps_open_pending(tmp_path):
     assert {tp: v.offset for tp, v in shard.offset_manager.committed("g").items()} == {("t", 0): 10}
     assert shard.offset_manager.transactional.partitions("g") == {("t", 2)}
     cap = Capture()
-    shard.complete_transaction(3, 0, True, cap)
+    shard.complete_transaction(3, 0, 0, True, cap)
     assert cap.result == E.NONE
     assert {tp: v.offset for tp, v in shard.offset_manager.committed("g").items()} == {("t", 0): 10, ("t", 2): 30}
+
+
+def test_a_marker_from_an_older_coordinator_epoch_is_refused_and_changes_nothing():
+    """GroupCoordinatorService.completeTransaction / CoordinatorRuntime.completeTransaction append the marker
+    with the transaction coordinator's epoch; the log's ProducerAppendInfo.checkCoordinatorEpoch refuses one
+    older than the producer's last (TransactionCoordinatorFencedException). Equal epochs pass (a retry)."""
+    ctx = CoordinatorContext()
+    assert txn_commit(ctx, "g", 5, pid=1) == {TP: E.NONE}
+    cap = Capture()
+    ctx.gc.complete_transaction(ctx.gc.partition_for("g"), 1, 0, 7, False, cap)  # coordinator epoch 7 aborts
+    assert cap.result == E.NONE
+    assert txn_commit(ctx, "g", 6, pid=1) == {TP: E.NONE}
+    appends_before = len(ctx.writer.appends)
+    cap = Capture()
+    ctx.gc.complete_transaction(ctx.gc.partition_for("g"), 1, 0, 6, True, cap)  # a zombie's commit
+    assert cap.result == E.TRANSACTION_COORDINATOR_FENCED
+    assert len(ctx.writer.appends) == appends_before  # nothing written
+    assert fetch(ctx, "g") == (E.UNSTABLE_OFFSET_COMMIT, -1)  # still pending, not applied
+    cap = Capture()
+    ctx.gc.complete_transaction(ctx.gc.partition_for("g"), 1, 0, 7, True, cap)
+    assert cap.result == E.NONE
+    assert fetch(ctx, "g") == (E.NONE, 6)
+
+
+def test_a_load_reads_the_coordinator_epochs_back_from_the_markers(tmp_path):
+    """What a new group coordinator knows after a failover: the markers it reads while loading carry their
+    coordinator epochs (EndTransactionMarker's value), so a zombie's marker is still refused."""
+    log = PartitionLog(str(tmp_path / "__consumer_offsets-0"), "__consumer_offsets", 0, LogConfig())
+    log.append(bytearray(TxnOffsetCommitRecords("g", {("t", 0): _value(10)}, 1, 0).to_batch()))
+    log.append(bytearray(TxnMarkerRecords(1, 0, True, 4).to_batch()))
+    log.append(bytearray(TxnMarkerRecords(2, 0, False, 2).to_batch()))
+    log.append(bytearray(TxnMarkerRecords(1, 0, False, 3).to_batch()))  # not a regression of the highest
+    service = GroupCoordinatorService(clock=ManualClock(), writer=RecordingWriter())
+
+    def load_partition(partition, tail, state, keep):
+        state.replay(tail, service.log)
+        service.begin_load(partition).load(state, keep)
+        service.complete_load(partition)
+
+    checkpoint_store.load(log, 0, 0, load_partition, use_checkpoint=False)
+    shard = service.shards[0]
+    assert shard.offset_manager.transactional.coordinator_epochs == {1: 4, 2: 2}
+    results = []
+    shard.complete_transaction(1, 0, 3, True, results.append)
+    shard.complete_transaction(2, 0, 1, True, results.append)
+    assert results == [E.TRANSACTION_COORDINATOR_FENCED, E.TRANSACTION_COORDINATOR_FENCED]
+    shard.complete_transaction(2, 0, 2, True, results.append)
+    assert results[2:] == [E.NONE]

@@ -88,7 +88,7 @@ class TxnOffsetsMachine(RuleBasedStateMachine):
     @rule(pid=st.sampled_from(PRODUCERS), commit=st.booleans(), fail=st.booleans())
     def marker(self, pid, commit, fail):
         self._maybe_failing(fail, lambda: self.ctx.gc.complete_transaction(
-            self.ctx.gc.partition_for(GROUP), pid, 0, commit, Capture()))
+            self.ctx.gc.partition_for(GROUP), pid, 0, 0, commit, Capture()))
 
     @rule(partition=st.integers(0, 2), offset=st.integers(0, 99), fail=st.booleans())
     def plain_commit(self, partition, offset, fail):

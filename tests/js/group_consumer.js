@@ -22,7 +22,8 @@ const emit = (event) => process.stdout.write(JSON.stringify(event) + '\n')
 
 async function main () {
   const kafka = new Kafka({
-    clientId, brokers: bootstrap.split(','), logLevel: logLevel.NOTHING,
+    clientId, brokers: bootstrap.split(','), logLevel: process.env.KAFKAJS_DEBUG ? logLevel.DEBUG : logLevel.NOTHING,
+    logCreator: () => ({ level, log }) => process.stderr.write(JSON.stringify({ t: Date.now(), level, ...log }) + '\n'),
     retry: { initialRetryTime: 100, retries: 30 }, ...security(JSON.parse(securityJson))
   })
   const consumer = kafka.consumer({ groupId, sessionTimeout: 6000, heartbeatInterval: 1500 })

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 from tests.security import client_settings
@@ -74,6 +75,7 @@ class ConsumerProcess:
                     self.stderr_lines.append(line)
             event = parser(line) if parser else None
             if event is not None:
+                event["_t"] = time.monotonic()  # when it was read: just after the client did it
                 with self._lock:
                     self.events.append(event)
 
@@ -94,6 +96,14 @@ class ConsumerProcess:
 
     def records(self) -> list[tuple[int, int, str | None]]:
         return [(e["p"], e["o"], e.get("k")) for e in self._of("rec")]
+
+    def records_at(self) -> list[tuple[float, int, int]]:
+        """(time read, partition, offset) of every record consumed (time.monotonic())."""
+        return [(e["_t"], e["p"], e["o"]) for e in self._of("rec")]
+
+    def commits_at(self) -> list[tuple[float, int, int]]:
+        """(time read, partition, next offset) of every commit the client saw acknowledged."""
+        return [(e["_t"], int(p), o) for e in self._of("committed") for p, o in e["offsets"].items()]
 
     def committed(self) -> dict[int, int]:
         out: dict[int, int] = {}

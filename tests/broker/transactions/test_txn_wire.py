@@ -268,13 +268,13 @@ def test_describe_producers(raw):
     assert end_txn(raw, "t-producers", pid, epoch, True) == E.NONE
 
 
-def _write_marker(raw, pid, epoch, commit, partitions):
+def _write_marker(raw, pid, epoch, commit, partitions, coordinator_epoch=0):
     Rq = m.WriteTxnMarkersRequest
     topics = {}
     for t, p in partitions:
         topics.setdefault(t, []).append(p)
     resp = raw.request(27, 1, Rq(markers=[Rq.WritableTxnMarker(
-        producer_id=pid, producer_epoch=epoch, transaction_result=commit, coordinator_epoch=0,
+        producer_id=pid, producer_epoch=epoch, transaction_result=commit, coordinator_epoch=coordinator_epoch,
         topics=[Rq.WritableTxnMarker.WritableTxnMarkerTopic(name=t, partition_indexes=ps) for t, ps in topics.items()])]))
     return {(t.name, p.partition_index): p.error_code for t in resp.markers[0].topics for p in t.partitions}
 
@@ -301,3 +301,17 @@ def test_write_txn_markers_aborts_a_hanging_transaction(raw):
     assert _write_marker(raw, pid, epoch, False, [("wire", 0)]) == {("wire", 0): E.NONE}
     assert _latest(raw, 1) == _latest(raw, 0)
     assert end_txn(raw, "t-hanging", pid, epoch, False) == E.NONE  # the coordinator's side, cleaned up
+
+
+def test_write_txn_markers_to_consumer_offsets_refuses_an_older_coordinator_epoch(raw):
+    """A marker into `__consumer_offsets` goes to the group coordinator with its coordinator epoch
+    (KafkaApis.handleWriteTxnMarkersRequest -> GroupCoordinatorService.completeTransaction ->
+    CoordinatorRuntime.scheduleTransactionCompletion, which appends the marker with it; the log's
+    ProducerAppendInfo.checkCoordinatorEpoch refuses an older one): TRANSACTION_COORDINATOR_FENCED for the
+    older epoch, the same epoch again passes. A producer id no transactional id uses, so the broker's own
+    transaction coordinator never writes for it."""
+    pid, offsets = 2**40 + 17, ("__consumer_offsets", 0)
+    assert _write_marker(raw, pid, 0, False, [offsets], coordinator_epoch=1000) == {offsets: E.NONE}
+    assert _write_marker(raw, pid, 0, True, [offsets], coordinator_epoch=999) == {
+        offsets: E.TRANSACTION_COORDINATOR_FENCED}
+    assert _write_marker(raw, pid, 0, True, [offsets], coordinator_epoch=1000) == {offsets: E.NONE}

@@ -158,3 +158,73 @@ def test_unloading_a_shard_forgets_its_consumer_groups_and_timers(ctx):
     ctx.gc.load_partition(partition, records)  # another coordinator takes it over: a fresh session
     assert ctx.clock.timers.is_scheduled(("consumer-session", "g", a.member_id))
     assert ctx.heartbeat("g", a.member_id, 1).error == E.NONE
+
+
+def _current_assignments(ctx, member_id: str) -> list:
+    """The CurrentMemberAssignment values written for `member_id`, decoded from their bytes."""
+    from kcoord.coordinator.consumer import records as r
+
+    out = []
+    for key, value, *_ in ctx.writer.records:
+        if key[:2] == b"\x00\x08" and value is not None:
+            decoded = r.decode(key, value)
+            if decoded.member_id == member_id:
+                out.append(decoded.value)
+    return out
+
+
+def test_kip1251_commit_from_an_older_epoch_is_checked_per_partition(ctx):
+    """KIP-1251 (Kafka 4.3: ConsumerGroup.validateOffsetCommit, createAssignmentEpochValidator; the tagged
+    AssignmentEpochs of ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions written by
+    GroupCoordinatorRecordHelpers): a partition keeps the epoch it was assigned at, and a commit from an
+    epoch between that and the member's current one is accepted for it; a partition assigned later answers
+    STALE_MEMBER_EPOCH alone; an epoch above the member's refuses the whole commit."""
+    from kcoord.coordinator.consumer import records as r
+    from kcoord.coordinator.results import OffsetCommit, OffsetCommitRequestPartition
+    from kcoord.coordinator.testing import Capture
+
+    def commit(member_id, epoch, partitions, transactional=False):
+        offsets = [OffsetCommitRequestPartition(t, p, 7, -1, None) for t, p in partitions]
+        capture = Capture()
+        if transactional:
+            ctx.gc.txn_commit_offsets(OffsetCommit("g", member_id, None, epoch, offsets, -1, 3), 5, 0, capture)
+        else:
+            ctx.gc.commit_offsets(OffsetCommit("g", member_id, None, epoch, offsets, -1, 9), capture)
+        return capture.result
+
+    a = ctx.heartbeat("g", "", 0, topics=["foo"])
+    assert a.member_epoch == 1
+    foo, bar = ctx.topic_id("foo"), ctx.topic_id("bar")
+    moved = ctx.heartbeat("g", a.member_id, 1, topics=["foo", "bar"], owned={foo: list(range(6))})
+    assert moved.member_epoch == 2
+    last = _current_assignments(ctx, a.member_id)[-1]
+    assert (last.member_epoch, last.previous_member_epoch) == (2, 1)
+    assert {(tp.topic_id, tuple(tp.partitions), tuple(tp.assignment_epochs)) for tp in last.assigned_partitions} == {
+        (foo, (0, 1, 2, 3, 4, 5), (1, 1, 1, 1, 1, 1)), (bar, (0, 1, 2), (2, 2, 2))}
+    assert r.assignment_epochs_of(last) == {foo: dict.fromkeys(range(6), 1), bar: dict.fromkeys(range(3), 2)}
+
+    # the commit raced the heartbeat that moved the member to epoch 2: what it held at epoch 1 is accepted
+    assert commit(a.member_id, 1, [("foo", 0), ("bar", 0)]) == {("foo", 0): E.NONE, ("bar", 0): E.STALE_MEMBER_EPOCH}
+    assert ctx.offsets("g")[("foo", 0)].offset == 7 and ("bar", 0) not in ctx.offsets("g")
+    assert commit(a.member_id, 2, [("foo", 1), ("bar", 1)]) == {("foo", 1): E.NONE, ("bar", 1): E.NONE}
+    assert commit(a.member_id, 3, [("foo", 2)]) == {("foo", 2): E.STALE_MEMBER_EPOCH}  # newer than the member's
+    assert commit(a.member_id, 1, [("nope", 0)]) == {("nope", 0): E.STALE_MEMBER_EPOCH}  # never assigned
+    # TxnOffsetCommit: the same check, a refused partition answering ILLEGAL_GENERATION
+    assert commit(a.member_id, 1, [("foo", 3), ("bar", 2)], transactional=True) == {
+        ("foo", 3): E.NONE, ("bar", 2): E.ILLEGAL_GENERATION}
+
+
+def test_kip1251_a_partition_given_up_and_given_back_takes_the_new_epoch(ctx):
+    """CurrentAssignmentBuilder.computeNextAssignment (KIP-1251): a partition revoked and later assigned
+    again counts from its new assignment, so a commit from the epoch before is refused for it."""
+    from kcoord.coordinator.consumer.member import ConsumerGroupMember
+
+    t = ctx.topic_id("foo")
+    member = ConsumerGroupMember("m", member_epoch=3, assigned_partitions={t: frozenset({0, 1})})
+    revoking = member.replace(member_epoch=3, assigned_partitions={t: frozenset({0})},
+                              partitions_pending_revocation={t: frozenset({1})})
+    assert revoking.assignment_epochs == {t: {0: 3, 1: 3}}  # revoking keeps its epoch until given up
+    gone = revoking.replace(member_epoch=5, partitions_pending_revocation={})
+    back = gone.replace(member_epoch=8, assigned_partitions={t: frozenset({0, 1})})
+    assert (gone.assignment_epochs, back.assignment_epochs) == ({t: {0: 3}}, {t: {0: 3, 1: 8}})
+    assert (back.assignment_epoch(t, 0), back.assignment_epoch(t, 1), back.assignment_epoch(t, 2)) == (3, 8, None)

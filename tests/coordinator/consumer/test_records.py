@@ -25,9 +25,22 @@ def test_current_assignment_record():
                                  assigned_partitions={T: frozenset({1})}, partitions_pending_revocation={T: frozenset({2, 0})})
     key, value, _ = r.current_assignment_record("g", member)
     assert key == b"\x00\x08" + b"\x00\x01g" + b"\x00\x01m"
-    topic_partitions = lambda *ps: T.bytes + bytes([len(ps) + 1]) + b"".join(p.to_bytes(4, "big") for p in ps) + b"\x00"  # noqa: E731
+    ints = lambda xs: bytes([len(xs) + 1]) + b"".join(x.to_bytes(4, "big") for x in xs)  # noqa: E731
+
+    def topic_partitions(partitions, epochs):  # KIP-1251: AssignmentEpochs, tag 0, one per partition
+        tagged = ints(epochs)
+        return T.bytes + ints(partitions) + b"\x01" + b"\x00" + bytes([len(tagged)]) + tagged
+
     assert value == (b"\x00\x00" + (3).to_bytes(4, "big") + (2).to_bytes(4, "big") + b"\x01"
-                     + b"\x02" + topic_partitions(1) + b"\x02" + topic_partitions(0, 2) + b"\x00")
+                     + b"\x02" + topic_partitions([1], [3]) + b"\x02" + topic_partitions([0, 2], [3, 3]) + b"\x00")
+    assert r.decode(key, value).value.assigned_partitions[0].assignment_epochs == [3]  # the codec reads it back
+    moved = member.replace(previous_member_epoch=3, member_epoch=5, assigned_partitions={T: frozenset({1, 4})},
+                           partitions_pending_revocation={})
+    assert moved.assignment_epochs == {T: {1: 3, 4: 5}}  # kept, newly assigned
+    _, value, _ = r.current_assignment_record("g", moved)
+    assert value == (b"\x00\x00" + (5).to_bytes(4, "big") + (3).to_bytes(4, "big") + b"\x01"
+                     + b"\x02" + topic_partitions([1, 4], [3, 5]) + b"\x01" + b"\x00")
+    assert r.assignment_epochs_of(r.decode(key, value).value) == {T: {1: 3, 4: 5}}
 
 
 def test_member_metadata_record_and_tombstones():

@@ -28,15 +28,20 @@ def _generic(rtype: int, value) -> bytes:
         return [struct(topic_id=t, partitions=sorted(p)) for t, p in tps_]
     if rtype == r.TARGET_MEMBER:
         msg = cls(topic_partitions=tps(cls.TopicPartition, value.topic_partitions))
-    else:
+    else:  # with KIP-1251's assignment epochs, in the partitions' order
+        def with_epochs(tps_):
+            return [cls.TopicPartitions(topic_id=t, partitions=sorted(p),
+                                        assignment_epochs=[value.epochs[t][q] for q in sorted(p)]) for t, p in tps_]
         msg = cls(member_epoch=value.member_epoch, previous_member_epoch=value.previous_member_epoch,
-                  state=value.state, assigned_partitions=tps(cls.TopicPartitions, value.assigned_partitions),
-                  partitions_pending_revocation=tps(cls.TopicPartitions, value.partitions_pending_revocation))
+                  state=value.state, assigned_partitions=with_epochs(value.assigned_partitions),
+                  partitions_pending_revocation=with_epochs(value.partitions_pending_revocation))
     return m.encode_versioned(f"ConsumerGroup{r._NAMES[rtype]}Value", msg, 0)
 
 
 def _state(group: ConsumerGroup) -> dict:
-    return {name: getattr(group, name) for name in STATE_FIELDS}
+    state = {name: getattr(group, name) for name in STATE_FIELDS}
+    state["assignment_epochs"] = {mid: member.assignment_epochs for mid, member in group.members.items()}
+    return state
 
 
 def _replay_both(records: list) -> tuple[dict, dict]:
