@@ -13,6 +13,7 @@ consumer group's id GROUP_ID_NOT_FOUND for the group; a partition without share 
 """
 from __future__ import annotations
 
+from kcoord.broker.apis.share_version_gate import requires_share_groups
 from kcoord.broker.context import RequestContext
 from kcoord.broker.data.visibility import high_watermark
 from kcoord.broker.registry import api
@@ -23,6 +24,7 @@ from kcoord.share.partition import TERMINAL
 
 
 @api(key=90, name="DescribeShareGroupOffsets", min_version=0, max_version=1)
+@requires_share_groups
 def handle(ctx: RequestContext, request: m.DescribeShareGroupOffsetsRequest):
     R = m.DescribeShareGroupOffsetsResponse
     broker = ctx.broker
