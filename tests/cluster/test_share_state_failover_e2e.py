@@ -138,3 +138,57 @@ def test_share_state_survives_sigkill(kafka_cluster, victim):
             consumer.close()
     finally:
         stop_for_good(worker)
+
+
+def _one(response):
+    [p] = [p for t in response.results for p in t.partitions]
+    return p
+
+
+def test_share_state_rpcs_at_the_wire(kafka_cluster):
+    """The share-state RPCs between nodes, at the wire: FindCoordinator key type 2 names the leader of the
+    key's __share_group_state partition (KafkaApis.getCoordinator, ShareCoordinatorService.partitionFor);
+    another node answers NOT_COORDINATOR; ShareCoordinatorShard's fencing (initializeState: a state epoch not
+    newer is FENCED_STATE_EPOCH; readStateAndMaybeUpdateLeaderEpoch records a newer leader epoch, after which
+    writeState / readState at an older one are FENCED_LEADER_EPOCH); deleteState leaves StartOffset -1."""
+    group, _leader, coordinator = _setup(kafka_cluster)
+    [t] = kafka_cluster.metadata(topics=[TOPIC]).topics
+    other = next(n for n in kafka_cluster.nodes if n != coordinator)
+    key = r.coordinator_key(group, t.topic_id, 0)
+    F = m.FindCoordinatorRequest
+    with KafkaWireClient.connect(kafka_cluster.nodes[other].bootstrap_servers, timeout=10) as client:
+        found = client.request(F(key_type=2, coordinator_keys=[key]), 6)
+        assert [(c.error_code, c.node_id) for c in found.coordinators] == [(ErrorCode.NONE, coordinator)]
+        R = m.ReadShareGroupStateRequest
+        read = R(group_id=group, topics=[R.ReadStateData(topic_id=t.topic_id, partitions=[
+            R.PartitionData(partition=0, leader_epoch=5)])])
+        assert _one(client.request(read, 0)).error_code == ErrorCode.NOT_COORDINATOR
+    Ini, W, D, S = (m.InitializeShareGroupStateRequest, m.WriteShareGroupStateRequest, m.DeleteShareGroupStateRequest,
+                    m.ReadShareGroupStateSummaryRequest)
+
+    def write(leader_epoch):
+        return W(group_id=group, topics=[W.WriteStateData(topic_id=t.topic_id, partitions=[W.PartitionData(
+            partition=0, state_epoch=0, leader_epoch=leader_epoch, start_offset=3, delivery_complete_count=0,
+            state_batches=[W.StateBatch(first_offset=3, last_offset=4, delivery_state=2, delivery_count=1)])])])
+
+    initialize = Ini(group_id=group, topics=[Ini.InitializeStateData(topic_id=t.topic_id, partitions=[
+        Ini.PartitionData(partition=0, state_epoch=0, start_offset=0)])])
+    summary = S(group_id=group, topics=[S.ReadStateSummaryData(topic_id=t.topic_id, partitions=[
+        S.PartitionData(partition=0, leader_epoch=0)])])
+    with KafkaWireClient.connect(kafka_cluster.nodes[coordinator].bootstrap_servers, timeout=10) as client:
+        assert _one(client.request(read, 0)).start_offset == -1  # no state yet
+        assert _one(client.request(initialize, 0)).error_code == ErrorCode.NONE
+        assert _one(client.request(initialize, 0)).error_code == ErrorCode.FENCED_STATE_EPOCH
+        got = _one(client.request(read, 0))
+        assert (got.error_code, got.start_offset, got.state_epoch) == (ErrorCode.NONE, 0, 0)
+        assert _one(client.request(write(4), 1)).error_code == ErrorCode.FENCED_LEADER_EPOCH
+        assert _one(client.request(write(5), 1)).error_code == ErrorCode.NONE
+        got = _one(client.request(read, 0))
+        assert (got.start_offset, [(b.first_offset, b.last_offset, b.delivery_state) for b in got.state_batches]) \
+            == (3, [(3, 4, 2)])
+        got = _one(client.request(summary, 1))
+        assert (got.start_offset, got.leader_epoch, got.delivery_complete_count) == (3, 5, 0)
+        deleted = client.request(D(group_id=group, topics=[D.DeleteStateData(topic_id=t.topic_id, partitions=[
+            D.PartitionData(partition=0)])]), 0)
+        assert _one(deleted).error_code == ErrorCode.NONE
+        assert _one(client.request(read, 0)).start_offset == -1
