@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.share")
 
-INITIALIZE, READ, WRITE, DELETE = 83, 84, 85, 86
-WRITE_VERSION = 1
+INITIALIZE, READ, WRITE, DELETE, READ_SUMMARY = 83, 84, 85, 86, 87
+WRITE_VERSION = SUMMARY_VERSION = 1
 REQUEST_TIMEOUT_S = 30.0
 RETRY_FOR_S = 10.0
 BACKOFF_S = 0.1
@@ -78,6 +78,37 @@ class ShareStatePersister:
         record = r.ShareStateRecord(r.SHARE_SNAPSHOT, *key, 0, leader_epoch, start_offset, batches,
                                     r.UNKNOWN_DELIVERY_COMPLETE_COUNT, state_epoch, 0, 0)
         return ErrorCode.NONE, [r.encode(record)]
+
+    async def summary(self, key: ShareKey) -> tuple[ErrorCode, tuple[int, int, int] | None]:
+        """ReadShareGroupStateSummary: (start offset, leader epoch, delivery-complete count) or None (no state)."""
+        found: list = []
+
+        async def once() -> ErrorCode:
+            found.clear()
+            node = self._coordinator(key)
+            if node is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if node == self.broker.node_id:
+                error, state = self.service.summary(key)
+                if state is not None:
+                    found.append((state.start_offset, state.leader_epoch, state.delivery_complete_count))
+                return error
+            group_id, topic_id, partition = key
+            Rq = m.ReadShareGroupStateSummaryRequest
+            request = Rq(group_id=group_id, topics=[Rq.ReadStateSummaryData(topic_id=topic_id, partitions=[
+                Rq.PartitionData(partition=partition, leader_epoch=0)])])
+            response = await self._send(node, READ_SUMMARY, SUMMARY_VERSION, request)
+            if isinstance(response, ErrorCode):
+                return response
+            p = _only_partition(response)
+            if p is None:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if p.error_code == ErrorCode.NONE and p.start_offset >= 0:
+                found.append((p.start_offset, p.leader_epoch, p.delivery_complete_count))
+            return ErrorCode(p.error_code)
+
+        error = await self._retrying(once)
+        return error, (found[0] if error == ErrorCode.NONE and found else None)
 
     async def _retrying(self, attempt) -> ErrorCode:
         deadline = time.monotonic() + RETRY_FOR_S

@@ -106,6 +106,23 @@ def _leader_of_or_zero(cluster, topic: str, partition: int) -> int:
         return 0
 
 
+def _describe(cluster, group: str, down: int) -> tuple[int, int]:
+    """(start offset, lag) of jobs-0 from DescribeShareGroupOffsets v1 at the group's coordinator
+    (GroupCoordinatorService.describeShareGroupOffsets, which asks the persister's readSummary)."""
+    F, D = m.FindCoordinatorRequest, m.DescribeShareGroupOffsetsRequest
+    via = next(node for node_id, node in cluster.nodes.items() if node_id != down)
+    with KafkaWireClient.connect(via.bootstrap_servers, timeout=10) as client:
+        [c] = client.request(F(key_type=0, coordinator_keys=[group]), 4).coordinators
+    if c.error_code != ErrorCode.NONE:
+        return -1, -1
+    with KafkaWireClient.connect(f"{c.host}:{c.port}", timeout=10) as client:
+        resp = client.request(D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=[
+            D.DescribeShareGroupOffsetsRequestTopic(
+                topic_name=TOPIC, partitions=[0])])]), 1)
+    [p] = [p for g in resp.groups for t in g.topics for p in t.partitions]
+    return p.start_offset, p.lag
+
+
 @pytest.mark.parametrize("victim", ["share_coordinator", "data_leader"])
 def test_share_state_survives_sigkill(kafka_cluster, victim):
     group, leader, coordinator = _setup(kafka_cluster)
@@ -134,6 +151,10 @@ def test_share_state_survives_sigkill(kafka_cluster, victim):
             time.sleep(1)  # the implicit acknowledgement of the last poll goes with the next one
             again = poll_until(consumer, lambda got: False, timeout_s=4)
             assert not again, f"acknowledged records delivered again: {[x.offset() for x in again]}"
+            # the share coordinator's summary (ReadShareGroupStateSummary) behind DescribeShareGroupOffsets
+            described = wait_until(lambda: (d := _describe(kafka_cluster, group, killed))[0] == FIRST + LATER and d,
+                                   30, "the start offset past every record")
+            assert described == (FIRST + LATER, 0)
         finally:
             consumer.close()
     finally:
