@@ -199,7 +199,11 @@ class SharePartitionManager:
     async def _persist(self, key: ShareKey, records: list, state_epoch: int) -> ErrorCode:
         if self.persister is None:
             return await self.coordinator.write(key, records)
-        return await self.persister.write(key, records, state_epoch)
+        error = await self.persister.write(key, records, state_epoch)
+        if error in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+            # the state moved on without this node (a reset elsewhere, a newer leader): read it again next time
+            self._terms.pop(key, None)
+        return error
 
     async def _initialize(self, key: ShareKey, sp: SharePartition, plog, hw: int) -> ErrorCode:
         """SharePartition.maybeInitialize: a share-partition without state starts at
