@@ -34,6 +34,7 @@ def ingest(spark, log_dirs, out, scope: tables.Scope):
     _write(tables.offset_commits(spark, log_dirs, context), home, "offset_commits")
     _write(tables.generations(spark, log_dirs, context), home, "generations")
     _write(tables.log_end_offsets(tables.data_batches(spark, log_dirs, context)), home, "log_end_offsets")
+    _write(tables.share_deliveries(spark, log_dirs, scope), out, "share_deliveries")
     commits, gens = read(spark, home, "offset_commits"), read(spark, home, "generations")
     leo = read(spark, home, "log_end_offsets")
     since = tables.Scope(scope.since_ms)

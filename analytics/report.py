@@ -238,6 +238,33 @@ def consumer_groups(spark, out):
                                  "held when it ended; reconciled: every member held exactly its target.</p>")
 
 
+def share_groups(spark, out):
+    """Share groups (KIP-932), per share-partition: what their __share_group_state records say about
+    deliveries (share_records.replay). Omitted when the store has none."""
+    import os
+
+    if not os.path.isdir(pipeline.table_dir(out, "share_deliveries")):
+        return ""
+    rows = pipeline.read(spark, out, "share_deliveries")
+    total = rows.count()
+    if total == 0:
+        return ""
+    pdf = (rows.orderBy(F.desc("deliveries"), "group", "topic_id", "partition").limit(HEALTH_ROWS)
+           .select("group", "topic_id", "partition", "start_offset", "deliveries", "redeliveries", "completed",
+                   "rejections", "releases_or_lock_expiries",
+                   F.date_format("time", "yyyy-MM-dd HH:mm:ss").alias("last write (UTC)")).toPandas())
+    pdf["start_offset"] = pdf["start_offset"].map(lambda v: "" if pd.isna(v) else str(int(v)))
+    pdf = pdf.rename(columns={"topic_id": "topic id", "start_offset": "start offset",
+                              "releases_or_lock_expiries": "released / lock expired"})
+    title = "Share groups (KIP-932), per share-partition" + _top_note(len(pdf), total, "share-partitions")
+    return _table(title, pdf) + ("<p>From the share coordinator's records: deliveries count each record's "
+                                 "delivery count as last written (one more for a record the start offset passed); a redelivery is a "
+                                 "delivery past the first; completed: acknowledged or archived; "
+                                 "rejections are records archived (rejected, or past the delivery limit); "
+                                 "released / lock expired counts records put back to available (a release, "
+                                 "a closed session or an acquisition lock running out look alike there).</p>")
+
+
 def build(spark, out) -> str:
     as_of = pipeline.read(spark, out, "health_groups").agg(F.max("as_of_ms")).collect()[0][0]
     as_of_text = when(as_of) if as_of else "n/a"
@@ -263,7 +290,7 @@ def build(spark, out) -> str:
                .rename(columns={"totallag": "totallag (records)", "maxlag": "maxlag (records)"})),
         _table(f"Latest {len(recent)} of {counts['rebalances']} rebalances" if counts["rebalances"] > len(recent)
                else "Latest rebalances", recent),
-        consumer_groups(spark, out),
+        consumer_groups(spark, out), share_groups(spark, out),
     ]
     summary = " · ".join(_plural(v, k.replace("_", " ").removesuffix("s")) for k, v in counts.items())
     return PAGE.format(when=html.escape(as_of_text), summary=html.escape(summary), body="\n".join(parts))

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from kcoord.analytics import batches, consumer_records, frames, group_metadata, offsets, vector
+from kcoord.analytics import batches, consumer_records, frames, group_metadata, offsets, share_records, vector
 from kcoord.analytics.batches import CONTROL, TIMESTAMP_LOG_APPEND, TRANSACTIONAL
 from kcoord.analytics.transactions import COMMIT, visible_batches
 
@@ -140,6 +140,23 @@ class SegmentDecoder:
                     self.skipped_records += 1
                 else:
                     yield row
+
+    def share_state(self) -> Iterator[pa.RecordBatch]:
+        """`__share_group_state` records (ShareSnapshot / ShareUpdate) in share_records.SCHEMA."""
+        out = []
+        for rows in self._chunks():
+            arena, f, meta, kt = self._decode_chunk(rows)
+            for i in np.flatnonzero(np.isin(kt, (share_records.SNAPSHOT, share_records.UPDATE))).tolist():
+                kp, vp, vlen = int(f.key_pos[i]), int(f.value_pos[i]), int(f.value_len[i])
+                row = share_records.row(
+                    arena.data[kp:kp + int(f.key_len[i])], None if vlen < 0 else arena.data[vp:vp + vlen],
+                    (int(meta["log_partition"][i]), int(meta["log_offset"][i]), int(meta["timestamp"][i])))
+                if row is None:
+                    self.skipped_records += 1
+                else:
+                    out.append(row)
+        if out:
+            yield share_records.to_batch(out)
 
     def consumer_groups(self) -> Iterator[pa.RecordBatch]:
         rows = list(self.consumer_group_rows())

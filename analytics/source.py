@@ -4,6 +4,7 @@ Options: `path` (log dirs, comma-separated), `records`:
   - "commits": offset commits from `__consumer_offsets-N` (offsets.SCHEMA), decoded vectorised;
   - "groups":  GroupMetadata records with members, assignments and record headers (GROUPS_SCHEMA);
   - "consumer_groups": KIP-848 consumer group records, key types 3-8 and 16 (consumer_records.SCHEMA);
+  - "share_state": KIP-932's `__share_group_state-N` records, ShareSnapshot / ShareUpdate (share_records.SCHEMA);
   - "batches": one row per batch of the data topics (BATCH_SCHEMA, headers only); internal topics
     (`__consumer_offsets`, `__transaction_state`, `__cluster_metadata`, ...) are left out.
   `verify_crc` ("true"): stop a segment at its first batch whose CRC does not match.
@@ -15,7 +16,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kcoord.analytics import layout
 
-MODES = ("commits", "groups", "consumer_groups", "batches")
+MODES = ("commits", "groups", "consumer_groups", "share_state", "batches")
 
 
 class SegmentPartition(InputPartition):
@@ -25,10 +26,10 @@ class SegmentPartition(InputPartition):
 
 
 def _arrow_schema(mode):
-    from kcoord.analytics import consumer_records, offsets, segment
+    from kcoord.analytics import consumer_records, offsets, segment, share_records
 
     return {"commits": offsets.SCHEMA, "groups": segment.GROUPS_SCHEMA, "consumer_groups": consumer_records.SCHEMA,
-            "batches": segment.BATCH_SCHEMA}[mode]
+            "share_state": share_records.SCHEMA, "batches": segment.BATCH_SCHEMA}[mode]
 
 
 class KcoordLogSource(DataSource):
@@ -60,7 +61,8 @@ class KcoordLogReader(DataSourceReader):
         if self.mode == "batches":
             segments = layout.data_segments(self.path)
             return [SegmentPartition(s, []) for s in segments] or [InputPartition(None)]
-        segments = layout.list_segments(self.path, topics={layout.OFFSETS_TOPIC})
+        topic = "__share_group_state" if self.mode == "share_state" else layout.OFFSETS_TOPIC
+        segments = layout.list_segments(self.path, topics={topic})
         parts = [SegmentPartition(s, [x.path for x in layout.following(s, segments)]) for s in segments]
         return parts or [InputPartition(None)]       # no segments: one empty partition
 
@@ -76,7 +78,7 @@ class KcoordLogReader(DataSourceReader):
             return
         decoder = SegmentDecoder(buf, seg.partition, partition.later_paths, self.verify_crc)
         yield from {"commits": decoder.commits, "groups": decoder.groups,
-                    "consumer_groups": decoder.consumer_groups}[self.mode]()
+                    "consumer_groups": decoder.consumer_groups, "share_state": decoder.share_state}[self.mode]()
 
 
 def load(spark, log_dirs, records):
@@ -94,6 +96,10 @@ def groups(spark, log_dirs):
 
 def consumer_groups(spark, log_dirs):
     return load(spark, log_dirs, "consumer_groups")
+
+
+def share_state(spark, log_dirs):
+    return load(spark, log_dirs, "share_state")
 
 
 def data_batches(spark, log_dirs):

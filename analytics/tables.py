@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from kcoord.analytics import consumer_epochs, source
+from kcoord.analytics import consumer_epochs, share_records, source
 
 HEADER = "kcoord.rebalance."
 STRING_ARRAY = "array<string>"
@@ -89,6 +89,18 @@ def generations(spark, log_dirs, scope: Scope) -> DataFrame:
         (F.col("reconciled_timestamp") - F.col("timestamp")).alias("reconcile_ms"),
     ).withColumn("next_timestamp", F.lead("timestamp").over(w)) \
      .withColumn("duration_ms", F.col("next_timestamp") - F.col("timestamp"))
+
+
+def share_deliveries(spark, log_dirs, scope: Scope) -> DataFrame:
+    """Share groups (KIP-932): one row per share-partition (group, topic, partition) from its
+    `__share_group_state` records replayed in log order (share_records.replay): deliveries, redeliveries,
+    acknowledged, rejections and releases-or-lock-expiries."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    raw = scope.rows(source.share_state(spark, log_dirs))
+    return raw.groupBy("group", "topic_id", "partition").applyInArrow(
+        share_records.replay_table, from_arrow_schema(share_records.STATS_SCHEMA)) \
+        .withColumn("time", _time("last_timestamp"))
 
 
 def generation_members(gens: DataFrame) -> DataFrame:

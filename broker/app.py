@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinat
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.data.txn_verification import TxnVerifier
     from kcoord.broker.security.manager import Security
+    from kcoord.broker.share.coordinator_service import ShareCoordinatorService
     from kcoord.broker.share.manager import SharePartitionManager
     from kcoord.cluster.node import ClusterNode
     from kcoord.coordinator.runtime import GroupRuntime
@@ -100,6 +101,7 @@ class Broker:
     txn_coordinator: TransactionRuntime    # the transaction coordinator
     security: Security                     # listeners' TLS/SASL, SCRAM, ACLs (authorizer None when off)
     share_partitions: SharePartitionManager  # share groups' data plane: share-partitions, sessions (KIP-932)
+    share_coordinator: ShareCoordinatorService | None  # cluster mode: __share_group_state's leader side
 
     def __init__(self, config: BrokerConfig, fs: FS | None = None) -> None:
         self.config = config
@@ -127,6 +129,7 @@ class Broker:
         self.cluster_group_configs: ClusterConfigResources | None = None  # cluster mode: group configs
         # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
         self.coordinator_roles = CoordinatorRoles()
+        self.share_coordinator = None  # cluster mode: set by _start_share
         # called with a connection's id when it closes (Kafka's ConnectionDisconnectListener: share sessions)
         self.disconnect_listeners: list[Callable[[str], None]] = []
         self.stopping = False
@@ -269,10 +272,17 @@ class Broker:
         await self.txn_coordinator.start()
 
     def _start_share(self) -> None:
-        from kcoord.broker.share.coordinator import ShareCoordinator
+        from kcoord.broker.share.coordinator import SHARE_GROUP_STATE, ShareCoordinator
         from kcoord.broker.share.manager import SharePartitionManager
 
         self.share_partitions = SharePartitionManager(self, ShareCoordinator(self))
+        if self.config.get("kcoord.etcd.connect") is not None:  # share state follows leadership (issue #28)
+            from kcoord.broker.share.coordinator_service import ShareCoordinatorService
+            from kcoord.broker.share.persister import ShareStatePersister
+
+            self.share_coordinator = ShareCoordinatorService(self)
+            self.coordinator_roles.register(SHARE_GROUP_STATE, self.share_coordinator)
+            self.share_partitions.persister = ShareStatePersister(self, self.share_coordinator)
         self.share_partitions.start()
 
     def transaction_state_log(self, partition: int) -> PartitionLog:

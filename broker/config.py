@@ -281,6 +281,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("group.share.max.share.sessions", 2000, _int(1, INT32_MAX),
        "Share sessions this node keeps (one per share consumer); past it SHARE_SESSION_LIMIT_REACHED."),
     _p("share.coordinator.state.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __share_group_state."),
+    _p("share.coordinator.state.topic.replication.factor", 3, _int(1, 32767),
+       "Replication factor of __share_group_state (cluster mode; a single node uses 1)."),
+    _p("share.coordinator.state.topic.min.isr", 2, _int(1, INT32_MAX),
+       "min.insync.replicas of __share_group_state (cluster mode)."),
     _p("offsets.topic.num.partitions", 50, _int(1, 10_000), "Partitions of __consumer_offsets."),
     _p("offsets.topic.replication.factor", 3, _int(1, 32767),
        "Replication factor of __consumer_offsets (cluster mode: not created until that many brokers "
@@ -349,7 +353,6 @@ IGNORED = frozenset({
     "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
     "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "zookeeper.connect", "zookeeper.connection.timeout.ms", "group.coordinator.rebalance.protocols",
-    "share.coordinator.state.topic.replication.factor", "share.coordinator.state.topic.min.isr",
     "log.flush.interval.ms", "log.flush.scheduler.interval.ms",
 })
 

@@ -15,8 +15,13 @@ What kcoord supports, and why (Kafka 4.2's server-common MetadataVersion and *Ve
                            the request's version. On the coordinator it sets the __transaction_state value
                            version (0 at TV_0, 1 with tagged fields from TV_1) and the version of the
                            coordinator's own aborts. UpdateFeatures can set 0 or 1.
+  share.version    0-1     SV_1 is KIP-932's share groups; its bootstrap metadata version is IBP_4_2_IV0, so a
+                           new 4.2 cluster (metadata.version 29) finalizes it at 1 by default. At level 0 the
+                           share-group APIs answer UNSUPPORTED_VERSION (KafkaApis.isShareGroupProtocolEnabled;
+                           broker/apis/share_version_gate.py). A data dir whose features file predates it
+                           reads it as 0, as an upgraded Kafka cluster keeps share groups off until enabled.
 Not listed (Kafka lists no feature whose highest supported level is 0: BrokerFeatures.defaultSupportedFeatures):
-  share.version, streams.version   share and streams groups are not served.
+  streams.version          streams groups are not served.
   kraft.version, eligible.leader.replicas.version   no KRaft quorum, no ELR.
 A feature missing from SUPPORTED is Kafka's DISABLED range 0-0 (QuorumFeatures.localSupportedFeature).
 
@@ -46,6 +51,7 @@ SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (29, 29),  # IBP_4_2_IV1
     GROUP_VERSION: (0, 1),       # GV_0 (classic groups only), GV_1 (KIP-848)
     TRANSACTION_VERSION: (0, 2),  # TV_0, TV_1 (flexible log values), TV_2 (KIP-890 part 2)
+    SHARE_VERSION: (0, 1),       # SV_0 (no share groups), SV_1 (KIP-932)
 }
 # A new cluster's finalized levels: each supported feature at its highest level, as Kafka bootstraps a
 # new cluster at the release's defaults.
@@ -99,6 +105,7 @@ class FeatureStore:
     def _derive(self) -> None:
         # read by every ConsumerGroupHeartbeat (its frame path too): a plain attribute, kept with the levels
         self.consumer_protocol = self.consumer_protocol_enabled()
+        self.share_groups = self.level(SHARE_VERSION) >= 1  # ShareVersion.supportsShareGroups
 
     @property
     def epoch(self) -> int:

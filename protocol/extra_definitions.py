@@ -2,7 +2,8 @@
 
 kafka-python ships Kafka's message definitions for the client APIs; it has nothing for KIP-848's
 ConsumerGroupHeartbeat / ConsumerGroupDescribe, KIP-714's GetTelemetrySubscriptions / PushTelemetry,
-KIP-932's ShareGroupHeartbeat / ShareGroupDescribe (v1, Kafka 4.1+'s stable versions) or for the group
+KIP-932's ShareGroupHeartbeat / ShareGroupDescribe (v1, Kafka 4.1+'s stable versions), the share-state RPCs
+between a share-partition's leader and its share coordinator (keys 83-87, Kafka 4.2's versions) or for the group
 coordinator's records. Kafka's definitions (clients/src/main/resources/common/message and group-coordinator/src/main/resources/
 common/message) are the spec these lines follow; they hold only the wire facts a codec needs.
 
@@ -434,6 +435,106 @@ message ShareUpdateValue data valid=0 flexible=0+
     LastOffset int64 0+
     DeliveryState int8 0+
     DeliveryCount int16 0+
+
+message InitializeShareGroupStateRequest request api=83 valid=0 flexible=0+
+  GroupId string 0+
+  Topics []InitializeStateData 0+
+    TopicId uuid 0+
+    Partitions []PartitionData 0+
+      Partition int32 0+
+      StateEpoch int32 0+
+      StartOffset int64 0+
+
+message InitializeShareGroupStateResponse response api=83 valid=0 flexible=0+
+  Results []InitializeStateResult 0+
+    TopicId uuid 0+
+    Partitions []PartitionResult 0+
+      Partition int32 0+
+      ErrorCode int16 0+
+      ErrorMessage string 0+ nullable=0+ default=null
+
+message ReadShareGroupStateRequest request api=84 valid=0 flexible=0+
+  GroupId string 0+
+  Topics []ReadStateData 0+
+    TopicId uuid 0+
+    Partitions []PartitionData 0+
+      Partition int32 0+
+      LeaderEpoch int32 0+
+
+message ReadShareGroupStateResponse response api=84 valid=0 flexible=0+
+  Results []ReadStateResult 0+
+    TopicId uuid 0+
+    Partitions []PartitionResult 0+
+      Partition int32 0+
+      ErrorCode int16 0+
+      ErrorMessage string 0+ nullable=0+ default=null
+      StateEpoch int32 0+
+      StartOffset int64 0+
+      StateBatches []StateBatch 0+
+        FirstOffset int64 0+
+        LastOffset int64 0+
+        DeliveryState int8 0+
+        DeliveryCount int16 0+
+
+message WriteShareGroupStateRequest request api=85 valid=0-1 flexible=0+
+  GroupId string 0+
+  Topics []WriteStateData 0+
+    TopicId uuid 0+
+    Partitions []PartitionData 0+
+      Partition int32 0+
+      StateEpoch int32 0+
+      LeaderEpoch int32 0+
+      StartOffset int64 0+
+      DeliveryCompleteCount int32 1+ default=-1
+      StateBatches []StateBatch 0+
+        FirstOffset int64 0+
+        LastOffset int64 0+
+        DeliveryState int8 0+
+        DeliveryCount int16 0+
+
+message WriteShareGroupStateResponse response api=85 valid=0-1 flexible=0+
+  Results []WriteStateResult 0+
+    TopicId uuid 0+
+    Partitions []PartitionResult 0+
+      Partition int32 0+
+      ErrorCode int16 0+
+      ErrorMessage string 0+ nullable=0+ default=null
+
+message DeleteShareGroupStateRequest request api=86 valid=0 flexible=0+
+  GroupId string 0+
+  Topics []DeleteStateData 0+
+    TopicId uuid 0+
+    Partitions []PartitionData 0+
+      Partition int32 0+
+
+message DeleteShareGroupStateResponse response api=86 valid=0 flexible=0+
+  Results []DeleteStateResult 0+
+    TopicId uuid 0+
+    Partitions []PartitionResult 0+
+      Partition int32 0+
+      ErrorCode int16 0+
+      ErrorMessage string 0+ nullable=0+ default=null
+
+message ReadShareGroupStateSummaryRequest request api=87 valid=0-1 flexible=0+
+  GroupId string 0+
+  Topics []ReadStateSummaryData 0+
+    TopicId uuid 0+
+    Partitions []PartitionData 0+
+      Partition int32 0+
+      LeaderEpoch int32 0+
+
+message ReadShareGroupStateSummaryResponse response api=87 valid=0-1 flexible=0+
+  Results []ReadStateSummaryResult 0+
+    TopicId uuid 0+
+    Partitions []PartitionResult 0+
+      Partition int32 0+
+      ErrorCode int16 0+
+      ErrorMessage string 0+ nullable=0+ default=null
+      StateEpoch int32 0+
+      LeaderEpoch int32 0+
+      StartOffset int64 0+
+      DeliveryCompleteCount int32 1+ default=-1
+
 """
 
 _RENAMES = {"nullable": "nullableVersions", "tagged": "taggedVersions", "tag": "tag", "default": "default"}

@@ -757,6 +757,41 @@ class DeleteShareGroupOffsetsResponse:
     responses: list[_DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic]
     def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., responses: list[_DeleteShareGroupOffsetsResponse__DeleteShareGroupOffsetsResponseTopic] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _DeleteShareGroupStateRequest__PartitionData:
+    partition: Any
+    def __init__(self, *, partition: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DeleteShareGroupStateRequest__DeleteStateData:
+    PartitionData = _DeleteShareGroupStateRequest__PartitionData
+    topic_id: Any
+    partitions: list[_DeleteShareGroupStateRequest__PartitionData]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_DeleteShareGroupStateRequest__PartitionData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DeleteShareGroupStateRequest:
+    DeleteStateData = _DeleteShareGroupStateRequest__DeleteStateData
+    PartitionData = _DeleteShareGroupStateRequest__PartitionData
+    group_id: Any
+    topics: list[_DeleteShareGroupStateRequest__DeleteStateData]
+    def __init__(self, *, group_id: Any = ..., topics: list[_DeleteShareGroupStateRequest__DeleteStateData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DeleteShareGroupStateResponse__PartitionResult:
+    partition: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, partition: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _DeleteShareGroupStateResponse__DeleteStateResult:
+    PartitionResult = _DeleteShareGroupStateResponse__PartitionResult
+    topic_id: Any
+    partitions: list[_DeleteShareGroupStateResponse__PartitionResult]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_DeleteShareGroupStateResponse__PartitionResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class DeleteShareGroupStateResponse:
+    DeleteStateResult = _DeleteShareGroupStateResponse__DeleteStateResult
+    PartitionResult = _DeleteShareGroupStateResponse__PartitionResult
+    results: list[_DeleteShareGroupStateResponse__DeleteStateResult]
+    def __init__(self, *, results: list[_DeleteShareGroupStateResponse__DeleteStateResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class _DeleteTopicsRequest__DeleteTopicState:
     name: Any
     topic_id: Any
@@ -1473,6 +1508,43 @@ class InitProducerIdResponse:
     ongoing_txn_producer_epoch: Any
     def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., producer_id: Any = ..., producer_epoch: Any = ..., ongoing_txn_producer_id: Any = ..., ongoing_txn_producer_epoch: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _InitializeShareGroupStateRequest__PartitionData:
+    partition: Any
+    state_epoch: Any
+    start_offset: Any
+    def __init__(self, *, partition: Any = ..., state_epoch: Any = ..., start_offset: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _InitializeShareGroupStateRequest__InitializeStateData:
+    PartitionData = _InitializeShareGroupStateRequest__PartitionData
+    topic_id: Any
+    partitions: list[_InitializeShareGroupStateRequest__PartitionData]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_InitializeShareGroupStateRequest__PartitionData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class InitializeShareGroupStateRequest:
+    InitializeStateData = _InitializeShareGroupStateRequest__InitializeStateData
+    PartitionData = _InitializeShareGroupStateRequest__PartitionData
+    group_id: Any
+    topics: list[_InitializeShareGroupStateRequest__InitializeStateData]
+    def __init__(self, *, group_id: Any = ..., topics: list[_InitializeShareGroupStateRequest__InitializeStateData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _InitializeShareGroupStateResponse__PartitionResult:
+    partition: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, partition: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _InitializeShareGroupStateResponse__InitializeStateResult:
+    PartitionResult = _InitializeShareGroupStateResponse__PartitionResult
+    topic_id: Any
+    partitions: list[_InitializeShareGroupStateResponse__PartitionResult]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_InitializeShareGroupStateResponse__PartitionResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class InitializeShareGroupStateResponse:
+    InitializeStateResult = _InitializeShareGroupStateResponse__InitializeStateResult
+    PartitionResult = _InitializeShareGroupStateResponse__PartitionResult
+    results: list[_InitializeShareGroupStateResponse__InitializeStateResult]
+    def __init__(self, *, results: list[_InitializeShareGroupStateResponse__InitializeStateResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class _JoinGroupRequest__JoinGroupRequestProtocol:
     name: Any
     metadata: Any
@@ -2000,6 +2072,94 @@ class PushTelemetryResponse:
     error_code: Any
     def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
+class _ReadShareGroupStateRequest__PartitionData:
+    partition: Any
+    leader_epoch: Any
+    def __init__(self, *, partition: Any = ..., leader_epoch: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ReadShareGroupStateRequest__ReadStateData:
+    PartitionData = _ReadShareGroupStateRequest__PartitionData
+    topic_id: Any
+    partitions: list[_ReadShareGroupStateRequest__PartitionData]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ReadShareGroupStateRequest__PartitionData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ReadShareGroupStateRequest:
+    PartitionData = _ReadShareGroupStateRequest__PartitionData
+    ReadStateData = _ReadShareGroupStateRequest__ReadStateData
+    group_id: Any
+    topics: list[_ReadShareGroupStateRequest__ReadStateData]
+    def __init__(self, *, group_id: Any = ..., topics: list[_ReadShareGroupStateRequest__ReadStateData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ReadShareGroupStateResponse__StateBatch:
+    first_offset: Any
+    last_offset: Any
+    delivery_state: Any
+    delivery_count: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., delivery_state: Any = ..., delivery_count: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ReadShareGroupStateResponse__PartitionResult:
+    StateBatch = _ReadShareGroupStateResponse__StateBatch
+    partition: Any
+    error_code: Any
+    error_message: Any
+    state_epoch: Any
+    start_offset: Any
+    state_batches: list[_ReadShareGroupStateResponse__StateBatch]
+    def __init__(self, *, partition: Any = ..., error_code: Any = ..., error_message: Any = ..., state_epoch: Any = ..., start_offset: Any = ..., state_batches: list[_ReadShareGroupStateResponse__StateBatch] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ReadShareGroupStateResponse__ReadStateResult:
+    PartitionResult = _ReadShareGroupStateResponse__PartitionResult
+    topic_id: Any
+    partitions: list[_ReadShareGroupStateResponse__PartitionResult]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ReadShareGroupStateResponse__PartitionResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ReadShareGroupStateResponse:
+    PartitionResult = _ReadShareGroupStateResponse__PartitionResult
+    ReadStateResult = _ReadShareGroupStateResponse__ReadStateResult
+    StateBatch = _ReadShareGroupStateResponse__StateBatch
+    results: list[_ReadShareGroupStateResponse__ReadStateResult]
+    def __init__(self, *, results: list[_ReadShareGroupStateResponse__ReadStateResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ReadShareGroupStateSummaryRequest__PartitionData:
+    partition: Any
+    leader_epoch: Any
+    def __init__(self, *, partition: Any = ..., leader_epoch: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ReadShareGroupStateSummaryRequest__ReadStateSummaryData:
+    PartitionData = _ReadShareGroupStateSummaryRequest__PartitionData
+    topic_id: Any
+    partitions: list[_ReadShareGroupStateSummaryRequest__PartitionData]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ReadShareGroupStateSummaryRequest__PartitionData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ReadShareGroupStateSummaryRequest:
+    PartitionData = _ReadShareGroupStateSummaryRequest__PartitionData
+    ReadStateSummaryData = _ReadShareGroupStateSummaryRequest__ReadStateSummaryData
+    group_id: Any
+    topics: list[_ReadShareGroupStateSummaryRequest__ReadStateSummaryData]
+    def __init__(self, *, group_id: Any = ..., topics: list[_ReadShareGroupStateSummaryRequest__ReadStateSummaryData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ReadShareGroupStateSummaryResponse__PartitionResult:
+    partition: Any
+    error_code: Any
+    error_message: Any
+    state_epoch: Any
+    leader_epoch: Any
+    start_offset: Any
+    delivery_complete_count: Any
+    def __init__(self, *, partition: Any = ..., error_code: Any = ..., error_message: Any = ..., state_epoch: Any = ..., leader_epoch: Any = ..., start_offset: Any = ..., delivery_complete_count: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _ReadShareGroupStateSummaryResponse__ReadStateSummaryResult:
+    PartitionResult = _ReadShareGroupStateSummaryResponse__PartitionResult
+    topic_id: Any
+    partitions: list[_ReadShareGroupStateSummaryResponse__PartitionResult]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_ReadShareGroupStateSummaryResponse__PartitionResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class ReadShareGroupStateSummaryResponse:
+    PartitionResult = _ReadShareGroupStateSummaryResponse__PartitionResult
+    ReadStateSummaryResult = _ReadShareGroupStateSummaryResponse__ReadStateSummaryResult
+    results: list[_ReadShareGroupStateSummaryResponse__ReadStateSummaryResult]
+    def __init__(self, *, results: list[_ReadShareGroupStateSummaryResponse__ReadStateSummaryResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
 class SaslAuthenticateRequest:
     auth_bytes: Any
     def __init__(self, *, auth_bytes: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
@@ -2463,6 +2623,55 @@ class UpdateFeaturesResponse:
     error_message: Any
     results: list[_UpdateFeaturesResponse__UpdatableFeatureResult]
     def __init__(self, *, throttle_time_ms: Any = ..., error_code: Any = ..., error_message: Any = ..., results: list[_UpdateFeaturesResponse__UpdatableFeatureResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _WriteShareGroupStateRequest__StateBatch:
+    first_offset: Any
+    last_offset: Any
+    delivery_state: Any
+    delivery_count: Any
+    def __init__(self, *, first_offset: Any = ..., last_offset: Any = ..., delivery_state: Any = ..., delivery_count: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _WriteShareGroupStateRequest__PartitionData:
+    StateBatch = _WriteShareGroupStateRequest__StateBatch
+    partition: Any
+    state_epoch: Any
+    leader_epoch: Any
+    start_offset: Any
+    delivery_complete_count: Any
+    state_batches: list[_WriteShareGroupStateRequest__StateBatch]
+    def __init__(self, *, partition: Any = ..., state_epoch: Any = ..., leader_epoch: Any = ..., start_offset: Any = ..., delivery_complete_count: Any = ..., state_batches: list[_WriteShareGroupStateRequest__StateBatch] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _WriteShareGroupStateRequest__WriteStateData:
+    PartitionData = _WriteShareGroupStateRequest__PartitionData
+    topic_id: Any
+    partitions: list[_WriteShareGroupStateRequest__PartitionData]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_WriteShareGroupStateRequest__PartitionData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class WriteShareGroupStateRequest:
+    PartitionData = _WriteShareGroupStateRequest__PartitionData
+    StateBatch = _WriteShareGroupStateRequest__StateBatch
+    WriteStateData = _WriteShareGroupStateRequest__WriteStateData
+    group_id: Any
+    topics: list[_WriteShareGroupStateRequest__WriteStateData]
+    def __init__(self, *, group_id: Any = ..., topics: list[_WriteShareGroupStateRequest__WriteStateData] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _WriteShareGroupStateResponse__PartitionResult:
+    partition: Any
+    error_code: Any
+    error_message: Any
+    def __init__(self, *, partition: Any = ..., error_code: Any = ..., error_message: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class _WriteShareGroupStateResponse__WriteStateResult:
+    PartitionResult = _WriteShareGroupStateResponse__PartitionResult
+    topic_id: Any
+    partitions: list[_WriteShareGroupStateResponse__PartitionResult]
+    def __init__(self, *, topic_id: Any = ..., partitions: list[_WriteShareGroupStateResponse__PartitionResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+
+class WriteShareGroupStateResponse:
+    PartitionResult = _WriteShareGroupStateResponse__PartitionResult
+    WriteStateResult = _WriteShareGroupStateResponse__WriteStateResult
+    results: list[_WriteShareGroupStateResponse__WriteStateResult]
+    def __init__(self, *, results: list[_WriteShareGroupStateResponse__WriteStateResult] = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class _WriteTxnMarkersRequest__WritableTxnMarkerTopic:
     name: Any

@@ -43,6 +43,9 @@ SERVED_APIS = (
     # share groups' data plane (KIP-932, issue 28)
     "ShareFetch", "ShareAcknowledge", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
     "DeleteShareGroupOffsets",
+    # the share-state RPCs, partition leader -> share coordinator (KIP-932, KIP-1226)
+    "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState", "DeleteShareGroupState",
+    "ReadShareGroupStateSummary",
     # client telemetry (KIP-714) and client quotas (issue 29)
     "GetTelemetrySubscriptions", "PushTelemetry", "DescribeClientQuotas", "AlterClientQuotas",
 )

@@ -12,6 +12,7 @@ in flight, at its next state epoch, written to __share_group_state before the an
 """
 from __future__ import annotations
 
+from kcoord.broker.apis.share_version_gate import requires_share_groups
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -33,6 +34,7 @@ def empty_share_group_error(ctx: RequestContext, group_id: str) -> tuple[ErrorCo
 
 
 @api(key=91, name="AlterShareGroupOffsets", min_version=0, max_version=0)
+@requires_share_groups
 async def handle(ctx: RequestContext, request: m.AlterShareGroupOffsetsRequest):
     R = m.AlterShareGroupOffsetsResponse
     error, message = empty_share_group_error(ctx, request.group_id)

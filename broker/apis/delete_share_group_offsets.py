@@ -12,6 +12,7 @@ in __share_group_state; a later ShareFetch starts them again from share.auto.off
 from __future__ import annotations
 
 from kcoord.broker.apis.alter_share_group_offsets import empty_share_group_error
+from kcoord.broker.apis.share_version_gate import requires_share_groups
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -20,6 +21,7 @@ from kcoord.protocol.schema import ZERO_UUID
 
 
 @api(key=92, name="DeleteShareGroupOffsets", min_version=0, max_version=0)
+@requires_share_groups
 async def handle(ctx: RequestContext, request: m.DeleteShareGroupOffsetsRequest):
     R = m.DeleteShareGroupOffsetsResponse
     error, message = empty_share_group_error(ctx, request.group_id)

@@ -10,9 +10,14 @@ Versions:
 Flexible from v0. As GroupCoordinatorService.describeShareGroupOffsets: an unknown group or a classic or
 consumer group's id GROUP_ID_NOT_FOUND for the group; a partition without share state StartOffset -1
 (lag -1); a topic this node does not know UNKNOWN_TOPIC_OR_PARTITION for its partitions.
+In a cluster the share-partitions' state is the share coordinators' (issue #28): each is asked with
+ReadShareGroupStateSummary (persister.summary, as describeShareGroupOffsets asks its persister); the group's
+share-partitions are those of its members' subscribed topics and the ones this node serves. The lag is
+computed against this node's replica of the partition (-1 without one).
 """
 from __future__ import annotations
 
+from kcoord.broker.apis.share_version_gate import requires_share_groups
 from kcoord.broker.context import RequestContext
 from kcoord.broker.data.visibility import high_watermark
 from kcoord.broker.registry import api
@@ -23,7 +28,8 @@ from kcoord.share.partition import TERMINAL
 
 
 @api(key=90, name="DescribeShareGroupOffsets", min_version=0, max_version=1)
-def handle(ctx: RequestContext, request: m.DescribeShareGroupOffsetsRequest):
+@requires_share_groups
+async def handle(ctx: RequestContext, request: m.DescribeShareGroupOffsetsRequest):
     R = m.DescribeShareGroupOffsetsResponse
     broker = ctx.broker
     manager = broker.share_partitions
@@ -45,6 +51,11 @@ def handle(ctx: RequestContext, request: m.DescribeShareGroupOffsetsRequest):
                 topic = broker.topics.by_id(topic_id)
                 if topic is not None:
                     wanted.setdefault(topic.name, []).append(partition)
+            if manager.persister is not None:  # cluster mode: the subscribed topics' share-partitions too
+                for name in sorted(group.subscribed_topics()):
+                    topic = broker.topics.get(name)
+                    if topic is not None:
+                        wanted[name] = sorted(set(wanted.get(name, [])) | set(range(topic.partitions)))
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
         topics = []
@@ -57,6 +68,9 @@ def handle(ctx: RequestContext, request: m.DescribeShareGroupOffsetsRequest):
                         partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
                         error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                         error_message="This server does not host this topic-partition."))
+                    continue
+                if manager.persister is not None:
+                    rows.append(await _summary_row(ctx, g.group_id, topic.topic_id, name, p))
                     continue
                 sp = manager.get(g.group_id, topic.topic_id, p)
                 if sp is None:
@@ -75,3 +89,20 @@ def handle(ctx: RequestContext, request: m.DescribeShareGroupOffsetsRequest):
         out.append(R.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=topics,
                                                              error_code=ErrorCode.NONE, error_message=None))
     return R(throttle_time_ms=0, groups=out)
+
+
+async def _summary_row(ctx: RequestContext, group_id: str, topic_id, name: str, partition: int):
+    """Cluster mode: one share-partition's row from its share coordinator's summary."""
+    R = m.DescribeShareGroupOffsetsResponse
+    persister = ctx.broker.share_partitions.persister
+    assert persister is not None
+    error, summary = await persister.summary((group_id, topic_id, partition))
+    if error != ErrorCode.NONE or summary is None:
+        return R.DescribeShareGroupOffsetsResponsePartition(
+            partition_index=partition, start_offset=-1, leader_epoch=-1, lag=-1, error_code=error, error_message=None)
+    start, leader_epoch, complete = summary
+    plog = ctx.broker.logs.get(name, partition)
+    lag = -1 if plog is None or complete < 0 else max(high_watermark(plog) - start - complete, 0)
+    return R.DescribeShareGroupOffsetsResponsePartition(
+        partition_index=partition, start_offset=start, leader_epoch=leader_epoch, lag=lag, error_code=ErrorCode.NONE,
+        error_message=None)

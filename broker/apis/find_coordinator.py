@@ -13,7 +13,7 @@ Key type 1 (transaction): this node, once the transaction coordinator runs (kcoo
 still loading is led here all the same (its requests answer COORDINATOR_LOAD_IN_PROGRESS).
 
 Cluster mode (KafkaApis.getCoordinator): the node that leads the key's partition of `__consumer_offsets`
-/ `__transaction_state` (partition_for, Kafka's hash), COORDINATOR_NOT_AVAILABLE while it has none.
+/ `__transaction_state` / `__share_group_state` (partition_for, Kafka's hash), COORDINATOR_NOT_AVAILABLE while it has none.
 An internal topic not created yet is created through the controller with its replication factor
 (offsets.topic.replication.factor, transaction.state.log.replication.factor): as Kafka's
 AutoTopicCreationManager, the creation is started and COORDINATOR_NOT_AVAILABLE answered at once;
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
+from kcoord.broker.share.coordinator import SHARE_GROUP_STATE, share_state_configs
 from kcoord.cluster.metadata_image import TopicPartition
 from kcoord.metadata.topics import CONSUMER_OFFSETS, TRANSACTION_STATE, internal_configs
 from kcoord.protocol import messages as m
@@ -54,7 +55,12 @@ Where = tuple[int, str, int]  # node id, host, port
 def _lookup(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None, Where | None]:
     """(error, message, where) for one key; NONE with where None means this node coordinates it."""
     cluster = ctx.broker.cluster
-    if cluster is not None and key_type in (GROUP_KEY, TRANSACTION_KEY):
+    if cluster is not None and key_type == SHARE_KEY and ctx.api_version >= 6:
+        error, message = _share_key(ctx, key)
+        if error == ErrorCode.INVALID_REQUEST:
+            return error, message, None
+    if cluster is not None and key_type in (GROUP_KEY, TRANSACTION_KEY) or \
+            cluster is not None and key_type == SHARE_KEY and ctx.api_version >= 6:
         return _in_cluster(ctx, cluster, key, key_type)
     error, message = _local(ctx, key, key_type)
     return error, message, None
@@ -69,6 +75,10 @@ def _in_cluster(ctx, cluster: ClusterNode, key: str, key_type: int) -> tuple[Err
         topic, count, rf = (CONSUMER_OFFSETS, config.get("offsets.topic.num.partitions"),
                             config.get("offsets.topic.replication.factor"))
         extra = {}
+    elif key_type == SHARE_KEY:
+        topic, count, rf = (SHARE_GROUP_STATE, config.get("share.coordinator.state.topic.num.partitions"),
+                            config.get("share.coordinator.state.topic.replication.factor"))
+        extra = {"min.insync.replicas": str(config.get("share.coordinator.state.topic.min.isr"))}
     else:
         topic, count, rf = (TRANSACTION_STATE, config.get("transaction.state.log.num.partitions"),
                             config.get("transaction.state.log.replication.factor"))
@@ -77,8 +87,8 @@ def _in_cluster(ctx, cluster: ClusterNode, key: str, key_type: int) -> tuple[Err
     image = cluster.image
     if topic not in image.topics:
         if not any(t.get_name() == topic for t in _creating):
-            task = asyncio.ensure_future(cluster.create_topics([(topic, count, rf,
-                                                                 {**internal_configs(config, topic), **extra})]))
+            configs = share_state_configs() if topic == SHARE_GROUP_STATE else internal_configs(config, topic)
+            task = asyncio.ensure_future(cluster.create_topics([(topic, count, rf, {**configs, **extra})]))
             task.set_name(topic)
             _creating.add(task)
             task.add_done_callback(_created)
@@ -122,7 +132,8 @@ def _local(ctx, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
 def _share_key(ctx, key: str) -> tuple[ErrorCode, str | None]:
     """Key type 2 (KIP-932): a share-partition's "groupId:topicId:partition" (SharePartitionKey.validate:
     INVALID_REQUEST when it does not parse); this node's share coordinator, single-node. In a cluster the
-    key's partition of __share_group_state would pick the node (coordinator_roles), not wired yet."""
+    key's partition of __share_group_state picks the node (its leader, where the share coordinator runs:
+    kcoord.broker.share.coordinator_service)."""
     group_id, topic_id, partition = (key.rsplit(":", 2) + ["", ""])[:3] if key.count(":") >= 2 else ("", "", "")
     try:
         valid = bool(group_id) and len(base64.urlsafe_b64decode(topic_id + "==")) == 16 and int(partition) >= 0

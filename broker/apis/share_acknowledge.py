@@ -15,6 +15,7 @@ A final request (epoch -1) then closes the session and releases what its member 
 from __future__ import annotations
 
 from kcoord.broker.apis.share_fetch import ack_batches, invalid_ack_types
+from kcoord.broker.apis.share_version_gate import requires_share_groups
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.protocol import messages as m
@@ -23,6 +24,7 @@ from kcoord.share.session import ShareSessionError
 
 
 @api(key=79, name="ShareAcknowledge", min_version=1, max_version=2)
+@requires_share_groups
 async def handle(ctx: RequestContext, request: m.ShareAcknowledgeRequest):
     v = ctx.api_version
     R = m.ShareAcknowledgeResponse

@@ -18,6 +18,7 @@ every partition; a later one only those with records, an error or an acknowledge
 """
 from __future__ import annotations
 
+from kcoord.broker.apis.share_version_gate import requires_share_groups
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.share.manager import PartitionFetch
@@ -40,6 +41,7 @@ def ack_batches(batches) -> list:
 
 
 @api(key=78, name="ShareFetch", min_version=1, max_version=2)
+@requires_share_groups
 async def handle(ctx: RequestContext, request: m.ShareFetchRequest):
     v = ctx.api_version
     R = m.ShareFetchResponse

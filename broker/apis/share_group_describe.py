@@ -11,6 +11,7 @@ consumer group's id GROUP_ID_NOT_FOUND ("Group X is not a share group."), as Kaf
 from __future__ import annotations
 
 from kcoord.broker.apis.describe_groups import AUTHORIZED_OPERATIONS_OMITTED, GROUP_OPERATIONS
+from kcoord.broker.apis.share_version_gate import requires_share_groups
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS
@@ -20,6 +21,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=77, name="ShareGroupDescribe", min_version=1, max_version=1)
+@requires_share_groups
 def handle(ctx: RequestContext, request: m.ShareGroupDescribeRequest):
     r = m.ShareGroupDescribeResponse
     operations = GROUP_OPERATIONS if request.include_authorized_operations else AUTHORIZED_OPERATIONS_OMITTED

@@ -14,6 +14,7 @@ consumer group's id), GROUP_MAX_SIZE_REACHED, and the front door's (coordinator/
 """
 from __future__ import annotations
 
+from kcoord.broker.apis.share_version_gate import requires_share_groups
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.coordinator.share.heartbeat import ShareHeartbeatResult
@@ -22,6 +23,7 @@ from kcoord.protocol.errors import ErrorCode
 
 
 @api(key=76, name="ShareGroupHeartbeat", min_version=1, max_version=1)
+@requires_share_groups
 async def handle(ctx: RequestContext, request: m.ShareGroupHeartbeatRequest):
     result: ShareHeartbeatResult = await ctx.broker.group_coordinator.share_group_heartbeat(ctx.for_coordinator(), request)
     response = m.ShareGroupHeartbeatResponse

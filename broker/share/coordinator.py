@@ -13,7 +13,7 @@ living there; the segments below go with retention, and a load reads only what i
 The topic is created on the first write with `share.coordinator.state.topic.num.partitions`, under the
 delete policy with no retention (Kafka prunes it with DeleteRecords once snapshots supersede old
 records; kcoord keeps them all: compaction would keep only the last update of a key). Cluster mode
-(issue 27's coordinator_roles seam) is not wired: this node serves every share-partition it is asked for.
+(kcoord.broker.share.coordinator_service) is another owner: this one serves a single node only.
 """
 from __future__ import annotations
 

@@ -11,8 +11,9 @@ in the order they were computed, so the start offset each carries never goes bac
 - Acquiring reads the log from the share-partition's next fetch offset (kcoord.broker.share.log_reader)
   with the group's share.isolation.level; markers and aborted transactions are archived, never delivered.
   In cluster mode only the partition's leader serves it (NOT_LEADER_OR_FOLLOWER elsewhere), up to the
-  ISR's high watermark; the share state itself stays on the node that serves it (not yet following
-  __share_group_state's leadership: broker/coordinator_roles.py is the seam).
+  ISR's high watermark, and its state lives with the share coordinator of its key
+  (kcoord.broker.share.persister): read at the partition's leader epoch when this node first serves it
+  in a term (a new term reads it again), every write made durable there before it is replayed here.
 - A ShareFetch that acquired nothing waits like a Fetch (broker/data/fetch_wait.py) until new data, a
   release or a lock expiry on one of its partitions, or its MaxWaitMs.
 - Acquisition locks run out on a ticker (every LOCK_TICK_S); `expire_locks_now` is the test kit's
@@ -33,10 +34,14 @@ from typing import TYPE_CHECKING
 from kcoord.broker.data.visibility import high_watermark
 from kcoord.broker.share import log_reader
 from kcoord.broker.share.coordinator import ShareCoordinator, ShareKey
+
+if TYPE_CHECKING:
+    from kcoord.broker.share.persister import ShareStatePersister
 from kcoord.protocol.errors import ErrorCode
 from kcoord.share import records as r
 from kcoord.share.partition import ACQUIRED, EARLIEST, LATEST, AcquiredRecords, ShareConfig, SharePartition
 from kcoord.share.session import ShareSession, ShareSessionCache
+from kcoord.share.state import expand
 
 if TYPE_CHECKING:
     from kcoord.broker.app import Broker
@@ -86,6 +91,9 @@ class SharePartitionManager:
     def __init__(self, broker: Broker, coordinator: ShareCoordinator, now_ms: Callable[[], int] = wall_ms) -> None:
         self.broker = broker
         self.coordinator = coordinator
+        # cluster mode: the share-state RPCs to each key's share coordinator (None: the local coordinator)
+        self.persister: ShareStatePersister | None = None
+        self._terms: dict[ShareKey, int] = {}  # cluster mode: the leader epoch each share-partition was read at
         self.now_ms = now_ms
         self.sessions = ShareSessionCache(broker.config.get("group.share.max.share.sessions"))
         self._partitions: dict[ShareKey, SharePartition] = {}
@@ -95,7 +103,10 @@ class SharePartitionManager:
         self._expiring: set[asyncio.Task] = set()  # expiries (timer control) and releases under way
 
     def start(self) -> None:
-        self._loaded = self.coordinator.load()
+        if self.persister is None:
+            self._loaded = self.coordinator.load()
+        else:  # nothing is read until served: the share coordinator has it
+            self.coordinator.active = True
         self._ticker = asyncio.get_running_loop().create_task(self._expire_loop())
         self.broker.disconnect_listeners.append(self.connection_closed)
 
@@ -136,10 +147,30 @@ class SharePartitionManager:
         sp = self._partitions.get(key)
         if sp is None:
             records = self._loaded.pop(key, [])
-            config = self.share_config(key[0])
-            sp = SharePartition.load(*key, records, config) if records else SharePartition(*key, config)
+            config, epoch = self.share_config(key[0]), self._terms.get(key, 0)
+            sp = (SharePartition.load(*key, records, config, leader_epoch=epoch) if records
+                  else SharePartition(*key, config, leader_epoch=epoch))
             self._partitions[key] = sp
         return sp
+
+    async def _read_state(self, key: ShareKey, leader_epoch: int) -> ErrorCode:
+        """Cluster mode: the share-partition's state from its share coordinator, once per leader term
+        (SharePartition.maybeInitialize's ReadShareGroupState); what was in memory from an older term goes."""
+        if self.persister is None or self._terms.get(key) == leader_epoch:
+            return ErrorCode.NONE
+        error, records = await self.persister.read(key, leader_epoch)
+        if error != ErrorCode.NONE:
+            return error
+        self._partitions.pop(key, None)
+        self._loaded.pop(key, None)
+        if records:
+            self._loaded[key] = records
+        self._terms[key] = leader_epoch
+        return ErrorCode.NONE
+
+    def _current_term(self, key: ShareKey, plog) -> bool:
+        """Single node: always; cluster mode: the share-partition was read in the partition's current term."""
+        return self.persister is None or self._terms.get(key) == plog.leader_epoch
 
     def get(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
         """The share-partition if it has state (initialized: in memory, or in the records loaded at start)."""
@@ -157,13 +188,22 @@ class SharePartitionManager:
     async def _write(self, key: ShareKey, sp: SharePartition, records: list) -> ErrorCode:
         if not records:
             return ErrorCode.NONE
-        error = await self.coordinator.write(key, records)
+        error = await self._persist(key, records, sp.state_epoch)
         if error != ErrorCode.NONE:
             sp.rollback(records)
             return error
         for record in records:
             sp.replay(record)
         return ErrorCode.NONE
+
+    async def _persist(self, key: ShareKey, records: list, state_epoch: int) -> ErrorCode:
+        if self.persister is None:
+            return await self.coordinator.write(key, records)
+        error = await self.persister.write(key, records, state_epoch)
+        if error in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+            # the state moved on without this node (a reset elsewhere, a newer leader): read it again next time
+            self._terms.pop(key, None)
+        return error
 
     async def _initialize(self, key: ShareKey, sp: SharePartition, plog, hw: int) -> ErrorCode:
         """SharePartition.maybeInitialize: a share-partition without state starts at
@@ -243,6 +283,10 @@ class SharePartitionManager:
             key = (group_id, topic_id, partition)
             got = read = None
             async with self._locks[key]:
+                error = await self._read_state(key, plog.leader_epoch)
+                if error != ErrorCode.NONE:
+                    result.error = error
+                    continue
                 sp = self._get(key)
                 error = await self._initialize(key, sp, plog, hw)
                 if error != ErrorCode.NONE:
@@ -297,7 +341,7 @@ class SharePartitionManager:
         key = (group_id, topic_id, partition)
         async with self._locks[key]:
             sp = self._partitions.get(key)
-            if sp is None or not sp.initialized:
+            if sp is None or not sp.initialized or not self._current_term(key, plog):
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The share-partition has no acquired records."
             outcome = sp.acknowledge(member_id, batches, self.now_ms())
             if outcome.error != ErrorCode.NONE:
@@ -326,22 +370,52 @@ class SharePartitionManager:
 
     # ---------------------------------------------------------------- admin: alter and delete state
 
-    async def reset(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> ErrorCode:
+    async def reset(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int,
+                    state_epoch: int | None = None) -> ErrorCode:
         """AlterShareGroupOffsets: the share-partition starts over at `start_offset`, nothing in flight, at
-        the next state epoch (InitializeShareGroupState's snapshot)."""
+        the next state epoch (or `state_epoch`: InitializeShareGroupState's snapshot)."""
         key = (group_id, topic_id, partition)
         async with self._locks[key]:
             old = self.get(*key)
-            sp = SharePartition(*key, self.share_config(group_id),
-                                state_epoch=0 if old is None else old.state_epoch + 1)
+            if state_epoch is None:
+                state_epoch = 0 if old is None else old.state_epoch + 1
+            sp = SharePartition(*key, self.share_config(group_id), state_epoch=state_epoch)
             records = [r.encode(sp.durable.initial_record(start_offset, sp.state_epoch, sp.leader_epoch,
                                                           self.now_ms()))]
-            error = await self.coordinator.write(key, records)
+            error = await self._persist(key, records, sp.state_epoch)
             if error == ErrorCode.NONE:
                 sp.replay(records[0])
                 self._partitions[key] = sp
                 self._loaded.pop(key, None)
         return error
+
+    async def write_state(self, key: ShareKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                          batches: Sequence[r.StateBatch], delivery_complete_count: int) -> tuple[ErrorCode, str | None]:
+        """Single node: a WriteShareGroupState from outside (ShareCoordinatorShard.writeState's checks and
+        merge). The share-partition takes the written state: what was in flight here goes, and it is
+        rebuilt from its durable state, as a new leader would read it."""
+        async with self._locks[key]:
+            sp = self.get(*key)
+            if sp is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The share-partition has no state to write on."
+            if leader_epoch < sp.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH, "The leader epoch is older than the recorded one."
+            if state_epoch < sp.state_epoch:
+                return ErrorCode.FENCED_STATE_EPOCH, "The state epoch is older than the recorded one."
+            d = sp.durable
+            start = d.start_offset if start_offset < 0 else start_offset
+            record = r.encode(d.record_for(start, expand(batches, start), delivery_complete_count, leader_epoch,
+                                           self.now_ms()))
+            error = await self.coordinator.write(key, [record])
+            if error != ErrorCode.NONE:
+                return error, None
+            d.replay(record.decoded)
+            self._partitions.pop(key, None)
+            self._loaded[key] = [r.encode(r.ShareStateRecord(
+                r.SHARE_SNAPSHOT, *key, d.snapshot_epoch, d.leader_epoch, d.start_offset, d.state_batches(),
+                d.delivery_complete_count, d.state_epoch, d.create_timestamp, d.write_timestamp))]
+        self._notify(key)
+        return ErrorCode.NONE, None
 
     async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
         """DeleteShareGroupOffsets: the share-partition's state goes (a tombstone); a later fetch
@@ -350,7 +424,7 @@ class SharePartitionManager:
         async with self._locks[key]:
             if self.get(*key) is None:
                 return ErrorCode.NONE
-            error = await self.coordinator.write(key, [(r.snapshot_key(*key), None, ())])
+            error = await self._persist(key, [(r.snapshot_key(*key), None, ())], 0)
             if error == ErrorCode.NONE:
                 self._partitions.pop(key, None)
                 self._loaded.pop(key, None)

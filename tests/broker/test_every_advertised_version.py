@@ -223,9 +223,10 @@ def api_versions(c, v, env):
     assert {k.api_key for k in resp.api_keys} == {spec.key for spec in registry.served()} - {71, 72}
     if v >= 3:  # the features, tagged (metadata/features.py); group.version's minimum 0 is left out at v3
         assert {f.name: f.max_version_level for f in resp.finalized_features} == {
-            "metadata.version": 29, "group.version": 1, "transaction.version": 2}
+            "metadata.version": 29, "group.version": 1, "transaction.version": 2, "share.version": 1}
         assert {f.name for f in resp.supported_features} == (
-            {"metadata.version", "group.version", "transaction.version"} if v >= 4 else {"metadata.version"})
+            {"metadata.version", "group.version", "transaction.version", "share.version"} if v >= 4
+            else {"metadata.version"})
     return resp
 
 
@@ -665,6 +666,66 @@ def describe_client_quotas(c, v, env):
     return resp
 
 
+def initialize_share_group_state(c, v, env):
+    """InitializeShareGroupState on a share-partition without state (a single node is the share
+    coordinator of every key): NONE (ShareCoordinatorShard.initializeState)."""
+    R = m.InitializeShareGroupStateRequest
+    resp = call(c, 83, v, R(group_id=f"share-state-init-v{v}", topics=[R.InitializeStateData(
+        topic_id=env["topic_id"], partitions=[R.PartitionData(partition=0, state_epoch=0, start_offset=0)])]))
+    assert [p.partition for t in resp.results for p in t.partitions] == [0]
+    return resp
+
+
+def read_share_group_state(c, v, env):
+    """ReadShareGroupState after an InitializeShareGroupState: its start offset back
+    (ShareCoordinatorShard.readStateAndMaybeUpdateLeaderEpoch)."""
+    group = f"share-state-read-v{v}"
+    Init = m.InitializeShareGroupStateRequest
+    call(c, 83, 0, Init(group_id=group, topics=[Init.InitializeStateData(topic_id=env["topic_id"], partitions=[
+        Init.PartitionData(partition=0, state_epoch=0, start_offset=1)])]))
+    R = m.ReadShareGroupStateRequest
+    resp = call(c, 84, v, R(group_id=group, topics=[R.ReadStateData(topic_id=env["topic_id"], partitions=[
+        R.PartitionData(partition=0, leader_epoch=0)])]))
+    assert [(p.start_offset, p.state_epoch) for t in resp.results for p in t.partitions] == [(1, 0)]
+    return resp
+
+
+def write_share_group_state(c, v, env):
+    """WriteShareGroupState over an initialized share-partition: an ACKNOWLEDGED batch and a new start
+    offset, NONE (ShareCoordinatorShard.writeState)."""
+    group = f"share-state-write-v{v}"
+    Init = m.InitializeShareGroupStateRequest
+    call(c, 83, 0, Init(group_id=group, topics=[Init.InitializeStateData(topic_id=env["topic_id"], partitions=[
+        Init.PartitionData(partition=0, state_epoch=0, start_offset=0)])]))
+    R = m.WriteShareGroupStateRequest
+    part = R.PartitionData(partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=[
+        R.StateBatch(first_offset=0, last_offset=0, delivery_state=2, delivery_count=1)])
+    if v >= 1:
+        part.delivery_complete_count = 1
+    resp = call(c, 85, v, R(group_id=group, topics=[R.WriteStateData(topic_id=env["topic_id"], partitions=[part])]))
+    assert [p.partition for t in resp.results for p in t.partitions] == [0]
+    return resp
+
+
+def delete_share_group_state(c, v, env):
+    """DeleteShareGroupState of a share-partition (with or without state): NONE."""
+    R = m.DeleteShareGroupStateRequest
+    resp = call(c, 86, v, R(group_id=f"share-state-delete-v{v}", topics=[R.DeleteStateData(
+        topic_id=env["topic_id"], partitions=[R.PartitionData(partition=0)])]))
+    assert [p.partition for t in resp.results for p in t.partitions] == [0]
+    return resp
+
+
+def read_share_group_state_summary(c, v, env):
+    """ReadShareGroupStateSummary of a share-partition without state: StartOffset -1
+    (ShareCoordinatorShard.readStateSummary)."""
+    R = m.ReadShareGroupStateSummaryRequest
+    resp = call(c, 87, v, R(group_id=f"share-state-summary-v{v}", topics=[R.ReadStateSummaryData(
+        topic_id=env["topic_id"], partitions=[R.PartitionData(partition=0, leader_epoch=0)])]))
+    assert [p.start_offset for t in resp.results for p in t.partitions] == [-1]
+    return resp
+
+
 SCENARIOS: dict[int, Callable] = {
     0: produce, 1: fetch, 2: list_offsets, 3: metadata, 8: offset_commit, 9: offset_fetch, 10: find_coordinator,
     11: join_group, 12: heartbeat, 13: leave_group, 14: sync_group, 15: describe_groups, 16: list_groups,
@@ -673,6 +734,8 @@ SCENARIOS: dict[int, Callable] = {
     43: elect_leaders, 45: alter_partition_reassignments, 46: list_partition_reassignments, 75: describe_topic_partitions,
     47: offset_delete, 57: update_features, 60: describe_cluster, 74: list_config_resources, 68: consumer_group_heartbeat, 69: consumer_group_describe,
     76: share_group_heartbeat, 77: share_group_describe, 78: share_fetch, 79: share_acknowledge,
+    83: initialize_share_group_state, 84: read_share_group_state, 85: write_share_group_state,
+    86: delete_share_group_state, 87: read_share_group_state_summary,
     90: describe_share_group_offsets, 91: alter_share_group_offsets, 92: delete_share_group_offsets,
     71: get_telemetry_subscriptions, 72: push_telemetry, 48: describe_client_quotas, 49: alter_client_quotas,
     **every_version_scenarios.SCENARIOS,  # SASL, ACL and SCRAM admin APIs, on a server with security on

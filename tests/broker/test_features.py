@@ -11,7 +11,8 @@ Kafka 4.2 sources followed:
   per-feature results only at v0-1), clients/.../requests/UpdateFeaturesRequest.java (getFeature: v0's
   AllowDowngrade is SAFE_DOWNGRADE).
 - group.version 0: core/.../server/KafkaApis.scala (isConsumerGroupProtocolEnabled; ConsumerGroupHeartbeat
-  and ConsumerGroupDescribe answer UNSUPPORTED_VERSION).
+  and ConsumerGroupDescribe answer UNSUPPORTED_VERSION); share.version 0 likewise (isShareGroupProtocolEnabled)
+  for the share-group APIs; server-common's ShareVersion (SV_1 bootstraps from IBP_4_2_IV0: on by default).
 - ListConfigResources: clients/.../requests/ListConfigResourcesRequest.java (supportedResourceTypes: v0
   CLIENT_METRICS, v1 TOPIC/BROKER/BROKER_LOGGER/CLIENT_METRICS/GROUP); KafkaApis (DESCRIBE_CONFIGS on the
   cluster, UNSUPPORTED_VERSION for a type outside the version's set).
@@ -67,15 +68,18 @@ def test_error_codes_129_to_133_have_kafkas_names_and_retriable_flags():
 # -- ApiVersions ----------------------------------------------------------------------------------------
 def test_api_versions_v4_reports_kcoords_features(kcoord_server):
     supported, finalized, epoch = features(api_versions(kcoord_server.port, 4))
-    assert supported == {"metadata.version": (29, 29), "group.version": (0, 1), "transaction.version": (0, 2)}
-    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2)}
+    assert supported == {"metadata.version": (29, 29), "group.version": (0, 1), "transaction.version": (0, 2),
+                         "share.version": (0, 1)}
+    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2),
+                         "share.version": (1, 1)}
     assert epoch == 0
 
 
 def test_api_versions_v3_leaves_out_supported_features_with_minimum_0(kcoord_server):
     supported, finalized, _ = features(api_versions(kcoord_server.port, 3))
     assert supported == {"metadata.version": (29, 29)}  # KAFKA-17492
-    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2)}
+    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2),
+                         "share.version": (1, 1)}
 
 
 def test_kafka_python_describe_features(kcoord_server):
@@ -84,7 +88,8 @@ def test_kafka_python_describe_features(kcoord_server):
         got = admin.describe_features()
         assert got == {"metadata.version": {"supported": (29, 29), "finalized": (29, 29), "finalized_epoch": 0},
                        "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0},
-                       "transaction.version": {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 0}}
+                       "transaction.version": {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 0},
+                       "share.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0}}
         # DescribeCluster names the controller that update_features is sent to: this node
         assert admin.describe_cluster()["controller_id"] == 1
         assert admin.update_features({"group.version": ("SAFE_DOWNGRADE", 0)}) == {"group.version": "OK"}
@@ -104,7 +109,7 @@ def test_update_features_refusals_refuse_the_whole_request(kcoord_server, versio
     port = kcoord_server.port
     cases = [
         (("transaction.version", 3, UPGRADE), "only supports versions 0-2"),
-        (("share.version", 1, UPGRADE), "does not support this feature"),
+        (("share.version", 2, UPGRADE), "only supports versions 0-1"),
         (("metadata.version", 28, SAFE_DOWNGRADE), "only supports versions 29-29"),
         (("group.version", 2, UPGRADE), "only supports versions 0-1"),
         (("group.version", -1, SAFE_DOWNGRADE), "cannot be below 0"),
@@ -128,10 +133,12 @@ def test_update_features_downgrade_upgrade_validate_only_and_results_per_version
     port = kcoord_server.port
     resp = update(port, 1, ("group.version", 0, UNSAFE_DOWNGRADE), validate_only=True)
     assert (resp.error_code, [(r.feature, r.error_code) for r in resp.results]) == (0, [("group.version", 0)])
-    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2)}, 0)
+    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1),
+                                                 "transaction.version": (2, 2), "share.version": (1, 1)}, 0)
     resp = update(port, 2, ("group.version", 0, SAFE_DOWNGRADE))
     assert (resp.error_code, resp.error_message, resp.results) == (0, None, [])
-    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "transaction.version": (2, 2)}, 1)
+    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "transaction.version": (2, 2),
+                                                 "share.version": (1, 1)}, 1)
     # at group.version 0 the KIP-848 calls answer UNSUPPORTED_VERSION (KafkaApis.isConsumerGroupProtocolEnabled)
     with RawKafka(port) as c:
         hb = call(c, 68, 1, m.ConsumerGroupHeartbeatRequest(
@@ -142,14 +149,40 @@ def test_update_features_downgrade_upgrade_validate_only_and_results_per_version
     assert [(g.group_id, g.error_code) for g in described.groups] == [("g", ErrorCode.UNSUPPORTED_VERSION)]
     resp = update(port, 0, ("group.version", 1, UPGRADE), ("metadata.version", 29, UPGRADE))  # 29: no change
     assert (resp.error_code, sorted(r.feature for r in resp.results)) == (0, ["group.version", "metadata.version"])
-    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2)}, 2)
+    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1),
+                                                 "transaction.version": (2, 2), "share.version": (1, 1)}, 2)
+
+
+def test_share_version_0_turns_share_groups_off(kcoord_server_factory):
+    """share.version 0: the share-group APIs answer UNSUPPORTED_VERSION (KafkaApis.isShareGroupProtocolEnabled,
+    core/src/main/scala/kafka/server/KafkaApis.scala, handleShareGroupHeartbeat / handleShareFetchRequest /
+    handleShareGroupDescribe...: getErrorResponse(UNSUPPORTED_VERSION)); back at 1 they serve again."""
+    server = kcoord_server_factory()
+    port = server.port
+    heartbeat = m.ShareGroupHeartbeatRequest(group_id="sg", member_id="share-member-1", member_epoch=0,
+                                             rack_id=None, subscribed_topic_names=["t"])
+    assert update(port, 2, ("share.version", 0, SAFE_DOWNGRADE)).error_code == 0
+    assert "share.version" not in features(api_versions(port))[1]
+    with RawKafka(port) as c:
+        hb = call(c, 76, 1, heartbeat)
+        described = call(c, 77, 1, m.ShareGroupDescribeRequest(group_ids=["sg"], include_authorized_operations=False))
+        fetched = call(c, 78, 1, m.ShareFetchRequest(
+            group_id="sg", member_id="share-member-1", share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+            max_bytes=1024, max_records=1, batch_size=1, topics=[], forgotten_topics_data=[]))
+    assert hb.error_code == fetched.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert [(g.group_id, g.error_code) for g in described.groups] == [("sg", ErrorCode.UNSUPPORTED_VERSION)]
+    server.restart()  # the level is durable
+    assert update(port := server.port, 0, ("share.version", 1, UPGRADE)).error_code == 0
+    with RawKafka(port) as c:
+        assert call(c, 76, 1, heartbeat).error_code == ErrorCode.NONE
 
 
 def test_finalized_levels_survive_a_restart(kcoord_server_factory):
     server = kcoord_server_factory()
     assert update(server.port, 2, ("group.version", 0, SAFE_DOWNGRADE)).error_code == 0
     server.restart()
-    assert features(api_versions(server.port))[1:] == ({"metadata.version": (29, 29), "transaction.version": (2, 2)}, 1)
+    assert features(api_versions(server.port))[1:] == ({"metadata.version": (29, 29), "transaction.version": (2, 2),
+                                                        "share.version": (1, 1)}, 1)
 
 
 # -- ListConfigResources ----------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ from tests.broker.share.test_share_fetch_wire import acquired, fetch, partition
 from tests.cluster.replication_checks import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120),
-              pytest.mark.kcoord_cluster(nodes=2, session_timeout_ms=2000)]
+              pytest.mark.kcoord_cluster(nodes=2, session_timeout_ms=2000, overrides={
+                  "share.coordinator.state.topic.replication.factor": 2, "share.coordinator.state.topic.min.isr": 1})]
 TOPIC = "share-replicated"
 
 
