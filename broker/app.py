@@ -172,8 +172,13 @@ class Broker:
             idle_ms=self.config.get("connections.max.idle.ms"),
             high_water=max(2, self.config.get("queued.max.requests")),
             low_water=max(1, self.config.get("queued.max.requests") // 4))
-        self.listeners = await self.server.start(self.config.listeners)
-        if self.config.get("kcoord.etcd.connect") is not None:  # cluster mode: join once the ports are bound
+        in_cluster = self.config.get("kcoord.etcd.connect") is not None
+        # A cluster node binds its ports (it registers them) but accepts nothing until it has joined and
+        # follows the cluster's metadata: until then it would answer from its single-node view, naming
+        # itself leader of what it holds and acknowledging writes no leader accepted (Kafka's BrokerServer
+        # likewise enables request processing only once it has caught up with the metadata).
+        self.listeners = await self.server.start(self.config.listeners, serve=not in_cluster)
+        if in_cluster:  # cluster mode: join once the ports are bound
             from kcoord.broker.cluster_node import open_cluster_node
             from kcoord.cluster.keys import Endpoint
 
@@ -181,6 +186,7 @@ class Broker:
             await self.cluster.start([Endpoint(b.name, b.host, b.port) for b in self.advertised()],
                                      self.config.get("broker.rack"))
             self.cluster_id = self.cluster.cluster_id  # the cluster's (the first node's), not this data dir's
+            await self.server.enable_request_processing()
         await self._start_metrics()
         await self._start_admin()
         log.info("kcoord node %d of cluster %s started; listeners %s", self.node_id, self.cluster_id,

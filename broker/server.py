@@ -499,7 +499,9 @@ class KafkaServer:
     def session(self, listener: str) -> ConnectionSession:
         return self.security.session(listener)
 
-    async def start(self, listeners: list[Any]) -> list[BoundListener]:
+    async def start(self, listeners: list[Any], serve: bool = True) -> list[BoundListener]:
+        """Bind every listener; with `serve` False nothing is accepted until enable_request_processing()
+        (a cluster node binds first, to register its ports, and serves once it has joined)."""
         loop = asyncio.get_running_loop()
         for listener in listeners:
             def factory(name: str = listener.name) -> Any:
@@ -508,11 +510,16 @@ class KafkaServer:
                 return conn if conn._tls is None else tls_protocol(conn, conn._tls)
 
             srv = await loop.create_server(factory, host=listener.host or None, port=listener.port,
-                                           reuse_address=True, backlog=512)
+                                           reuse_address=True, backlog=512, start_serving=serve)
             self._servers.append(srv)
             port = srv.sockets[0].getsockname()[1]
             self.bound.append(BoundListener(listener.name, listener.host, port))
         return self.bound
+
+    async def enable_request_processing(self) -> None:
+        """Start accepting on listeners bound with serve=False (Kafka's SocketServer.enableRequestProcessing)."""
+        for srv in self._servers:
+            await srv.start_serving()
 
     async def stop(self, timeout: float) -> None:
         for srv in self._servers:

@@ -145,3 +145,50 @@ def test_a_follower_cut_from_its_leader_only_leaves_the_isr_and_rejoins_when_hea
     problems += check_exactly_once(history, "kafka-python", records)
     problems += check_identical_replicas(_data_dirs(cluster), "pair", 0, ends[0])
     _fail(history, problems)
+
+
+@pytest.mark.timeout(120)
+def test_a_restarting_node_accepts_no_client_before_it_has_joined(kafka_cluster, admin):
+    """Nemesis: a node restarted while cut from etcd (blackhole), healed a few seconds later. Checker: until
+    it has joined and follows the cluster's metadata, its client port accepts nothing -- before, it answered
+    from its single-node view (Metadata naming itself leader of every partition on its disk, found by the
+    nemesis run as two leaders at one leader epoch). Kafka's BrokerServer binds its sockets early and enables
+    request processing (SocketServer.enableRequestProcessing) only once it has caught up with the metadata."""
+    import socket
+    import threading
+
+    cluster = kafka_cluster
+    _create(cluster, admin, "joining", [1, 2, 3])
+    node = cluster.nodes[2]
+    cluster.kill(2)
+    cluster.wait_leader("joining", 0, not_on=2)
+    cluster.cut(2, from_etcd=True, from_nodes=False)
+    failure: list[BaseException] = []
+
+    def restart() -> None:
+        try:
+            cluster.restart(2, timeout=60)
+        except BaseException as exc:  # noqa: BLE001 -- reported by the test thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=restart, daemon=True)
+    thread.start()
+    refused = answered = 0
+    deadline = time.monotonic() + 3.0
+    while time.monotonic() < deadline:  # the node is up, its ports bound, etcd unreachable
+        try:
+            with socket.create_connection((node.host, node.port), timeout=0.5) as sock:
+                sock.sendall(b"\x00\x00\x00\x0c\x00\x12\x00\x00\x00\x00\x00\x01\x00\x02id")  # ApiVersions v0
+                sock.settimeout(0.5)
+                if sock.recv(4):
+                    answered += 1
+        except OSError:
+            refused += 1
+        time.sleep(0.1)
+    cluster.heal(2)
+    thread.join(60)
+    assert not failure, failure
+    assert answered == 0 and refused > 0, (answered, refused)
+    cluster.wait_registered({1, 2, 3})
+    leaders = {cluster.leader_of("joining", 0, via=via) for via in (1, 2, 3)}
+    assert len(leaders) == 1, leaders
