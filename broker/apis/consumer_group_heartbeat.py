@@ -17,12 +17,13 @@ waits on when the coordinator answers once its records are durable (no task per 
 """
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING
 
 from kcoord.broker.context import RequestContext
 from kcoord.broker.frame_answer import FrameAnswer
 from kcoord.broker.registry import api, frame_handler, version_range
-from kcoord.coordinator.consumer.steady import HeartbeatResult
+from kcoord.coordinator.consumer.steady import HeartbeatResult, is_steady_shape
 from kcoord.coordinator.results import RequestContext as CoordinatorContext
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
@@ -59,6 +60,7 @@ reader = frames.RequestReader("ConsumerGroupHeartbeat", *version_range(API_KEY))
 _frames = frames.ResponseWriter("ConsumerGroupHeartbeat", *version_range(API_KEY)).frames
 _Request = m.ConsumerGroupHeartbeatRequest
 _TopicPartitions = _Request.TopicPartitions
+_HEAD = struct.Struct(">ihhi").unpack_from  # size, api key, api version, correlation id
 
 
 def _client_id(frame) -> str:
@@ -67,10 +69,44 @@ def _client_id(frame) -> str:
     return "" if length < 0 else bytes(frame[14:14 + length]).decode("utf-8", "replace")
 
 
+# A steady member sends the same bytes every time but for the correlation id: its frames' tails (client id
+# and body) -> (version, group id, member id, epoch, client id, the answer's bytes after its correlation id,
+# and the heartbeat interval they carry). Only heartbeats of steady shape are remembered. Bounded: emptied
+# when full, as protocol/frames.RequestReader's memory is.
+_steady: dict[bytes, tuple[int, str, str, int, str, bytes, int]] = {}
+MAX_STEADY = 1 << 16
+_SIZE = struct.Struct(">i")
+
+
+def steady_answer_tail(version: int, member_id: str, member_epoch: int, heartbeat_interval_ms: int) -> bytes:
+    """A NONE answer with no assignment after its correlation id: the same for every steady heartbeat of a
+    member (its size prefix is the frame's first 4 bytes, the correlation id the next 4)."""
+    whole = _frames[version](0, 0, 0, None, member_id, member_epoch, heartbeat_interval_ms, None)
+    return whole[:4] + whole[8:]
+
+
 @frame_handler(key=API_KEY)
 def serve_frame(broker: Broker, frame: bytes, client_host: str):
     """`handle`, from and to whole frames: (error, response frame) when the coordinator answers at once,
-    a future of it when the answer waits for a write, None for a frame the reader does not take."""
+    a future of it when the answer waits for a write, None for a frame the reader does not take.
+
+    A steady heartbeat (coordinator/consumer/steady.py) is answered from its remembered fields: the
+    coordinator checks the member and its epoch and resets its session (no request object, no write lane),
+    and the answer is its remembered bytes around the correlation id. Anything else, or a steady-shaped
+    heartbeat the coordinator does not answer at once (a write of the group in flight, an unknown member, a
+    shard not loaded or not led here...), takes the general route below, which gives every error."""
+    if len(frame) >= 14:
+        known = _steady.get(frame[12:])
+        if known is not None:
+            size, key, version, correlation_id = _HEAD(frame)
+            if key == API_KEY and version == known[0] and size == len(frame) - 4 and broker.features.consumer_protocol:
+                result = broker.group_coordinator.steady_consumer_heartbeat(known[1], known[2], known[3], known[4],
+                                                                            client_host)
+                if result is not None:
+                    if result.heartbeat_interval_ms == known[6]:
+                        tail = known[5]
+                        return 0, tail[:4] + _SIZE.pack(correlation_id) + tail[4:]
+                    return response_frame(version, correlation_id, result)
     read = reader.read(frame)
     if read is None or not broker.features.consumer_protocol:  # group.version 0: `handle` refuses
         return None
@@ -84,6 +120,17 @@ def serve_frame(broker: Broker, frame: bytes, client_host: str):
         subscribed_topic_regex=regex, server_assignor=server_assignor,
         topic_partitions=None if owned is None else [_TopicPartitions(topic_id=t, partitions=list(p))
                                                      for t, p in owned])
+    if is_steady_shape(member_epoch, instance_id, rack_id, rebalance_timeout_ms, topic_names, regex, server_assignor):
+        client_id = _client_id(frame)
+        result = broker.group_coordinator.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id,
+                                                                    client_host)
+        if result is not None:
+            if len(_steady) >= MAX_STEADY:
+                _steady.clear()
+            interval = result.heartbeat_interval_ms
+            _steady[bytes(frame[12:])] = (version, group_id, member_id, member_epoch, client_id,
+                                          steady_answer_tail(version, member_id, member_epoch, interval), interval)
+            return response_frame(version, correlation_id, result)
     answer = _Answer(version, correlation_id)
     broker.group_coordinator.consumer_group_heartbeat(CoordinatorContext(_client_id(frame), client_host, version), request,
                                            answer)
