@@ -24,7 +24,6 @@ from kcoord.coordinator.consumer.classic_members import CLASSIC_GROUP, PendingHe
 from kcoord.coordinator.consumer.describe import DescribedConsumerGroup
 from kcoord.coordinator.consumer.manager import ConsumerGroupManager
 from kcoord.coordinator.consumer.offsets import validate_offset_fetch
-from kcoord.coordinator.consumer.steady import HeartbeatResult
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from kcoord.coordinator.core import OFFSETS_TOPIC, map_write_error
 from kcoord.coordinator.events import CoordinatorEvents
@@ -228,14 +227,6 @@ class GroupCoordinatorShard(ShareGroupOperations):
             return syncs.handle_sync_group(request, version, callback)
         self.consumer_manager.classic_members.sync(request, version, lambda result: syncs.handle_sync_group(
             request, version, callback) if result is CLASSIC_GROUP else callback(result))
-
-    def steady_consumer_heartbeat(self, group_id: str, member_id: str, member_epoch: int, client_id: str,
-                                  client_host: str) -> HeartbeatResult | None:
-        """A steady ConsumerGroupHeartbeat's answer from its fields (ConsumerGroupHeartbeat.steady), or None:
-        take consumer_group_heartbeat."""
-        if group_id in self.share_manager.groups:  # consumer_group_heartbeat_checked refuses it
-            return None
-        return self.consumer_manager.heartbeats.steady(group_id, member_id, member_epoch, client_id, client_host)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> ErrorCode | PendingHeartbeat:

@@ -18,7 +18,7 @@ waits on when the coordinator answers once its records are durable (no task per 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from kcoord.broker.context import RequestContext
 from kcoord.broker.frame_answer import FrameAnswer
@@ -70,19 +70,40 @@ def _client_id(frame) -> str:
 
 
 # A steady member sends the same bytes every time but for the correlation id: its frames' tails (client id
-# and body) -> (version, group id, member id, epoch, client id, the answer's bytes after its correlation id,
-# and the heartbeat interval they carry). Only heartbeats of steady shape are remembered. Bounded: emptied
+# and body) -> _Steady. Only heartbeats the coordinator answered as steady are remembered. Bounded: emptied
 # when full, as protocol/frames.RequestReader's memory is.
-_steady: dict[bytes, tuple[int, str, str, int, str, bytes, int]] = {}
+class _Steady(NamedTuple):
+    version: int
+    group_id: str
+    member_id: str
+    member_epoch: int
+    client_id: str
+    interval: int          # the heartbeat interval the answer below carries
+    answer_size: int       # the answer: its size prefix, the correlation id, then answer_rest
+    answer_rest: bytes
+
+    def answer(self, correlation_id: int) -> bytes:
+        return _SIZE_CORRELATION(self.answer_size, correlation_id) + self.answer_rest
+
+
+_steady: dict[bytes, _Steady] = {}
 MAX_STEADY = 1 << 16
-_SIZE = struct.Struct(">i")
+_SIZE_CORRELATION = struct.Struct(">ii").pack
 
 
-def steady_answer_tail(version: int, member_id: str, member_epoch: int, heartbeat_interval_ms: int) -> bytes:
-    """A NONE answer with no assignment after its correlation id: the same for every steady heartbeat of a
-    member (its size prefix is the frame's first 4 bytes, the correlation id the next 4)."""
-    whole = _frames[version](0, 0, 0, None, member_id, member_epoch, heartbeat_interval_ms, None)
-    return whole[:4] + whole[8:]
+def _steady_frame(version: int, correlation_id: int, member_id: str, member_epoch: int, interval: int) -> bytes:
+    """A steady heartbeat's answer: NONE, the member's id and epoch, its heartbeat interval, no assignment."""
+    return _frames[version](correlation_id, 0, 0, None, member_id, member_epoch, interval, None)
+
+
+def remember(tail: bytes, version: int, group_id: str, member_id: str, member_epoch: int, client_id: str,
+             interval: int) -> _Steady:
+    if len(_steady) >= MAX_STEADY:
+        _steady.clear()
+    answer = _steady_frame(version, 0, member_id, member_epoch, interval)
+    known = _steady[tail] = _Steady(version, group_id, member_id, member_epoch, client_id, interval,
+                                    len(answer) - 4, answer[8:])
+    return known
 
 
 @frame_handler(key=API_KEY)
@@ -95,24 +116,29 @@ def serve_frame(broker: Broker, frame: bytes, client_host: str):
     and the answer is its remembered bytes around the correlation id. Anything else, or a steady-shaped
     heartbeat the coordinator does not answer at once (a write of the group in flight, an unknown member, a
     shard not loaded or not led here...), takes the general route below, which gives every error."""
-    if len(frame) >= 14:
-        known = _steady.get(frame[12:])
-        if known is not None:
-            size, key, version, correlation_id = _HEAD(frame)
-            if key == API_KEY and version == known[0] and size == len(frame) - 4 and broker.features.consumer_protocol:
-                result = broker.group_coordinator.steady_consumer_heartbeat(known[1], known[2], known[3], known[4],
-                                                                            client_host)
-                if result is not None:
-                    if result.heartbeat_interval_ms == known[6]:
-                        tail = known[5]
-                        return 0, tail[:4] + _SIZE.pack(correlation_id) + tail[4:]
-                    return response_frame(version, correlation_id, result)
+    known = _steady.get(frame[12:])
+    if known is not None:
+        size, key, version, correlation_id = _HEAD(frame)
+        if key == API_KEY and version == known[0] and size == len(frame) - 4 and broker.features.consumer_protocol:
+            interval = broker.group_coordinator.steady_consumer_heartbeat(known[1], known[2], known[3], known[4],
+                                                                          client_host)
+            if interval == known[5]:
+                return 0, known.answer(correlation_id)
+            if interval is not None:
+                return 0, _steady_frame(version, correlation_id, known[2], known[3], interval)
     read = reader.read(frame)
     if read is None or not broker.features.consumer_protocol:  # group.version 0: `handle` refuses
         return None
     # every field of every served version, in order (a v0 frame reads its absent regex as None)
     correlation_id, version, (group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                               topic_names, regex, server_assignor, owned) = read
+    if is_steady_shape(member_epoch, instance_id, rack_id, rebalance_timeout_ms, topic_names, regex, server_assignor):
+        client_id = _client_id(frame)
+        interval = broker.group_coordinator.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id,
+                                                                      client_host)
+        if interval is not None:
+            remember(bytes(frame[12:]), version, group_id, member_id, member_epoch, client_id, interval)
+            return 0, _steady_frame(version, correlation_id, member_id, member_epoch, interval)
     request = _Request(
         group_id=group_id, member_id=member_id, member_epoch=member_epoch, instance_id=instance_id,
         rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms,
@@ -120,17 +146,6 @@ def serve_frame(broker: Broker, frame: bytes, client_host: str):
         subscribed_topic_regex=regex, server_assignor=server_assignor,
         topic_partitions=None if owned is None else [_TopicPartitions(topic_id=t, partitions=list(p))
                                                      for t, p in owned])
-    if is_steady_shape(member_epoch, instance_id, rack_id, rebalance_timeout_ms, topic_names, regex, server_assignor):
-        client_id = _client_id(frame)
-        result = broker.group_coordinator.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id,
-                                                                    client_host)
-        if result is not None:
-            if len(_steady) >= MAX_STEADY:
-                _steady.clear()
-            interval = result.heartbeat_interval_ms
-            _steady[bytes(frame[12:])] = (version, group_id, member_id, member_epoch, client_id,
-                                          steady_answer_tail(version, member_id, member_epoch, interval), interval)
-            return response_frame(version, correlation_id, result)
     answer = _Answer(version, correlation_id)
     broker.group_coordinator.consumer_group_heartbeat(CoordinatorContext(_client_id(frame), client_host, version), request,
                                            answer)

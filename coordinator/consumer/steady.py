@@ -9,7 +9,7 @@ path (a heartbeat may schedule their background resolution: regex_refresh.py).
 
 Two callers: the full path's first step (`steady_heartbeat`, inside the group's write lane), and the frame
 fast path (`ConsumerGroupHeartbeat.steady`, from the fields alone, only while no write of the group is in
-flight). Both decide with `steady_member`.
+flight). Both decide with `steady_group`.
 """
 from __future__ import annotations
 
@@ -36,17 +36,23 @@ def is_steady_shape(member_epoch: int, instance_id, rack_id, rebalance_timeout_m
             and subscribed_topic_names is None and subscribed_topic_regex is None and server_assignor is None)
 
 
-def steady_member(hb, group_id: str, member_id: str, member_epoch: int, client_id: str, client_host: str):
-    """The member a steady-shaped heartbeat of these fields keeps alive, or None: take the full path."""
+def steady_group(hb, group_id: str, member_id: str, member_epoch: int, client_id: str, client_host: str):
+    """The group whose member a steady-shaped heartbeat of these fields keeps alive, or None: take the
+    full path."""
     group = hb.m.groups.get(group_id)
     member = group.members.get(member_id) if group is not None else None
     if (member is None or member.member_epoch != member_epoch or member.state != STABLE
             or member.classic is not None or group.group_epoch > group.assignment_epoch
-            or member.member_epoch != group.assignment_epoch or member.client_id != client_id
+            or member_epoch != group.assignment_epoch or member.client_id != client_id
             or member.client_host != client_host or group.regexes or group.resolved_regexes
-            or hb.subscription_metadata(group, {member.member_id}, member) != group.subscription_metadata):
+            or not _same(hb.group_metadata(group), group.subscription_metadata)):
         return None
-    return member
+    return group
+
+
+def _same(metadata: dict, recorded: dict) -> bool:
+    """The subscribed topics are as recorded (subscriptions.group_metadata gives the recorded object when so)."""
+    return metadata is recorded or metadata == recorded
 
 
 def steady_heartbeat(hb, context, req):
@@ -55,16 +61,15 @@ def steady_heartbeat(hb, context, req):
                            req.subscribed_topic_names, getattr(req, "subscribed_topic_regex", None),
                            req.server_assignor):
         return None
-    member = steady_member(hb, req.group_id, req.member_id, req.member_epoch, context.client_id, context.client_host)
-    if member is None:
+    gid, member_id, epoch = req.group_id, req.member_id, req.member_epoch
+    if steady_group(hb, gid, member_id, epoch, context.client_id, context.client_host) is None:
         return None
     m = hb.m
-    gid, member_id = req.group_id, member.member_id
 
     def after() -> None:
         hb.schedule_session_timeout(gid, member_id)
         g = m.groups.get(gid)
         m.events.group_members(gid, len(g.members) if g else 0)
 
-    return [], HeartbeatResult(ErrorCode.NONE, None, member_id, member.member_epoch,
+    return [], HeartbeatResult(ErrorCode.NONE, None, member_id, epoch,
                                m.config.consumer_group_heartbeat_interval_ms, None), after

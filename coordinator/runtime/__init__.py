@@ -36,7 +36,6 @@ from kcoord.coordinator import checkpoint_store
 from kcoord.coordinator.common.runtime import LoadGate, every
 from kcoord.coordinator.config import GroupConfig
 from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
-from kcoord.coordinator.consumer.steady import HeartbeatResult
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
 from kcoord.coordinator.core import OFFSETS_TOPIC
 from kcoord.coordinator.events import NO_EVENTS, CoordinatorEvents
@@ -312,9 +311,10 @@ class GroupRuntime(ElectedShards):
         return reply
 
     def steady_consumer_heartbeat(self, group_id: str, member_id: str, member_epoch: int, client_id: str,
-                                  client_host: str) -> HeartbeatResult | None:
-        """A steady ConsumerGroupHeartbeat's result at once (the frame fast path), or None: take
-        consumer_group_heartbeat. No Reply: most requests of a consumer group are these."""
+                                  client_host: str) -> int | None:
+        """A steady ConsumerGroupHeartbeat answered at once (the frame fast path): the heartbeat interval to
+        answer with, or None: take consumer_group_heartbeat. No Reply: most requests of a consumer group
+        are these."""
         return self.service.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id, client_host)
 
     def share_group_heartbeat(self, context: RequestContext, request) -> Reply:

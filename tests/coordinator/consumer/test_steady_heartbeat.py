@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kcoord.coordinator.consumer import heartbeat as hb_module
+from kcoord.coordinator.consumer.steady import HeartbeatResult
 from kcoord.coordinator.consumer.testing import ConsumerGroupContext
 from kcoord.coordinator.results import RequestContext
 from kcoord.coordinator.testing import Capture
@@ -76,9 +77,11 @@ def test_a_changed_client_takes_the_full_path(monkeypatch):
 
 
 def _from_fields(ctx, a, client_id="client"):
-    """The frame fast path's call: the service, from the heartbeat's fields alone."""
-    member = ctx.consumer_group("g").members[a]
-    return ctx.gc.steady_consumer_heartbeat("g", a, member.member_epoch, client_id, "/127.0.0.1")
+    """The frame fast path's call: the service, from the heartbeat's fields alone; its answer as a
+    HeartbeatResult (NONE, the id and epoch sent, the interval it gives, no assignment), or None."""
+    epoch = ctx.consumer_group("g").members[a].member_epoch
+    interval = ctx.gc.steady_consumer_heartbeat("g", a, epoch, client_id, "/127.0.0.1")
+    return None if interval is None else HeartbeatResult(E.NONE, None, a, epoch, interval)
 
 
 def test_steady_from_fields_answers_as_the_full_path(monkeypatch):
