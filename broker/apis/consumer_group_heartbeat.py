@@ -13,7 +13,9 @@ the Assignment (topic ids and partitions) when it changed or the request was a f
 Every member of a consumer group sends it every heartbeat interval, so besides the handler it has a
 frame handler: the same request read from the whole frame and the same answer written to one, by code
 generated from the same message definitions (protocol/frames.py), handed back as a future the server
-waits on when the coordinator answers once its records are durable (no task per heartbeat).
+waits on when the coordinator answers once its records are durable (no task per heartbeat). A steady
+heartbeat (id and epoch, what a stable Java or librdkafka consumer sends) costs what a classic Heartbeat
+does: the coordinator checks it from its fields and the answer is remembered bytes (issue #30).
 """
 from __future__ import annotations
 
