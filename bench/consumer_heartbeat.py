@@ -1,5 +1,5 @@
-"""ConsumerGroupHeartbeat (KIP-848) steady-state throughput: N consumer-protocol members in groups of 100,
-one heartbeat in flight each, against the echo ceiling.
+"""ConsumerGroupHeartbeat (KIP-848) steady-state throughput: N consumer-protocol members in groups of 100
+(and 1,000 one-member groups), one heartbeat in flight each, against the echo ceiling.
 
 Members first form their groups for real (bench/consumer_group_formation: epoch 0, reconciliation, until
 ConsumerGroupDescribe says Stable). Then the C generator opens one connection per member and sends each
@@ -7,10 +7,11 @@ member's steady heartbeat back to back for a fixed time: ConsumerGroupHeartbeat 
 and nothing else (no subscription, no owned partitions: what a stable Java or librdkafka consumer sends).
 Measured in the same run, rep by rep in turn: the uvloop fixed-answer ceiling (bench/ceiling) at the
 same connection count -- the ratio -- and, for scale, the classic Heartbeat v4 of as many classic members
-in groups of 100 on the same server.
+in groups of the same size on the same server (issue #30's target: at least 0.9x the classic ratio).
 """
 from __future__ import annotations
 
+import asyncio
 import time
 
 from bench import ceiling
@@ -35,23 +36,33 @@ def steady_frame(group: str, member_id: str, epoch: int) -> bytes:
     return w.frame(formation.HEARTBEAT, VERSION, 0, body)
 
 
-def form_consumer_groups(port: int, n: int) -> list[bytes]:
-    """Form n members in groups of GROUP_SIZE; each member's steady heartbeat frame."""
+FORMING_AT_ONCE = 100  # groups formed concurrently (one-member groups: one at a time would take minutes)
+
+
+def form_consumer_groups(port: int, n: int, group_size: int = GROUP_SIZE) -> list[bytes]:
+    """Form n members in groups of `group_size`; each member's steady heartbeat frame."""
+    groups = [f"cgh-{n}-{group_size}-{g}" for g in range(max(1, n // group_size))]
     frames: list[bytes] = []
-    for g in range(max(1, n // GROUP_SIZE)):
-        group, formed = f"cgh-{n}-{g}", []
-        arun(formation.consumer_formation(port, min(GROUP_SIZE, n), group, formed))
-        frames += [steady_frame(group, member_id, epoch) for member_id, epoch in formed]
+    for i in range(0, len(groups), FORMING_AT_ONCE):
+        formed: list[list] = [[] for _ in groups[i:i + FORMING_AT_ONCE]]
+
+        async def form_some(names: list[str] = groups[i:i + FORMING_AT_ONCE], formed: list[list] = formed) -> None:
+            await asyncio.gather(*(formation.consumer_formation(port, min(group_size, n), name, out)
+                                   for name, out in zip(names, formed, strict=True)))
+
+        arun(form_some())
+        for group, members in zip(groups[i:i + FORMING_AT_ONCE], formed, strict=True):
+            frames += [steady_frame(group, member_id, epoch) for member_id, epoch in members]
     return frames
 
 
-def measure(n: int, seconds: float, reps: int) -> dict:
-    classic_groups = {f"hb-{n}-{g}": min(GROUP_SIZE, n) for g in range(max(1, n // GROUP_SIZE))}
+def measure(n: int, seconds: float, reps: int, group_size: int = GROUP_SIZE) -> dict:
+    classic_groups = {f"hb-{n}-{group_size}-{g}": min(group_size, n) for g in range(max(1, n // group_size))}
     with ceiling.PythonCeiling() as ceil, KcoordServer(formation._OVERRIDES) as server:
         arun(server.wait_ready())
         arun(formation._create_topic(server.port))
         t0 = time.monotonic()
-        consumer = form_consumer_groups(server.port, n)
+        consumer = form_consumer_groups(server.port, n, group_size)
         setup_s = time.monotonic() - t0
         classic = [mb.heartbeat_frame() for mb in arun(form_groups(server.port, classic_groups, conns=min(n, 2000)))]
         base, k, c = ceiling.compare([
@@ -62,6 +73,7 @@ def measure(n: int, seconds: float, reps: int) -> dict:
     return {
         "members": n,
         "groups": len(classic_groups),
+        "group size": group_size,
         "ConsumerGroupHeartbeat/s": k["rps"],
         "p50 ms": k["p50_us"] / 1000,
         "p99 ms": k["p99_us"] / 1000,
@@ -70,6 +82,7 @@ def measure(n: int, seconds: float, reps: int) -> dict:
         "classic Heartbeat/s (same server)": c["rps"],
         "classic ratio": c["ratio"],
         "consumer/classic": round(ratio(k["rps"], c["rps"]), 2),
+        "consumer ratio / classic ratio": round(ratio(k["ratio"], c["ratio"]), 2),
         "server cpu us/hb": k["server_cpu_us"],
         "classic server cpu us/hb": c["server_cpu_us"],
         "ceiling cpu us/req": base["server_cpu_us"],
@@ -80,14 +93,15 @@ def measure(n: int, seconds: float, reps: int) -> dict:
 
 def run(quick: bool = False) -> dict:
     raise_nofile()
-    sizes = [100] if quick else [100, 1000]
+    # (members, group size): 1,000 one-member groups is issue #30's row
+    sizes = [(1000, 1)] if quick else [(100, GROUP_SIZE), (1000, GROUP_SIZE), (1000, 1)]
     seconds, reps = (1.0, 2) if quick else (1.5, 5)
     return {
         "name": "consumer_heartbeat",
-        "settings": settings(group_size=GROUP_SIZE, seconds_per_rep=seconds, reps=reps, warmup_s=0.5,
+        "settings": settings(group_sizes=sorted({size for _n, size in sizes}), seconds_per_rep=seconds, reps=reps, warmup_s=0.5,
                              request=f"ConsumerGroupHeartbeat v{VERSION} (steady: id and epoch only)",
                              baseline="uvloop fixed-answer server, same generator and connections"),
-        "rows": [measure(n, seconds, reps) for n in sizes],
+        "rows": [measure(n, seconds, reps, size) for n, size in sizes],
     }
 
 

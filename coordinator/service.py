@@ -149,6 +149,16 @@ class GroupCoordinatorService(ShardElections):
             return callback(HeartbeatResult(shard))
         shard.consumer_group_heartbeat(context, request, callback)
 
+    def steady_consumer_heartbeat(self, group_id: str, member_id: str, member_epoch: int, client_id: str,
+                                  client_host: str) -> int | None:
+        """A steady ConsumerGroupHeartbeat answered from its fields (the frame fast path): the heartbeat
+        interval to answer with (ConsumerGroupHeartbeat.steady), or None: take consumer_group_heartbeat
+        (which also answers every error: not active, no shard here, not loaded, not led)."""
+        shard = self.shard_for(group_id)
+        if shard.__class__ is ErrorCode:
+            return None
+        return shard.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id, client_host)  # pyright: ignore[reportAttributeAccessIssue]  (not an ErrorCode: the shard)
+
     def share_group_heartbeat(self, context: RequestContext, request,
                               callback: Callable[[ShareHeartbeatResult], None]) -> None:
         """KIP-932's heartbeat (kcoord.coordinator.share.heartbeat); the group id is validated by the manager."""

@@ -13,16 +13,19 @@ the Assignment (topic ids and partitions) when it changed or the request was a f
 Every member of a consumer group sends it every heartbeat interval, so besides the handler it has a
 frame handler: the same request read from the whole frame and the same answer written to one, by code
 generated from the same message definitions (protocol/frames.py), handed back as a future the server
-waits on when the coordinator answers once its records are durable (no task per heartbeat).
+waits on when the coordinator answers once its records are durable (no task per heartbeat). A steady
+heartbeat (id and epoch, what a stable Java or librdkafka consumer sends) costs what a classic Heartbeat
+does: the coordinator checks it from its fields and the answer is remembered bytes (issue #30).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import struct
+from typing import TYPE_CHECKING, NamedTuple
 
 from kcoord.broker.context import RequestContext
 from kcoord.broker.frame_answer import FrameAnswer
 from kcoord.broker.registry import api, frame_handler, version_range
-from kcoord.coordinator.consumer.steady import HeartbeatResult
+from kcoord.coordinator.consumer.steady import HeartbeatResult, is_steady_shape
 from kcoord.coordinator.results import RequestContext as CoordinatorContext
 from kcoord.protocol import frames
 from kcoord.protocol import messages as m
@@ -59,6 +62,7 @@ reader = frames.RequestReader("ConsumerGroupHeartbeat", *version_range(API_KEY))
 _frames = frames.ResponseWriter("ConsumerGroupHeartbeat", *version_range(API_KEY)).frames
 _Request = m.ConsumerGroupHeartbeatRequest
 _TopicPartitions = _Request.TopicPartitions
+_HEAD = struct.Struct(">ihhi").unpack_from  # size, api key, api version, correlation id
 
 
 def _client_id(frame) -> str:
@@ -67,16 +71,76 @@ def _client_id(frame) -> str:
     return "" if length < 0 else bytes(frame[14:14 + length]).decode("utf-8", "replace")
 
 
+# A steady member sends the same bytes every time but for the correlation id: its frames' tails (client id
+# and body) -> _Steady. Only heartbeats the coordinator answered as steady are remembered. Bounded: emptied
+# when full, as protocol/frames.RequestReader's memory is.
+class _Steady(NamedTuple):
+    version: int
+    group_id: str
+    member_id: str
+    member_epoch: int
+    client_id: str
+    interval: int          # the heartbeat interval the answer below carries
+    answer_size: int       # the answer: its size prefix, the correlation id, then answer_rest
+    answer_rest: bytes
+
+    def answer(self, correlation_id: int) -> bytes:
+        return _SIZE_CORRELATION(self.answer_size, correlation_id) + self.answer_rest
+
+
+_steady: dict[bytes, _Steady] = {}
+MAX_STEADY = 1 << 16
+_SIZE_CORRELATION = struct.Struct(">ii").pack
+
+
+def _steady_frame(version: int, correlation_id: int, member_id: str, member_epoch: int, interval: int) -> bytes:
+    """A steady heartbeat's answer: NONE, the member's id and epoch, its heartbeat interval, no assignment."""
+    return _frames[version](correlation_id, 0, 0, None, member_id, member_epoch, interval, None)
+
+
+def remember(tail: bytes, version: int, group_id: str, member_id: str, member_epoch: int, client_id: str,
+             interval: int) -> _Steady:
+    if len(_steady) >= MAX_STEADY:
+        _steady.clear()
+    answer = _steady_frame(version, 0, member_id, member_epoch, interval)
+    known = _steady[tail] = _Steady(version, group_id, member_id, member_epoch, client_id, interval,
+                                    len(answer) - 4, answer[8:])
+    return known
+
+
 @frame_handler(key=API_KEY)
 def serve_frame(broker: Broker, frame: bytes, client_host: str):
     """`handle`, from and to whole frames: (error, response frame) when the coordinator answers at once,
-    a future of it when the answer waits for a write, None for a frame the reader does not take."""
+    a future of it when the answer waits for a write, None for a frame the reader does not take.
+
+    A steady heartbeat (coordinator/consumer/steady.py) is answered from its remembered fields: the
+    coordinator checks the member and its epoch and resets its session (no request object, no write lane),
+    and the answer is its remembered bytes around the correlation id. Anything else, or a steady-shaped
+    heartbeat the coordinator does not answer at once (a write of the group in flight, an unknown member, a
+    shard not loaded or not led here...), takes the general route below, which gives every error."""
+    known = _steady.get(frame[12:])
+    if known is not None:
+        size, key, version, correlation_id = _HEAD(frame)
+        if key == API_KEY and version == known[0] and size == len(frame) - 4 and broker.features.consumer_protocol:
+            interval = broker.group_coordinator.steady_consumer_heartbeat(known[1], known[2], known[3], known[4],
+                                                                          client_host)
+            if interval == known[5]:
+                return 0, known.answer(correlation_id)
+            if interval is not None:
+                return 0, _steady_frame(version, correlation_id, known[2], known[3], interval)
     read = reader.read(frame)
     if read is None or not broker.features.consumer_protocol:  # group.version 0: `handle` refuses
         return None
     # every field of every served version, in order (a v0 frame reads its absent regex as None)
     correlation_id, version, (group_id, member_id, member_epoch, instance_id, rack_id, rebalance_timeout_ms,
                               topic_names, regex, server_assignor, owned) = read
+    if is_steady_shape(member_epoch, instance_id, rack_id, rebalance_timeout_ms, topic_names, regex, server_assignor):
+        client_id = _client_id(frame)
+        interval = broker.group_coordinator.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id,
+                                                                      client_host)
+        if interval is not None:
+            remember(bytes(frame[12:]), version, group_id, member_id, member_epoch, client_id, interval)
+            return 0, _steady_frame(version, correlation_id, member_id, member_epoch, interval)
     request = _Request(
         group_id=group_id, member_id=member_id, member_epoch=member_epoch, instance_id=instance_id,
         rack_id=rack_id, rebalance_timeout_ms=rebalance_timeout_ms,

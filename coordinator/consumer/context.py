@@ -45,6 +45,7 @@ class ConsumerContext(Protocol):
     events: CoordinatorEvents                # rebalances and group sizes, for metrics
     topics: TopicsImage                      # the topics the groups may subscribe to
     groups: dict[str, ConsumerGroup]         # the groups table itself (never rebound)
+    live: bool                               # loaded and serving (an unloaded shard schedules no timers)
     # the shard's classic groups: online migration reads a classic group to upgrade it, and hands a
     # downgraded group's members over to it (None in a manager used alone)
     group_manager: GroupMetadataManager | None

@@ -35,7 +35,7 @@ from kcoord.coordinator.consumer.regex_refresh import (
     RegexRefresh,
     update_regexes,
 )
-from kcoord.coordinator.consumer.steady import HeartbeatResult, steady_heartbeat
+from kcoord.coordinator.consumer.steady import HeartbeatResult, steady_group, steady_heartbeat
 from kcoord.coordinator.consumer.target import build_target_assignment
 from kcoord.protocol.errors import ErrorCode
 
@@ -105,6 +105,7 @@ class ConsumerGroupHeartbeat:
         subscriptions = regex_refresh.subscriptions
         self.regex_tombstones = subscriptions.regex_tombstones
         self.subscription_metadata = subscriptions.subscription_metadata
+        self.group_metadata = subscriptions.group_metadata
         self.topics_of = subscriptions.topics_of
         self.new_member_id = new_member_id
 
@@ -119,6 +120,19 @@ class ConsumerGroupHeartbeat:
         else:
             op = lambda: self._heartbeat(context, request)  # noqa: E731
         self.m.submit(request.group_id, op, callback, lambda e, msg: HeartbeatResult(e, msg))
+
+    def steady(self, group_id: str, member_id: str, member_epoch: int, client_id: str, client_host: str) -> int | None:
+        """A heartbeat of steady shape (steady.is_steady_shape: the caller checked it) answered at once from
+        its fields, as `handle` would answer it: its heartbeat interval (the answer is NONE, the member's id
+        and epoch as sent, no assignment), or None: take `handle`. Only while no write of the group is in
+        flight (else it would overtake the writes before it) and the shard is live."""
+        m = self.m
+        if not m.live or m.busy(group_id):
+            return None
+        if steady_group(self, group_id, member_id, member_epoch, client_id, client_host) is None:
+            return None
+        self.schedule_session_timeout(group_id, member_id)  # (the group's size is as last reported: no event)
+        return m.config.consumer_group_heartbeat_interval_ms
 
     # ------------------------------------------------------------ join / heartbeat
 

@@ -121,6 +121,8 @@ class ConsumerGroupManager:
                 self.heartbeats.schedule_session_timeout(group.group_id, member.member_id)
                 if member.state == UNREVOKED_PARTITIONS:
                     self.heartbeats.schedule_rebalance_timeout(group.group_id, member)
+            # the group's size as loaded (heartbeats that change nothing do not report it again)
+            self.events.group_members(group.group_id, len(group.members))
 
     def on_unloaded(self) -> int:
         gone = len(self.groups)

@@ -39,16 +39,23 @@ class Subscriptions:
         if resolved is None and new is not None and len(exclude) == 1 and new.member_id in exclude:
             old = group.members.get(new.member_id)
             if old is not None and (old is new or old.subscription() == new.subscription()):
-                # the group's own subscriptions, as they are: memoized until they, their regexes'
-                # resolutions (ConsumerGroup.replay bumps subscriptions_version) or the topics change
-                key = (group.subscriptions_version, self.m.topics.version())
-                memo = group.metadata_memo
-                if memo is not None and memo[0] == key:
-                    return memo[1]
-                out = self._compute(group, exclude, new, group.resolved_regexes)
-                group.metadata_memo = (key, out)
-                return out
+                return self.group_metadata(group)  # the group's own subscriptions, as they are
         return self._compute(group, exclude, new, group.resolved_regexes if resolved is None else resolved)
+
+    def group_metadata(self, group: ConsumerGroup) -> dict[str, r.TopicMetadata]:
+        """The subscribed topics that exist for the group's subscriptions as they are: memoized until they,
+        their regexes' resolutions (ConsumerGroup.replay bumps subscriptions_version) or the topics change.
+        When equal to the group's recorded subscription metadata it is that object (a steady heartbeat's
+        check is then `is`)."""
+        key = (group.subscriptions_version, self.m.topics.version())
+        memo = group.metadata_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        out = self._compute(group, set(), None, group.resolved_regexes)
+        if out == group.subscription_metadata:
+            out = group.subscription_metadata
+        group.metadata_memo = (key, out)
+        return out
 
     def _compute(self, group: ConsumerGroup, exclude: set, new: ConsumerGroupMember | None,
                  resolved: Mapping[str, ResolvedRegex]) -> dict[str, r.TopicMetadata]:

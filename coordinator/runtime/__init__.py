@@ -310,6 +310,13 @@ class GroupRuntime(ElectedShards):
         self.service.consumer_group_heartbeat(context, request, reply)
         return reply
 
+    def steady_consumer_heartbeat(self, group_id: str, member_id: str, member_epoch: int, client_id: str,
+                                  client_host: str) -> int | None:
+        """A steady ConsumerGroupHeartbeat answered at once (the frame fast path): the heartbeat interval to
+        answer with, or None: take consumer_group_heartbeat. No Reply: most requests of a consumer group
+        are these."""
+        return self.service.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id, client_host)
+
     def share_group_heartbeat(self, context: RequestContext, request) -> Reply:
         """KIP-932's heartbeat: its result once durable (kcoord.coordinator.share)."""
         reply = Reply()

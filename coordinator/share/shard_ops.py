@@ -65,6 +65,14 @@ class ShareGroupOperations:
                                             f"Group {request.group_id} is not a consumer group."))
         self.consumer_manager.heartbeats.handle(context, request, callback)
 
+    def steady_consumer_heartbeat(self, group_id: str, member_id: str, member_epoch: int, client_id: str,
+                                  client_host: str) -> int | None:
+        """A steady ConsumerGroupHeartbeat answered from its fields: the heartbeat interval to answer with
+        (ConsumerGroupHeartbeat.steady), or None: take consumer_group_heartbeat (a share group's id too)."""
+        if group_id in self.share_manager.groups:
+            return None
+        return self.consumer_manager.heartbeats.steady(group_id, member_id, member_epoch, client_id, client_host)
+
     def share_group_heartbeat(self, context: RequestContext, request, callback) -> None:
         """ShareGroupHeartbeat (kcoord.coordinator.share.heartbeat)."""
         self.share_manager.heartbeat(context, request, callback)
