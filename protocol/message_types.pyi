@@ -301,7 +301,8 @@ class ConsumerGroupCurrentMemberAssignmentKey:
 class _ConsumerGroupCurrentMemberAssignmentValue__TopicPartitions:
     topic_id: Any
     partitions: Any
-    def __init__(self, *, topic_id: Any = ..., partitions: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
+    assignment_epochs: Any
+    def __init__(self, *, topic_id: Any = ..., partitions: Any = ..., assignment_epochs: Any = ..., _unknown_tagged_fields: Any = ...) -> None: ...
 
 class ConsumerGroupCurrentMemberAssignmentValue:
     TopicPartitions = _ConsumerGroupCurrentMemberAssignmentValue__TopicPartitions
