@@ -128,20 +128,27 @@ class BrokerProcess:
 
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM and wait for the graceful exit (SIGKILL after `timeout`); returns the exit code."""
-        if self.running:
-            os.kill(self.pid, signal.SIGTERM)
-            if not self._wait_exit(timeout):
-                os.kill(self.pid, signal.SIGKILL)
+        if self.running and self._signal(signal.SIGTERM):
+            if not self._wait_exit(timeout) and self._signal(signal.SIGKILL):
                 self._wait_exit(10)
         return self.returncode
 
     def kill(self, restart: bool = True, timeout: float = 30.0) -> BrokerProcess:
         """SIGKILL, as in a crash (no shutdown at all); then, unless restart=False, start again on the
         same data directory and port, as a supervisor would."""
-        if self.running:
-            os.kill(self.pid, signal.SIGKILL)
-            self._wait_exit(10)
+        if self.running and self._signal(signal.SIGKILL):
+            self._wait_exit(30)
         return self.start(timeout) if restart else self
+
+    def _signal(self, sig: signal.Signals) -> bool:
+        """Send `sig`; False when the process is already gone (it may exit between `running` and the kill)."""
+        assert self.pid is not None
+        try:
+            os.kill(self.pid, sig)
+        except ProcessLookupError:
+            _ = self.running  # records the exit status
+            return False
+        return True
 
     def restart(self, timeout: float = 30.0) -> BrokerProcess:
         """Graceful stop, then start on the same data directory and port."""

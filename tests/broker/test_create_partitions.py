@@ -108,11 +108,15 @@ def test_running_consumer_group_picks_up_new_partitions(admin, kcoord_shared_ser
     ConsumerCoordinator.need_rejoin on a metadata snapshot change); the coordinator needs nothing new."""
     bootstrap = kcoord_shared_server.bootstrap
     admin.create_topics([NewTopic("live", 1, 1)])
+    deadline = time.monotonic() + 30
+    # the consumer subscribes once Metadata shows the partition: a join whose metadata lacked it assigns
+    # nothing, and kafka-python's rejoin on the next metadata change was seen to stall on a loaded machine
+    while not any(t["partitions"] for t in admin.describe_topics(["live"])) and time.monotonic() < deadline:
+        time.sleep(0.05)
     consumer = KafkaConsumer("live", bootstrap_servers=bootstrap, group_id="live-group",
                              auto_offset_reset="earliest", metadata_max_age_ms=300, consumer_timeout_ms=200)
     producer = KafkaProducer(bootstrap_servers=bootstrap)
     try:
-        deadline = time.monotonic() + 30
         while consumer.assignment() != {TopicPartition("live", 0)} and time.monotonic() < deadline:
             consumer.poll(timeout_ms=100)
         assert consumer.assignment() == {TopicPartition("live", 0)}

@@ -35,6 +35,9 @@ from tests.cluster.replication_checks import (
 pytestmark = [pytest.mark.slow, pytest.mark.kcoord_cluster(nodes=3, session_timeout_ms=2000)]
 
 ROUNDS = int(os.environ.get("KCOORD_E2E_ROUNDS", "10"))
+# the issue's 10 rounds run with confluent-kafka; the other clients' paths are the same on our side, and
+# 5 rounds (every node killed at least once) keep the suite's time in bounds (KCOORD_E2E_OTHER_ROUNDS raises it)
+OTHER_CLIENT_ROUNDS = min(ROUNDS, int(os.environ.get("KCOORD_E2E_OTHER_ROUNDS", "5")))
 PARTITIONS = 3
 JS_DIR = pathlib.Path(__file__).resolve().parents[1] / "js"
 
@@ -131,6 +134,7 @@ def test_idempotent_producer_across_leader_failovers(kafka_cluster, client):
     from kafka.admin import KafkaAdminClient, NewTopic
 
     cluster, history, topic = kafka_cluster, History(), f"idem-{client}"
+    rounds = ROUNDS if client == "confluent" else OTHER_CLIENT_ROUNDS
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10_000)
     try:
         admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=3,
@@ -144,7 +148,7 @@ def test_idempotent_producer_across_leader_failovers(kafka_cluster, client):
     producer.start()
     try:
         wait_until(lambda: history.of(client, "ack"), 60, f"{client}'s first acknowledged write")
-        for round_ in range(ROUNDS):
+        for round_ in range(rounds):
             partition = round_ % PARTITIONS
             victim = cluster.wait_leader(topic, partition)
             killed = history.add("nemesis", "kill", f"node {victim}", note=f"round {round_}, leads p{partition}")
@@ -172,7 +176,7 @@ def test_idempotent_producer_across_leader_failovers(kafka_cluster, client):
     problems += check_exactly_once(history, client, records)
     for p in range(PARTITIONS):
         problems += check_identical_replicas({n: cluster.data_dir(n) for n in cluster.nodes}, topic, p, ends[p])
-    if len({e.partition for e in acked}) < PARTITIONS or len(acked) < ROUNDS * 10:
+    if len({e.partition for e in acked}) < PARTITIONS or len(acked) < rounds * 10:
         problems.append(f"{client}: {len(acked)} acknowledged writes over partitions {sorted({e.partition for e in acked})}")
     resumed = sorted(float(e.note.split()[0]) for e in history.of("checker", "resumed"))
     print(f"\n{client}: {len(acked)} acknowledged, {len(records)} read back over {PARTITIONS} partitions; "
