@@ -44,7 +44,7 @@ from tests.cluster.replication_checks import History, Producer, check_identical_
 pytestmark = [pytest.mark.slow]
 
 TOPIC, PARTITIONS, GROUP = "jepsen", 3, "jepsen-group"
-STEPS = int(os.environ.get("KCOORD_NEMESIS_STEPS", "10"))
+STEPS = int(os.environ.get("KCOORD_NEMESIS_STEPS", "8"))
 FAULTS = ("kill", "pause", "cut", "cut-etcd", "cut-nodes", "cut-pair", "etcd-kill")
 
 
