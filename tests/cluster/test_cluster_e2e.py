@@ -24,15 +24,6 @@ def _partitions(cluster, topic: str):
     return {p.partition_index: p for p in t.partitions}
 
 
-@pytest.fixture
-def admin(kafka_cluster):
-    from kafka.admin import KafkaAdminClient
-
-    client = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers, request_timeout_ms=10_000)
-    yield client
-    client.close()
-
-
 def _create(admin, name: str, partitions: int = 6, rf: int = 3):
     from kafka.admin import NewTopic
 
