@@ -21,11 +21,12 @@ TOPIC, SET, DELETE = 2, 0, 1
 DYNAMIC_TOPIC_CONFIG = 1
 
 
-def _alter(cluster, via: int, topic: str, ops: list[tuple[str, int, str | None]]) -> ErrorCode:
+def _alter(cluster, via: int, name: str, ops: list[tuple[str, int, str | None]], resource_type: int = TOPIC
+           ) -> ErrorCode:
     R = m.IncrementalAlterConfigsRequest
     with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
         response = wire.request(R(resources=[R.AlterConfigsResource(
-            resource_type=TOPIC, resource_name=topic,
+            resource_type=resource_type, resource_name=name,
             configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])],
             validate_only=False), 1)
     return ErrorCode(response.responses[0].error_code)
@@ -143,16 +144,6 @@ def test_a_deleted_topic_takes_its_changed_configs_with_it(kafka_cluster):
 BROKER, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 4, 2, 3
 
 
-def _alter_broker(cluster, via: int, name: str, ops: list[tuple[str, int, str | None]]) -> ErrorCode:
-    R = m.IncrementalAlterConfigsRequest
-    with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
-        response = wire.request(R(resources=[R.AlterConfigsResource(
-            resource_type=BROKER, resource_name=name,
-            configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])],
-            validate_only=False), 1)
-    return ErrorCode(response.responses[0].error_code)
-
-
 def _broker_config(cluster, via: int, key: str) -> tuple[str, int]:
     R = m.DescribeConfigsRequest
     with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
@@ -169,7 +160,7 @@ def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all
     wins there only, as DynamicBrokerConfig's precedence says; deleting the default through node 1 leaves
     node 3's own."""
     cluster = kafka_cluster
-    assert _alter_broker(cluster, 2, "", [("log.retention.ms", SET, "7777")]) is ErrorCode.NONE
+    assert _alter(cluster, 2, "", [("log.retention.ms", SET, "7777")], BROKER) is ErrorCode.NONE
     assert _broker_config(cluster, 2, "log.retention.ms") == ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG)
     for via in (1, 3):
         wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms") ==
@@ -177,9 +168,9 @@ def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all
     cluster.kill(1)
     cluster.restart(1)
     assert _broker_config(cluster, 1, "log.retention.ms") == ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG)
-    assert _alter_broker(cluster, 3, "3", [("log.retention.ms", SET, "8888")]) is ErrorCode.NONE
+    assert _alter(cluster, 3, "3", [("log.retention.ms", SET, "8888")], BROKER) is ErrorCode.NONE
     assert _broker_config(cluster, 3, "log.retention.ms") == ("8888", DYNAMIC_BROKER_CONFIG)
-    assert _alter_broker(cluster, 1, "", [("log.retention.ms", DELETE, None)]) is ErrorCode.NONE
+    assert _alter(cluster, 1, "", [("log.retention.ms", DELETE, None)], BROKER) is ErrorCode.NONE
     for via in (1, 2):
         wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms")[1] not in
                    (DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG), 10, f"node {via} dropping the default")
