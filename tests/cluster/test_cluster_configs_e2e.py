@@ -195,22 +195,12 @@ def test_a_group_config_changed_through_one_node_is_seen_by_every_node(kafka_clu
     it as DYNAMIC_GROUP_CONFIG (so the group's coordinator, wherever `__consumer_offsets` leads, reads it:
     GroupConfigManager follows the metadata on every broker); deleted through node 3, gone everywhere."""
     cluster = kafka_cluster
-    R = m.IncrementalAlterConfigsRequest
-
-    def alter(via: int, op: int, value: str | None) -> ErrorCode:
-        with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
-            response = wire.request(R(resources=[R.AlterConfigsResource(
-                resource_type=GROUP, resource_name="g/1", configs=[R.AlterableConfig(
-                    name="consumer.session.timeout.ms", config_operation=op, value=value)])],
-                validate_only=False), 1)
-        return ErrorCode(response.responses[0].error_code)
-
-    assert alter(1, SET, "50000") is ErrorCode.NONE
+    assert _alter(cluster, 1, "g/1", [("consumer.session.timeout.ms", SET, "50000")], GROUP) is ErrorCode.NONE
     assert _group_config(cluster, 1, "g/1", "consumer.session.timeout.ms") == ("50000", DYNAMIC_GROUP_CONFIG)
     for via in (2, 3):
         wait_until(lambda v=via: _group_config(cluster, v, "g/1", "consumer.session.timeout.ms") ==
                    ("50000", DYNAMIC_GROUP_CONFIG), 10, f"node {via} describing the group config")
-    assert alter(3, DELETE, None) is ErrorCode.NONE
+    assert _alter(cluster, 3, "g/1", [("consumer.session.timeout.ms", DELETE, None)], GROUP) is ErrorCode.NONE
     for via in (1, 2, 3):
         wait_until(lambda v=via: _group_config(cluster, v, "g/1", "consumer.session.timeout.ms")[1]
                    != DYNAMIC_GROUP_CONFIG, 10, f"node {via} dropping the group config")
