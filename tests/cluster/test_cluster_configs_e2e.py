@@ -91,6 +91,7 @@ def test_a_topic_config_changed_through_any_node_is_seen_by_every_node(kafka_clu
         assert _alter(cluster, via, "nope", [("retention.ms", SET, "1")]) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_changes_through_different_nodes_compose(kafka_cluster):
     """Incremental changes to different configs through nodes 1, 2 and 3 in turn: each starts from the
     cluster's current set (as every node has it once its own write is answered), so none is lost; a bad
@@ -110,6 +111,7 @@ def test_changes_through_different_nodes_compose(kafka_cluster):
         assert {n: described[n][0] for _v, n, _val in changes} == {n: val for _v, n, val in changes}
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_a_deleted_topic_takes_its_changed_configs_with_it(kafka_cluster):
     """DeleteTopics removes `config/topics/<t>` with the topic (ReplicationControlManager.deleteTopic drops
     its ConfigRecords too): the topic created again under the name has only its own configs."""
@@ -190,6 +192,7 @@ def _group_config(cluster, via: int, group: str, key: str) -> tuple[str, int]:
     return config.value, config.config_source
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_a_group_config_changed_through_one_node_is_seen_by_every_node(kafka_cluster):
     """consumer.session.timeout.ms of group `g/1` (a `/` in its id) through node 1: every node describes
     it as DYNAMIC_GROUP_CONFIG (so the group's coordinator, wherever `__consumer_offsets` leads, reads it:
