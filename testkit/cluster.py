@@ -62,6 +62,7 @@ class KafkaCluster:
         self.links: LinkProxies | None = LinkProxies() if links else None
         self._etcd_links: dict[int, LinkProxy] = {}
         self._node_links: dict[int, LinkProxy] = {}
+        self.disturbed = False  # a fault was injected (kill, restart, pause, cut): not as started
         if links:
             for i, node in self.nodes.items():
                 node.host = f"127.0.0.{i + 1}"
@@ -118,16 +119,19 @@ class KafkaCluster:
 
     def kill(self, node_id: int) -> None:
         """SIGKILL: the node's lease expires a session timeout later and its partitions fail over."""
+        self.disturbed = True
         self.nodes[node_id].kill(restart=False)
 
     def restart(self, node_id: int, timeout: float = 30.0) -> None:
         """Start a stopped or killed node again, on its data directory and port."""
+        self.disturbed = True
         node = self.nodes[node_id]
         if node.running:
             node.stop()
         node.start(timeout)
 
     def pause(self, node_id: int) -> None:
+        self.disturbed = True
         self._signal(self.nodes[node_id], signal.SIGSTOP)
 
     def resume(self, node_id: int) -> None:
@@ -138,6 +142,7 @@ class KafkaCluster:
         """Cut node `node_id` off from etcd and/or from other nodes (all of them, or the ids given), its
         clients untouched. `mode`: "blackhole" (bytes stop, nothing tells either side: a partition) or
         "reset" (connections reset, new ones refused). Needs KafkaCluster(..., links=True)."""
+        self.disturbed = True
         links = self._require_links()
         if from_etcd:
             links.cut(self._etcd_links[node_id], [ANY], mode)

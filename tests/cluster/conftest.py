@@ -1,6 +1,7 @@
 """`cluster_env`: the nodes' stores, on LocalStore (a manual clock, deterministic) or on a real etcd (one
 EtcdStore client per node in a namespace of its own; the session's etcd member comes from
-tests/metadata/conftest.py). Tests that expire leases on etcd wait real seconds: mark them slow."""
+tests/metadata/conftest.py). Tests that expire leases on etcd wait real seconds: mark them slow.
+`admin`: a kafka-python admin client of the test's `kafka_cluster`."""
 from __future__ import annotations
 
 import asyncio
@@ -16,6 +17,15 @@ from tests.metadata.conftest import etcd_server, need_etcd, open_etcd_store  # n
 ON_BOTH = pytest.mark.parametrize("cluster_env", ["local", "etcd"], indirect=True)
 SLOW_ON_ETCD = pytest.mark.parametrize(
     "cluster_env", ["local", pytest.param("etcd", marks=pytest.mark.slow)], indirect=True)
+
+
+@pytest.fixture
+def admin(kafka_cluster):
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers, request_timeout_ms=10_000)
+    yield client
+    client.close()
 
 
 @pytest.fixture(params=["local"])

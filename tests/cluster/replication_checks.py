@@ -2,7 +2,8 @@
 client operation and each nemesis step, timestamped), idempotent acks=all producers that write into it
 from a thread of their own (kafka-python and confluent-kafka), and the checkers: every acknowledged record
 read back exactly once at its acknowledged offset, and the replicas' segment files byte-identical up to
-the high watermark."""
+the high watermark; and the few steps the cluster tests repeat (a topic created at full ISR, a raw acks=all
+produce, the failure message with the history)."""
 from __future__ import annotations
 
 import collections
@@ -11,7 +12,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from kcoord.protocol.records import iter_batches
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
+from kcoord.protocol.records import build_batch, iter_batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,3 +223,36 @@ def check_identical_replicas(data_dirs: dict[int, pathlib.Path], topic: str, par
         problems.append(f"{topic}-{partition}: replicas differ below the high watermark {high_watermark}: "
                         f"(bytes, offset reached) per node {sizes}")
     return problems
+
+
+def data_dirs(cluster) -> dict[int, pathlib.Path]:
+    """Each node's data directory (a testkit KafkaCluster), for check_identical_replicas."""
+    return {n: cluster.data_dir(n) for n in cluster.nodes}
+
+
+def fail_on(history: History, problems: list[str]) -> None:
+    """Fails the test with the problems found and the history that led to them."""
+    if problems:
+        raise AssertionError("\n".join(problems[:50]) + "\n--- history (sends omitted) ---\n" + history.text(problems))
+
+
+def create_topic(cluster, admin, name: str, replicas: list[int], min_isr: int = 2) -> None:
+    """One partition on `replicas` (in that order, the first the preferred leader), back once its ISR is full."""
+    from kafka.admin import NewTopic
+
+    admin.create_topics([NewTopic(name, replica_assignments={0: replicas},
+                                  topic_configs={"min.insync.replicas": str(min_isr)})])
+    cluster.wait_isr(name, 0, len(replicas))
+
+
+def produce_request(topic: str, values: list[str], acks: int = -1, timeout_ms: int = 60_000) -> m.ProduceRequest:
+    """A Produce of `values` to partition 0 of `topic`, for a raw KafkaWireClient."""
+    R = m.ProduceRequest
+    batch = build_batch([(None, v.encode()) for v in values])
+    return R(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
+        R.TopicProduceData(name=topic, partition_data=[R.PartitionProduceData(index=0, records=batch)])])
+
+
+def produce_error(response) -> ErrorCode:
+    """The error of produce_request's one partition."""
+    return ErrorCode(response.responses[0].partition_responses[0].error_code)

@@ -23,15 +23,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120),
               pytest.mark.kcoord_cluster(nodes=3, session_timeout_ms=2000)]
 
 
-@pytest.fixture
-def admin(kafka_cluster):
-    from kafka.admin import KafkaAdminClient
-
-    client = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers, request_timeout_ms=10_000)
-    yield client
-    client.close()
-
-
 def _create(admin, name: str, assignments: dict[int, list[int]]):
     from kafka.admin import NewTopic
 

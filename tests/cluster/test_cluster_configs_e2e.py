@@ -21,11 +21,12 @@ TOPIC, SET, DELETE = 2, 0, 1
 DYNAMIC_TOPIC_CONFIG = 1
 
 
-def _alter(cluster, via: int, topic: str, ops: list[tuple[str, int, str | None]]) -> ErrorCode:
+def _alter(cluster, via: int, name: str, ops: list[tuple[str, int, str | None]], resource_type: int = TOPIC
+           ) -> ErrorCode:
     R = m.IncrementalAlterConfigsRequest
     with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
         response = wire.request(R(resources=[R.AlterConfigsResource(
-            resource_type=TOPIC, resource_name=topic,
+            resource_type=resource_type, resource_name=name,
             configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])],
             validate_only=False), 1)
     return ErrorCode(response.responses[0].error_code)
@@ -90,6 +91,7 @@ def test_a_topic_config_changed_through_any_node_is_seen_by_every_node(kafka_clu
         assert _alter(cluster, via, "nope", [("retention.ms", SET, "1")]) is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_changes_through_different_nodes_compose(kafka_cluster):
     """Incremental changes to different configs through nodes 1, 2 and 3 in turn: each starts from the
     cluster's current set (as every node has it once its own write is answered), so none is lost; a bad
@@ -109,6 +111,7 @@ def test_changes_through_different_nodes_compose(kafka_cluster):
         assert {n: described[n][0] for _v, n, _val in changes} == {n: val for _v, n, val in changes}
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_a_deleted_topic_takes_its_changed_configs_with_it(kafka_cluster):
     """DeleteTopics removes `config/topics/<t>` with the topic (ReplicationControlManager.deleteTopic drops
     its ConfigRecords too): the topic created again under the name has only its own configs."""
@@ -143,16 +146,6 @@ def test_a_deleted_topic_takes_its_changed_configs_with_it(kafka_cluster):
 BROKER, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 4, 2, 3
 
 
-def _alter_broker(cluster, via: int, name: str, ops: list[tuple[str, int, str | None]]) -> ErrorCode:
-    R = m.IncrementalAlterConfigsRequest
-    with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
-        response = wire.request(R(resources=[R.AlterConfigsResource(
-            resource_type=BROKER, resource_name=name,
-            configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])],
-            validate_only=False), 1)
-    return ErrorCode(response.responses[0].error_code)
-
-
 def _broker_config(cluster, via: int, key: str) -> tuple[str, int]:
     R = m.DescribeConfigsRequest
     with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
@@ -169,7 +162,7 @@ def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all
     wins there only, as DynamicBrokerConfig's precedence says; deleting the default through node 1 leaves
     node 3's own."""
     cluster = kafka_cluster
-    assert _alter_broker(cluster, 2, "", [("log.retention.ms", SET, "7777")]) is ErrorCode.NONE
+    assert _alter(cluster, 2, "", [("log.retention.ms", SET, "7777")], BROKER) is ErrorCode.NONE
     assert _broker_config(cluster, 2, "log.retention.ms") == ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG)
     for via in (1, 3):
         wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms") ==
@@ -177,9 +170,9 @@ def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all
     cluster.kill(1)
     cluster.restart(1)
     assert _broker_config(cluster, 1, "log.retention.ms") == ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG)
-    assert _alter_broker(cluster, 3, "3", [("log.retention.ms", SET, "8888")]) is ErrorCode.NONE
+    assert _alter(cluster, 3, "3", [("log.retention.ms", SET, "8888")], BROKER) is ErrorCode.NONE
     assert _broker_config(cluster, 3, "log.retention.ms") == ("8888", DYNAMIC_BROKER_CONFIG)
-    assert _alter_broker(cluster, 1, "", [("log.retention.ms", DELETE, None)]) is ErrorCode.NONE
+    assert _alter(cluster, 1, "", [("log.retention.ms", DELETE, None)], BROKER) is ErrorCode.NONE
     for via in (1, 2):
         wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms")[1] not in
                    (DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG), 10, f"node {via} dropping the default")
@@ -199,27 +192,18 @@ def _group_config(cluster, via: int, group: str, key: str) -> tuple[str, int]:
     return config.value, config.config_source
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_a_group_config_changed_through_one_node_is_seen_by_every_node(kafka_cluster):
     """consumer.session.timeout.ms of group `g/1` (a `/` in its id) through node 1: every node describes
     it as DYNAMIC_GROUP_CONFIG (so the group's coordinator, wherever `__consumer_offsets` leads, reads it:
     GroupConfigManager follows the metadata on every broker); deleted through node 3, gone everywhere."""
     cluster = kafka_cluster
-    R = m.IncrementalAlterConfigsRequest
-
-    def alter(via: int, op: int, value: str | None) -> ErrorCode:
-        with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
-            response = wire.request(R(resources=[R.AlterConfigsResource(
-                resource_type=GROUP, resource_name="g/1", configs=[R.AlterableConfig(
-                    name="consumer.session.timeout.ms", config_operation=op, value=value)])],
-                validate_only=False), 1)
-        return ErrorCode(response.responses[0].error_code)
-
-    assert alter(1, SET, "50000") is ErrorCode.NONE
+    assert _alter(cluster, 1, "g/1", [("consumer.session.timeout.ms", SET, "50000")], GROUP) is ErrorCode.NONE
     assert _group_config(cluster, 1, "g/1", "consumer.session.timeout.ms") == ("50000", DYNAMIC_GROUP_CONFIG)
     for via in (2, 3):
         wait_until(lambda v=via: _group_config(cluster, v, "g/1", "consumer.session.timeout.ms") ==
                    ("50000", DYNAMIC_GROUP_CONFIG), 10, f"node {via} describing the group config")
-    assert alter(3, DELETE, None) is ErrorCode.NONE
+    assert _alter(cluster, 3, "g/1", [("consumer.session.timeout.ms", DELETE, None)], GROUP) is ErrorCode.NONE
     for via in (1, 2, 3):
         wait_until(lambda v=via: _group_config(cluster, v, "g/1", "consumer.session.timeout.ms")[1]
                    != DYNAMIC_GROUP_CONFIG, 10, f"node {via} dropping the group config")

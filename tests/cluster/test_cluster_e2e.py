@@ -24,21 +24,13 @@ def _partitions(cluster, topic: str):
     return {p.partition_index: p for p in t.partitions}
 
 
-@pytest.fixture
-def admin(kafka_cluster):
-    from kafka.admin import KafkaAdminClient
-
-    client = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers, request_timeout_ms=10_000)
-    yield client
-    client.close()
-
-
 def _create(admin, name: str, partitions: int = 6, rf: int = 3):
     from kafka.admin import NewTopic
 
     admin.create_topics([NewTopic(name, partitions, rf)])
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_rf3_topic_has_leaders_spread_and_full_isrs(kafka_cluster, admin):
     _create(admin, "events")
     parts = wait_until(lambda: (p := _partitions(kafka_cluster, "events")) and len(p) == 6 and p, 10, "6 partitions")
@@ -60,6 +52,7 @@ def _partitions_via(cluster, node_id: int, topic: str):
     return wait_until(ready, 10, f"node {node_id} sees {topic}")
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_kafka_python_and_confluent_metadata_and_describe_cluster(kafka_cluster, admin):
     from confluent_kafka.admin import AdminClient
 
@@ -83,6 +76,7 @@ def test_kafka_python_and_confluent_metadata_and_describe_cluster(kafka_cluster,
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+@pytest.mark.kcoord_shared_cluster
 def test_kcat_lists_the_cluster(kafka_cluster, admin):
     _create(admin, "listed")
     wait_until(lambda: len(_partitions(kafka_cluster, "listed")) == 6, 10, "the topic")
@@ -96,6 +90,7 @@ def test_kcat_lists_the_cluster(kafka_cluster, admin):
     assert all(sorted(r["id"] for r in p["isrs"]) == [1, 2, 3] for p in topic["partitions"])
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_replication_factor_above_the_brokers_is_refused(kafka_cluster, admin):
     from kafka.errors import InvalidReplicationFactorError
 
@@ -105,6 +100,7 @@ def test_replication_factor_above_the_brokers_is_refused(kafka_cluster, admin):
     assert kafka_cluster.metadata(topics=["too-many"]).topics[0].error_code != 0
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_create_topics_on_a_node_that_is_not_the_controller_is_not_controller(kafka_cluster):
     from kcoord.protocol import messages as m
     from kcoord.protocol.client import KafkaWireClient
@@ -155,6 +151,7 @@ def _partitions_via_running(cluster, node_id: int):
     return {p.partition_index: p for p in t.partitions}
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_find_coordinator_names_the_leader_of_the_group_partition(kafka_cluster):
     """__consumer_offsets is created through the controller with offsets.topic.replication.factor (3)
     on the first FindCoordinator (COORDINATOR_NOT_AVAILABLE meanwhile), then every node names the

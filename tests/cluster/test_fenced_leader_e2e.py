@@ -22,21 +22,16 @@ from tests.cluster.replication_checks import (
     acked_after,
     check_exactly_once,
     check_identical_replicas,
+    create_topic,
+    data_dirs,
+    fail_on,
+    produce_error,
+    produce_request,
     read_all,
     wait_until,
 )
-from tests.cluster.test_replication_e2e import _create, _data_dirs, _fail, _produce_error, _produce_request
 
 pytestmark = [pytest.mark.slow, pytest.mark.kcoord_cluster(nodes=3, session_timeout_ms=2000, links=True)]
-
-
-@pytest.fixture
-def admin(kafka_cluster):
-    from kafka.admin import KafkaAdminClient
-
-    client = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers, request_timeout_ms=10_000)
-    yield client
-    client.close()
 
 
 @pytest.mark.timeout(240)
@@ -51,7 +46,7 @@ def test_a_leader_fenced_off_past_its_lease_acknowledges_none_of_its_pending_wri
     read them only once it knows it lost its lease); every acknowledged record once; replicas
     byte-identical to the HW."""
     cluster, history = kafka_cluster, History()
-    _create(cluster, admin, "fenced", [1, 2, 3])
+    create_topic(cluster, admin, "fenced", [1, 2, 3])
     live = Producer("kafka-python", cluster.bootstrap_servers, "fenced", history)
     live.start()
     problems: list[str] = []
@@ -67,7 +62,7 @@ def test_a_leader_fenced_off_past_its_lease_acknowledges_none_of_its_pending_wri
                 cluster.cut(old, mode=nemesis)
             history.add("nemesis", "fence", f"node {old}", note=nemesis)
             for value in pending:
-                client.send(_produce_request("fenced", [value]), 9)
+                client.send(produce_request("fenced", [value]), 9)
                 history.add("raw", "send", value, note=f"to node {old}")
             new = cluster.wait_leader("fenced", 0, not_on=old, via=other)
             elected = history.add("nemesis", "leader", "fenced", note=f"node {new}")
@@ -82,7 +77,7 @@ def test_a_leader_fenced_off_past_its_lease_acknowledges_none_of_its_pending_wri
             # ZooKeeper-era broker learnt of its session's expiry on reconnecting): pending writes wait for it
             client.set_timeout(90)
             for value in pending:
-                error = _produce_error(client.receive())
+                error = produce_error(client.receive())
                 history.add("raw", "ack" if error is ErrorCode.NONE else "fail", value, note=error.name)
                 if error is ErrorCode.NONE:
                     problems.append(f"{value}: the fenced-off leader acknowledged it")
@@ -103,8 +98,8 @@ def test_a_leader_fenced_off_past_its_lease_acknowledges_none_of_its_pending_wri
     records, ends = read_all(cluster.bootstrap_servers, "fenced", 1)
     problems += [f"{v} (never acknowledged) is in the log at {o}" for _p, o, v in records if v in pending]
     problems += check_exactly_once(history, "kafka-python", records)
-    problems += check_identical_replicas(_data_dirs(cluster), "fenced", 0, ends[0])
-    _fail(history, problems)
+    problems += check_identical_replicas(data_dirs(cluster), "fenced", 0, ends[0])
+    fail_on(history, problems)
 
 
 @pytest.mark.timeout(180)
@@ -116,7 +111,7 @@ def test_a_follower_cut_from_its_leader_only_leaves_the_isr_and_rejoins_when_hea
     replica.lag.time.max.ms, acks=all goes on with the other two, the leader stays; healed, the follower
     catches up and is back in the ISR; every acknowledged record once, replicas identical to the HW."""
     cluster, history = kafka_cluster, History()
-    _create(cluster, admin, "pair", [1, 2, 3])
+    create_topic(cluster, admin, "pair", [1, 2, 3])
     live = Producer("kafka-python", cluster.bootstrap_servers, "pair", history)
     live.start()
     problems: list[str] = []
@@ -143,8 +138,8 @@ def test_a_follower_cut_from_its_leader_only_leaves_the_isr_and_rejoins_when_hea
     problems += [f"producer crashed: {live.error!r}"] if live.error is not None else []
     records, ends = read_all(cluster.bootstrap_servers, "pair", 1)
     problems += check_exactly_once(history, "kafka-python", records)
-    problems += check_identical_replicas(_data_dirs(cluster), "pair", 0, ends[0])
-    _fail(history, problems)
+    problems += check_identical_replicas(data_dirs(cluster), "pair", 0, ends[0])
+    fail_on(history, problems)
 
 
 @pytest.mark.timeout(120)
@@ -158,7 +153,7 @@ def test_a_restarting_node_accepts_no_client_before_it_has_joined(kafka_cluster,
     import threading
 
     cluster = kafka_cluster
-    _create(cluster, admin, "joining", [1, 2, 3])
+    create_topic(cluster, admin, "joining", [1, 2, 3])
     node = cluster.nodes[2]
     cluster.kill(2)
     cluster.wait_leader("joining", 0, not_on=2)

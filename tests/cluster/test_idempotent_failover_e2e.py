@@ -28,6 +28,8 @@ from tests.cluster.replication_checks import (
     acked_after,
     check_exactly_once,
     check_identical_replicas,
+    data_dirs,
+    fail_on,
     read_all,
     wait_until,
 )
@@ -175,15 +177,14 @@ def test_idempotent_producer_across_leader_failovers(kafka_cluster, client):
     history.add("checker", "read", topic, note=f"{len(records)} records, ends {ends}, {len(acked)} acknowledged")
     problems += check_exactly_once(history, client, records)
     for p in range(PARTITIONS):
-        problems += check_identical_replicas({n: cluster.data_dir(n) for n in cluster.nodes}, topic, p, ends[p])
+        problems += check_identical_replicas(data_dirs(cluster), topic, p, ends[p])
     if len({e.partition for e in acked}) < PARTITIONS or len(acked) < rounds * 10:
         problems.append(f"{client}: {len(acked)} acknowledged writes over partitions {sorted({e.partition for e in acked})}")
     resumed = sorted(float(e.note.split()[0]) for e in history.of("checker", "resumed"))
     print(f"\n{client}: {len(acked)} acknowledged, {len(records)} read back over {PARTITIONS} partitions; "
           f"SIGKILL of a leader to the next acknowledged write to its partition: min {resumed[0]:.2f} s, "
           f"median {resumed[len(resumed) // 2]:.2f} s, max {resumed[-1]:.2f} s over {len(resumed)} rounds")
-    if problems:
-        pytest.fail("\n".join(problems[:50]) + "\n--- history (sends omitted) ---\n" + history.text(problems))
+    fail_on(history, problems)
 
 
 def _init_producer_id(bootstrap: str) -> tuple[int, int, int]:

@@ -16,7 +16,6 @@ import time
 
 import pytest
 
-from kcoord.protocol import messages as m
 from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode
 from tests.cluster.replication_checks import (
@@ -25,6 +24,11 @@ from tests.cluster.replication_checks import (
     acked_after,
     check_exactly_once,
     check_identical_replicas,
+    create_topic,
+    data_dirs,
+    fail_on,
+    produce_error,
+    produce_request,
     read_all,
     wait_until,
 )
@@ -35,32 +39,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.kcoord_cluster(nodes=3, session_time
 ROUNDS = int(os.environ.get("KCOORD_E2E_ROUNDS", "3"))
 
 
-@pytest.fixture
-def admin(kafka_cluster):
-    from kafka.admin import KafkaAdminClient
-
-    client = KafkaAdminClient(bootstrap_servers=kafka_cluster.bootstrap_servers, request_timeout_ms=10_000)
-    yield client
-    client.close()
-
-
-def _create(cluster, admin, name: str, replicas: list[int], min_isr: int = 2) -> None:
-    from kafka.admin import NewTopic
-
-    admin.create_topics([NewTopic(name, replica_assignments={0: replicas},
-                                  topic_configs={"min.insync.replicas": str(min_isr)})])
-    cluster.wait_isr(name, 0, len(replicas))
-
-
-def _fail(history: History, problems: list[str]) -> None:
-    if problems:
-        pytest.fail("\n".join(problems[:50]) + "\n--- history (sends omitted) ---\n" + history.text(problems))
-
-
-def _data_dirs(cluster) -> dict:
-    return {n: cluster.data_dir(n) for n in cluster.nodes}
-
-
 @pytest.mark.timeout(300)
 def test_sigkill_of_the_leader_loses_no_acknowledged_record(kafka_cluster, admin):
     """Nemesis: SIGKILL of the current leader of the producers' partitions, ROUNDS times, each followed by
@@ -69,7 +47,7 @@ def test_sigkill_of_the_leader_loses_no_acknowledged_record(kafka_cluster, admin
     cluster, history = kafka_cluster, History()
     topics = {"kafka-python": "acked-kp", "confluent": "acked-ck"}
     for topic in topics.values():
-        _create(cluster, admin, topic, [1, 2, 3])
+        create_topic(cluster, admin, topic, [1, 2, 3])
     producers = [Producer(client, cluster.bootstrap_servers, topic, history) for client, topic in topics.items()]
     problems: list[str] = []
     try:
@@ -103,23 +81,10 @@ def test_sigkill_of_the_leader_loses_no_acknowledged_record(kafka_cluster, admin
         history.add("checker", "read", topic, note=f"{len(records)} records, end {ends}, "
                                                    f"{len(history.of(client, 'ack'))} acknowledged")
         problems += check_exactly_once(history, client, records)
-        problems += check_identical_replicas(_data_dirs(cluster), topic, 0, ends[0])
+        problems += check_identical_replicas(data_dirs(cluster), topic, 0, ends[0])
         if len(history.of(client, "ack")) < ROUNDS * 10:
             problems.append(f"{client}: only {len(history.of(client, 'ack'))} acknowledged writes")
-    _fail(history, problems)
-
-
-def _produce_request(topic: str, values: list[str], acks: int = -1, timeout_ms: int = 60_000) -> m.ProduceRequest:
-    from kcoord.protocol.records import build_batch
-
-    R = m.ProduceRequest
-    batch = build_batch([(None, v.encode()) for v in values])
-    return R(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
-        R.TopicProduceData(name=topic, partition_data=[R.PartitionProduceData(index=0, records=batch)])])
-
-
-def _produce_error(response) -> ErrorCode:
-    return ErrorCode(response.responses[0].partition_responses[0].error_code)
+    fail_on(history, problems)
 
 
 @pytest.mark.timeout(180)
@@ -128,13 +93,13 @@ def test_isr_below_min_insync_replicas_refuses_acks_all_and_loses_nothing(kafka_
     Checker: acks=all answered NOT_ENOUGH_REPLICAS (and not appended), what was acknowledged before is all
     there after both come back, replicas byte-identical to the HW."""
     cluster, history = kafka_cluster, History()
-    _create(cluster, admin, "minisr", [1, 2, 3])
+    create_topic(cluster, admin, "minisr", [1, 2, 3])
     leader = cluster.wait_leader("minisr", 0)
     followers = [n for n in cluster.nodes if n != leader]
     problems: list[str] = []
     with KafkaWireClient.connect(cluster.nodes[leader].bootstrap_servers) as client:
         for i in range(20):
-            error = _produce_error(client.request(_produce_request("minisr", [f"before-{i}"]), 9))
+            error = produce_error(client.request(produce_request("minisr", [f"before-{i}"]), 9))
             history.add("raw", "ack" if error is ErrorCode.NONE else "fail", f"before-{i}", note=error.name)
         for node in followers:
             cluster.kill(node)
@@ -142,7 +107,7 @@ def test_isr_below_min_insync_replicas_refuses_acks_all_and_loses_nothing(kafka_
         isr = cluster.wait_isr("minisr", 0, 1, via=leader)
         history.add("checker", "isr", "minisr", note=f"ISR {isr}")
         for i in range(3):
-            error = _produce_error(client.request(_produce_request("minisr", [f"refused-{i}"]), 9))
+            error = produce_error(client.request(produce_request("minisr", [f"refused-{i}"]), 9))
             history.add("raw", "ack" if error is ErrorCode.NONE else "fail", f"refused-{i}", note=error.name)
             if error is not ErrorCode.NOT_ENOUGH_REPLICAS:
                 problems.append(f"acks=all with ISR {isr}: {error.name}, expected NOT_ENOUGH_REPLICAS")
@@ -154,8 +119,8 @@ def test_isr_below_min_insync_replicas_refuses_acks_all_and_loses_nothing(kafka_
     values = [v for _p, _o, v in records]
     problems += [f"acknowledged {e.value} lost" for e in history.of("raw", "ack") if values.count(e.value) != 1]
     problems += [f"refused {v} is in the log" for v in values if v.startswith("refused-")]
-    problems += check_identical_replicas(_data_dirs(cluster), "minisr", 0, ends[0])
-    _fail(history, problems)
+    problems += check_identical_replicas(data_dirs(cluster), "minisr", 0, ends[0])
+    fail_on(history, problems)
 
 
 @pytest.mark.timeout(180)
@@ -166,7 +131,7 @@ def test_losing_the_whole_isr_takes_the_partition_offline_instead_of_electing_an
     off): no leader while only it is up; the last ISR member restarted leads again with every acknowledged
     record; with all back, replicas byte-identical to the HW."""
     cluster, history = kafka_cluster, History()
-    _create(cluster, admin, "unclean", [1, 2, 3], min_isr=1)
+    create_topic(cluster, admin, "unclean", [1, 2, 3], min_isr=1)
     leader = cluster.wait_leader("unclean", 0)
     stale, last_follower = (n for n in cluster.nodes if n != leader)
     problems: list[str] = []
@@ -174,7 +139,7 @@ def test_losing_the_whole_isr_takes_the_partition_offline_instead_of_electing_an
     def write(prefix: str, count: int) -> None:
         with KafkaWireClient.connect(cluster.nodes[leader].bootstrap_servers) as client:
             for i in range(count):
-                error = _produce_error(client.request(_produce_request("unclean", [f"{prefix}-{i}"]), 9))
+                error = produce_error(client.request(produce_request("unclean", [f"{prefix}-{i}"]), 9))
                 history.add("raw", "ack" if error is ErrorCode.NONE else "fail", f"{prefix}-{i}", note=error.name)
 
     write("all", 10)
@@ -212,5 +177,5 @@ def test_losing_the_whole_isr_takes_the_partition_offline_instead_of_electing_an
     records, ends = read_all(cluster.bootstrap_servers, "unclean", 1)
     values = [v for _p, _o, v in records]
     problems += [f"acknowledged {e.value} lost" for e in history.of("raw", "ack") if values.count(e.value) != 1]
-    problems += check_identical_replicas(_data_dirs(cluster), "unclean", 0, ends[0])
-    _fail(history, problems)
+    problems += check_identical_replicas(data_dirs(cluster), "unclean", 0, ends[0])
+    fail_on(history, problems)

@@ -267,6 +267,7 @@ def test_a_marker_of_an_older_coordinator_epoch_is_refused(kafka_cluster):
         assert error == ErrorCode.TRANSACTION_COORDINATOR_FENCED
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_the_transaction_apis_answer_not_coordinator_off_the_coordinator(kafka_cluster):
     """Kafka's front door for a transactional id on a broker that does not lead its `__transaction_state`
     partition (TransactionStateManager.getTransactionState -> NOT_COORDINATOR, which
@@ -312,6 +313,7 @@ def _produce_v13(raw, txn_id: str, topic_id, pid: int, epoch: int, partition: in
     return ErrorCode(response.responses[0].partition_responses[0].error_code)
 
 
+@pytest.mark.kcoord_shared_cluster
 def test_a_transactional_produce_is_verified_by_the_coordinator_on_another_node(kafka_cluster):
     """KIP-890 verification across nodes (ReplicaManager.appendRecords ->
     AddPartitionsToTxnManager.verifyTransaction, core/src/main/scala/kafka/server/): a partition leader
