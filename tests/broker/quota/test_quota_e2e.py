@@ -109,6 +109,23 @@ def test_a_throttle_fault_throttles_without_a_quota(kafka_broker):
     assert 'kcoord_throttle_seconds_total{api="Produce",client_id="faulted"} 0.4' in text
 
 
+def test_a_throttled_connection_reads_nothing_until_its_throttle_ends(kafka_broker):
+    """KIP-219: the broker answers at once with throttle_time_ms, then mutes the channel for that long (Kafka:
+    core/src/main/scala/kafka/network/RequestChannel.scala startThrottling / endThrottling, SocketServer's
+    Processor handling ChannelMuteEvent.THROTTLE_STARTED; clients/.../network/KafkaChannel.java's mute
+    states): the next request on that connection waits, while other connections are served. The throttle is
+    far longer than the other connection's round trips, so no timing decides the outcome."""
+    kafka_broker.faults.add("Metadata", action="throttle", throttle_ms=600_000, client_id="muted", count=1)
+    metadata = m.MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    with RawKafka(kafka_broker.port, client_id="muted") as muted, RawKafka(kafka_broker.port, client_id="other") as other:
+        assert muted.request(3, 12, metadata).throttle_time_ms == 600_000
+        muted.send_request(3, 12, metadata)
+        assert [other.request(3, 12, metadata).throttle_time_ms for _ in range(3)] == [0, 0, 0]
+        muted.sock.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nothing to read: the second request was not served
+            muted.sock.recv(1)
+
+
 def consume(bootstrap: str, client_id: str, records: int) -> tuple[float, list[float]]:
     """Seconds for a librdkafka consumer to read `records` records of quota-topic from the start."""
     from confluent_kafka import Consumer, TopicPartition
