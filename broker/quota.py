@@ -13,7 +13,8 @@ span, counted as at least (samples - 1) whole windows. A request that takes the 
 throttled for (rate - quota) / quota * that window (server-common/.../quota/QuotaUtils.throttleTime).
 
 Pure logic with an injected clock; `active` is False while no such quota is defined, so the serving path
-pays one attribute read per Produce / Fetch / request (measured with bench, see the README).
+pays a few attribute reads per Produce / Fetch / request (about 50 ns in all on the general path, timeit;
+nothing on the frame fast paths, which stay on while no request_percentage quota exists).
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import argparse
 import json
 
 from kcoord.tools.admin_cli import _admin_arg, _client, _report
+from kcoord.tools.groups_cli import print_table
 
 LIST_COLUMNS = ("CLIENT-INSTANCE-ID", "CLIENT-ID", "SOFTWARE", "ADDRESS", "INTERVAL-MS", "PUSHES", "METRICS",
                 "LAST-ERROR")
@@ -29,29 +30,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _table(rows: list[tuple[str, ...]], header: tuple[str, ...], out) -> None:
-    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=False)]
-    for row in (header, *rows):
-        out.write("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n")
-
-
 def run(args: argparse.Namespace, out) -> None:
     clients = _client(args).clients(args.client_id)
     if args.json:
         out.write(json.dumps(clients, indent=1) + "\n")
         return
     if args.command == "list":
-        _table([(c["client_instance_id"], c["client_id"],
-                 f"{c['client_software_name']} {c['client_software_version']}".strip() or "-",
-                 c["client_source_address"], str(c["push_interval_ms"]), str(c["pushes"]), str(len(c["metrics"])),
-                 c["last_error"]) for c in clients], LIST_COLUMNS, out)
+        print_table(LIST_COLUMNS, [
+            (c["client_instance_id"], c["client_id"],
+             f"{c['client_software_name']} {c['client_software_version']}".strip() or "-",
+             c["client_source_address"], str(c["push_interval_ms"]), str(c["pushes"]), str(len(c["metrics"])),
+             c["last_error"]) for c in clients], out)
         return
     rows = []
     for c in clients:
         for m in sorted(c["metrics"], key=lambda m: (m["name"], sorted(m["attributes"].items()))):
             attrs = ",".join(f"{k}={v}" for k, v in sorted(m["attributes"].items()))
             rows.append((c["client_id"], c["client_instance_id"][:8], m["name"], attrs or "-", f"{m['value']:g}"))
-    _table(rows, ("CLIENT-ID", "INSTANCE", "METRIC", "ATTRIBUTES", "VALUE"), out)
+    print_table(("CLIENT-ID", "INSTANCE", "METRIC", "ATTRIBUTES", "VALUE"), rows, out)
 
 
 def main(argv: list[str]) -> int:
