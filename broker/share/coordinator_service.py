@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -212,8 +211,3 @@ class ShareCoordinatorService:
 def state_batches(batches) -> tuple[r.StateBatch, ...]:
     """A request's StateBatches as kcoord.share.records.StateBatch."""
     return tuple(r.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in batches)
-
-
-def topic_partitions(topics) -> list[tuple[uuid.UUID, int, object]]:
-    """(topic id, partition, partition data) of a share-state request, in order."""
-    return [(t.topic_id, p.partition, p) for t in topics for p in t.partitions]
