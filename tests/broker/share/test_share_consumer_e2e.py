@@ -171,14 +171,12 @@ def test_sigkilled_consumer_records_come_back_when_its_connection_closes(server)
     worker, report = start_worker(server, group, topic, accept=5)
     stop_for_good(worker)
     assert report["accepted"] == list(range(5)) and [o for o, _c in report["held"]] == list(range(5, 20))
-    started = time.monotonic()
     consumer = share_consumer(server.bootstrap, group, topic)
-    try:
+    try:  # within 30 s: the 60 s locks cannot have run out (delivery count 1: taken back, not expired)
         got = poll_until(consumer, lambda got: len(got) >= 15, timeout_s=30)
     finally:
         consumer.close()
     assert sorted((m.offset(), m.delivery_count()) for m in got) == [(o, 1) for o in range(5, 20)]
-    assert time.monotonic() - started < 60
 
 
 def test_paused_consumer_records_redelivered_after_the_lock(server):
@@ -214,17 +212,15 @@ def test_timer_control_expires_a_paused_consumers_locks_now(server):
     worker.send_signal(signal.SIGSTOP)
     try:
         assert [o for o, _c in report["held"]] == list(range(10))
-        started = time.monotonic()
         assert server.timers.expire_share_locks(group) == 1
         consumer = share_consumer(server.bootstrap, group, topic)
-        try:
+        try:  # within 20 s: not the 60 s lock's own expiry
             got = poll_until(consumer, lambda got: len(got) >= 10, timeout_s=20)
         finally:
             consumer.close()
     finally:
         stop_for_good(worker)
     assert sorted((m.offset(), m.delivery_count()) for m in got) == [(o, 2) for o in range(10)]
-    assert time.monotonic() - started < 60  # not the lock's own expiry
 
 
 def test_released_past_the_delivery_limit_is_archived(server):
