@@ -111,6 +111,15 @@ def snapshot_key(group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
     return _key(SHARE_SNAPSHOT, group_id, topic_id, partition)
 
 
+def deleted(key, value) -> tuple[str, uuid.UUID, int] | None:
+    """The share-partition (group id, topic id, partition) a tombstone deletes -- its ShareSnapshot key
+    with a null value (DeleteShareGroupState) -- or None for any other record."""
+    if value is not None or record_type(key) != SHARE_SNAPSHOT:
+        return None
+    k, _ = m.decode_versioned("ShareSnapshotKey", key)
+    return k.group_id, k.topic_id, k.partition
+
+
 def record_type(key) -> int | None:
     """The share-state record type of a raw key, or None for anything else."""
     if len(key) < 2:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from kcoord.broker.share.coordinator import SHARE_GROUP_STATE, ShareKey
 from kcoord.coordinator.common.runtime import APPEND_ERRORS
-from kcoord.protocol import messages as m
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.protocol.record_kv import batch_key_values
 from kcoord.protocol.records import build_batch
@@ -89,9 +88,9 @@ class ShareCoordinatorService:
     @staticmethod
     def _replay_into(states: dict[ShareKey, DurableShareState], key: bytes, value: bytes | None,
                      partition: int) -> None:
-        if value is None and r.record_type(key) == r.SHARE_SNAPSHOT:  # deleted (DeleteShareGroupState)
-            k, _ = m.decode_versioned("ShareSnapshotKey", key)
-            states.pop((k.group_id, k.topic_id, k.partition), None)
+        gone = r.deleted(key, value)
+        if gone is not None:
+            states.pop(gone, None)
             return
         try:
             record = r.decode(key, value)
