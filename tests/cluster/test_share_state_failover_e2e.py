@@ -80,7 +80,7 @@ def _setup(cluster) -> tuple[str, int, int]:
         admin.create_topics([NewTopic(TOPIC, 1, 3)])
     finally:
         admin.close()
-    leader = wait_until(lambda: (n := cluster.leader_of(TOPIC, 0)) > 0 and n, 15, "a leader")
+    leader = cluster.wait_leader(TOPIC, 0, timeout=15)
     cluster.wait_isr(TOPIC, 0, 3)
     [t] = cluster.metadata(topics=[TOPIC]).topics
     topic_id = uuid.UUID(bytes=t.topic_id.bytes) if not isinstance(t.topic_id, uuid.UUID) else t.topic_id
