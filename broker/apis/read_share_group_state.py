@@ -13,6 +13,7 @@ from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.share.coordinator import ShareKey
 from kcoord.protocol import messages as m
+from kcoord.share import records as r
 
 R = m.ReadShareGroupStateResponse
 
@@ -24,9 +25,7 @@ async def _result(coordinator: ShareCoordinator, key: ShareKey, p, error: Answer
         partition=p.partition, error_code=code, error_message=message,
         state_epoch=state.state_epoch if state is not None else 0,
         start_offset=state.start_offset if state is not None else -1,
-        state_batches=[R.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
-                                    delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                       for b in (state.state_batches() if state is not None else ())])
+        state_batches=r.message_batches(R, state.state_batches() if state is not None else ()))
 
 
 @api(key=84, name="ReadShareGroupState", min_version=0, max_version=0)

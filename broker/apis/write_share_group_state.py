@@ -14,8 +14,8 @@ from kcoord.broker.apis.share_state_common import Answer, ShareCoordinator, each
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.broker.share.coordinator import ShareKey
-from kcoord.broker.share.coordinator_service import state_batches
 from kcoord.protocol import messages as m
+from kcoord.share import records as r
 
 R = m.WriteShareGroupStateResponse
 
@@ -26,7 +26,7 @@ async def handle(ctx: RequestContext, request: m.WriteShareGroupStateRequest):
 
     async def result(coordinator: ShareCoordinator, key: ShareKey, p, error: Answer | None) -> R.PartitionResult:
         code, message = error or await coordinator.write(key, p.state_epoch, p.leader_epoch, p.start_offset,
-                                                         state_batches(p.state_batches),
+                                                         r.state_batches(p.state_batches),
                                                          p.delivery_complete_count if v1 else -1)
         return R.PartitionResult(partition=p.partition, error_code=code, error_message=message)
 

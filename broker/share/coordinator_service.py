@@ -205,8 +205,3 @@ class ShareCoordinatorService:
             return ErrorCode.NOT_COORDINATOR, None  # resigned (and maybe re-elected) meanwhile: reloaded
         self._replay_into(self._states[partition], k, v, partition)
         return ErrorCode.NONE, None
-
-
-def state_batches(batches) -> tuple[r.StateBatch, ...]:
-    """A request's StateBatches as kcoord.share.records.StateBatch."""
-    return tuple(r.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in batches)
