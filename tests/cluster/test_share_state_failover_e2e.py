@@ -136,7 +136,7 @@ def test_share_state_survives_sigkill(kafka_cluster, victim):
         killed = coordinator if victim == "share_coordinator" else leader
         kafka_cluster.kill(killed)
         if victim == "data_leader":
-            wait_until(lambda: _leader_of_or_zero(kafka_cluster, TOPIC, 0) not in (0, killed), 30, "a new leader")
+            kafka_cluster.wait_leader(TOPIC, 0, not_on=killed)
         produce(kafka_cluster.bootstrap_servers, TOPIC, LATER, start=FIRST)
         consumer = share_consumer(kafka_cluster.bootstrap_servers, group, TOPIC)
         try:
