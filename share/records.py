@@ -111,6 +111,15 @@ def snapshot_key(group_id: str, topic_id: uuid.UUID, partition: int) -> bytes:
     return _key(SHARE_SNAPSHOT, group_id, topic_id, partition)
 
 
+def deleted(key, value) -> tuple[str, uuid.UUID, int] | None:
+    """The share-partition (group id, topic id, partition) a tombstone deletes -- its ShareSnapshot key
+    with a null value (DeleteShareGroupState) -- or None for any other record."""
+    if value is not None or record_type(key) != SHARE_SNAPSHOT:
+        return None
+    k, _ = m.decode_versioned("ShareSnapshotKey", key)
+    return k.group_id, k.topic_id, k.partition
+
+
 def record_type(key) -> int | None:
     """The share-state record type of a raw key, or None for anything else."""
     if len(key) < 2:
@@ -119,7 +128,13 @@ def record_type(key) -> int | None:
     return version if version in _NAMES else None
 
 
-def _batches(cls, batches) -> list:
+def state_batches(batches) -> tuple[StateBatch, ...]:
+    """A message's StateBatches (a record value's, or a share-state RPC's) as StateBatch."""
+    return tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in batches)
+
+
+def message_batches(cls, batches) -> list:
+    """StateBatch as the StateBatches of message class `cls` (a record value or a share-state RPC)."""
     return [cls.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
                            delivery_state=b.delivery_state, delivery_count=b.delivery_count) for b in batches]
 
@@ -133,11 +148,11 @@ def encode(record: ShareStateRecord, transition: int | None = None) -> ShareWrit
                     leader_epoch=record.leader_epoch, start_offset=record.start_offset,
                     delivery_complete_count=record.delivery_complete_count,
                     create_timestamp=record.create_timestamp, write_timestamp=record.write_timestamp,
-                    state_batches=_batches(cls, record.state_batches))
+                    state_batches=message_batches(cls, record.state_batches))
     else:
         value = cls(snapshot_epoch=record.snapshot_epoch, leader_epoch=record.leader_epoch,
                     start_offset=record.start_offset, delivery_complete_count=record.delivery_complete_count,
-                    state_batches=_batches(cls, record.state_batches))
+                    state_batches=message_batches(cls, record.state_batches))
     out = ShareWrite((_key(record.type, record.group_id, record.topic_id, record.partition),
                       m.encode_versioned(name, value, 0), ()))
     out.decoded = record
@@ -153,8 +168,7 @@ def decode(key, value) -> ShareStateRecord:
         raise DecodeError("not a share-state record", api="ShareStateRecord", offset=0)
     k, _ = m.decode_versioned(_NAMES[rtype] + "Key", key)
     v, _ = m.decode_versioned(_NAMES[rtype] + "Value", value)
-    batches = tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                    for b in v.state_batches)
+    batches = state_batches(v.state_batches)
     if rtype == SHARE_SNAPSHOT:
         return ShareStateRecord(rtype, k.group_id, k.topic_id, k.partition, v.snapshot_epoch, v.leader_epoch,
                                 v.start_offset, batches, v.delivery_complete_count, v.state_epoch,

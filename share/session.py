@@ -1,5 +1,6 @@
 """Share sessions (KIP-932): Kafka's ShareSessionCache and the share-fetch context rules of
-SharePartitionManager.newContext / acknowledgeSessionUpdate, pure (time comes in as `now_ms`).
+SharePartitionManager.newContext / acknowledgeSessionUpdate, pure. No idle time is kept: a session ends
+with its connection, its member's next initial request or a final request.
 
 A share session belongs to one member of one share group on this node; it remembers which
 share-partitions the member fetches, so a ShareFetch after the first names only what changed, and its
@@ -51,7 +52,6 @@ class ShareSession:
     member_id: str
     epoch: int
     partitions: dict[SharePartitionKey, None] = field(default_factory=dict)  # insertion-ordered set
-    last_used_ms: int = 0
     connection_id: str = ""
 
 
@@ -101,7 +101,7 @@ class ShareSessionCache:
     # ---------------------------------------------------------------- ShareFetch
 
     def fetch_context(self, group_id: str, member_id: str, epoch: int, fetch: list[SharePartitionKey],
-                      forget: list[SharePartitionKey], has_acknowledgements: bool, now_ms: int,
+                      forget: list[SharePartitionKey], has_acknowledgements: bool,
                       connection_id: str = "") -> FetchContext:
         """SharePartitionManager.newContext; raises ShareSessionError."""
         key = (group_id, member_id)
@@ -121,7 +121,7 @@ class ShareSessionCache:
                 raise ShareSessionError(ErrorCode.SHARE_SESSION_LIMIT_REACHED,
                                         "The share session cache is full.")
             old = self.remove(group_id, member_id)
-            session = ShareSession(group_id, member_id, next_epoch(INITIAL_EPOCH), dict.fromkeys(fetch), now_ms,
+            session = ShareSession(group_id, member_id, next_epoch(INITIAL_EPOCH), dict.fromkeys(fetch),
                                    connection_id)
             self._sessions[key] = session
             self._by_connection.setdefault(connection_id, set()).add(key)
@@ -137,12 +137,11 @@ class ShareSessionCache:
         for tp in forget:
             session.partitions.pop(tp, None)
         session.epoch = next_epoch(session.epoch)
-        session.last_used_ms = now_ms
         return FetchContext(session, False)
 
     # ---------------------------------------------------------------- ShareAcknowledge
 
-    def acknowledge_context(self, group_id: str, member_id: str, epoch: int, now_ms: int) -> ShareSession | None:
+    def acknowledge_context(self, group_id: str, member_id: str, epoch: int) -> ShareSession | None:
         """SharePartitionManager.acknowledgeSessionUpdate; raises ShareSessionError. Returns the session a
         final request (epoch -1) closes (its member's records are released after the acknowledgements),
         else None."""
@@ -159,5 +158,4 @@ class ShareSessionCache:
             raise ShareSessionError(ErrorCode.INVALID_SHARE_SESSION_EPOCH,
                                     f"Expected share session epoch {session.epoch}, got {epoch}.")
         session.epoch = next_epoch(session.epoch)
-        session.last_used_ms = now_ms
         return None

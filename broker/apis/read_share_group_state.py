@@ -8,34 +8,27 @@ Versions:
 """
 from __future__ import annotations
 
-from kcoord.broker.apis.share_state_common import partition_error, request_error, share_coordinator
+from kcoord.broker.apis.share_state_common import Answer, ShareCoordinator, each_partition
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
+from kcoord.broker.share.coordinator import ShareKey
 from kcoord.protocol import messages as m
-from kcoord.protocol.errors import ErrorCode
+from kcoord.share import records as r
+
+R = m.ReadShareGroupStateResponse
+
+
+async def _result(coordinator: ShareCoordinator, key: ShareKey, p, error: Answer | None) -> R.PartitionResult:
+    # the coordinator's state is None unless it answers NONE for an initialized share-partition
+    code, message, state = (*error, None) if error else await coordinator.read(key, p.leader_epoch)
+    return R.PartitionResult(
+        partition=p.partition, error_code=code, error_message=message,
+        state_epoch=state.state_epoch if state is not None else 0,
+        start_offset=state.start_offset if state is not None else -1,
+        state_batches=r.message_batches(R, state.state_batches() if state is not None else ()))
 
 
 @api(key=84, name="ReadShareGroupState", min_version=0, max_version=0)
 async def handle(ctx: RequestContext, request: m.ReadShareGroupStateRequest):
-    R = m.ReadShareGroupStateResponse
-    service, failed = share_coordinator(ctx), request_error(ctx, request.group_id)
-    results = []
-    for t in request.topics:
-        partitions = []
-        for p in t.partitions:
-            answer, state = failed or partition_error(p.partition), None
-            if answer is None and service is not None:
-                error, message, state = await service.read((request.group_id, t.topic_id, p.partition),
-                                                           p.leader_epoch)
-                answer = error, message
-            assert answer is not None
-            ok = answer[0] == ErrorCode.NONE and state is not None
-            partitions.append(R.PartitionResult(
-                partition=p.partition, error_code=answer[0], error_message=answer[1],
-                state_epoch=state.state_epoch if ok and state else 0,
-                start_offset=state.start_offset if ok and state else -1,
-                state_batches=[R.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
-                                            delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                               for b in (state.state_batches() if ok and state else ())]))
-        results.append(R.ReadStateResult(topic_id=t.topic_id, partitions=partitions))
-    return R(results=results)
+    return R(results=[R.ReadStateResult(topic_id=topic_id, partitions=rows)
+                      for topic_id, rows in await each_partition(ctx, request, _result)])

@@ -8,32 +8,30 @@ Versions:
 """
 from __future__ import annotations
 
-from kcoord.broker.apis.share_state_common import partition_error, request_error, share_coordinator
+from kcoord.broker.apis.share_state_common import Answer, ShareCoordinator, each_partition
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
+from kcoord.broker.share.coordinator import ShareKey
 from kcoord.protocol import messages as m
-from kcoord.protocol.errors import ErrorCode
+
+R = m.ReadShareGroupStateSummaryResponse
+
+
+async def _result(coordinator: ShareCoordinator, key: ShareKey, p, error: Answer | None) -> R.PartitionResult:
+    state = None
+    if error is None:  # the coordinator's state is None unless it answers NONE
+        code, state = coordinator.summary(key)
+        error = code, None
+    code, message = error
+    return R.PartitionResult(
+        partition=p.partition, error_code=code, error_message=message,
+        state_epoch=state.state_epoch if state is not None else 0,
+        leader_epoch=state.leader_epoch if state is not None else -1,
+        start_offset=state.start_offset if state is not None else -1,
+        delivery_complete_count=state.delivery_complete_count if state is not None else -1)
 
 
 @api(key=87, name="ReadShareGroupStateSummary", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: m.ReadShareGroupStateSummaryRequest):
-    R = m.ReadShareGroupStateSummaryResponse
-    service, failed = share_coordinator(ctx), request_error(ctx, request.group_id)
-    results = []
-    for t in request.topics:
-        partitions = []
-        for p in t.partitions:
-            answer, state = failed or partition_error(p.partition), None
-            if answer is None and service is not None:
-                error, state = service.summary((request.group_id, t.topic_id, p.partition))
-                answer = error, None
-            assert answer is not None
-            ok = answer[0] == ErrorCode.NONE and state is not None
-            partitions.append(R.PartitionResult(
-                partition=p.partition, error_code=answer[0], error_message=answer[1],
-                state_epoch=state.state_epoch if ok and state else 0,
-                leader_epoch=state.leader_epoch if ok and state else -1,
-                start_offset=state.start_offset if ok and state else -1,
-                delivery_complete_count=state.delivery_complete_count if ok and state else -1))
-        results.append(R.ReadStateSummaryResult(topic_id=t.topic_id, partitions=partitions))
-    return R(results=results)
+    return R(results=[R.ReadStateSummaryResult(topic_id=topic_id, partitions=rows)
+                      for topic_id, rows in await each_partition(ctx, request, _result)])

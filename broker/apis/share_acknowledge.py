@@ -41,8 +41,7 @@ async def handle(ctx: RequestContext, request: m.ShareAcknowledgeRequest):
     if not member_id:
         return failed(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
     try:
-        closed = manager.sessions.acknowledge_context(group_id, member_id, request.share_session_epoch,
-                                                      manager.now_ms())
+        closed = manager.sessions.acknowledge_context(group_id, member_id, request.share_session_epoch)
     except ShareSessionError as e:
         return failed(e.error, str(e))
     responses = []

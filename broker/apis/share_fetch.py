@@ -69,7 +69,7 @@ async def handle(ctx: RequestContext, request: m.ShareFetchRequest):
     forget = [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
     try:
         context = manager.sessions.fetch_context(group_id, member_id, epoch, fetch, forget, bool(acks),
-                                                 manager.now_ms(), ctx.connection_id)
+                                                 ctx.connection_id)
     except ShareSessionError as e:
         return failed(e.error, str(e))
     if context.released is not None and context.session is not None:  # a new session replaced the old one

@@ -10,27 +10,25 @@ Versions:
 """
 from __future__ import annotations
 
-from kcoord.broker.apis.share_state_common import partition_error, request_error, share_coordinator
+from kcoord.broker.apis.share_state_common import Answer, ShareCoordinator, each_partition
 from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
-from kcoord.broker.share.coordinator_service import state_batches
+from kcoord.broker.share.coordinator import ShareKey
 from kcoord.protocol import messages as m
+from kcoord.share import records as r
+
+R = m.WriteShareGroupStateResponse
 
 
 @api(key=85, name="WriteShareGroupState", min_version=0, max_version=1)
 async def handle(ctx: RequestContext, request: m.WriteShareGroupStateRequest):
-    R = m.WriteShareGroupStateResponse
-    service, failed = share_coordinator(ctx), request_error(ctx, request.group_id)
-    results = []
-    for t in request.topics:
-        partitions = []
-        for p in t.partitions:
-            answer = failed or partition_error(p.partition)
-            if answer is None and service is not None:
-                answer = await service.write((request.group_id, t.topic_id, p.partition), p.state_epoch,
-                                             p.leader_epoch, p.start_offset, state_batches(p.state_batches),
-                                             p.delivery_complete_count if ctx.api_version >= 1 else -1)
-            assert answer is not None
-            partitions.append(R.PartitionResult(partition=p.partition, error_code=answer[0], error_message=answer[1]))
-        results.append(R.WriteStateResult(topic_id=t.topic_id, partitions=partitions))
-    return R(results=results)
+    v1 = ctx.api_version >= 1
+
+    async def result(coordinator: ShareCoordinator, key: ShareKey, p, error: Answer | None) -> R.PartitionResult:
+        code, message = error or await coordinator.write(key, p.state_epoch, p.leader_epoch, p.start_offset,
+                                                         r.state_batches(p.state_batches),
+                                                         p.delivery_complete_count if v1 else -1)
+        return R.PartitionResult(partition=p.partition, error_code=code, error_message=message)
+
+    return R(results=[R.WriteStateResult(topic_id=topic_id, partitions=rows)
+                      for topic_id, rows in await each_partition(ctx, request, result)])

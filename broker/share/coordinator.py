@@ -23,7 +23,6 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from kcoord.coordinator.common.runtime import APPEND_ERRORS
-from kcoord.protocol import messages as m
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.protocol.record_kv import batch_key_values
 from kcoord.protocol.records import build_batch
@@ -69,11 +68,10 @@ class ShareCoordinator:
                     if header.is_control:
                         continue
                     for i, (key, value) in enumerate(batch_key_values(batch, header)):
-                        if value is None and r.record_type(key) == r.SHARE_SNAPSHOT:  # deleted state
-                            k, _ = m.decode_versioned("ShareSnapshotKey", key)
-                            share_key = (k.group_id, k.topic_id, k.partition)
-                            out.pop(share_key, None)
-                            self._forget(partition, share_key)
+                        gone = r.deleted(key, value)
+                        if gone is not None:
+                            out.pop(gone, None)
+                            self._forget(partition, gone)
                             continue
                         try:
                             record = r.decode(key, value)

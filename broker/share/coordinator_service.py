@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kcoord.broker.share.coordinator import SHARE_GROUP_STATE, ShareKey
 from kcoord.coordinator.common.runtime import APPEND_ERRORS
-from kcoord.protocol import messages as m
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.protocol.record_kv import batch_key_values
 from kcoord.protocol.records import build_batch
@@ -90,9 +88,9 @@ class ShareCoordinatorService:
     @staticmethod
     def _replay_into(states: dict[ShareKey, DurableShareState], key: bytes, value: bytes | None,
                      partition: int) -> None:
-        if value is None and r.record_type(key) == r.SHARE_SNAPSHOT:  # deleted (DeleteShareGroupState)
-            k, _ = m.decode_versioned("ShareSnapshotKey", key)
-            states.pop((k.group_id, k.topic_id, k.partition), None)
+        gone = r.deleted(key, value)
+        if gone is not None:
+            states.pop(gone, None)
             return
         try:
             record = r.decode(key, value)
@@ -207,13 +205,3 @@ class ShareCoordinatorService:
             return ErrorCode.NOT_COORDINATOR, None  # resigned (and maybe re-elected) meanwhile: reloaded
         self._replay_into(self._states[partition], k, v, partition)
         return ErrorCode.NONE, None
-
-
-def state_batches(batches) -> tuple[r.StateBatch, ...]:
-    """A request's StateBatches as kcoord.share.records.StateBatch."""
-    return tuple(r.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in batches)
-
-
-def topic_partitions(topics) -> list[tuple[uuid.UUID, int, object]]:
-    """(topic id, partition, partition data) of a share-state request, in order."""
-    return [(t.topic_id, p.partition, p) for t in topics for p in t.partitions]

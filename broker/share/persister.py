@@ -152,9 +152,7 @@ class ShareStatePersister:
         request = Rw(group_id=group_id, topics=[Rw.WriteStateData(topic_id=topic_id, partitions=[Rw.PartitionData(
             partition=partition, state_epoch=epoch, leader_epoch=d.leader_epoch, start_offset=d.start_offset,
             delivery_complete_count=d.delivery_complete_count,
-            state_batches=[Rw.StateBatch(first_offset=b.first_offset, last_offset=b.last_offset,
-                                         delivery_state=b.delivery_state, delivery_count=b.delivery_count)
-                           for b in d.state_batches])])])
+            state_batches=r.message_batches(Rw, d.state_batches))])])
         return await self._remote(node, WRITE, WRITE_VERSION, request)
 
     async def _read_one(self, key: ShareKey, leader_epoch: int) -> tuple[ErrorCode, tuple | None]:
@@ -179,9 +177,7 @@ class ShareStatePersister:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
         if p.error_code != ErrorCode.NONE:
             return ErrorCode(p.error_code), None
-        batches = tuple(r.StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                        for b in p.state_batches)
-        return ErrorCode.NONE, (p.state_epoch, p.start_offset, batches)
+        return ErrorCode.NONE, (p.state_epoch, p.start_offset, r.state_batches(p.state_batches))
 
     async def _remote(self, node: int, api_key: int, version: int, request) -> ErrorCode:
         response = await self._send(node, api_key, version, request)

@@ -9,7 +9,6 @@ import pytest
 from kcoord.protocol.client import KafkaWireClient
 from kcoord.protocol.errors import ErrorCode as E
 from tests.broker.share.test_share_fetch_wire import acquired, fetch, partition
-from tests.cluster.replication_checks import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120),
               pytest.mark.kcoord_cluster(nodes=2, session_timeout_ms=2000, overrides={
@@ -26,7 +25,7 @@ def test_leader_serves_share_fetch_follower_refuses(kafka_cluster):
         admin.create_topics([NewTopic(TOPIC, 1, 2)])
     finally:
         admin.close()
-    leader = wait_until(lambda: (n := kafka_cluster.leader_of(TOPIC, 0)) > 0 and n, 15, "a leader")
+    leader = kafka_cluster.wait_leader(TOPIC, 0, timeout=15)
     kafka_cluster.wait_isr(TOPIC, 0, 2)
     follower = next(n for n in kafka_cluster.nodes if n != leader)
     [t] = kafka_cluster.metadata(topics=[TOPIC]).topics

@@ -80,7 +80,7 @@ def _setup(cluster) -> tuple[str, int, int]:
         admin.create_topics([NewTopic(TOPIC, 1, 3)])
     finally:
         admin.close()
-    leader = wait_until(lambda: (n := cluster.leader_of(TOPIC, 0)) > 0 and n, 15, "a leader")
+    leader = cluster.wait_leader(TOPIC, 0, timeout=15)
     cluster.wait_isr(TOPIC, 0, 3)
     [t] = cluster.metadata(topics=[TOPIC]).topics
     topic_id = uuid.UUID(bytes=t.topic_id.bytes) if not isinstance(t.topic_id, uuid.UUID) else t.topic_id
@@ -136,7 +136,7 @@ def test_share_state_survives_sigkill(kafka_cluster, victim):
         killed = coordinator if victim == "share_coordinator" else leader
         kafka_cluster.kill(killed)
         if victim == "data_leader":
-            wait_until(lambda: _leader_of_or_zero(kafka_cluster, TOPIC, 0) not in (0, killed), 30, "a new leader")
+            kafka_cluster.wait_leader(TOPIC, 0, not_on=killed)
         produce(kafka_cluster.bootstrap_servers, TOPIC, LATER, start=FIRST)
         consumer = share_consumer(kafka_cluster.bootstrap_servers, group, TOPIC)
         try:

@@ -43,6 +43,15 @@ def test_not_a_share_record():
     assert r.record_type(b"\x00\x05") is None
 
 
+def test_a_tombstone_names_the_share_partition_it_deletes():
+    """ShareCoordinatorShard.deleteState writes the share-partition's ShareSnapshot key with a null value."""
+    assert r.deleted(r.snapshot_key("g", T, 2), None) == ("g", T, 2)
+    rec = r.ShareStateRecord(r.SHARE_UPDATE, "g", T, 2, 0, 0, 10, ())
+    key, value, _ = r.encode(rec)
+    assert r.deleted(key, value) is None and r.deleted(key, None) is None  # an update key is never a tombstone
+    assert r.deleted(r.snapshot_key("g", T, 2), value) is None
+
+
 @pytest.mark.parametrize("group, partition, n, expected", [
     ("g", 0, 50, 14), ("share-group", 3, 50, 37), ("grüppe", 12, 50, 24), ("g", 0, 3, 0), ("grüppe", 12, 3, 2)])
 def test_state_partition_as_kafka_computes_it(group, partition, n, expected):
