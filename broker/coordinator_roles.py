@@ -45,13 +45,6 @@ class CoordinatorRoles:
     def register(self, topic: str, listener: CoordinatorElection) -> None:
         self._listeners[topic] = listener
 
-    def leader_epoch(self, topic: str, partition: int) -> int | None:
-        """The epoch at which this node leads the coordinator partition, or None if it does not lead it."""
-        return self._led.get((topic, partition))
-
-    def led_partitions(self, topic: str) -> dict[int, int]:
-        return {p: e for (t, p), e in self._led.items() if t == topic}
-
     def apply(self, changes: Iterable[RoleChange]) -> None:
         for change in changes:
             topic, partition = change.tp.topic, change.tp.partition

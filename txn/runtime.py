@@ -26,9 +26,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
-from kcoord.coordinator.common.runtime import APPEND_ERRORS, LoadGate, WallClock, every
+from kcoord.coordinator.common.runtime import (
+    APPEND_ERRORS,
+    LeaderReplication,
+    LoadGate,
+    WallClock,
+    append_replicated,
+    every,
+)
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.protocol.record_kv import batch_key_values
 from kcoord.protocol.records import build_batch
@@ -38,31 +45,13 @@ from kcoord.txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateMa
 
 log = logging.getLogger("kcoord.txn")
 
-# TransactionStateManager.appendTransactionToLog's error map: what an append to `__transaction_state`
-# failing with the first answers the transaction APIs
-TXN_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
-    **APPEND_ERRORS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE}
-APPEND_TIMEOUT_MS = 30_000  # request.timeout.ms, which Kafka's coordinator gives its acks=-1 appends
-
-
-class TxnLogReplication(Protocol):
-    """A cluster node's replication, as the coordinator's appends use it (kcoord.cluster.replica_manager.
-    ReplicaManager): the leader and min-ISR check, waking followers, and waiting for the ISR."""
-
-    def produce_error(self, topic: str, partition: int, acks: int) -> ErrorCode: ...
-
-    def on_leader_append(self, topic: str, partition: int) -> None: ...
-
-    async def wait_acks_all(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> ErrorCode: ...
-
-
 class TransactionRuntime:
     """`broker.transactions`: the coordinator, its loading and its background work."""
 
     def __init__(self, config: TxnConfig, log_for: Callable[[int], Any], write_markers,
                  allocate_producer_id: Callable[[], int | ErrorCode],
                  existing_log: Callable[[int], Any] | None = None, *, follow_leadership: bool = False,
-                 replication: Callable[[], TxnLogReplication | None] = lambda: None,
+                 replication: Callable[[], LeaderReplication | None] = lambda: None,
                  transaction_version: Callable[[], int] = lambda: 0) -> None:
         self.config = config
         self.follow_leadership = follow_leadership  # cluster mode: partitions load on election only
@@ -148,23 +137,10 @@ class TransactionRuntime:
         plog = self._existing_log(partition)
         if coordinator_epoch is None or replication is None or plog is None:
             return ErrorCode.NOT_COORDINATOR
-        error = replication.produce_error(TRANSACTION_STATE_TOPIC, partition, -1)
+        error = await append_replicated(replication, plog, TRANSACTION_STATE_TOPIC, partition,
+                                        bytearray(build_batch([(key, value)])), log)
         if error != ErrorCode.NONE:
-            return TXN_APPEND_ERRORS.get(error, error)
-        try:
-            info = plog.append(bytearray(build_batch([(key, value)])))
-            replication.on_leader_append(TRANSACTION_STATE_TOPIC, partition)  # followers fetch it now
-            if plog.config.flush_on_append:
-                await plog.sync(info)
-        except StorageError as exc:
-            log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, partition, exc)
-            return TXN_APPEND_ERRORS.get(exc.error_code, exc.error_code)
-        replication.on_leader_append(TRANSACTION_STATE_TOPIC, partition)  # the fsync may move the high watermark
-        error = await replication.wait_acks_all(TRANSACTION_STATE_TOPIC, partition, info.last_offset,
-                                                APPEND_TIMEOUT_MS)
-        if error != ErrorCode.NONE:
-            log.info("append to %s-%d not replicated: %s", TRANSACTION_STATE_TOPIC, partition, error.name)
-            return TXN_APPEND_ERRORS.get(error, error)
+            return error
         if self.state.coordinator_epoch(partition) != coordinator_epoch:
             return ErrorCode.NOT_COORDINATOR
         return ErrorCode.NONE

@@ -63,13 +63,13 @@ async def handle(ctx: RequestContext, request: m.ProduceRequest):
             verified = await _verify(broker, request, by_id, add=True)
         elif broker.txn_verifier is not None:
             verified = await _verify(broker, request, by_id, add=False)
-    append = append_partition if replication is None else _leader_append(replication, acks, verified)
+    append = append_partition if replication is None else _leader_append(replication, acks)
     results: list[tuple[object, list[tuple[int, Appended]]]] = []
     for topic_data in request.topic_data:
         key = topic_data.topic_id if by_id else topic_data.name
         name = _topic_name(broker, topic_data.topic_id) if by_id else topic_data.name
         results.append((key, [
-            (p.index, refused or (append(broker, name, p.index, p.records, request.transactional_id)
+            (p.index, refused or (append(broker, name, p.index, p.records, request.transactional_id, verified)
                                   if name is not None
                                   else Appended(ErrorCode.UNKNOWN_TOPIC_ID)))
             for p in topic_data.partition_data]))
@@ -109,10 +109,11 @@ def _throttle(ctx: RequestContext, request: m.ProduceRequest) -> int:
     return throttle_ms
 
 
-def _leader_append(replication: ReplicaManager, acks: int, verified: dict | None):
+def _leader_append(replication: ReplicaManager, acks: int):
     """append_partition on a cluster node: the leader and min ISR checks first, then the append, which
-    wakes the followers' fetches. `verified`: the transaction coordinator's answers, when it is elsewhere."""
-    def append(broker, name: str, index: int, records, transactional_id: str | None) -> Appended:
+    wakes the followers' fetches."""
+    def append(broker, name: str, index: int, records, transactional_id: str | None,
+               verified: dict | None) -> Appended:
         error = replication.produce_error(name, index, acks)
         if error:
             return Appended(error)
@@ -141,7 +142,12 @@ async def _verify(broker, request: m.ProduceRequest, by_id: bool, add: bool) -> 
     transaction version 2): the coordinator adds the partitions first -- the other node over
     AddPartitionsToTxn, this one in-process -- and its one answer is every partition's verdict. A partition that got a
     marker of the producer while the answer travelled is refused INVALID_TXN_STATE: the transaction that
-    was verified is over (UnifiedLog's VerificationGuard, cleared by the marker)."""
+    was verified is over (UnifiedLog's VerificationGuard, cleared by the marker).
+
+    A partition whose log already holds an ongoing transaction of the producer at its epoch is not asked
+    (UnifiedLog.maybeStartTransactionVerification's SENTINEL guard for hasOngoingTransaction; ReplicaManager.
+    maybeStartTransactionVerificationForPartitions sends only the others): after its first batch, a
+    transaction's produces to a partition cost no coordinator round trip."""
     producer, partitions = None, []
     for topic_data in request.topic_data:
         name = _topic_name(broker, topic_data.topic_id) if by_id else topic_data.name
@@ -152,16 +158,26 @@ async def _verify(broker, request: m.ProduceRequest, by_id: bool, add: bool) -> 
                 partitions.append((name, p.index))
     if producer is None:
         return None
-    ends = {tp: plog.log_end_offset for tp in partitions if (plog := broker.topics.log(*tp)) is not None}
+    ends, ongoing = {}, []
+    for tp in partitions:
+        plog = broker.topics.log(*tp)
+        if plog is not None:
+            ends[tp] = plog.log_end_offset
+            if (producer[0] in broker.txn_index.state(plog).ongoing
+                    and broker.producers.epoch_of(tp, plog, producer[0]) == producer[1]):
+                ongoing.append(tp)
+    ask = [tp for tp in partitions if tp not in ongoing]
     verifier: TxnVerifier | None = broker.txn_verifier
     verified = None
-    if verifier is not None:
-        verified = await verifier.verify(request.transactional_id, producer[0], producer[1], partitions, add=add)
+    if ask and verifier is not None:
+        verified = await verifier.verify(request.transactional_id, producer[0], producer[1], ask, add=add)
     if verified is None and add:
-        known = list(ends)  # a partition without a log here is refused by the append; never added
+        known = [tp for tp in ask if tp in ends]  # a partition without a log here is refused by the append
         error = await broker.txn_coordinator.coordinator.handle_add_partitions(
             request.transactional_id, producer[0], producer[1], known, TV_2) if known else ErrorCode.NONE
         verified = dict.fromkeys(known, error)
+    if ongoing:
+        verified = {**(verified or {}), **dict.fromkeys(ongoing, ErrorCode.NONE)}
     if verified is not None:
         for tp, end in ends.items():
             plog = broker.topics.log(*tp)

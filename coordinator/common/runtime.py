@@ -1,12 +1,14 @@
-"""The runtime parts both coordinators repeat: WallClock, the append error map, `every`, LoadGate."""
+"""The runtime parts both coordinators repeat: WallClock, the append error maps, `every`, LoadGate, and the
+leader's replicated append (cluster mode)."""
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from kcoord.protocol.errors import ErrorCode
+from kcoord.storage import StorageError
 
 E = ErrorCode
 
@@ -22,6 +24,46 @@ APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
     E.MESSAGE_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
     E.RECORD_LIST_TOO_LARGE: E.UNKNOWN_SERVER_ERROR,
 }
+
+# ... and of an acks=-1 append (cluster mode), whose ISR may shrink under it
+REPLICATED_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
+    **APPEND_ERRORS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE}
+APPEND_TIMEOUT_MS = 30_000  # request.timeout.ms, which Kafka's coordinators give their acks=-1 appends
+
+
+class LeaderReplication(Protocol):
+    """A cluster node's replication as a coordinator's appends use it (kcoord.cluster.replica_manager.
+    ReplicaManager): the leader and min-ISR check, waking followers, and waiting for the ISR."""
+
+    def produce_error(self, topic: str, partition: int, acks: int) -> ErrorCode: ...
+
+    def on_leader_append(self, topic: str, partition: int) -> None: ...
+
+    async def wait_acks_all(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> ErrorCode: ...
+
+
+async def append_replicated(replication: LeaderReplication, plog: Any, topic: str, partition: int,
+                            records: bytearray, log: logging.Logger) -> ErrorCode:
+    """Append `records` to `topic-partition` as its leader with acks=-1 (TransactionStateManager.
+    appendTransactionToLog, the share coordinator's CoordinatorRuntime writes): the leader and min-ISR check,
+    the append (the followers' fetches wake), its fsync when the log flushes on append, then the wait until
+    the high watermark passes it. The error as a coordinator answers it (REPLICATED_APPEND_ERRORS)."""
+    error = replication.produce_error(topic, partition, -1)
+    if error != E.NONE:
+        return REPLICATED_APPEND_ERRORS.get(error, error)
+    try:
+        info = plog.append(records)
+        replication.on_leader_append(topic, partition)
+        if plog.config.flush_on_append:
+            await plog.sync(info)
+    except StorageError as exc:
+        log.error("append to %s-%d failed: %s", topic, partition, exc)
+        return REPLICATED_APPEND_ERRORS.get(exc.error_code, exc.error_code)
+    replication.on_leader_append(topic, partition)  # the fsync may move the high watermark
+    error = await replication.wait_acks_all(topic, partition, info.last_offset, APPEND_TIMEOUT_MS)
+    if error != E.NONE:
+        log.info("append to %s-%d not replicated: %s", topic, partition, error.name)
+    return REPLICATED_APPEND_ERRORS.get(error, error)
 
 
 class WallClock:

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kcoord.coordinator import checkpoint_store
-from kcoord.coordinator.common.runtime import LoadGate, every
+from kcoord.coordinator.common.runtime import LeaderReplication, LoadGate, every
 from kcoord.coordinator.config import GroupConfig
 from kcoord.coordinator.consumer.classic_members import PendingHeartbeat
 from kcoord.coordinator.consumer.topics_image import NO_TOPICS, TopicsImage
@@ -47,7 +47,7 @@ from kcoord.coordinator.runtime.checkpoints import Checkpointer
 from kcoord.coordinator.runtime.elections import ElectedShards
 from kcoord.coordinator.runtime.loop_timer import LoopTimer, WallClock
 from kcoord.coordinator.runtime.reply import Reply
-from kcoord.coordinator.runtime.writer import OffsetsTopicWriter, PartitionReplicas
+from kcoord.coordinator.runtime.writer import OffsetsTopicWriter
 from kcoord.coordinator.service import GroupCoordinatorService
 from kcoord.coordinator.shard import GroupCoordinatorShard
 from kcoord.protocol.errors import DecodeError, ErrorCode
@@ -90,7 +90,7 @@ class GroupRuntime(ElectedShards):
                  logger: logging.Logger | None = None, compression: int = 0,
                  on_durable: Callable[[int], None] | None = None,
                  events: CoordinatorEvents = NO_EVENTS, topics: TopicsImage = NO_TOPICS,
-                 replicas: Callable[[], PartitionReplicas | None] | None = None) -> None:
+                 replicas: Callable[[], LeaderReplication | None] | None = None) -> None:
         self._log_for = log_for
         self._replicas = replicas  # cluster mode when given
         self._elections: set[asyncio.Task] = set()  # loads started by elections (cluster mode)

@@ -19,8 +19,9 @@ import asyncio
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
+from kcoord.coordinator.common.runtime import LeaderReplication
 from kcoord.coordinator.core import OFFSETS_TOPIC
 from kcoord.coordinator.record_batch import build_coordinator_batch
 from kcoord.protocol.errors import ErrorCode
@@ -54,20 +55,10 @@ def _chunks(batches: list[bytes], limit: int) -> list[list[bytes]]:
     return chunks
 
 
-class PartitionReplicas(Protocol):
-    """What the writer needs of the node's replication (kcoord.cluster.replica_manager.ReplicaManager)."""
-
-    def produce_error(self, topic: str, partition: int, acks: int) -> ErrorCode: ...
-
-    def on_leader_append(self, topic: str, partition: int) -> None: ...
-
-    async def wait_acks_all(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> ErrorCode: ...
-
-
 class OffsetsTopicWriter:
     def __init__(self, log_for: Callable[[int], Any], loop: asyncio.AbstractEventLoop,
                  compression: int = 0, on_durable: Callable[[int], None] | None = None,
-                 replicas: Callable[[], PartitionReplicas | None] | None = None,
+                 replicas: Callable[[], LeaderReplication | None] | None = None,
                  replication_timeout_ms: int = 5000) -> None:
         self._log_for = log_for
         self._loop = loop
@@ -146,7 +137,7 @@ class OffsetsTopicWriter:
                                                     appended.last_offset, replicas))
 
     def _written(self, partition: int, callbacks: list[Callback], last_offset: int,
-                 replicas: PartitionReplicas | None, durable: asyncio.Future) -> None:
+                 replicas: LeaderReplication | None, durable: asyncio.Future) -> None:
         self._in_flight.discard(durable)
         if durable.cancelled():
             error = _append_error(asyncio.CancelledError(), f"fsync of {OFFSETS_TOPIC}-{partition}")
@@ -162,7 +153,7 @@ class OffsetsTopicWriter:
         self._in_flight.add(waiting)
         waiting.add_done_callback(self._in_flight.discard)
 
-    async def _replicated(self, replicas: PartitionReplicas, partition: int, last_offset: int,
+    async def _replicated(self, replicas: LeaderReplication, partition: int, last_offset: int,
                           callbacks: list[Callback]) -> None:
         """Cluster mode: answer once the high watermark passes `last_offset` (or with why it cannot)."""
         error = await replicas.wait_acks_all(OFFSETS_TOPIC, partition, last_offset, self._replication_timeout_ms)

@@ -30,6 +30,18 @@ def _log(ctx: CoordinatorContext) -> list:
     return [r for a in ctx.writer.durable() for r in a.records]
 
 
+def _moved(members: int) -> tuple[CoordinatorContext, list[str]]:
+    """A stable group "g" of `members` (session timeout 10 s) on the node elected at epoch 0, and the node
+    elected after it at epoch 1, loaded from its log: (the new node, the members)."""
+    old = _node()
+    p = old.gc.partition_for("g")
+    _elect(old, p, 0, [])
+    ids = old.stable_group("g", members, session_timeout_ms=10_000)
+    new = _node()
+    _elect(new, p, 1, _log(old))
+    return new, ids
+
+
 def test_a_shard_loads_on_election_and_serves_its_groups_once_loaded():
     old = _node()
     p = old.gc.partition_for("g")
@@ -112,13 +124,7 @@ def test_a_load_overtaken_by_a_resignation_or_a_newer_election_is_dropped():
 def test_a_member_that_died_with_the_old_coordinator_expires_on_the_new_one():
     """GroupMetadataManager.onLoaded: loaded members get a fresh session timer, so one that never
     heartbeats the new coordinator is removed after its session timeout and the group rebalances."""
-    old = _node()
-    p = old.gc.partition_for("g")
-    _elect(old, p, 0, [])
-    alive, dead = old.stable_group("g", 2, session_timeout_ms=10_000)
-
-    new = _node()
-    _elect(new, p, 1, _log(old))
+    new, (alive, dead) = _moved(2)
     assert set(new.group("g").members) == {alive, dead}
     for _ in range(4):  # only `alive` heartbeats the new coordinator
         new.sleep(3_000)
@@ -149,13 +155,7 @@ def test_a_failed_write_changes_nothing_and_answers_as_kafka_maps_it():
 def test_the_first_rebalance_of_a_group_loaded_by_a_new_coordinator_is_recorded_as_coordinator_moved():
     """A member whose JoinGroup the old coordinator answered NOT_COORDINATOR rejoins on the new one: that
     rebalance's cause is "coordinator_moved" (the analytics' causes); later ones have their own."""
-    old = _node()
-    p = old.gc.partition_for("g")
-    _elect(old, p, 0, [])
-    a, b = old.stable_group("g", 2, session_timeout_ms=10_000)
-
-    new = _node()
-    _elect(new, p, 1, _log(old))
+    new, (a, b) = _moved(2)
     new.join("g", a, session_timeout_ms=10_000)  # the member comes back with its id: a rebalance
     assert new.events.rebalances[-1] == ("g", "coordinator_moved")
     assert new.join("g", b, session_timeout_ms=10_000).called  # the generation completes

@@ -85,6 +85,14 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
+async def _init_waiting_for_the_isr(runtime: TransactionRuntime, replication: Replication) -> asyncio.Future:
+    """An InitProducerId of TXN whose append waits for the ISR: the test answers it (`replication.answer`)."""
+    replication.auto = False
+    pending = asyncio.ensure_future(runtime.coordinator.handle_init_producer_id(TXN, 60000, None))
+    await _settle()
+    return pending
+
+
 async def _until(condition, what: str) -> None:
     """The log's fsync runs in a thread: give the loop turns until `condition()` (bounded)."""
     for _ in range(2000):
@@ -116,9 +124,7 @@ def test_an_append_is_answered_when_replicated_and_a_failure_changes_nothing(tmp
         runtime, replication = await _elected(tmp_path, 1)
         coordinator = runtime.coordinator
         assert (await coordinator.handle_init_producer_id(TXN, 60000, None))[0] == E.NONE  # epoch 0
-        replication.auto = False
-        pending = asyncio.ensure_future(coordinator.handle_init_producer_id(TXN, 60000, None))
-        await _settle()
+        pending = await _init_waiting_for_the_isr(runtime, replication)
         assert not pending.done() and runtime.state.get_state(TXN).producer_epoch == 0
         await replication.answer(E.NONE)
         assert (await pending)[0] == E.NONE and runtime.state.get_state(TXN).producer_epoch == 1
@@ -139,9 +145,7 @@ def test_a_resignation_unloads_and_fails_the_waiting_append(tmp_path):
         runtime, replication = await _elected(tmp_path, 1)
         coordinator = runtime.coordinator
         assert (await coordinator.handle_init_producer_id(TXN, 60000, None))[0] == E.NONE
-        replication.auto = False
-        pending = asyncio.ensure_future(coordinator.handle_init_producer_id(TXN, 60000, None))
-        await _settle()
+        pending = await _init_waiting_for_the_isr(runtime, replication)
         runtime.on_resignation(0, 2)
         await replication.answer(E.NOT_LEADER_OR_FOLLOWER)  # the ReplicaManager fails it as it steps down
         assert (await pending)[0] == E.NOT_COORDINATOR
@@ -154,9 +158,7 @@ def test_a_replicated_append_whose_partition_changed_term_answers_not_coordinato
     """appendTransactionToLog's callback: the coordinator epoch is not the one the append started under."""
     async def run():
         runtime, replication = await _elected(tmp_path, 1)
-        replication.auto = False
-        pending = asyncio.ensure_future(runtime.coordinator.handle_init_producer_id(TXN, 60000, None))
-        await _settle()
+        pending = await _init_waiting_for_the_isr(runtime, replication)
         runtime.on_resignation(0, 1)
         runtime.on_election(0, 2)
         await replication.answer(E.NONE)

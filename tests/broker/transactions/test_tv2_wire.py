@@ -13,13 +13,12 @@ epoch, KAFKA-19446 / KIP-1228), server-common/.../TransactionVersion.java (level
 """
 from __future__ import annotations
 
-import time
-
 import pytest
 from kafka.admin import KafkaAdminClient
 
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode as E
+from kcoord.testkit.waiting import wait_until
 from tests.broker.test_features import api_versions
 from tests.broker.transactions.txnwire import (
     add_offsets,
@@ -66,10 +65,7 @@ def stable_offset(raw, group: str) -> tuple[int, int]:
 
 
 def wait_stable(raw, group: str, offset: int) -> None:
-    deadline = time.monotonic() + 10
-    while stable_offset(raw, group) != (E.NONE, offset):
-        assert time.monotonic() < deadline, stable_offset(raw, group)
-        time.sleep(0.02)
+    wait_until(lambda: stable_offset(raw, group) == (E.NONE, offset), 10, f"{group}'s offset {offset}, stable")
 
 
 class Producer:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from kcoord.protocol import messages as m
 from kcoord.protocol.consumer_offsets import partition_for
 from kcoord.protocol.errors import ErrorCode as E
-from tests.broker.transactions.txnwire import end_txn, init_pid, init_until_ready
+from tests.broker.transactions.test_tv2_wire import TOPIC, create_topic
+from tests.broker.transactions.txnwire import end_txn, init_pid, init_until_ready, produce_txn
 from tests.support.kcoord_server import KcoordServer
 from tests.support.raw_kafka import RawKafka
 
@@ -44,5 +45,31 @@ def test_loading_partition_answers_load_in_progress(tmp_path):
             assert server.release_load(of="transactions") == []
             assert init_until_ready(raw, held) == (E.NONE, pid, 2)
             assert init_until_ready(raw, served)[2] == 1
+    finally:
+        server.stop()
+
+
+def test_a_partition_already_in_the_transaction_takes_produce_v12_without_asking_the_coordinator(tmp_path):
+    """core/.../log/UnifiedLog.scala maybeStartTransactionVerification: a partition whose log holds an
+    ongoing transaction of the producer gets the SENTINEL guard, and ReplicaManager.scala
+    maybeStartTransactionVerificationForPartitions sends only the other partitions to the coordinator
+    (AddPartitionsToTxnManager). So while the id's coordinator partition is loading, the transaction's next
+    batch to a partition it already wrote is taken, and a new partition waits (the coordinator's
+    COORDINATOR_LOAD_IN_PROGRESS, which the produce answers as the retriable NOT_ENOUGH_REPLICAS)."""
+    txn = _id_in(3, "ongoing")
+    server = KcoordServer(tmp_path, {"transaction.state.log.num.partitions": str(PARTITIONS),
+                                     "kcoord.admin.listener": "http://127.0.0.1:0"}, "txn-ongoing").start()
+    try:
+        with RawKafka(server.port) as raw:
+            create_topic(server.port)
+            _, pid, epoch = init_until_ready(raw, txn)
+            assert produce_txn(raw, txn, pid, epoch, TOPIC, 0, [b"a"], version=12) == E.NONE
+            server.hold_load([partition_for(txn, PARTITIONS)], of="transactions")
+            server.reload(of="transactions")
+            assert init_pid(raw, txn)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
+            assert produce_txn(raw, txn, pid, epoch, TOPIC, 0, [b"b"], sequence=1, version=12) == E.NONE
+            assert produce_txn(raw, txn, pid, epoch, TOPIC, 1, [b"c"], version=12) == E.NOT_ENOUGH_REPLICAS
+            assert server.release_load(of="transactions") == []
+            assert produce_txn(raw, txn, pid, epoch, TOPIC, 1, [b"c"], version=12) == E.NONE
     finally:
         server.stop()
