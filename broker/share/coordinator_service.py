@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from kcoord.broker.share.coordinator import SHARE_GROUP_STATE, ShareKey
-from kcoord.coordinator.common.runtime import APPEND_ERRORS
+from kcoord.coordinator.common.runtime import append_replicated
 from kcoord.protocol.errors import DecodeError, ErrorCode
 from kcoord.protocol.record_kv import batch_key_values
 from kcoord.protocol.records import build_batch
@@ -38,10 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kcoord.share")
 
-APPEND_TIMEOUT_MS = 30_000
-# What a failed append answers the share-state RPCs (CoordinatorRuntime's error mapping).
-STATE_APPEND_ERRORS: dict[ErrorCode, ErrorCode] = {
-    **APPEND_ERRORS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE}
 Answer = tuple[ErrorCode, str | None]
 
 
@@ -185,22 +181,11 @@ class ShareCoordinatorService:
         plog = self.broker.logs.get(SHARE_GROUP_STATE, partition)
         if leader_epoch is None or replication is None or plog is None:
             return ErrorCode.NOT_COORDINATOR, None
-        error = replication.produce_error(SHARE_GROUP_STATE, partition, -1)
-        if error != ErrorCode.NONE:
-            return STATE_APPEND_ERRORS.get(error, error), None
         k, v, _h = record
-        try:
-            info = plog.append(bytearray(build_batch([(k, v)])))
-            replication.on_leader_append(SHARE_GROUP_STATE, partition)
-            if plog.config.flush_on_append:
-                await plog.sync(info)
-        except StorageError as exc:
-            log.error("append to %s-%d failed: %s", SHARE_GROUP_STATE, partition, exc)
-            return STATE_APPEND_ERRORS.get(exc.error_code, exc.error_code), None
-        replication.on_leader_append(SHARE_GROUP_STATE, partition)  # the fsync may move the high watermark
-        error = await replication.wait_acks_all(SHARE_GROUP_STATE, partition, info.last_offset, APPEND_TIMEOUT_MS)
+        error = await append_replicated(replication, plog, SHARE_GROUP_STATE, partition,
+                                        bytearray(build_batch([(k, v)])), log)
         if error != ErrorCode.NONE:
-            return STATE_APPEND_ERRORS.get(error, error), None
+            return error, None
         if self._epochs.get(partition) != leader_epoch:
             return ErrorCode.NOT_COORDINATOR, None  # resigned (and maybe re-elected) meanwhile: reloaded
         self._replay_into(self._states[partition], k, v, partition)
