@@ -136,5 +136,15 @@ def _offset_fetch(cls: Any, request: Any, response: Any, code: int) -> None:
                            for g in request.groups]
 
 
-_MIRRORS = {"OffsetCommit": _offset_commit, "Produce": _produce, "DescribeGroups": _describe_groups,
+def _share_group_describe(cls: Any, request: Any, response: Any, code: int) -> None:
+    response.groups = [cls.DescribedGroup(group_id=g, error_code=code) for g in request.group_ids]
+
+
+def _describe_share_group_offsets(cls: Any, request: Any, response: Any, code: int) -> None:
+    response.groups = [cls.DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, error_code=code, topics=[])
+                       for g in request.groups]
+
+
+_MIRRORS = {"ShareGroupDescribe": _share_group_describe, "DescribeShareGroupOffsets": _describe_share_group_offsets,
+            "OffsetCommit": _offset_commit, "Produce": _produce, "DescribeGroups": _describe_groups,
             "FindCoordinator": _find_coordinator, "DeleteGroups": _delete_groups, "OffsetFetch": _offset_fetch}

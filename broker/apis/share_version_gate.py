@@ -11,22 +11,14 @@ from typing import Any
 
 from kcoord.broker.context import RequestContext
 from kcoord.broker.fault_injector import error_response
-from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
 
 Handler = Callable[[RequestContext, Any], Any]  # async, or plain (answers at once)
 
 
 def unsupported(ctx: RequestContext, request: Any) -> Any:
-    response = error_response(ctx.api_key, request, ErrorCode.UNSUPPORTED_VERSION)
-    code = int(ErrorCode.UNSUPPORTED_VERSION)
-    if isinstance(response, m.ShareGroupDescribeResponse):
-        response.groups = [m.ShareGroupDescribeResponse.DescribedGroup(group_id=g, error_code=code)
-                           for g in request.group_ids]
-    elif isinstance(response, m.DescribeShareGroupOffsetsResponse):
-        response.groups = [m.DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup(
-            group_id=g.group_id, error_code=code, topics=[]) for g in request.groups]
-    return response
+    """UNSUPPORTED_VERSION as the API's error response (per group where the response has no top-level error)."""
+    return error_response(ctx.api_key, request, ErrorCode.UNSUPPORTED_VERSION)
 
 
 def requires_share_groups(handler: Handler) -> Handler:
