@@ -186,6 +186,32 @@ def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all
     assert _broker_config(cluster, 3, "log.retention.ms") == ("8888", DYNAMIC_BROKER_CONFIG)
 
 
+def test_a_broker_config_change_opens_no_log_a_node_does_not_hold(kafka_cluster):
+    """A changed broker default reaches the logs a node has open, and creates none: with one partition on
+    each node, after the change every node still has only its own partition's directory. Kafka: a
+    DynamicBrokerConfig reconfiguration (DynamicLogConfig.updateLogsConfig) updates the LogManager's
+    current logs (LogManager.allLogs); only a replica assignment (ReplicaManager.applyDelta) makes one."""
+    cluster = kafka_cluster
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic("spread", replica_assignments={0: [1], 1: [2], 2: [3]})])
+    finally:
+        admin.close()
+    for partition, node in enumerate((1, 2, 3)):
+        cluster.wait_isr("spread", partition, 1)
+        wait_until(lambda n=node, p=partition: (cluster.data_dir(n) / f"spread-{p}").is_dir(), 10,
+                   f"node {node} opening spread-{partition}")
+    assert _alter_broker(cluster, 2, "", [("log.retention.ms", SET, "7777")]) is ErrorCode.NONE
+    for via in (1, 3):
+        wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms") ==
+                   ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG), 10, f"node {via} taking the default")
+    for partition, node in enumerate((1, 2, 3)):
+        held = sorted(d.name for d in cluster.data_dir(node).glob("spread-*"))
+        assert held == [f"spread-{partition}"], (node, held)
+
+
 GROUP, DYNAMIC_GROUP_CONFIG = 32, 8
 
 
