@@ -21,11 +21,11 @@ TOPIC, SET, DELETE = 2, 0, 1
 DYNAMIC_TOPIC_CONFIG = 1
 
 
-def _alter(cluster, via: int, topic: str, ops: list[tuple[str, int, str | None]]) -> ErrorCode:
+def _alter(cluster, via: int, name: str, ops: list[tuple[str, int, str | None]], resource_type: int = TOPIC) -> ErrorCode:
     R = m.IncrementalAlterConfigsRequest
     with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
         response = wire.request(R(resources=[R.AlterConfigsResource(
-            resource_type=TOPIC, resource_name=topic,
+            resource_type=resource_type, resource_name=name,
             configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])],
             validate_only=False), 1)
     return ErrorCode(response.responses[0].error_code)
@@ -143,21 +143,13 @@ def test_a_deleted_topic_takes_its_changed_configs_with_it(kafka_cluster):
 BROKER, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 4, 2, 3
 
 
-def _alter_broker(cluster, via: int, name: str, ops: list[tuple[str, int, str | None]]) -> ErrorCode:
-    R = m.IncrementalAlterConfigsRequest
-    with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
-        response = wire.request(R(resources=[R.AlterConfigsResource(
-            resource_type=BROKER, resource_name=name,
-            configs=[R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])],
-            validate_only=False), 1)
-    return ErrorCode(response.responses[0].error_code)
-
-
-def _broker_config(cluster, via: int, key: str) -> tuple[str, int]:
+def _broker_config(cluster, via: int, key: str, resource_type: int = BROKER, name: str | None = None
+                   ) -> tuple[str, int]:
+    """`key` of a resource as node `via` describes it (by default node `via`'s own BROKER resource)."""
     R = m.DescribeConfigsRequest
     with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
         response = wire.request(R(resources=[R.DescribeConfigsResource(
-            resource_type=BROKER, resource_name=str(via), configuration_keys=[key])],
+            resource_type=resource_type, resource_name=str(via) if name is None else name, configuration_keys=[key])],
             include_synonyms=False, include_documentation=False), 4)
     config = response.results[0].configs[0]
     return config.value, config.config_source
@@ -169,7 +161,7 @@ def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all
     wins there only, as DynamicBrokerConfig's precedence says; deleting the default through node 1 leaves
     node 3's own."""
     cluster = kafka_cluster
-    assert _alter_broker(cluster, 2, "", [("log.retention.ms", SET, "7777")]) is ErrorCode.NONE
+    assert _alter(cluster, 2, "", [("log.retention.ms", SET, "7777")], BROKER) is ErrorCode.NONE
     assert _broker_config(cluster, 2, "log.retention.ms") == ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG)
     for via in (1, 3):
         wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms") ==
@@ -177,9 +169,9 @@ def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all
     cluster.kill(1)
     cluster.restart(1)
     assert _broker_config(cluster, 1, "log.retention.ms") == ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG)
-    assert _alter_broker(cluster, 3, "3", [("log.retention.ms", SET, "8888")]) is ErrorCode.NONE
+    assert _alter(cluster, 3, "3", [("log.retention.ms", SET, "8888")], BROKER) is ErrorCode.NONE
     assert _broker_config(cluster, 3, "log.retention.ms") == ("8888", DYNAMIC_BROKER_CONFIG)
-    assert _alter_broker(cluster, 1, "", [("log.retention.ms", DELETE, None)]) is ErrorCode.NONE
+    assert _alter(cluster, 1, "", [("log.retention.ms", DELETE, None)], BROKER) is ErrorCode.NONE
     for via in (1, 2):
         wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms")[1] not in
                    (DYNAMIC_DEFAULT_BROKER_CONFIG, DYNAMIC_BROKER_CONFIG), 10, f"node {via} dropping the default")
@@ -203,7 +195,7 @@ def test_a_broker_config_change_opens_no_log_a_node_does_not_hold(kafka_cluster)
         cluster.wait_isr("spread", partition, 1)
         wait_until(lambda n=node, p=partition: (cluster.data_dir(n) / f"spread-{p}").is_dir(), 10,
                    f"node {node} opening spread-{partition}")
-    assert _alter_broker(cluster, 2, "", [("log.retention.ms", SET, "7777")]) is ErrorCode.NONE
+    assert _alter(cluster, 2, "", [("log.retention.ms", SET, "7777")], BROKER) is ErrorCode.NONE
     for via in (1, 3):
         wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms") ==
                    ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG), 10, f"node {via} taking the default")
@@ -216,13 +208,7 @@ GROUP, DYNAMIC_GROUP_CONFIG = 32, 8
 
 
 def _group_config(cluster, via: int, group: str, key: str) -> tuple[str, int]:
-    R = m.DescribeConfigsRequest
-    with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
-        response = wire.request(R(resources=[R.DescribeConfigsResource(
-            resource_type=GROUP, resource_name=group, configuration_keys=[key])],
-            include_synonyms=False, include_documentation=False), 4)
-    config = response.results[0].configs[0]
-    return config.value, config.config_source
+    return _broker_config(cluster, via, key, GROUP, group)
 
 
 def test_a_group_config_changed_through_one_node_is_seen_by_every_node(kafka_cluster):
@@ -230,15 +216,9 @@ def test_a_group_config_changed_through_one_node_is_seen_by_every_node(kafka_clu
     it as DYNAMIC_GROUP_CONFIG (so the group's coordinator, wherever `__consumer_offsets` leads, reads it:
     GroupConfigManager follows the metadata on every broker); deleted through node 3, gone everywhere."""
     cluster = kafka_cluster
-    R = m.IncrementalAlterConfigsRequest
 
     def alter(via: int, op: int, value: str | None) -> ErrorCode:
-        with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
-            response = wire.request(R(resources=[R.AlterConfigsResource(
-                resource_type=GROUP, resource_name="g/1", configs=[R.AlterableConfig(
-                    name="consumer.session.timeout.ms", config_operation=op, value=value)])],
-                validate_only=False), 1)
-        return ErrorCode(response.responses[0].error_code)
+        return _alter(cluster, via, "g/1", [("consumer.session.timeout.ms", op, value)], GROUP)
 
     assert alter(1, SET, "50000") is ErrorCode.NONE
     assert _group_config(cluster, 1, "g/1", "consumer.session.timeout.ms") == ("50000", DYNAMIC_GROUP_CONFIG)
