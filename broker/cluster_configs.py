@@ -17,8 +17,6 @@ whole mapping {resource name: overrides} to the store that applies it (`on_chang
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import urllib.parse
@@ -32,7 +30,6 @@ log = logging.getLogger("kcoord.cluster.configs")
 BROKERS = "config/brokers/"
 GROUPS = "config/groups/"
 DEFAULT_NAME = "<default>"  # ZooKeeper-era Kafka's ConfigEntityName.DEFAULT: the resource named ""
-SEE_OWN_WRITE_TIMEOUT_S = 5.0
 
 Layers = dict[str, dict[str, str]]
 
@@ -51,17 +48,12 @@ class ClusterConfigResources:
         self._prefix = prefix
         self._on_change = on_change
         self.follower = PrefixFollower(store, prefix, self._apply)
-        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self.follower.run(), name=f"{self._prefix}follower")
-        await self.follower.wait_for(1)
+        await self.follower.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await self.follower.close()
 
     def _apply(self, values: Mapping[str, bytes]) -> None:
         layers: Layers = {}
@@ -77,9 +69,4 @@ class ClusterConfigResources:
         this node applies it. StoreError: not made."""
         key = self._prefix + _key_name(resource_name)
         op: Op = Put(key, json.dumps(dict(sorted(overrides.items()))).encode()) if overrides else Delete(key)
-        result = await self._store.txn([], [op])
-        try:
-            await asyncio.wait_for(self.follower.wait_for(result.revision), SEE_OWN_WRITE_TIMEOUT_S)
-        except TimeoutError:
-            log.warning("%s%r at revision %d not seen here within %.0f s", self._prefix, resource_name,
-                        result.revision, SEE_OWN_WRITE_TIMEOUT_S)
+        await self.follower.see_own_write((await self._store.txn([], [op])).revision)

@@ -10,8 +10,6 @@ every node then has the defaults, as each node of a new Kafka cluster bootstraps
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import Mapping
@@ -26,7 +24,6 @@ log = logging.getLogger("kcoord.cluster.features")
 PREFIX = "features"
 FINALIZED = ""  # the key itself, relative to PREFIX
 MAX_ATTEMPTS = 10
-SEE_OWN_WRITE_TIMEOUT_S = 5.0
 
 
 def encode(levels: Mapping[str, int], epoch: int) -> bytes:
@@ -39,17 +36,12 @@ class ClusterFeatures:
         self._features = features
         self._defaults = (dict(DEFAULT_LEVELS), 0)  # what a cluster without the key has (not this node's file)
         self.follower = PrefixFollower(store, PREFIX, self._on_change)
-        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self.follower.run(), name="features-follower")
-        await self.follower.wait_for(1)
+        await self.follower.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await self.follower.close()
 
     def _on_change(self, values: Mapping[str, bytes]) -> None:
         value = values.get(FINALIZED)
@@ -79,7 +71,6 @@ class ClusterFeatures:
             compare = absent(key) if kv is None else modified_at(key, kv.mod_revision)
             result = await self._store.txn([compare], [Put(key, encode(planned, self._features.epoch + 1))])
             if result.succeeded:
-                with contextlib.suppress(TimeoutError):  # answered once this node's copy has it
-                    await asyncio.wait_for(self.follower.wait_for(result.revision), SEE_OWN_WRITE_TIMEOUT_S)
+                await self.follower.see_own_write(result.revision)  # answered once this node's copy has it
                 return UpdateResult(ErrorCode.NONE)
         return UpdateResult(ErrorCode.REQUEST_TIMED_OUT, "The finalized features kept changing under this update.")

@@ -123,5 +123,6 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
                               [group_configs, broker_configs, features, topic_configs, security, producer_ids])
     node = ClusterNode(broker.config, store, replicas, local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
-    broker.txn_verifier = TxnVerifier(broker.node_id, image, broker.config.get("transaction.state.log.num.partitions"))
+    broker.txn_verifier = TxnVerifier(broker.node_id, image, broker.config.get("transaction.state.log.num.partitions"),
+                                      broker.listeners[0].host)
     return node

@@ -16,8 +16,6 @@ and its open logs take the new LogConfig (retention and compaction act on it fro
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import uuid
@@ -35,7 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kcoord.cluster.configs")
 
 PREFIX = TOPIC_CONFIGS
-SEE_OWN_WRITE_TIMEOUT_S = 5.0
 
 
 class ClusterTopicConfigs:
@@ -44,17 +41,12 @@ class ClusterTopicConfigs:
         self._broker = broker
         self._overrides: dict[str, tuple[uuid.UUID, dict[str, str]]] = {}
         self.follower = PrefixFollower(store, PREFIX, self._on_change)
-        self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self.follower.run(), name="topic-configs-follower")
-        await self.follower.wait_for(1)
+        await self.follower.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+        await self.follower.close()
 
     def effective(self, name: str, info: TopicInfo) -> dict[str, str]:
         """The topic's configs: the changed set if one was made for this topic id, else the creation's."""
@@ -84,11 +76,7 @@ class ClusterTopicConfigs:
             result = await self._store.txn([compare], [Put(key, value)])
             if result.succeeded:
                 break
-        try:  # this node answers once its own copy has the change
-            await asyncio.wait_for(self.follower.wait_for(result.revision), SEE_OWN_WRITE_TIMEOUT_S)
-        except TimeoutError:
-            log.warning("configs of %s at revision %d not seen here within %.0f s", name, result.revision,
-                        SEE_OWN_WRITE_TIMEOUT_S)
+        await self.follower.see_own_write(result.revision)  # this node answers once its own copy has it
         return True
 
     def _image(self) -> MetadataImage | None:

@@ -20,16 +20,14 @@ default since 2.7) and no fetch sessions (kcoord's leaders refuse them, so every
   name a newer one (the next `assign`); UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / unknown topic:
   retried after replica.fetch.backoff.ms (AbstractFetcherThread.handlePartitionsWithErrors).
 - A broken connection: closed, and reopened after the backoff (ReplicaFetcherBlockingSend).
-- Nodes sharing one machine on distinct loopback addresses connect from their own address (as nodes on
-  distinct hosts do), so the test kit's link proxies can tell which node a replication connection is from.
+- The connection is kcoord.cluster.node_connection's, from this node's own loopback address on a shared
+  machine (so the test kit's link proxies can tell which node a replication connection is from).
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
-import struct
 import time
 import uuid
 from collections.abc import Callable
@@ -38,10 +36,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kcoord.cluster.leader_epochs import EpochEndOffset
 from kcoord.cluster.metadata_image import TopicPartition
+from kcoord.cluster.node_connection import NodeConnection
 from kcoord.cluster.replica_state import PartitionReplication
 from kcoord.protocol import messages as m
 from kcoord.protocol.errors import ErrorCode
-from kcoord.protocol.headers import decode_response_header, encode_request_frame
 from kcoord.storage import StorageError
 from kcoord.storage.log import PartitionLog
 
@@ -54,7 +52,6 @@ FETCH_KEY = 1
 FETCH_VERSION = 18  # the highest Fetch version kcoord serves (broker/apis/fetch.py)
 FETCH_VERSION_BY_NAME = 12  # the last one with topic names, for a topic whose id is not known
 SOCKET_TIMEOUT_S = 30.0  # replica.socket.timeout.ms
-_SIZE = struct.Struct(">i")
 
 # errors after which the partition is fetched again after the backoff (handlePartitionsWithErrors)
 _RETRY = {ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -79,64 +76,19 @@ class FetcherOwner(Protocol):
 
 
 class TcpLeaderEndpoint:
-    """One connection to the leader, one request in flight (ReplicaFetcherBlockingSend), reopened on the
-    next fetch after a failure. `address()` is looked up at each connect (None: not known now);
+    """The leader over a NodeConnection (ReplicaFetcherBlockingSend): one request in flight, reopened on
+    the next fetch after a failure. `address()` is looked up at each connect (None: not known now);
     `local_host`, this node's listener host, is the connection's source when both are loopback addresses."""
 
     def __init__(self, address: Callable[[], tuple[str, int] | None], client_id: str = "kcoord-replica-fetcher",
                  local_host: str | None = None):
-        self._address = address
-        self._client_id = client_id
-        self._local_host = local_host
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._correlation_id = 0
+        self._connection = NodeConnection(address, client_id, local_host)
 
     async def fetch(self, request: m.FetchRequest, version: int) -> m.FetchResponse:
-        timeout = request.max_wait_ms / 1000 + SOCKET_TIMEOUT_S
-        try:
-            return await asyncio.wait_for(self._round_trip(request, version), timeout)
-        except BaseException:
-            await self.close()
-            raise
-
-    async def _round_trip(self, request: m.FetchRequest, version: int) -> m.FetchResponse:
-        if self._writer is None:
-            address = self._address()
-            if address is None:
-                raise ConnectionError("the leader has no known address")
-            source = loopback_source(self._local_host, address[0])
-            self._reader, self._writer = await asyncio.open_connection(
-                *address, local_addr=None if source is None else (source, 0))
-        assert self._reader is not None
-        self._correlation_id += 1
-        body = m.request_codec(FETCH_KEY, version).encode(request)
-        self._writer.write(encode_request_frame(FETCH_KEY, version, self._correlation_id, self._client_id, body))
-        await self._writer.drain()
-        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-        frame = await self._reader.readexactly(size)
-        correlation_id, offset = decode_response_header(frame, FETCH_KEY, version)
-        if correlation_id != self._correlation_id:
-            raise ConnectionError(f"correlation id {correlation_id}, expected {self._correlation_id}")
-        response, _end = m.response_codec(FETCH_KEY, version).decode(frame, offset)
-        return response
+        return await self._connection.request(FETCH_KEY, version, request, request.max_wait_ms / 1000 + SOCKET_TIMEOUT_S)
 
     async def close(self) -> None:
-        writer, self._reader, self._writer = self._writer, None, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
-
-
-def loopback_source(local_host: str | None, remote_host: str) -> str | None:
-    """The address to connect from: our own loopback address when the remote is on loopback too (the
-    kernel would pick 127.0.0.1 for every node), else None (the kernel's choice)."""
-    try:
-        local, remote = ipaddress.ip_address(local_host or ""), ipaddress.ip_address(remote_host)
-    except ValueError:
-        return None
-    return str(local) if local.is_loopback and remote.is_loopback and local.version == remote.version else None
+        await self._connection.close()
 
 
 @dataclass(eq=False, slots=True)
@@ -344,4 +296,4 @@ async def _done() -> None:
     return None
 
 
-__all__ = ["FETCH_VERSION", "FetcherOwner", "LeaderEndpoint", "ReplicaFetcher", "TcpLeaderEndpoint", "loopback_source"]
+__all__ = ["FETCH_VERSION", "FetcherOwner", "LeaderEndpoint", "ReplicaFetcher", "TcpLeaderEndpoint"]

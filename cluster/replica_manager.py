@@ -47,6 +47,7 @@ from kcoord.cluster.metadata_image import (
     StopReplica,
     TopicPartition,
 )
+from kcoord.cluster.node_connection import node_address
 from kcoord.cluster.partition_change import NO_BROKER_EPOCH, IsrChangeRequest
 from kcoord.cluster.partition_state import NO_LEADER, PartitionRegistration
 from kcoord.cluster.replica_state import NO_EPOCH, PartitionReplication, PendingAck
@@ -126,15 +127,7 @@ def tcp_endpoint(leader_id: int, images: Callable[[], MetadataImage], local_host
     """The leader's first advertised listener (Kafka: inter.broker.listener.name's endpoint), looked up in
     the current image at each connect (a restarted leader may listen elsewhere). `local_host`: this node's
     listener host (see TcpLeaderEndpoint)."""
-    return TcpLeaderEndpoint(lambda: _address_of(leader_id, images()), local_host=local_host)
-
-
-def _address_of(leader_id: int, image: MetadataImage) -> tuple[str, int] | None:
-    broker = image.brokers.get(leader_id)
-    if broker is None or not broker.info.listeners:
-        return None
-    endpoint = broker.info.listeners[0]
-    return endpoint.host, endpoint.port
+    return TcpLeaderEndpoint(lambda: node_address(images(), leader_id), local_host=local_host)
 
 
 class ReplicaManager:

@@ -4,8 +4,9 @@
 followed with. On Compacted it reads a new snapshot. `on_change(values)` runs after every applied batch
 with the whole current mapping (key relative to the prefix -> value); it must not block.
 
-Read-your-writes: a node that wrote at revision R waits `wait_for(R)` before it answers, so the client
-that made the change sees it on this node at once (other nodes see it as their watch delivers it).
+`start()` runs the follower's task and returns once the first snapshot is applied; `close()` ends it.
+Read-your-writes: a node that wrote at revision R waits `see_own_write(R)` before it answers, so the
+client that made the change sees it on this node at once (other nodes see it as their watch delivers it).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kcoord.metadata.store import Compacted, MetadataStore, StoreError
 log = logging.getLogger("kcoord.metadata.follow")
 
 RETRY_S = 0.5  # after the store did not answer (a broken watch stream resumes by itself)
+SEE_OWN_WRITE_TIMEOUT_S = 5.0
 
 
 class PrefixFollower:
@@ -29,6 +31,17 @@ class PrefixFollower:
         self.values: dict[str, bytes] = {}
         self.revision = 0  # the store revision the values are at (0: no snapshot yet)
         self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self.run(), name=f"{self.prefix}follower")
+        await self.wait_for(1)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
 
     async def run(self) -> None:
         """The follower's task: snapshot, then watch, until cancelled."""
@@ -71,3 +84,10 @@ class PrefixFollower:
         """Until the values include every change up to `revision`."""
         while self.revision < revision:
             await self._changed.wait()
+
+    async def see_own_write(self, revision: int, timeout_s: float = SEE_OWN_WRITE_TIMEOUT_S) -> None:
+        """wait_for(revision), at most `timeout_s`: the write is made either way (a late copy is logged)."""
+        try:
+            await asyncio.wait_for(self.wait_for(revision), timeout_s)
+        except TimeoutError:
+            log.warning("%s at revision %d not seen here within %.0f s", self.prefix, revision, timeout_s)

@@ -392,9 +392,14 @@ class TopicManager:
         return topic
 
     def refresh_log_configs(self) -> None:
-        """After a broker-level default changed (dynamic broker configs): every log gets its LogConfig again."""
+        """After a broker-level default changed (dynamic broker configs): every open log gets its LogConfig
+        again. None is opened here: a cluster node has the topics it mirrors but only its replicas' logs."""
         for topic in self._topics.values():
-            self._open_partitions(topic)
+            cfg = self.log_config_of(topic)
+            for p in range(topic.partitions):
+                plog = self.logs.get(topic.name, p)
+                if plog is not None:
+                    plog.config = cfg
 
     def maybe_auto_create(self, name: str) -> Topic | None:
         """Kafka's auto.create.topics.enable: create an unknown, valid, non-internal name."""

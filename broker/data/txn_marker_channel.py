@@ -75,10 +75,13 @@ LocalWrite = Callable[[int, int, bool, set, int, int], Awaitable[dict]]
 
 class TxnMarkerChannel:
     """Sends a transaction's markers to every partition's leader until each is written (see the module
-    docstring). `image()` is the node's current MetadataImage; `write_local` writes markers on this node."""
+    docstring). `image()` is the node's current MetadataImage; `write_local` writes markers on this node;
+    `local_host` is this node's listener host, the connections' source (NodeConnection)."""
 
-    def __init__(self, node_id: int, image: Callable[[], MetadataImage], write_local: LocalWrite) -> None:
+    def __init__(self, node_id: int, image: Callable[[], MetadataImage], write_local: LocalWrite,
+                 local_host: str | None = None) -> None:
         self.node_id = node_id
+        self._local_host = local_host
         self._image = image
         self._write_local = write_local
         self._nodes: dict[int, NodeConnection] = {}
@@ -114,7 +117,7 @@ class TxnMarkerChannel:
         connection = self._nodes.get(leader)
         if connection is None:
             connection = self._nodes[leader] = NodeConnection(lambda: node_address(self._image(), leader),
-                                                              "kcoord-txn-markers")
+                                                              "kcoord-txn-markers", self._local_host)
         Rq = m.WriteTxnMarkersRequest
         topics = by_topic(tps)
         request = Rq(markers=[Rq.WritableTxnMarker(

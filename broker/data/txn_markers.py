@@ -52,7 +52,8 @@ class MarkerWriter:
         cluster = self.broker.cluster
         if cluster is not None:
             if self._channel is None:
-                self._channel = TxnMarkerChannel(cluster.node_id, lambda: cluster.image, self.write)
+                self._channel = TxnMarkerChannel(cluster.node_id, lambda: cluster.image, self.write,
+                                                 self.broker.listeners[0].host)
             await self._channel.send(producer_id, epoch, commit, partitions, coordinator_epoch, transaction_version)
             return
         left = set(partitions)

@@ -35,8 +35,10 @@ def coordinator_node(image: MetadataImage, transactional_id: str, num_partitions
 
 
 class TxnVerifier:
-    def __init__(self, node_id: int, image: Callable[[], MetadataImage], num_partitions: int) -> None:
+    def __init__(self, node_id: int, image: Callable[[], MetadataImage], num_partitions: int,
+                 local_host: str | None = None) -> None:
         self.node_id = node_id
+        self._local_host = local_host  # the connections' source (NodeConnection)
         self._image = image
         self._num_partitions = num_partitions
         self._nodes: dict[int, NodeConnection] = {}
@@ -54,7 +56,7 @@ class TxnVerifier:
         connection = self._nodes.get(coordinator)
         if connection is None:
             connection = self._nodes[coordinator] = NodeConnection(
-                lambda: node_address(self._image(), coordinator), "kcoord-txn-verification")
+                lambda: node_address(self._image(), coordinator), "kcoord-txn-verification", self._local_host)
         Rq = m.AddPartitionsToTxnRequest
         topics = by_topic(partitions)
         request = Rq(transactions=[Rq.AddPartitionsToTxnTransaction(

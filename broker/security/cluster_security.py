@@ -17,8 +17,6 @@ the others apply it as their watch delivers it. Handlers reach this through `Sec
 """
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -42,7 +40,6 @@ log = logging.getLogger("kcoord.security.cluster")
 ACLS = "acls/"
 SCRAM = "scram/"
 MAX_TXN_OPS = 128   # etcd's default --max-txn-ops
-SEE_OWN_WRITE_TIMEOUT_S = 5.0
 
 
 def _canonical(acl: AclBinding) -> bytes:
@@ -82,20 +79,15 @@ class ClusterSecurity:
         self._scram = scram
         self.acls = PrefixFollower(store, ACLS, self._apply_acls)
         self.scram = PrefixFollower(store, SCRAM, self._apply_scram)
-        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         """Follow from now on; returns once the first snapshots are applied."""
-        loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(f.run(), name=f"{f.prefix}follower") for f in (self.acls, self.scram)]
-        await self.acls.wait_for(1)
-        await self.scram.wait_for(1)
+        await self.acls.start()
+        await self.scram.start()
 
     async def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self.acls.close()
+        await self.scram.close()
 
     def _apply_acls(self, values: Mapping[str, bytes]) -> None:
         if self._authorizer is not None:
@@ -123,9 +115,5 @@ class ClusterSecurity:
         for start in range(0, len(ops), MAX_TXN_OPS):
             result = await self._store.txn([], ops[start:start + MAX_TXN_OPS])
             revision = result.revision
-        if revision:
-            try:  # read-your-writes on this node; the change is made whether or not this times out
-                await asyncio.wait_for(follower.wait_for(revision), SEE_OWN_WRITE_TIMEOUT_S)
-            except TimeoutError:
-                log.warning("security change at revision %d not seen here within %.0f s", revision,
-                            SEE_OWN_WRITE_TIMEOUT_S)
+        if revision:  # read-your-writes on this node
+            await follower.see_own_write(revision)

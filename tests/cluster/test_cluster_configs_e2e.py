@@ -146,11 +146,13 @@ def test_a_deleted_topic_takes_its_changed_configs_with_it(kafka_cluster):
 BROKER, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 4, 2, 3
 
 
-def _broker_config(cluster, via: int, key: str) -> tuple[str, int]:
+def _broker_config(cluster, via: int, key: str, resource_type: int = BROKER, name: str | None = None
+                   ) -> tuple[str, int]:
+    """`key` of a resource as node `via` describes it (by default node `via`'s own BROKER resource)."""
     R = m.DescribeConfigsRequest
     with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
         response = wire.request(R(resources=[R.DescribeConfigsResource(
-            resource_type=BROKER, resource_name=str(via), configuration_keys=[key])],
+            resource_type=resource_type, resource_name=str(via) if name is None else name, configuration_keys=[key])],
             include_synonyms=False, include_documentation=False), 4)
     config = response.results[0].configs[0]
     return config.value, config.config_source
@@ -179,17 +181,37 @@ def test_a_cluster_default_broker_config_changed_through_one_node_applies_on_all
     assert _broker_config(cluster, 3, "log.retention.ms") == ("8888", DYNAMIC_BROKER_CONFIG)
 
 
+def test_a_broker_config_change_opens_no_log_a_node_does_not_hold(kafka_cluster):
+    """A changed broker default reaches the logs a node has open, and creates none: with one partition on
+    each node, after the change every node still has only its own partition's directory. Kafka: a
+    DynamicBrokerConfig reconfiguration (DynamicLogConfig.updateLogsConfig) updates the LogManager's
+    current logs (LogManager.allLogs); only a replica assignment (ReplicaManager.applyDelta) makes one."""
+    cluster = kafka_cluster
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic("spread", replica_assignments={0: [1], 1: [2], 2: [3]})])
+    finally:
+        admin.close()
+    for partition, node in enumerate((1, 2, 3)):
+        cluster.wait_isr("spread", partition, 1)
+        wait_until(lambda n=node, p=partition: (cluster.data_dir(n) / f"spread-{p}").is_dir(), 10,
+                   f"node {node} opening spread-{partition}")
+    assert _alter(cluster, 2, "", [("log.retention.ms", SET, "7777")], BROKER) is ErrorCode.NONE
+    for via in (1, 3):
+        wait_until(lambda v=via: _broker_config(cluster, v, "log.retention.ms") ==
+                   ("7777", DYNAMIC_DEFAULT_BROKER_CONFIG), 10, f"node {via} taking the default")
+    for partition, node in enumerate((1, 2, 3)):
+        held = sorted(d.name for d in cluster.data_dir(node).glob("spread-*"))
+        assert held == [f"spread-{partition}"], (node, held)
+
+
 GROUP, DYNAMIC_GROUP_CONFIG = 32, 8
 
 
 def _group_config(cluster, via: int, group: str, key: str) -> tuple[str, int]:
-    R = m.DescribeConfigsRequest
-    with KafkaWireClient.connect(cluster.nodes[via].bootstrap_servers, timeout=10) as wire:
-        response = wire.request(R(resources=[R.DescribeConfigsResource(
-            resource_type=GROUP, resource_name=group, configuration_keys=[key])],
-            include_synonyms=False, include_documentation=False), 4)
-    config = response.results[0].configs[0]
-    return config.value, config.config_source
+    return _broker_config(cluster, via, key, GROUP, group)
 
 
 @pytest.mark.kcoord_shared_cluster

@@ -1,6 +1,8 @@
 """Finalized features are the cluster's (issue #26): UpdateFeatures through one node is what ApiVersions
 reports on every node, a node restarted on its data included (Kafka: FeatureLevelRecords in the metadata
-log, followed by every broker's MetadataCache; here `features/finalized`, kcoord.broker.cluster_features)."""
+log, written by FeatureControlManager.updateFeatures (metadata/src/main/java/org/apache/kafka/controller/
+FeatureControlManager.java) and followed by every broker's metadata cache (core/src/main/scala/kafka/server/
+metadata/KRaftMetadataCachePublisher.scala); here the `features` key, kcoord.broker.cluster_features)."""
 from __future__ import annotations
 
 import pytest

@@ -4,9 +4,10 @@ on. A credential made through one node authenticates on every node, and its dele
 ACL created through one node is enforced by the partition's leader wherever it is, listed by every node,
 and still enforced by a node restarted on its data (nothing of it is in that node's log.dirs).
 
-Kafka: ScramPublisher / AclPublisher make every broker follow the UserScramCredentialRecord and
-AccessControlEntryRecord of the metadata log; here every node follows `security/` in the metadata store
-(kcoord.broker.security.cluster_security)."""
+Kafka: ScramPublisher.onMetadataUpdate / AclPublisher.onMetadataUpdate (core/src/main/scala/kafka/server/
+metadata/ScramPublisher.scala, AclPublisher.scala) make every broker follow the UserScramCredentialRecord
+and AccessControlEntryRecord of the metadata log; here every node follows `acls/` and `scram/` in the
+metadata store (kcoord.broker.security.cluster_security)."""
 from __future__ import annotations
 
 import re

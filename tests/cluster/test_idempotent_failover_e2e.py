@@ -6,7 +6,7 @@ SIGKILLed and restarted, 10 rounds.
 The producer's partitions are led by different nodes, so its one producer id is used on all three: ids
 must be unique cluster-wide (kcoord.metadata.producer_ids), and a new leader must know the producer's
 sequence from the replicated log (ProducerStateManager rebuilds it; Kafka: followers keep producer state
-as they append, Partition.makeLeader). Nemesis: SIGKILL + restart. Checker: every acknowledged record
+as they append, Partition.makeLeader in core/src/main/scala/kafka/cluster/Partition.scala). Nemesis: SIGKILL + restart. Checker: every acknowledged record
 read back exactly once at its acknowledged offset, no value twice, replicas byte-identical up to the
 high watermark (tests.cluster.replication_checks); the history is printed when it fails."""
 from __future__ import annotations

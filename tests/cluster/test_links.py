@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from kcoord.cluster.fetcher import loopback_source
+from kcoord.cluster.node_connection import loopback_source
 from kcoord.testkit.links import ANY, BLACKHOLE, RESET, LinkProxies
 
 

@@ -1,8 +1,9 @@
 """Producer-id blocks (kcoord.metadata.producer_ids): no id handed out twice, by one node or by several.
 
-Follows Kafka's RPCProducerIdManager.generateProducerId (prefetch at 90% of the block, no id while no
-block: COORDINATOR_LOAD_IN_PROGRESS) and ProducerIdControlManager.generateNextProducerId (one fact,
-the next block's start, advanced by one block per claim)."""
+Follows Kafka's RPCProducerIdManager.generateProducerId (core/src/main/scala/kafka/coordinator/transaction/
+ProducerIdManager.scala: prefetch at 90% of the block, no id while no block: COORDINATOR_LOAD_IN_PROGRESS)
+and ProducerIdControlManager.generateNextProducerId (metadata/src/main/java/org/apache/kafka/controller/
+ProducerIdControlManager.java: one fact, the next block's start, advanced by one block per claim)."""
 from __future__ import annotations
 
 import asyncio
