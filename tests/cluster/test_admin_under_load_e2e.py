@@ -46,6 +46,7 @@ class GroupConsumer(threading.Thread):
             consumer = KafkaConsumer(TOPIC, bootstrap_servers=self.bootstrap, group_id="movers",
                                      auto_offset_reset="earliest", enable_auto_commit=False,
                                      metadata_max_age_ms=1000, request_timeout_ms=20_000)
+            consumer.partitions_for_topic(TOPIC)  # before the first join: see tests/test_example_app.py's App
             try:
                 while not self.stopping.is_set():
                     batches = consumer.poll(timeout_ms=200)

@@ -88,6 +88,7 @@ class Committer(threading.Thread):
         consumer = KafkaConsumer(TOPIC, bootstrap_servers=self.bootstrap, group_id=GROUP, enable_auto_commit=False,
                                  auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000,
                                  request_timeout_ms=10_000, metadata_max_age_ms=5_000)
+        consumer.partitions_for_topic(TOPIC)  # before the first join: see tests/test_example_app.py's App
         try:
             while not self.stopping.is_set():
                 batches = consumer.poll(timeout_ms=300, max_records=200)

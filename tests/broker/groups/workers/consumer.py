@@ -70,6 +70,7 @@ def run_kafka_python(args) -> None:
         partition_assignment_strategy=[assignor], reconnect_backoff_max_ms=500,
         retry_backoff_ms=100, request_timeout_ms=args.session_timeout_ms + 10000, **extra,
         **client_settings.kafka_python(args.security))
+    consumer.partitions_for_topic(args.topic)  # before the first join: see tests/test_example_app.py's App
     consumer.subscribe([args.topic], listener=reporting_listener(ConsumerRebalanceListener))
     deadline = time.monotonic() + args.max_seconds
     while not STOP and time.monotonic() < deadline:
