@@ -7,7 +7,8 @@ CLIENT_METRICS resource defined through node 1 is served by node 2's GetTelemetr
 Kafka: ClientQuotaControlManager.alterClientQuotas writes ClientQuotaRecords and every broker's
 ClientQuotaMetadataManager (core/src/main/scala/kafka/server/metadata/ClientQuotaMetadataManager.scala:
 handleUserClientQuotaChange) updates its quota managers from them; a CLIENT_METRICS ConfigRecord reaches
-every broker's ClientMetricsManager through DynamicConfigPublisher (updateClientMetricsSubscription). The
+every broker's ClientMetricsManager (DynamicConfigPublisher.onMetadataUpdate's CLIENT_METRICS case ->
+server/src/main/java/org/apache/kafka/server/ClientMetricsManager.java: updateSubscription). The
 throttle is KafkaApis.handleProduceRequest's (quotas.produce.maybeRecordAndGetThrottleTimeMs)."""
 from __future__ import annotations
 

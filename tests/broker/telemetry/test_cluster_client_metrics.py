@@ -3,7 +3,7 @@ through one is served by the other's telemetry (no sockets: tests/cluster/test_c
 it on etcd and TCP).
 
 Kafka: a CLIENT_METRICS ConfigRecord in the metadata log reaches every broker's ClientMetricsManager
-(DynamicConfigPublisher -> ClientMetricsManager.updateSubscription); ZooKeeper-era Kafka kept the resource
+(core/.../server/metadata/DynamicConfigPublisher.scala: onMetadataUpdate -> ClientMetricsManager.updateSubscription); ZooKeeper-era Kafka kept the resource
 at `/config/client-metrics/<name>`."""
 from __future__ import annotations
 
