@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # built in start() (imported there: storage and the coordinat
     from kcoord.broker.admin_http import AdminEndpoint
     from kcoord.broker.cluster_configs import ClusterConfigResources
     from kcoord.broker.cluster_features import ClusterFeatures
+    from kcoord.broker.cluster_quotas import ClusterClientQuotas
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.data.txn_verification import TxnVerifier
     from kcoord.broker.security.manager import Security
@@ -127,6 +128,8 @@ class Broker:
         self.cluster_features: ClusterFeatures | None = None  # cluster mode: finalized features' writer
         self.cluster_broker_configs: ClusterConfigResources | None = None  # cluster mode: dynamic broker configs
         self.cluster_group_configs: ClusterConfigResources | None = None  # cluster mode: group configs
+        self.cluster_client_metrics: ClusterConfigResources | None = None  # cluster mode: CLIENT_METRICS resources
+        self.cluster_quotas: ClusterClientQuotas | None = None  # cluster mode: client quotas' writer
         # cluster mode: which coordinator partitions this node leads; coordinators register to follow them
         self.coordinator_roles = CoordinatorRoles()
         self.share_coordinator = None  # cluster mode: set by _start_share
@@ -230,7 +233,8 @@ class Broker:
                 log.error("fsync of %s failed at shutdown: %s", lg, result)
 
     def _start_client_telemetry(self) -> None:
-        self.client_metrics_configs = ClientMetricsConfigStore(self.log_dir)
+        self.client_metrics_configs = ClientMetricsConfigStore(  # cluster mode: followed as the node joins
+            self.log_dir, read_file=self.config.get("kcoord.etcd.connect") is None)
         self.client_telemetry = ClientTelemetry(
             lambda: int(time.monotonic() * 1000), self.client_metrics_configs.subscriptions,
             enabled=self.config.get("kcoord.client.telemetry.enable"),
@@ -240,7 +244,8 @@ class Broker:
         self.metrics.collectors.append(self.client_telemetry.prometheus_lines)
 
     def _start_quotas(self) -> None:
-        self.client_quotas = ClientQuotaStore(self.log_dir)
+        self.client_quotas = ClientQuotaStore(  # cluster mode: followed as the node joins
+            self.log_dir, read_file=self.config.get("kcoord.etcd.connect") is None)
         self.produce_quota, self.fetch_quota, self.request_quota = quota_managers(
             lambda: int(time.monotonic() * 1000),
             QuotaConfig(self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds") * 1000))

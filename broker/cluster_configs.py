@@ -1,15 +1,17 @@
-"""Cluster mode's dynamic config resources (KIP-226 BROKER, KIP-848 GROUP): in the metadata store, followed
-by every node.
+"""Cluster mode's dynamic config resources (KIP-226 BROKER, KIP-848 GROUP, KIP-714 CLIENT_METRICS): in the
+metadata store, followed by every node.
 
 Kafka 4 keeps them as ConfigRecords in the metadata log, which every broker follows
-(DynamicConfigPublisher: its DynamicBrokerConfig, the group coordinator's GroupConfigManager);
-ZooKeeper-era Kafka had `/config/brokers/<default>`, `/config/brokers/<id>` (and no group configs). Here:
+(DynamicConfigPublisher: its DynamicBrokerConfig, the group coordinator's GroupConfigManager, the
+ClientMetricsManager's subscriptions); ZooKeeper-era Kafka had `/config/brokers/<default>`,
+`/config/brokers/<id>` and `/config/client-metrics/<name>` (and no group configs). Here:
 
 | key                          | value                                                  |
 |------------------------------|--------------------------------------------------------|
 | `config/brokers/<default>`   | the cluster default's broker config overrides, JSON    |
 | `config/brokers/<id>`        | node <id>'s own broker config overrides, JSON          |
 | `config/groups/<group id>`   | the group's config overrides, JSON (the id percent-encoded) |
+| `config/client-metrics/<name>` | the subscription's configs, JSON (the name percent-encoded) |
 
 A change is the resource's whole new set, put (or deleted when empty) as ZooKeeper-era
 AdminZkClient.changeConfigs wrote it; a node answers once its own copy has it, and every node hands the
@@ -29,6 +31,7 @@ log = logging.getLogger("kcoord.cluster.configs")
 
 BROKERS = "config/brokers/"
 GROUPS = "config/groups/"
+CLIENT_METRICS = "config/client-metrics/"
 DEFAULT_NAME = "<default>"  # ZooKeeper-era Kafka's ConfigEntityName.DEFAULT: the resource named ""
 
 Layers = dict[str, dict[str, str]]

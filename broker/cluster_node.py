@@ -4,7 +4,8 @@ kcoord.cluster knows nothing of the broker; here its ReplicaManager gets the bro
 waiters, and role changes reach the broker's TopicManager and producer state before the manager acts.
 Built by Broker.start() only when kcoord.etcd.connect is set; it also swaps in the cluster's producer-id
 blocks (kcoord.metadata.producer_ids) and follows the cluster's ACLs and SCRAM credentials
-(kcoord.broker.security.cluster_security) before the node joins.
+(kcoord.broker.security.cluster_security), configs, client quotas (kcoord.broker.cluster_quotas) and
+CLIENT_METRICS subscriptions before the node joins.
 """
 from __future__ import annotations
 
@@ -75,8 +76,9 @@ class BrokerReplicas:
 async def open_cluster_node(broker: Broker) -> ClusterNode:
     """The store and the replicas (a ReplicaManager over the broker's logs) for `broker`; nothing runs
     until `start()`. The handlers find the ReplicaManager at `broker.visibility.replication`."""
-    from kcoord.broker.cluster_configs import BROKERS, GROUPS, ClusterConfigResources
+    from kcoord.broker.cluster_configs import BROKERS, CLIENT_METRICS, GROUPS, ClusterConfigResources
     from kcoord.broker.cluster_features import ClusterFeatures
+    from kcoord.broker.cluster_quotas import ClusterClientQuotas
     from kcoord.broker.cluster_topic_configs import ClusterTopicConfigs
     from kcoord.broker.data.txn_verification import TxnVerifier
     from kcoord.broker.security.cluster_security import ClusterSecurity
@@ -119,8 +121,14 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     group_configs = broker.cluster_group_configs = ClusterConfigResources(store, GROUPS,
                                                                           broker.group_configs.replace_all)
     await group_configs.start()
-    replicas = BrokerReplicas(broker, manager, topic_configs,
-                              [group_configs, broker_configs, features, topic_configs, security, producer_ids])
+    # client quotas (every node's quota managers) and CLIENT_METRICS subscriptions (its telemetry)
+    quotas = broker.cluster_quotas = ClusterClientQuotas(store, broker.client_quotas)
+    await quotas.start()
+    client_metrics = broker.cluster_client_metrics = ClusterConfigResources(
+        store, CLIENT_METRICS, broker.client_metrics_configs.replace_all)
+    await client_metrics.start()
+    replicas = BrokerReplicas(broker, manager, topic_configs, [client_metrics, quotas, group_configs, broker_configs,
+                                                               features, topic_configs, security, producer_ids])
     node = ClusterNode(broker.config, store, replicas, local_cluster_id=broker.cluster_id)
     broker.visibility.replication = manager
     broker.txn_verifier = TxnVerifier(broker.node_id, image, broker.config.get("transaction.state.log.num.partitions"),

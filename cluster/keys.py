@@ -15,6 +15,8 @@ here (docs: shared/reference/cluster-design.md §2):
 | `config/topics/<t>`    | {"topic_id", "configs"}: the topic's changed configs (kcoord.broker.cluster_topic_configs) | — |
 | `config/brokers/<n>`   | dynamic broker configs, `<default>` or a node id (kcoord.broker.cluster_configs) | — |
 | `config/groups/<g>`    | group configs (kcoord.broker.cluster_configs)      | —                           |
+| `config/client-metrics/<name>` | CLIENT_METRICS subscriptions (kcoord.broker.cluster_configs) | —            |
+| `config/quotas/users/<u>[/clients/<c>]`, `config/quotas/clients/<c>`, `config/quotas/ips/<ip>` | client quotas (kcoord.broker.cluster_quotas) | — |
 | `producer_id_block`    | {"next"}: the next producer-id block's start (kcoord.metadata.producer_ids) | —    |
 | `acls/<h>`, `scram/<user>/<mechanism>` | ACLs and SCRAM credentials (kcoord.broker.security.cluster_security) | — |
 | `features`             | finalized feature levels and their epoch (kcoord.broker.cluster_features) | —      |

@@ -1,5 +1,6 @@
 """Client metrics subscriptions (KIP-714): the CLIENT_METRICS config resource of Incremental/AlterConfigs,
-DescribeConfigs and ListConfigResources, kept durably in log.dirs/kcoord-client-metrics.json.
+DescribeConfigs and ListConfigResources, kept durably in log.dirs/kcoord-client-metrics.json (in cluster mode:
+the metadata store's `config/client-metrics/<name>`, kcoord.broker.cluster_configs).
 
 A resource is a named subscription: `metrics` (a list of metric-name prefixes, `*` for all), `interval.ms`
 (the push interval, 100 ms to 1 hour, default 5 minutes) and `match` (a list of `selector=regex`, every one
@@ -92,11 +93,13 @@ def parse_subscription(name: str, configs: dict[str, str]) -> Subscription:
 
 class ClientMetricsConfigStore:
     """The one owner of the CLIENT_METRICS resources: {name: {config: text}}, durable before a change is
-    answered; `on_change()` is called after each change (the telemetry manager re-reads its subscriptions)."""
+    answered; `on_change()` is called after each change (the telemetry manager re-reads its subscriptions).
+    Cluster mode (`read_file=False`): the cluster's, followed from the metadata store into `replace_all`."""
 
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, *, read_file: bool = True) -> None:
         self._path = os.path.join(log_dir, CLIENT_METRICS_FILE)
-        self._resources: dict[str, dict[str, str]] = read_json(self._path, {}).get("resources", {})
+        self._resources: dict[str, dict[str, str]] = (
+            read_json(self._path, {}).get("resources", {}) if read_file else {})
         self.on_change: Callable[[], None] = lambda: None
 
     def names(self) -> list[str]:
@@ -121,3 +124,19 @@ class ClientMetricsConfigStore:
         write_json_atomically(self._path, {"version": 1, "resources": self._resources})
         log.info("client metrics subscription %s now %s", name, configs)
         self.on_change()
+
+    def replace_all(self, resources: dict[str, dict[str, str]]) -> None:
+        """Cluster mode: every resource as the metadata store has them now (nothing written here); one that
+        does not validate is logged and left out, so the others' subscriptions still serve."""
+        kept: dict[str, dict[str, str]] = {}
+        for name, configs in resources.items():
+            try:
+                self.validate(name, configs)
+            except ClientMetricsConfigInvalid as exc:
+                log.error("ignoring client metrics subscription %s: %s", name, exc)
+                continue
+            if configs:
+                kept[name] = dict(configs)
+        if kept != self._resources:
+            self._resources = kept
+            self.on_change()

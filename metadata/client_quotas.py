@@ -1,5 +1,6 @@
 """Client quotas: the entities of Describe/AlterClientQuotas (user, client-id, ip and their defaults) and their
-quota values, kept durably in log.dirs/kcoord-client-quotas.json.
+quota values, kept durably in log.dirs/kcoord-client-quotas.json (in cluster mode: the metadata store,
+kcoord.broker.cluster_quotas).
 
 An entity is a set of (entity type, name) pairs, a name of None meaning the type's default
 (`--entity-default`). Validation and messages follow Kafka's controller (metadata/.../controller/
@@ -142,58 +143,71 @@ def _to_json(entity: Entity) -> list[list]:
     return [[t, n] for t, n in sorted(entity, key=lambda p: p[0])]
 
 
-class ClientQuotaStore:
-    """The one owner of the quota entities: {entity: {key: value}}, durable before an alteration is answered;
-    `on_change()` runs after each change (the quota manager re-reads its limits)."""
+Quotas = dict[Entity, dict[str, float]]
+Result = tuple[Entity, "str | None", str]  # (entity, error message or None, error code name)
 
-    def __init__(self, log_dir: str) -> None:
+
+def plan_alterations(current: Quotas, alterations: list[Alteration]) -> tuple[list[Result], Quotas]:
+    """Each entity on its own (ClientQuotaControlManager.alterClientQuotas): the per-entity results and the
+    quotas after what passed. `current` needs only the altered entities; the rest is passed through."""
+    results: list[Result] = []
+    changed = {e: dict(q) for e, q in current.items()}
+    seen: set[Entity] = set()
+    for alteration in alterations:
+        entity = alteration.entity
+        try:
+            if entity in seen:
+                raise QuotaRefused(f"Ignoring duplicate entity {entity_text(entity)}")
+            seen.add(entity)
+            keys = keys_for(entity)
+            wanted: dict[str, float | None] = {}
+            for key, value in alteration.ops:
+                if key in wanted:
+                    raise QuotaRefused(f"Duplicate quota key {key} not updating quota for this entity "
+                                       f"{entity_text(entity)}")
+                wanted[key] = value
+            quotas = dict(changed.get(entity, {}))
+            for key, value in wanted.items():
+                if value is None:
+                    quotas.pop(key, None)
+                else:
+                    validate_value(keys, key, value)
+                    quotas[key] = value
+        except QuotaRefused as exc:
+            results.append((entity, str(exc), exc.code_name))
+            continue
+        if quotas:
+            changed[entity] = quotas
+        else:
+            changed.pop(entity, None)
+        results.append((entity, None, "NONE"))
+    return results, changed
+
+
+class ClientQuotaStore:
+    """The one owner of a node's quota entities: {entity: {key: value}}; `on_change()` runs after each
+    change (the quota managers re-read their limits). Single-node mode: durable in the file before an
+    alteration is answered. Cluster mode (`read_file=False`): the cluster's, as kcoord.broker.cluster_quotas
+    follows them from the metadata store into `replace_all`; the file is neither read nor written."""
+
+    def __init__(self, log_dir: str, *, read_file: bool = True) -> None:
         self._path = os.path.join(log_dir, CLIENT_QUOTAS_FILE)
-        raw = read_json(self._path, {}).get("entities", [])
-        self._quotas: dict[Entity, dict[str, float]] = {
+        raw = read_json(self._path, {}).get("entities", []) if read_file else []
+        self._quotas: Quotas = {
             frozenset((t, n) for t, n in item["entity"]): dict(item["quotas"]) for item in raw}
         self.on_change: Callable[[], None] = lambda: None
 
-    def quotas(self) -> dict[Entity, dict[str, float]]:
+    def quotas(self) -> Quotas:
         return {e: dict(q) for e, q in self._quotas.items()}
 
     def describe(self, components: list[tuple[str, int, str | None]], strict: bool) -> list[tuple[Entity, dict]]:
         exact, present = parse_filter(components)
         return [(e, dict(q)) for e, q in self._quotas.items() if matches(e, exact, present, strict)]
 
-    def alter(self, alterations: list[Alteration], validate_only: bool) -> list[tuple[Entity, str | None, str]]:
-        """Each entity on its own (ClientQuotaControlManager.alterClientQuotas): [(entity, error message or
-        None, error code name)]; what passed is applied and written once, unless validate_only."""
-        results: list[tuple[Entity, str | None, str]] = []
-        changed = dict(self._quotas)
-        seen: set[Entity] = set()
-        for alteration in alterations:
-            entity = alteration.entity
-            try:
-                if entity in seen:
-                    raise QuotaRefused(f"Ignoring duplicate entity {entity_text(entity)}")
-                seen.add(entity)
-                keys = keys_for(entity)
-                wanted: dict[str, float | None] = {}
-                for key, value in alteration.ops:
-                    if key in wanted:
-                        raise QuotaRefused(f"Duplicate quota key {key} not updating quota for this entity "
-                                           f"{entity_text(entity)}")
-                    wanted[key] = value
-                quotas = dict(changed.get(entity, {}))
-                for key, value in wanted.items():
-                    if value is None:
-                        quotas.pop(key, None)
-                    else:
-                        validate_value(keys, key, value)
-                        quotas[key] = value
-            except QuotaRefused as exc:
-                results.append((entity, str(exc), exc.code_name))
-                continue
-            if quotas:
-                changed[entity] = quotas
-            else:
-                changed.pop(entity, None)
-            results.append((entity, None, "NONE"))
+    def alter(self, alterations: list[Alteration], validate_only: bool) -> list[Result]:
+        """plan_alterations over this node's quotas; what passed is applied and written once, unless
+        validate_only."""
+        results, changed = plan_alterations(self._quotas, alterations)
         if not validate_only and changed != self._quotas:
             self._quotas = changed
             write_json_atomically(self._path, {"version": 1, "entities": [
@@ -201,3 +215,10 @@ class ClientQuotaStore:
             log.info("client quotas now %s", {entity_text(e): q for e, q in changed.items()})
             self.on_change()
         return results
+
+    def replace_all(self, quotas: Quotas) -> None:
+        """Cluster mode: every entity's quotas as the metadata store has them now (nothing written here)."""
+        quotas = {e: dict(q) for e, q in quotas.items() if q}
+        if quotas != self._quotas:
+            self._quotas = quotas
+            self.on_change()

@@ -123,7 +123,9 @@ async def replace(broker: Any, resource_type: int, name: str, configs: dict[str,
                 broker.group_configs.replace(name, configs)
         elif resource_type == CLIENT_METRICS:
             broker.client_metrics_configs.validate(name, configs)
-            if not validate_only:
+            if not validate_only and broker.cluster_client_metrics is not None:  # every node follows it
+                await broker.cluster_client_metrics.alter(name, configs)
+            elif not validate_only:
                 broker.client_metrics_configs.replace(name, configs)
     except ClientMetricsConfigInvalid as exc:
         raise ConfigChangeError(ErrorCode[exc.code_name], str(exc)) from None
