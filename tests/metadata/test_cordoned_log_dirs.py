@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
+from kcoord.broker.config import BrokerConfig, ConfigError
 from kcoord.metadata.cordoned_log_dirs import is_cordoned, refusal
 
 DIRS = ["/data/a", "/data/b"]
@@ -34,3 +37,9 @@ def test_cordoned_only_when_listed_and_the_metadata_version_supports_it():
     assert not is_cordoned("/data/b", ["/data/a"], supported=True)
     assert not is_cordoned("/data/a", [], supported=True)
     assert not is_cordoned("/data/a", ["*"], supported=False), "below 4.3-IV0 the setting has no effect"
+
+
+def test_a_broker_with_an_invalid_static_value_does_not_start():
+    with pytest.raises(ConfigError, match="/x not in log.dirs"):
+        BrokerConfig({"log.dirs": "/data/a", "cordoned.log.dirs": "/x"})
+    assert BrokerConfig({"log.dirs": "/data/a", "cordoned.log.dirs": "*"}).get("cordoned.log.dirs") == ["*"]
