@@ -23,7 +23,10 @@ from kafka.admin import (
 )
 from kafka.errors import InvalidRequestError, TopicAuthorizationFailedError
 
+from kcoord.protocol import messages as m
+from kcoord.protocol.errors import ErrorCode
 from tests.security.conftest import PLAIN_JAAS, secure_server
+from tests.security.raw import plain_login, raw
 
 LISTENER = "SASL_PLAINTEXT"
 
@@ -90,6 +93,18 @@ def test_a_host_with_a_slash_that_is_no_block_is_an_invalid_request(admin):
     result = admin.create_acls([write_from("10.0.0.0/33", "from-ten"), write_from("2001:db8::/32", "from-ten")])
     assert [acl.host for acl in result["succeeded"]] == ["2001:db8::/32"]
     assert result["failed"] == [InvalidRequestError]  # kafka-python lists the error class per failed ACL
+
+
+def test_the_refusal_says_why_at_the_wire(bindings):
+    with raw(bindings.address(LISTENER)) as c:
+        assert plain_login(c, "admin", "admin-secret").error_code == ErrorCode.NONE
+        R = m.CreateAclsRequest
+        resp = c.request(30, 3, R(creations=[R.AclCreation(
+            resource_type=2, resource_name="from-ten", resource_pattern_type=3, principal="User:alice",
+            host="10.0.0.0/255.0.0.0", operation=4, permission_type=3)]))
+    [result] = resp.results
+    assert result.error_code == ErrorCode.INVALID_REQUEST
+    assert result.error_message.startswith("Invalid CIDR notation '10.0.0.0/255.0.0.0'")
 
 
 def test_describe_acls_matches_the_host_literally(admin):
