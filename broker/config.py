@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kcoord.cluster.etcd_connect import parse_etcd_connect
+from kcoord.metadata import cordoned_log_dirs
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -158,6 +159,9 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
        "What Metadata/FindCoordinator tell clients; defaults to the bound listeners."),
     _p("node.id", 1, _int(0, INT32_MAX), "This broker's id (Kafka's KRaft name; broker.id is an alias)."),
     _p("log.dirs", "./data", _str_list, "Where partition directories live (first entry is used)."),
+    _p("cordoned.log.dirs", "", _str_list,
+       "Log directories (or * for all) where no new partition is placed (KIP-1066); effective from "
+       "metadata.version 4.3-IV0, also dynamic (IncrementalAlterConfigs on this broker)."),
     _p("num.partitions", 1, _int(1, 100_000), "Partitions of an auto-created topic."),
     _p("default.replication.factor", 1, _int(1, 32767),
        "Replication factor of auto-created topics and of CreateTopics with -1 (cluster mode); a single "
@@ -436,6 +440,9 @@ class BrokerConfig:
         if self.props["group.consumer.heartbeat.interval.ms"] >= self.props["group.consumer.session.timeout.ms"]:
             raise ConfigError("property 'group.consumer.heartbeat.interval.ms' must be less than "
                               "group.consumer.session.timeout.ms")
+        cordon_refusal = cordoned_log_dirs.refusal(self.props["cordoned.log.dirs"], self.props["log.dirs"])
+        if cordon_refusal is not None:  # Kafka refuses to start (KafkaConfig's validation)
+            raise ConfigError(f"property {cordon_refusal}")
 
 
     def _check_bounds(self, name: str, prefix: str = "group.consumer.") -> None:

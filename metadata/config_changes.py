@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from kcoord.metadata.client_metrics_configs import ClientMetricsConfigInvalid
+from kcoord.metadata.cordoned_log_dirs import CORDONED_LOG_DIRS
 from kcoord.metadata.dynamic_broker_configs import ConfigRefused
 from kcoord.metadata.group_configs import ConfigInvalid
 from kcoord.metadata.store import StoreError
@@ -109,6 +110,9 @@ async def replace(broker: Any, resource_type: int, name: str, configs: dict[str,
             elif not validate_only:
                 broker.topics.set_configs(name, configs)
         elif resource_type == BROKER:
+            if CORDONED_LOG_DIRS in configs and not broker.features.cordoning_supported():
+                raise ConfigChangeError(ErrorCode.INVALID_CONFIG, f"{CORDONED_LOG_DIRS} needs metadata.version "
+                                        "4.3-IV0 or later (KIP-1066)")
             broker.dynamic_configs.validate(name, configs)
             if not validate_only and broker.cluster_broker_configs is not None:  # every node follows it
                 await broker.cluster_broker_configs.alter(name, configs)

@@ -19,6 +19,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from kcoord.metadata.cordoned_log_dirs import CORDONED_LOG_DIRS
+from kcoord.metadata.cordoned_log_dirs import refusal as cordon_refusal
 from kcoord.metadata.json_file import read_json, write_json_atomically
 
 log = logging.getLogger("kcoord.configs")
@@ -29,6 +31,7 @@ DYNAMIC_BROKER_PROPERTIES = frozenset({
     "log.retention.bytes", "log.segment.bytes", "log.roll.ms", "log.roll.hours", "log.message.timestamp.type",
     "message.max.bytes", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
     "log.index.interval.bytes",
+    CORDONED_LOG_DIRS,  # KIP-1066: per node; the metadata.version gate is config_changes'
 })
 # ConfigSource values (DescribeConfigsResponse.json)
 DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 2, 3, 4, 5
@@ -121,7 +124,9 @@ class DynamicBrokerConfigs:
         for name, raw in overrides.items():
             if raw is None:
                 raise ConfigRefused(f"Null value not supported for : {name}")
-            _parse(self._properties, name, raw)
+            value = _parse(self._properties, name, raw)
+            if name == CORDONED_LOG_DIRS and (reason := cordon_refusal(value, self._static["log.dirs"])):
+                raise ConfigRefused(reason)
 
     def replace(self, resource_name: str, overrides: dict[str, str]) -> None:
         """Make `overrides` the whole dynamic set of `resource_name` (validated first), durably, and apply."""

@@ -2,9 +2,13 @@
 log.dirs/kcoord-features.json, as ApiVersions v3+ reports them and UpdateFeatures changes them.
 
 What kcoord supports, and why (Kafka 4.2's server-common MetadataVersion and *Version enums are the scale):
-  metadata.version 29-29   IBP_4_2_IV1, Kafka 4.2's latest production level: kcoord advertises 4.2's API
-                           ranges (kafka-python infers 4.2 from ListOffsets 11). It serves no older
-                           behaviour, so no lower level is supported and a downgrade is refused.
+  metadata.version 29-30   IBP_4_2_IV1 and IBP_4_3_IV0 (Kafka 4.3's latest production level, finalized by
+                           default): kcoord advertises 4.3's API ranges (kafka-python infers 4.3 from
+                           DescribeLogDirs 5). Level 30 turns on log directory cordoning (KIP-1066,
+                           `cordoned.log.dirs`: kcoord.metadata.cordoned_log_dirs). It serves no behaviour
+                           older than 4.2, so no lower level is supported. 30 changed the metadata format
+                           (IBP_4_3_IV0's didMetadataChange), so 30 -> 29 is refused, safe or unsafe, as
+                           FeatureControlManager refuses a downgrade across a metadata change.
   group.version    0-1     GV_1 (finalized by default) is the KIP-848 consumer protocol; at level 0
                            ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as
                            KafkaApis.isConsumerGroupProtocolEnabled makes them (`consumer_protocol_enabled`).
@@ -45,10 +49,15 @@ METADATA_VERSION = "metadata.version"
 GROUP_VERSION = "group.version"
 TRANSACTION_VERSION = "transaction.version"
 SHARE_VERSION = "share.version"
+# metadata.version levels kcoord knows by name (server-common MetadataVersion)
+IBP_4_2_IV1 = 29
+IBP_4_3_IV0 = 30  # KIP-1066 cordoned log directories; changed the metadata format
+# The levels above which a downgrade would cross a metadata format change (MetadataVersion.didMetadataChange).
+_METADATA_CHANGED = frozenset({IBP_4_3_IV0})
 
 # name -> (min, max) of the levels kcoord serves; only features with max > 0.
 SUPPORTED: dict[str, tuple[int, int]] = {
-    METADATA_VERSION: (29, 29),  # IBP_4_2_IV1
+    METADATA_VERSION: (29, 30),  # IBP_4_2_IV1, IBP_4_3_IV0
     GROUP_VERSION: (0, 1),       # GV_0 (classic groups only), GV_1 (KIP-848)
     TRANSACTION_VERSION: (0, 2),  # TV_0, TV_1 (flexible log values), TV_2 (KIP-890 part 2)
     SHARE_VERSION: (0, 1),       # SV_0 (no share groups), SV_1 (KIP-932)
@@ -183,4 +192,15 @@ class FeatureStore:
             return "A downgrade needs the upgrade type SAFE_DOWNGRADE or UNSAFE_DOWNGRADE."
         if u.level > current and u.upgrade_type != UpgradeType.UPGRADE:
             return "A downgrade cannot go to a newer version."
+        if u.name == METADATA_VERSION and u.level < current and any(
+                u.level < changed <= current for changed in _METADATA_CHANGED):
+            # FeatureControlManager.updateMetadataVersion (MetadataVersion.checkIfMetadataChanged)
+            if u.upgrade_type == UpgradeType.SAFE_DOWNGRADE:
+                return "Refusing to perform the requested downgrade because it might delete metadata information."
+            return "Unsafe metadata downgrade is not supported in this version."
         return None
+
+    def cordoning_supported(self) -> bool:
+        """metadata.version >= 4.3-IV0: below it Kafka ignores cordoned.log.dirs and refuses to set it
+        dynamically (KIP-1066; core's CordonedLogDirsIntegrationTest.testFeatureNotEnabled)."""
+        return self.level(METADATA_VERSION) >= IBP_4_3_IV0

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kcoord.coordinator.core import OFFSETS_TOPIC
+from kcoord.metadata.cordoned_log_dirs import CORDONED_LOG_DIRS, is_cordoned
 from kcoord.metadata.json_file import write_json_atomically
 from kcoord.protocol.errors import ErrorCode
 
@@ -300,8 +301,21 @@ class TopicManager:
         if replication_factor not in (-1, 1):
             raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              f"Replication factor must be 1 on this single-node broker, got {replication_factor}.")
+        self._check_placeable()
         validate_topic_configs(configs)
         return partitions
+
+    def cordoned(self) -> bool:
+        """This node's log directory is cordoned (KIP-1066): no new partition may be placed in it."""
+        return is_cordoned(self.broker.log_dir, self.config.get(CORDONED_LOG_DIRS),
+                           self.broker.features.cordoning_supported())
+
+    def _check_placeable(self) -> None:
+        # the placer finds no usable broker when the only one has every log directory cordoned
+        if self.cordoned():
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             f"Unable to replicate the partition 1 time(s): the log directory of broker "
+                             f"{self.broker.node_id} is cordoned ({CORDONED_LOG_DIRS}).")
 
     def _check_assignments(self, partitions: int, replication_factor: int,
                            assignments: list[tuple[int, list[int]]]) -> int:
@@ -353,6 +367,7 @@ class TopicManager:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s).")
         if count > MAX_PARTITIONS:
             raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Cannot have more than {MAX_PARTITIONS} partitions.")
+        self._check_placeable()
         added = count - topic.partitions
         if assignments is not None:
             if len(assignments) != added:
@@ -408,6 +423,8 @@ class TopicManager:
         try:
             validate_topic_name(name)
         except TopicError:
+            return None
+        if self.cordoned():  # the creation fails as CreateTopics would: the name stays unknown
             return None
         return self.create(name, self.config.get("num.partitions"))
 

@@ -6,7 +6,8 @@ Versions (Kafka 4 serves 1-3):
   v3: same as v2
 ALTER on the cluster is required (CLUSTER_AUTHORIZATION_FAILED); without an authorizer every creation
 answers SECURITY_DISABLED; a binding that cannot be valid answers INVALID_REQUEST with Kafka's message
-(AclControlManager.validateNewAcl). (KafkaApis / AclApis.handleCreateAcls)
+(AclControlManager.validateNewAcl), a host that is no CIDR block although it has a "/" included
+(validateHostPattern, KIP-1276: kcoord.broker.security.acl_host). (KafkaApis / AclApis.handleCreateAcls)
 Cluster mode: the bindings go to the metadata store and every node's authorizer follows them
 (kcoord.broker.security.cluster_security); a store that does not answer fails them with REQUEST_TIMED_OUT.
 """

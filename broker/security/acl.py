@@ -1,10 +1,13 @@
 """ACL bindings and filters with Kafka's codes (ResourceType, PatternType, AclOperation,
 AclPermissionType), and how a filter matches a binding (AclBindingFilter.matches: ANY matches all; a
-MATCH pattern filter matches the literal name, the wildcard "*" and every prefix of the name)."""
+MATCH pattern filter matches the literal name, the wildcard "*" and every prefix of the name; the host is
+compared literally, a CIDR host too: kcoord.broker.security.acl_host)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from enum import IntEnum
+
+from kcoord.broker.security.acl_host import host_refusal
 
 
 class ResourceType(IntEnum):
@@ -122,6 +125,4 @@ def validate(acl: AclBinding) -> str | None:
     kind, sep, _name = acl.principal.partition(":")
     if not sep or not kind:
         return f"Could not parse principal from `{acl.principal}` (no colon is present separating the principal type from the principal name)"
-    if not acl.host:
-        return "Host should not be empty"
-    return None
+    return host_refusal(acl.host)

@@ -1,9 +1,10 @@
 """Kafka's StandardAuthorizer: super.users are allowed everything; otherwise the ACLs whose pattern
 matches the resource (a LITERAL one with its exact name, the LITERAL wildcard "*", a PREFIXED one whose
-name starts the resource's) are applied to the principal (or User:*) and host (or "*"): any DENY wins,
-then any ALLOW; with no ACL on the resource at all, allow.everyone.if.no.acl.found decides. An ALLOW for
-READ, WRITE, DELETE or ALTER implies DESCRIBE, and ALTER_CONFIGS implies DESCRIBE_CONFIGS (never for
-DENY). (StandardAuthorizer.authorize, StandardAuthorizerData.findResult)
+name starts the resource's) are applied to the principal (or User:*) and host ("*", the client's address
+or a CIDR block holding it: kcoord.broker.security.acl_host): any DENY wins, then any ALLOW; with no ACL
+on the resource at all, allow.everyone.if.no.acl.found decides. An ALLOW for READ, WRITE, DELETE or ALTER
+implies DESCRIBE, and ALTER_CONFIGS implies DESCRIBE_CONFIGS (never for DENY).
+(StandardAuthorizer.authorize, StandardAuthorizerData.findResult)
 
 ACLs are kept durably in `<log.dirs>/kcoord-acls.json` (Kafka keeps them in its metadata log); in cluster
 mode in the metadata store instead (kcoord.broker.security.cluster_security follows them into
@@ -22,6 +23,7 @@ from kcoord.broker.security.acl import (
     PatternType,
     ResourceType,
 )
+from kcoord.broker.security.acl_host import host_matches
 from kcoord.metadata.json_file import read_json, write_json_atomically
 
 FILE_NAME = "kcoord-acls.json"
@@ -94,7 +96,7 @@ class StandardAuthorizer:
             if acl.resource_type != resource_type or not _pattern_matches(acl, name):
                 continue
             found = True
-            if acl.principal not in (who, WILDCARD_PRINCIPAL) or acl.host not in (WILDCARD, host):
+            if acl.principal not in (who, WILDCARD_PRINCIPAL) or not host_matches(acl.host, host):
                 continue
             result = _result(acl, operation)
             if result is False:

@@ -223,7 +223,7 @@ def api_versions(c, v, env):
     assert {k.api_key for k in resp.api_keys} == {spec.key for spec in registry.served()} - {71, 72}
     if v >= 3:  # the features, tagged (metadata/features.py); group.version's minimum 0 is left out at v3
         assert {f.name: f.max_version_level for f in resp.finalized_features} == {
-            "metadata.version": 29, "group.version": 1, "transaction.version": 2, "share.version": 1}
+            "metadata.version": 30, "group.version": 1, "transaction.version": 2, "share.version": 1}
         assert {f.name for f in resp.supported_features} == (
             {"metadata.version", "group.version", "transaction.version", "share.version"} if v >= 4
             else {"metadata.version"})

@@ -68,17 +68,17 @@ def test_error_codes_129_to_133_have_kafkas_names_and_retriable_flags():
 # -- ApiVersions ----------------------------------------------------------------------------------------
 def test_api_versions_v4_reports_kcoords_features(kcoord_server):
     supported, finalized, epoch = features(api_versions(kcoord_server.port, 4))
-    assert supported == {"metadata.version": (29, 29), "group.version": (0, 1), "transaction.version": (0, 2),
+    assert supported == {"metadata.version": (29, 30), "group.version": (0, 1), "transaction.version": (0, 2),
                          "share.version": (0, 1)}
-    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2),
+    assert finalized == {"metadata.version": (30, 30), "group.version": (1, 1), "transaction.version": (2, 2),
                          "share.version": (1, 1)}
     assert epoch == 0
 
 
 def test_api_versions_v3_leaves_out_supported_features_with_minimum_0(kcoord_server):
     supported, finalized, _ = features(api_versions(kcoord_server.port, 3))
-    assert supported == {"metadata.version": (29, 29)}  # KAFKA-17492
-    assert finalized == {"metadata.version": (29, 29), "group.version": (1, 1), "transaction.version": (2, 2),
+    assert supported == {"metadata.version": (29, 30)}  # KAFKA-17492
+    assert finalized == {"metadata.version": (30, 30), "group.version": (1, 1), "transaction.version": (2, 2),
                          "share.version": (1, 1)}
 
 
@@ -86,7 +86,7 @@ def test_kafka_python_describe_features(kcoord_server):
     admin = KafkaAdminClient(bootstrap_servers=kcoord_server.bootstrap)
     try:
         got = admin.describe_features()
-        assert got == {"metadata.version": {"supported": (29, 29), "finalized": (29, 29), "finalized_epoch": 0},
+        assert got == {"metadata.version": {"supported": (29, 30), "finalized": (30, 30), "finalized_epoch": 0},
                        "group.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0},
                        "transaction.version": {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 0},
                        "share.version": {"supported": (0, 1), "finalized": (1, 1), "finalized_epoch": 0}}
@@ -110,12 +110,18 @@ def test_update_features_refusals_refuse_the_whole_request(kcoord_server, versio
     cases = [
         (("transaction.version", 3, UPGRADE), "only supports versions 0-2"),
         (("share.version", 2, UPGRADE), "only supports versions 0-1"),
-        (("metadata.version", 28, SAFE_DOWNGRADE), "only supports versions 29-29"),
+        (("metadata.version", 28, SAFE_DOWNGRADE), "only supports versions 29-30"),
+        (("metadata.version", 31, UPGRADE), "only supports versions 29-30"),
+        # 4.3-IV0 changed the metadata format: no way back (FeatureControlManager.updateMetadataVersion)
+        (("metadata.version", 29, SAFE_DOWNGRADE), "Refusing to perform the requested downgrade because it "
+                                                  "might delete metadata information."),
         (("group.version", 2, UPGRADE), "only supports versions 0-1"),
         (("group.version", -1, SAFE_DOWNGRADE), "cannot be below 0"),
     ]
     if version >= 1:
-        cases += [(("group.version", 0, UPGRADE), "SAFE_DOWNGRADE or UNSAFE_DOWNGRADE"),  # downgrade as upgrade
+        cases += [(("metadata.version", 29, UNSAFE_DOWNGRADE), "Unsafe metadata downgrade is not supported in "
+                                                               "this version."),
+                  (("group.version", 0, UPGRADE), "SAFE_DOWNGRADE or UNSAFE_DOWNGRADE"),  # downgrade as upgrade
                   (("group.version", 1, 9), "upgrade type")]                             # UNKNOWN type
     else:
         cases += [(("group.version", 0, UPGRADE), "SAFE_DOWNGRADE or UNSAFE_DOWNGRADE")]  # AllowDowngrade false
@@ -133,11 +139,11 @@ def test_update_features_downgrade_upgrade_validate_only_and_results_per_version
     port = kcoord_server.port
     resp = update(port, 1, ("group.version", 0, UNSAFE_DOWNGRADE), validate_only=True)
     assert (resp.error_code, [(r.feature, r.error_code) for r in resp.results]) == (0, [("group.version", 0)])
-    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1),
+    assert features(api_versions(port))[1:] == ({"metadata.version": (30, 30), "group.version": (1, 1),
                                                  "transaction.version": (2, 2), "share.version": (1, 1)}, 0)
     resp = update(port, 2, ("group.version", 0, SAFE_DOWNGRADE))
     assert (resp.error_code, resp.error_message, resp.results) == (0, None, [])
-    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "transaction.version": (2, 2),
+    assert features(api_versions(port))[1:] == ({"metadata.version": (30, 30), "transaction.version": (2, 2),
                                                  "share.version": (1, 1)}, 1)
     # at group.version 0 the KIP-848 calls answer UNSUPPORTED_VERSION (KafkaApis.isConsumerGroupProtocolEnabled)
     with RawKafka(port) as c:
@@ -147,9 +153,9 @@ def test_update_features_downgrade_upgrade_validate_only_and_results_per_version
         described = call(c, 69, 1, m.ConsumerGroupDescribeRequest(group_ids=["g"], include_authorized_operations=False))
     assert hb.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert [(g.group_id, g.error_code) for g in described.groups] == [("g", ErrorCode.UNSUPPORTED_VERSION)]
-    resp = update(port, 0, ("group.version", 1, UPGRADE), ("metadata.version", 29, UPGRADE))  # 29: no change
+    resp = update(port, 0, ("group.version", 1, UPGRADE), ("metadata.version", 30, UPGRADE))  # 30: no change
     assert (resp.error_code, sorted(r.feature for r in resp.results)) == (0, ["group.version", "metadata.version"])
-    assert features(api_versions(port))[1:] == ({"metadata.version": (29, 29), "group.version": (1, 1),
+    assert features(api_versions(port))[1:] == ({"metadata.version": (30, 30), "group.version": (1, 1),
                                                  "transaction.version": (2, 2), "share.version": (1, 1)}, 2)
 
 
@@ -181,7 +187,7 @@ def test_finalized_levels_survive_a_restart(kcoord_server_factory):
     server = kcoord_server_factory()
     assert update(server.port, 2, ("group.version", 0, SAFE_DOWNGRADE)).error_code == 0
     server.restart()
-    assert features(api_versions(server.port))[1:] == ({"metadata.version": (29, 29), "transaction.version": (2, 2),
+    assert features(api_versions(server.port))[1:] == ({"metadata.version": (30, 30), "transaction.version": (2, 2),
                                                         "share.version": (1, 1)}, 1)
 
 

@@ -14,11 +14,11 @@ from kcoord.protocol.headers import encode_request_frame
 from kcoord.protocol.records import build_batch
 from tests.support.raw_kafka import RawKafka
 
-# Kafka 4.2's ranges (kafka-python's broker_version_data), but Produce from 3: the message definitions start
+# Kafka 4.3's ranges (kafka-python's broker_version_data), but Produce from 3: the message definitions start
 # there (Kafka advertises 0-2 only to refuse them).
 # Produce from 0: Kafka 4 advertises v0-2 and refuses them (KAFKA-18659), see below.
 ADVERTISED = {0: (0, 13), 1: (4, 18), 2: (1, 11), 3: (0, 13), 18: (0, 4), 19: (2, 7), 20: (1, 6), 21: (0, 2),
-              22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 35: (1, 4), 37: (0, 3), 44: (0, 1), 60: (0, 2),
+              22: (0, 5), 23: (2, 4), 32: (1, 4), 33: (0, 2), 35: (1, 5), 37: (0, 3), 44: (0, 1), 60: (0, 2),
               24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (1, 2), 28: (0, 5), 61: (0, 0), 65: (0, 0), 66: (0, 2)}
 
 
