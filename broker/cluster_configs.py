@@ -14,7 +14,8 @@ ClientMetricsManager's subscriptions); ZooKeeper-era Kafka had `/config/brokers/
 | `config/client-metrics/<name>` | the subscription's configs, JSON (the name percent-encoded) |
 
 A change is the resource's whole new set, put (or deleted when empty) as ZooKeeper-era
-AdminZkClient.changeConfigs wrote it; a node answers once its own copy has it, and every node hands the
+AdminZkClient.changeConfigs wrote it, only if nobody changed the resource since the copy it was computed
+from (`PrefixFollower.write_on_copy`); a node answers once its own copy has it, and every node hands the
 whole mapping {resource name: overrides} to the store that applies it (`on_change`).
 """
 from __future__ import annotations
@@ -47,7 +48,6 @@ def _resource_name(key_name: str) -> str:
 
 class ClusterConfigResources:
     def __init__(self, store: MetadataStore, prefix: str, on_change: Callable[[Layers], None]) -> None:
-        self._store = store
         self._prefix = prefix
         self._on_change = on_change
         self.follower = PrefixFollower(store, prefix, self._apply)
@@ -68,8 +68,9 @@ class ClusterConfigResources:
         self._on_change(layers)
 
     async def alter(self, resource_name: str, overrides: Mapping[str, str]) -> None:
-        """Make `overrides` (validated by the caller) the resource's whole set, in the store; answered once
-        this node applies it. StoreError: not made."""
+        """Make `overrides` (validated by the caller, computed from this node's copy) the resource's whole set, in
+        the store; answered once this node applies it. StaleCopy: another node changed the resource first (compute
+        again); StoreError: not made."""
         key = self._prefix + _key_name(resource_name)
         op: Op = Put(key, json.dumps(dict(sorted(overrides.items()))).encode()) if overrides else Delete(key)
-        await self.follower.see_own_write((await self._store.txn([], [op])).revision)
+        await self.follower.write_on_copy(_key_name(resource_name), op)

@@ -8,7 +8,8 @@ kept `/config/topics/<t>` apart from `/brokers/topics/<t>` (AdminZkClient.change
 |-----------------------|-------------------------------------------------------|
 | `config/topics/<t>`   | {"topic_id": the topic's id, "configs": {name: value}} |
 
-written by compare-and-set on its mod revision, so two concurrent changes cannot lose one another. It
+written only if nobody changed it since the copy the change was computed from (`PrefixFollower.write_on_copy`),
+so two concurrent changes cannot lose one another. It
 holds the topic's whole set of overrides and wins over the creation-time ones while its topic id is the
 topic's (a topic deleted and created again under the same name starts from its own configs). Every node
 follows the prefix; on a change, each topic this node has is mirrored again with its effective configs
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from kcoord.cluster.keys import TOPIC_CONFIGS, TopicInfo, topic_configs_key
 from kcoord.metadata.prefix_follower import PrefixFollower
-from kcoord.metadata.store import MetadataStore, Put, absent, modified_at
+from kcoord.metadata.store import MetadataStore, Put
 
 if TYPE_CHECKING:
     from kcoord.broker.app import Broker
@@ -37,7 +38,6 @@ PREFIX = TOPIC_CONFIGS
 
 class ClusterTopicConfigs:
     def __init__(self, store: MetadataStore, broker: Broker) -> None:
-        self._store = store
         self._broker = broker
         self._overrides: dict[str, tuple[uuid.UUID, dict[str, str]]] = {}
         self.follower = PrefixFollower(store, PREFIX, self._on_change)
@@ -62,21 +62,16 @@ class ClusterTopicConfigs:
         return self.effective(name, topic.info)
 
     async def alter(self, name: str, configs: Mapping[str, str]) -> bool:
-        """Replace the topic's configs (validated by the caller). False: the topic is gone."""
+        """Replace the topic's configs (validated by the caller, computed from this node's copy). False: the topic
+        is gone. StaleCopy: another node changed them first (compute again)."""
+        image = self._image()
+        topic = None if image is None else image.topics.get(name)
+        if topic is None or topic.info is None:
+            return False
+        value = json.dumps({"topic_id": str(topic.info.topic_id), "configs": dict(sorted(configs.items()))},
+                           separators=(",", ":")).encode()
         key = topic_configs_key(name)
-        while True:
-            image = self._image()
-            topic = None if image is None else image.topics.get(name)
-            if topic is None or topic.info is None:
-                return False
-            kv = await self._store.get(key)
-            value = json.dumps({"topic_id": str(topic.info.topic_id), "configs": dict(sorted(configs.items()))},
-                               separators=(",", ":")).encode()
-            compare = absent(key) if kv is None else modified_at(key, kv.mod_revision)
-            result = await self._store.txn([compare], [Put(key, value)])
-            if result.succeeded:
-                break
-        await self.follower.see_own_write(result.revision)  # this node answers once its own copy has it
+        await self.follower.write_on_copy(key[len(PREFIX):], Put(key, value))
         return True
 
     def _image(self) -> MetadataImage | None:

@@ -16,6 +16,7 @@ from kcoord.metadata.client_metrics_configs import ClientMetricsConfigInvalid
 from kcoord.metadata.cordoned_log_dirs import CORDONED_LOG_DIRS
 from kcoord.metadata.dynamic_broker_configs import ConfigRefused
 from kcoord.metadata.group_configs import ConfigInvalid
+from kcoord.metadata.prefix_follower import StaleCopy
 from kcoord.metadata.store import StoreError
 from kcoord.metadata.topics import TopicError, broker_default, validate_topic_configs
 from kcoord.protocol.errors import ErrorCode
@@ -23,6 +24,7 @@ from kcoord.protocol.errors import ErrorCode
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_CONFIGS = frozenset({"cleanup.policy", "log.cleanup.policy", "metrics", "match"})
+STALE_COPY_RETRIES = 10  # cluster mode: a change computed again after losing to another node's
 
 
 class ConfigChangeError(Exception):
@@ -80,7 +82,7 @@ def incremental(current: dict[str, str], ops: list[tuple[str, int, str | None]],
                 raise ConfigChangeError(ErrorCode.INVALID_CONFIG,
                                         f"Config value {verb} is not allowed for config key: {name}")
             old = [v for v in (out.get(name) or default_of(name) or "").split(",") if v]
-            given = [v.strip() for v in value.split(",") if v.strip()]
+            given = [v.strip() for v in (value or "").split(",") if v.strip()]
             new = old + [v for v in given if v not in old] if op == APPEND else [v for v in old if v not in given]
             out[name] = ",".join(new)
         else:
@@ -150,8 +152,16 @@ async def alter_resources(broker: Any, request: Any, response_class: Any, wanted
     for res in request.resources:
         code, message = ErrorCode.NONE, None
         try:
-            current = current_overrides(broker, res.resource_type, res.resource_name)
-            await replace(broker, res.resource_type, res.resource_name, wanted_of(current, res), request.validate_only)
+            for attempt in range(STALE_COPY_RETRIES):
+                current = current_overrides(broker, res.resource_type, res.resource_name)
+                try:
+                    await replace(broker, res.resource_type, res.resource_name, wanted_of(current, res),
+                                  request.validate_only)
+                    break
+                except StaleCopy:  # cluster mode: another node changed the resource first; our copy has it now
+                    if attempt == STALE_COPY_RETRIES - 1:
+                        raise ConfigChangeError(ErrorCode.REQUEST_TIMED_OUT, "The resource kept changing under "
+                                                f"this change ({STALE_COPY_RETRIES} attempts)") from None
         except ConfigChangeError as exc:
             code, message = exc.code, exc.message
         responses.append(response_class.AlterConfigsResourceResponse(

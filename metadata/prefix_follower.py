@@ -7,6 +7,9 @@ with the whole current mapping (key relative to the prefix -> value); it must no
 `start()` runs the follower's task and returns once the first snapshot is applied; `close()` ends it.
 Read-your-writes: a node that wrote at revision R waits `see_own_write(R)` before it answers, so the
 client that made the change sees it on this node at once (other nodes see it as their watch delivers it).
+A change computed from the copy (an incremental config change) is written with `write_on_copy`: only if
+nobody changed the key since the copy, so two nodes changing one resource at once cannot lose one change
+(Kafka's controller applies such changes one at a time; etcd's compare-and-set gives the same here).
 """
 from __future__ import annotations
 
@@ -15,12 +18,17 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 
-from kcoord.metadata.store import Compacted, MetadataStore, StoreError
+from kcoord.metadata.store import Compacted, Get, MetadataStore, Op, StoreError, present, unchanged_since
 
 log = logging.getLogger("kcoord.metadata.follow")
 
 RETRY_S = 0.5  # after the store did not answer (a broken watch stream resumes by itself)
 SEE_OWN_WRITE_TIMEOUT_S = 5.0
+
+
+class StaleCopy(Exception):
+    """Another writer changed the key after the copy a write was computed from; the copy has caught up with
+    that change, so the caller computes its change again from it."""
 
 
 class PrefixFollower:
@@ -91,3 +99,25 @@ class PrefixFollower:
             await asyncio.wait_for(self.wait_for(revision), timeout_s)
         except TimeoutError:
             log.warning("%s at revision %d not seen here within %.0f s", self.prefix, revision, timeout_s)
+
+    async def write_on_copy(self, key_name: str, op: Op) -> None:
+        """Write `op` to the key `key_name` (relative to the prefix) if the store's key is still as this copy has
+        it, then answer once the copy has the write. The caller computed `op` from the copy and has not awaited
+        since (the copy's revision is read here, before the first await). StaleCopy: not written."""
+        key = self.prefix + key_name
+        compares = [unchanged_since(key, self.revision)] + ([present(key)] if key_name in self.values else [])
+        result = await self._store.txn(compares, [op], [Get(key)])
+        if result.succeeded:
+            await self.see_own_write(result.revision)
+            return
+        (now,) = result.responses
+        if isinstance(now, tuple) and now:
+            await self.see_own_write(now[0].mod_revision)
+        else:  # deleted since the copy: wait for the copy to drop it
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._until_absent(key_name), SEE_OWN_WRITE_TIMEOUT_S)
+        raise StaleCopy(key)
+
+    async def _until_absent(self, key_name: str) -> None:
+        while key_name in self.values:
+            await self._changed.wait()

@@ -105,6 +105,12 @@ def modified_at(key: str, revision: int) -> Compare:
     return Compare(key, "mod", "==", revision)
 
 
+def unchanged_since(key: str, revision: int) -> Compare:
+    """Nobody put the key after `revision` (a copy complete through `revision` still has its latest value;
+    an absent key compares as mod 0, so this holds for it too)."""
+    return Compare(key, "mod", "<", revision + 1)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Put:
     key: str

@@ -229,3 +229,38 @@ def test_a_group_config_changed_through_one_node_is_seen_by_every_node(kafka_clu
     for via in (1, 2, 3):
         wait_until(lambda v=via: _group_config(cluster, v, "g/1", "consumer.session.timeout.ms")[1]
                    != DYNAMIC_GROUP_CONFIG, 10, f"node {via} dropping the group config")
+
+
+@pytest.mark.kcoord_shared_cluster
+def test_changes_to_one_resource_through_three_nodes_at_once_all_land(kafka_cluster):
+    """Three incremental changes of different keys of one group's configs, sent through nodes 1, 2 and 3 at the
+    same instant, six rounds: every change is in the result on every node. Each node computes the resource's
+    new set from its copy; a write whose copy another node's write overtook is refused by etcd and computed
+    again (PrefixFollower.write_on_copy), as Kafka's controller applies them one after the other
+    (ConfigurationControlManager.incrementalAlterConfigs). A plain put of each node's set lost changes."""
+    import threading
+
+    cluster = kafka_cluster
+    keys = {1: ("share.auto.offset.reset", ("latest", "earliest")),
+            2: ("share.isolation.level", ("read_uncommitted", "read_committed")),
+            3: ("streams.num.standby.replicas", ("0", "2"))}
+    for round_ in range(6):
+        barrier = threading.Barrier(3)
+        codes: dict[int, ErrorCode] = {}
+
+        def change(via: int, r: int = round_, gate: threading.Barrier = barrier,
+                   out: dict[int, ErrorCode] = codes) -> None:
+            key, values = keys[via]
+            gate.wait()
+            out[via] = _alter(cluster, via, "racing", [(key, SET, values[r % 2])], GROUP)
+
+        threads = [threading.Thread(target=change, args=(via,)) for via in keys]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert codes == dict.fromkeys(keys, ErrorCode.NONE)
+        for via in keys:
+            wait_until(lambda v=via, r=round_: all(_group_config(cluster, v, "racing", key)[0] == values[r % 2]
+                                                   for key, values in keys.values()),
+                       10, f"node {via} describing round {round_}'s three changes")
