@@ -187,7 +187,7 @@ class Broker:
 
             self.cluster = await open_cluster_node(self)
             await self.cluster.start([Endpoint(b.name, b.host, b.port) for b in self.advertised()],
-                                     self.config.get("broker.rack"))
+                                     self.config.get("broker.rack"), self.topics.cordoned())
             self.cluster_id = self.cluster.cluster_id  # the cluster's (the first node's), not this data dir's
             await self.server.enable_request_processing()
         await self._start_metrics()

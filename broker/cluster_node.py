@@ -115,6 +115,8 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     def broker_configs_changed(layers: dict[str, dict[str, str]]) -> None:
         if broker.dynamic_configs.replace_layers(layers):
             broker.topics.refresh_log_configs()
+            if broker.cluster is not None:  # cordoned.log.dirs may have changed (a joining node passes its own)
+                broker.cluster.set_cordoned(broker.topics.cordoned())
 
     broker_configs = broker.cluster_broker_configs = ClusterConfigResources(store, BROKERS, broker_configs_changed)
     await broker_configs.start()

@@ -72,7 +72,6 @@ from kcoord.cluster.partition_state import PartitionRegistration, initial_regist
 from kcoord.cluster.replica_placement import (
     PlacementError,
     RandomSource,
-    UsableBroker,
     check_added_assignments,
     check_manual_assignments,
     place_replicas,
@@ -361,9 +360,7 @@ class Controller:
                     if partitions <= 0:
                         return CreateTopicResult(ErrorCode.INVALID_PARTITIONS,
                                                  f"Number of partitions was set to an invalid value {partitions}.")
-                    usable = [UsableBroker(b.id, b.info.rack) for b in image.brokers.values() if b.may_lead]
-                    lists = place_replicas(sorted(usable, key=lambda b: b.id), partitions,
-                                           replication_factor, self._rng)
+                    lists = place_replicas(image.usable_brokers(), partitions, replication_factor, self._rng)
             except PlacementError as exc:
                 return CreateTopicResult(exc.code, exc.message)
             tid = topic_id or uuid.uuid4()
@@ -521,8 +518,7 @@ class Controller:
                 if assignments is not None:
                     lists = check_added_assignments(assignments, added, rf, current, set(image.brokers), live)
                 else:
-                    usable = [UsableBroker(b.id, b.info.rack) for b in image.brokers.values() if b.may_lead]
-                    lists = place_replicas(sorted(usable, key=lambda b: b.id), added, rf, self._rng)
+                    lists = place_replicas(image.usable_brokers(), added, rf, self._rng)
             except PlacementError as exc:
                 return exc.code, exc.message
             if validate_only:

@@ -109,6 +109,9 @@ class BrokerInfo:
     rack: str | None = None
     incarnation_id: str = ""  # one per process start (KRaft's incarnationId): tells restarts apart
     state: BrokerState = BrokerState.RUNNING
+    # every log directory of the broker is cordoned (KIP-1066; KRaft's BrokerRegistration carries its
+    # cordoned directories): the controller places no new replica on it
+    cordoned: bool = False
 
     def encode(self) -> bytes:
         return _dump({
@@ -118,6 +121,7 @@ class BrokerInfo:
             "rack": self.rack,
             "incarnation_id": self.incarnation_id,
             "state": self.state.value,
+            "cordoned": self.cordoned,
         })
 
     @classmethod
@@ -132,6 +136,7 @@ class BrokerInfo:
                 rack=None if doc.get("rack") is None else str(doc["rack"]),
                 incarnation_id=str(doc.get("incarnation_id", "")),
                 state=BrokerState(doc.get("state", BrokerState.RUNNING.value)),
+                cordoned=doc.get("cordoned", False) is True,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidValue(f"bad broker registration {doc!r}: {exc}") from exc

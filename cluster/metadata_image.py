@@ -25,6 +25,7 @@ from typing import NamedTuple
 from kcoord.cluster import keys
 from kcoord.cluster.keys import BrokerInfo, BrokerState, ControllerInfo, TopicInfo
 from kcoord.cluster.partition_state import PartitionRegistration
+from kcoord.cluster.replica_placement import UsableBroker
 from kcoord.metadata.store import Compacted, KeyValue, MetadataStore, RangeResult, WatchEvent
 
 log = logging.getLogger("kcoord.cluster.metadata")
@@ -97,6 +98,11 @@ class MetadataImage:
     def live_brokers(self) -> frozenset[int]:
         """Brokers that may lead and join ISRs: registered, not shutting down."""
         return frozenset(b.id for b in self.brokers.values() if b.may_lead)
+
+    def usable_brokers(self) -> list[UsableBroker]:
+        """Where new replicas may go, by id: live brokers with a log directory that is not cordoned (KIP-1066)."""
+        return [UsableBroker(b.id, b.info.rack) for b in sorted(self.brokers.values(), key=lambda b: b.id)
+                if b.may_lead and not b.info.cordoned]
 
     def broker_epochs(self) -> dict[int, int]:
         return {b.id: b.epoch for b in self.brokers.values()}

@@ -139,9 +139,9 @@ class ClusterNode:
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
-    async def start(self, listeners: Sequence[Endpoint], rack: str | None) -> None:
+    async def start(self, listeners: Sequence[Endpoint], rack: str | None, cordoned: bool = False) -> None:
         await self.store.txn([absent(keys.CLUSTER_ID)], [Put(keys.CLUSTER_ID, self._local_cluster_id.encode())])
-        info = BrokerInfo(self.node_id, tuple(listeners), rack, uuid.uuid4().hex)
+        info = BrokerInfo(self.node_id, tuple(listeners), rack, uuid.uuid4().hex, cordoned=cordoned)
         self.registration = BrokerRegistration(self.store, info, ttl_s=self._ttl_s, on_lost=self._lease_lost)
         epoch = await self.registration.register()
         self._spawn("roles", self._apply_roles())
@@ -149,6 +149,12 @@ class ClusterNode:
         self._start_controller()
         await self.follower.wait_for(lambda image: self.node_id in image.brokers)
         log.info("node %d joined the cluster (broker epoch %d, lease TTL %d s)", self.node_id, epoch, self._ttl_s)
+
+    def set_cordoned(self, cordoned: bool) -> None:
+        """This node's log directory was cordoned or uncordoned (KIP-1066): its registration says so, for the
+        controller's placement (a KRaft broker reports it in its heartbeat)."""
+        if self.registration is not None and self.registration.info.cordoned != cordoned:
+            self._spawn("cordoning", self.registration.update(cordoned=cordoned))
 
     def _spawn(self, name: str, coro) -> None:
         task = asyncio.create_task(coro, name=f"cluster node {self.node_id}: {name}")

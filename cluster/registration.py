@@ -104,11 +104,20 @@ class BrokerRegistration:
             if epoch is not None and self._on_lost is not None:
                 self._on_lost(epoch)
 
+    @property
+    def info(self) -> BrokerInfo:
+        return self._info
+
     async def shutting_down(self) -> bool:
         """Mark this registration `shutting_down` (controlled shutdown). False if it is no longer ours."""
+        return await self.update(state=BrokerState.SHUTTING_DOWN)
+
+    async def update(self, **changes) -> bool:
+        """Change the registration's value in place (same epoch and lease; the next register() uses it too),
+        as a KRaft broker's heartbeat updates its registration. False if it is not ours now."""
+        self._info = dataclasses.replace(self._info, **changes)
         if self._epoch is None or self._lease_id is None or self.lost.is_set():
             return False
-        self._info = dataclasses.replace(self._info, state=BrokerState.SHUTTING_DOWN)
         result = await self._store.txn([created_at(self._key, self._epoch)],
                                        [Put(self._key, self._info.encode(), self._lease_id)])
         return result.succeeded

@@ -27,7 +27,6 @@ from kcoord.broker.context import RequestContext
 from kcoord.broker.registry import api
 from kcoord.cluster.replica_placement import (
     PlacementError,
-    UsableBroker,
     check_manual_assignments,
     place_replicas,
 )
@@ -121,8 +120,7 @@ async def _create_in_cluster(ctx: RequestContext, cluster: ClusterNode, t, valid
                 return _result(t.name, ErrorCode.INVALID_PARTITIONS,
                                f"Number of partitions was set to an invalid value {partitions}.")
             else:
-                usable = [UsableBroker(b.id, b.info.rack) for b in image.brokers.values() if b.may_lead]
-                lists = place_replicas(sorted(usable, key=lambda b: b.id), partitions, rf, random.Random())
+                lists = place_replicas(image.usable_brokers(), partitions, rf, random.Random())
         except PlacementError as exc:
             return _result(t.name, exc.code, exc.message)
         return _created(t.name, ZERO_UUID, len(lists), len(lists[0]) if lists else rf, effective)

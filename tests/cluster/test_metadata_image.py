@@ -187,3 +187,20 @@ async def test_registration_waits_for_the_previous_incarnation_and_reports_its_l
     assert state is keys.BrokerState.SHUTTING_DOWN
     await new.close()
     assert await store.get(keys.broker_key(1)) is None
+
+
+async def test_a_cordoned_registration_keeps_its_epoch_and_its_broker_gets_no_new_replica():
+    """KIP-1066: a broker reports its cordoned directory in its registration (same epoch: KRaft's heartbeat
+    updates the registration), and the image's usable brokers for placement leave it out; a registration
+    written before the field existed reads as not cordoned."""
+    store = LocalStore(timer=ManualClock().timers)
+    registrations = {i: BrokerRegistration(store, BrokerInfo(i, incarnation_id=str(i)), ttl_s=9) for i in (1, 2, 3)}
+    epochs = {i: await r.register() for i, r in registrations.items()}
+    assert await registrations[2].update(cordoned=True)
+    assert (await store.get(keys.broker_key(2))).create_revision == epochs[2]
+    image = MetadataImage.from_snapshot(await store.range(keys.BROKERS))
+    assert [b.id for b in image.usable_brokers()] == [1, 3]
+    assert image.live_brokers() == {1, 2, 3}  # it still leads and follows what it has
+    assert BrokerInfo.decode(b'{"broker_id": 4, "listeners": []}').cordoned is False
+    for registration in registrations.values():
+        await registration.close()
