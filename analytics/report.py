@@ -265,6 +265,46 @@ def share_groups(spark, out):
                                  "a closed session or an acquisition lock running out look alike there).</p>")
 
 
+COORDINATOR = "org.apache.kafka.consumer.coordinator."
+# KIP-714's consumer metrics that speak of a rebalance, as librdkafka and the Java consumer push them
+REPORTED = {COORDINATOR + "rebalance.latency.avg": "rebalance latency avg (ms)",
+            COORDINATOR + "rebalance.latency.max": "rebalance latency max (ms)",
+            COORDINATOR + "rebalance.latency.total": "rebalance latency total (ms)",
+            COORDINATOR + "assigned.partitions": "assigned partitions"}
+
+
+def client_metrics_beside_rebalances(spark, out):
+    """Per rebalance and member: the broker's recorded phases next to what the member itself pushed (KIP-714)
+    just after it. Omitted when the store has no pushed client metrics."""
+    import os
+
+    if not os.path.isdir(pipeline.table_dir(out, "rebalance_client_metrics")):
+        return ""
+    rows = pipeline.read(spark, out, "rebalance_client_metrics").where(
+        F.col("metric").isin(list(REPORTED)) & (F.size("attributes") == 0))
+    keys = ["group", "generation", "log_partition", "log_offset", "consumer_id"]
+    wide = rows.groupBy(*keys, "time", "rebalance_timestamp", "cause", "join_ms", "sync_ms", "reconcile_ms",
+                        "client_id", "push_delay_ms").pivot("metric", list(REPORTED)).agg(F.first("value"))
+    total = wide.count()
+    if total == 0:
+        return ""
+    pdf = (wide.orderBy(F.desc("rebalance_timestamp"), "group", "client_id").limit(RECENT_REBALANCES)
+           .select(F.date_format("time", "yyyy-MM-dd HH:mm:ss").alias("time (UTC)"), "group", "generation", "cause",
+                   "join_ms", "sync_ms", "reconcile_ms", F.col("client_id").alias("member (client.id)"),
+                   *[F.col(f"`{m}`").alias(label) for m, label in REPORTED.items()],
+                   F.col("push_delay_ms").alias("pushed after (ms)")).toPandas())
+    for col in ("join_ms", "sync_ms", "reconcile_ms", *REPORTED.values()):
+        pdf[col] = pdf[col].map(lambda v: "" if pd.isna(v) else f"{v:g}")
+    pdf = pdf.rename(columns={"join_ms": "join (ms)", "sync_ms": "sync (ms)", "reconcile_ms": "reconcile (ms)"})
+    title = "Rebalances as their members saw them (KIP-714 client metrics)" + _top_note(
+        len(pdf), total, "member rebalances")
+    return _table(title, pdf) + (
+        "<p>Join, sync and reconcile: the coordinator's recorded phases. The other columns: what the member's "
+        "client pushed (org.apache.kafka.consumer.coordinator.*) in its first push after the rebalance was "
+        "recorded and before the group's next record, that many ms after it; a client's rebalance latency "
+        "covers its own join and sync (averages and maxima over the client's recent window).</p>")
+
+
 def build(spark, out) -> str:
     as_of = pipeline.read(spark, out, "health_groups").agg(F.max("as_of_ms")).collect()[0][0]
     as_of_text = when(as_of) if as_of else "n/a"
@@ -290,7 +330,7 @@ def build(spark, out) -> str:
                .rename(columns={"totallag": "totallag (records)", "maxlag": "maxlag (records)"})),
         _table(f"Latest {len(recent)} of {counts['rebalances']} rebalances" if counts["rebalances"] > len(recent)
                else "Latest rebalances", recent),
-        consumer_groups(spark, out), share_groups(spark, out),
+        client_metrics_beside_rebalances(spark, out), consumer_groups(spark, out), share_groups(spark, out),
     ]
     summary = " · ".join(_plural(v, k.replace("_", " ").removesuffix("s")) for k, v in counts.items())
     return PAGE.format(when=html.escape(as_of_text), summary=html.escape(summary), body="\n".join(parts))
