@@ -2,10 +2,10 @@
 
 The broker's telemetry receiver exports every accepted push as a JSON line under
 `<log dir>/kcoord-client-telemetry/` (protocol/telemetry_export.py). The `client_metrics` table has one row per
-data point of a push; `beside_rebalances` finds, for each rebalance and each member of the generation it
-produced, that member's first push after the rebalance completed (its GroupMetadata / group epoch record)
-and before the group's next record: the client's own view of the rebalance (librdkafka's
-`org.apache.kafka.consumer.coordinator.rebalance.latency.*`, `assigned.partitions`, ...) as of just after it.
+data point of a push; `beside_rebalances` takes, for each rebalance and each member of the generation it
+produced, that member's pushes after the rebalance completed (its GroupMetadata / group epoch record) and
+before the group's next record: the client's own view of the rebalance (librdkafka's
+`org.apache.kafka.consumer.coordinator.rebalance.latency.*`, `assigned.partitions`, ...) during that generation.
 
 Which client instance is which member: librdkafka's consumer puts its `group_id` and `member_id` in the
 push's resource attributes (seen with confluent-kafka 2.16 / librdkafka 2.16 against kcoord), so a push
@@ -95,35 +95,48 @@ def pushes_of(points: list[dict]) -> list[Push]:
     return sorted(by_push.values(), key=lambda p: (p.timestamp, p.client_instance_id))
 
 
-def _instances_for(member: Member, pushes: list[Push]) -> tuple[str, set[str]]:
-    """How the member's instance is found and which instances fit."""
-    named = {p.client_instance_id for p in pushes if p.member_id == member.consumer_id}
+def _pushes_of_member(member: Member, pushes: list[Push]) -> tuple[str, list[Push]]:
+    """How the member's pushes are found, and those pushes: the ones naming it, else (none does) those of
+    the one instance with its client.id and host that names no member; none when several fit."""
+    named = [p for p in pushes if p.member_id == member.consumer_id]
     if named:
         return "member_id", named
-    return "client_id+host", {p.client_instance_id for p in pushes if p.member_id is None
-                              and p.client_id == member.client_id and p.host == plain_host(member.host)}
+    fits = [p for p in pushes if p.member_id is None and p.client_id == member.client_id
+            and p.host == plain_host(member.host)]
+    return "client_id+host", fits if len({p.client_instance_id for p in fits}) == 1 else []
 
 
 def beside_rebalances(rebalances: list[Rebalance], pushes: list[Push]) -> list[dict]:
-    """One row per (rebalance, member, pushed data point) of the member's first push in
-    [rebalance record, group's next record): the push's points with where they came from."""
+    """One row per (rebalance, member, pushed metric and attributes) over the member's pushes in
+    [rebalance record, group's next record): the value in the first and the last of them and the largest.
+
+    Why not just the first push after the record: a client's metrics trail the record -- librdkafka counts a
+    rebalance done when the application's poll has applied the assignment, so its next push may still show
+    the previous state. Over the generation's pushes, `max` of a windowed metric (rebalance.latency.max)
+    catches the rebalance wherever it landed, and `last` is the state the member settled in
+    (assigned.partitions)."""
     out = []
     for r in rebalances:
         window = [p for p in pushes if p.timestamp >= r.timestamp
                   and (r.next_timestamp is None or p.timestamp < r.next_timestamp)]
         for member in r.members:
-            matched_by, instances = _instances_for(member, window)
-            if len(instances) != 1:
-                continue   # none pushed in time, or the client id and host are shared by several
-            (instance,) = instances
-            push = next(p for p in window if p.client_instance_id == instance)
-            for point in push.points:
+            matched_by, mine = _pushes_of_member(member, window)
+            series: dict[tuple[str, tuple], list[tuple[Push, dict]]] = {}
+            for push in mine:
+                for point in push.points:
+                    key = (point["metric"], tuple(sorted(point["attributes"].items())))
+                    series.setdefault(key, []).append((push, point))
+            for (metric, attributes), seen in series.items():
+                (first_push, first), (last_push, last) = seen[0], seen[-1]
                 out.append({"generation": r.generation, "log_partition": r.log_partition, "log_offset": r.log_offset,
                             "rebalance_timestamp": r.timestamp, "consumer_id": member.consumer_id,
-                            "client_id": member.client_id, "client_instance_id": instance, "matched_by": matched_by,
-                            "push_timestamp": push.timestamp, "push_delay_ms": push.timestamp - r.timestamp,
-                            "metric": point["metric"], "kind": point["kind"], "value": point["value"],
-                            "attributes": point["attributes"]})
+                            "client_id": member.client_id, "client_instance_id": first_push.client_instance_id,
+                            "matched_by": matched_by, "pushes": len(seen),
+                            "first_push_delay_ms": first_push.timestamp - r.timestamp,
+                            "last_push_delay_ms": last_push.timestamp - r.timestamp,
+                            "metric": metric, "kind": first["kind"], "attributes": dict(attributes),
+                            "first_value": first["value"], "last_value": last["value"],
+                            "max_value": max(point["value"] for _, point in seen)})
     return out
 
 
@@ -134,8 +147,9 @@ POINT_COLUMNS = ("client_instance_id", "client_id", "host", "member_id", "timest
 SCHEMA = pa.schema([("group", pa.string()), ("generation", pa.int32()), ("log_partition", pa.int32()),
                     ("log_offset", pa.int64()), ("rebalance_timestamp", pa.int64()), ("consumer_id", pa.string()),
                     ("client_id", pa.string()), ("client_instance_id", pa.string()), ("matched_by", pa.string()),
-                    ("push_timestamp", pa.int64()), ("push_delay_ms", pa.int64()), ("metric", pa.string()),
-                    ("kind", pa.string()), ("value", pa.float64()), ("attributes", ATTRIBUTES)])
+                    ("pushes", pa.int32()), ("first_push_delay_ms", pa.int64()), ("last_push_delay_ms", pa.int64()),
+                    ("metric", pa.string()), ("kind", pa.string()), ("attributes", ATTRIBUTES),
+                    ("first_value", pa.float64()), ("last_value", pa.float64()), ("max_value", pa.float64())])
 
 
 def _rebalance(row: dict) -> Rebalance:
