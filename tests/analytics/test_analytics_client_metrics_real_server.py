@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kcoord.analytics import cli, pipeline
+from kcoord.protocol.telemetry_export import EXPORT_DIR, file_name, file_seq
 from kcoord.testkit.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -66,11 +67,16 @@ def test_the_report_shows_each_members_pushed_metrics_beside_the_rebalance(kafka
     poll_until([c1], lambda: pushes("c1") >= seen + 3, "c1 to push after the last rebalance")
     c1.close()
     kafka_broker.stop()   # a clean stop writes the export's queue
+    # What a crash mid-write leaves: a torn last line (the next start writes a new file); readers skip it.
+    export = kafka_broker.data_dir / EXPORT_DIR
+    newest = max(n for n in os.listdir(export) if file_seq(n) is not None)
+    (export / file_name(file_seq(newest) + 1)).write_text('{"timestamp": 1, "client_instance_id": "torn", "poi')
 
     out = str(tmp_path / "out")
     assert cli.main(["all", "--log-dirs", str(kafka_broker.data_dir), "--out", out], spark=spark) == 0
 
     points = rows(out, "client_metrics")
+    assert "torn" not in {r["client_instance_id"] for r in points}
     for client_id in ("c1", "c2"):   # librdkafka names its group and member in every push while in the group
         mine = [r for r in points if r["client_id"] == client_id]
         assert mine and {r["group_id"] for r in mine} == {GROUP}
