@@ -15,6 +15,7 @@ host with librdkafka's default client.id `rdkafka` cannot be told apart that way
 """
 from __future__ import annotations
 
+import bisect
 import os
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -116,9 +117,11 @@ def beside_rebalances(rebalances: list[Rebalance], pushes: list[Push]) -> list[d
     catches the rebalance wherever it landed, and `last` is the state the member settled in
     (assigned.partitions)."""
     out = []
+    pushes = sorted(pushes, key=lambda p: (p.timestamp, p.client_instance_id))
+    times = [p.timestamp for p in pushes]
     for r in rebalances:
-        window = [p for p in pushes if p.timestamp >= r.timestamp
-                  and (r.next_timestamp is None or p.timestamp < r.next_timestamp)]
+        end = len(pushes) if r.next_timestamp is None else bisect.bisect_left(times, r.next_timestamp)
+        window = pushes[bisect.bisect_left(times, r.timestamp):end]
         for member in r.members:
             matched_by, mine = _pushes_of_member(member, window)
             series: dict[tuple[str, tuple], list[tuple[Push, dict]]] = {}
