@@ -248,6 +248,7 @@ class Broker:
         if export_bytes > 0:  # for the analytics report; receives only what the (enabled) receiver accepted
             self.telemetry_export = TelemetryExport(self.log_dir, export_bytes, lambda: int(time.time() * 1000))
             self.client_telemetry.on_receive = self.telemetry_export.received
+            self.metrics.collectors.append(self.telemetry_export.prometheus_lines)
             self._telemetry_writer = asyncio.get_running_loop().create_task(self.telemetry_export.run())
 
     def _start_quotas(self) -> None:

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 
 from kcoord.broker.client_telemetry import ClientInstance
+from kcoord.observability.metrics import prometheus_family
 from kcoord.protocol.otlp import MetricsData
 from kcoord.protocol.telemetry_export import EXPORT_DIR, file_name, file_seq, push_record
 
@@ -64,18 +65,17 @@ class RollingJsonLines:
         os.makedirs(self.directory, exist_ok=True)
         if self._seq is None:
             self._roll()
-        pending = list(lines)
-        while pending:
+        i = 0
+        while i < len(lines):
             if self._size >= self.file_bytes:
                 self._roll()
-            chunk: list[str] = []
-            while pending and (self._size < self.file_bytes or not chunk):
-                line = pending.pop(0)
-                chunk.append(line)
-                self._size += len(line.encode("utf-8"))
+            start = i
+            while i < len(lines) and (self._size < self.file_bytes or i == start):
+                self._size += len(lines[i].encode("utf-8"))
+                i += 1
             assert self._seq is not None
             with open(os.path.join(self.directory, file_name(self._seq)), "a", encoding="utf-8") as fh:
-                fh.writelines(chunk)
+                fh.writelines(lines[start:i])
 
 
 class TelemetryExport:
@@ -132,3 +132,9 @@ class TelemetryExport:
         with self._writing:
             self.files.write(lines)
             self.written += len(records)
+
+    def prometheus_lines(self) -> list[str]:
+        return (prometheus_family("kcoord_client_telemetry_exported_total", "counter",
+                                  "Pushes written to the client telemetry export", [((), self.written)])
+                + prometheus_family("kcoord_client_telemetry_export_dropped_total", "counter",
+                                    "Pushes not exported: the export queue was full", [((), self.dropped)]))

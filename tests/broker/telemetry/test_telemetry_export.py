@@ -107,4 +107,5 @@ def test_the_queue_is_bounded_and_counts_what_it_dropped(tmp_path, monkeypatch):
         return export
     export = asyncio.run(scenario())
     assert (export.written, export.dropped) == (3, 2)
+    assert "kcoord_client_telemetry_export_dropped_total 2" in export.prometheus_lines()
     assert [r["n"] for r in exported_lines(str(tmp_path))] == [0, 1, 2]
