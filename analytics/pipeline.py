@@ -50,8 +50,8 @@ def ingest(spark, log_dirs, out, scope: tables.Scope):
 
 
 def _client_metrics(spark, log_dirs, out, scope: tables.Scope, gens):
-    """Pushed client metrics (KIP-714) and, per rebalance, its members' first push after it; neither table
-    exists when the store holds no telemetry export (telemetry off)."""
+    """Pushed client metrics (KIP-714) and, per rebalance, its members' pushes during the generation it
+    produced; neither table exists when the store holds no telemetry export (telemetry off)."""
     points = tables.client_metrics(spark, log_dirs, tables.Scope(scope.since_ms, scope.until_ms))
     for name in CLIENT_METRICS:
         shutil.rmtree(table_dir(out, name), ignore_errors=True)   # a previous run's, over another store

@@ -298,8 +298,10 @@ def client_metrics(spark, log_dirs, scope: Scope) -> DataFrame | None:
 
 
 def rebalance_client_metrics(rebalances: DataFrame, gens: DataFrame, points: DataFrame) -> DataFrame:
-    """Per rebalance and member of the generation it produced: the member's first push after it
-    (client_metrics.beside_rebalances), one row per data point, with the rebalance's recorded phases."""
+    """Per rebalance, member of the generation it produced and pushed metric: the member's pushes from the
+    rebalance's record to the group's next one (client_metrics.beside_rebalances: first, last and largest
+    value), with the rebalance's recorded phases. A push is offered to the group it names (librdkafka's
+    group_id resource attribute), else to every group that had a member with its client.id and host."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     keys = ["group", "log_partition", "log_offset"]
