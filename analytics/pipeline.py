@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from kcoord.analytics import health, tables
 
 RAW = ("offset_commits", "generations", "log_end_offsets")      # decoded from the segments
+CLIENT_METRICS = ("client_metrics", "rebalance_client_metrics")  # from the broker's telemetry export, if any
 
 
 def table_dir(out, name):
@@ -41,10 +42,24 @@ def ingest(spark, log_dirs, out, scope: tables.Scope):
     _write(since.rows(tables.generation_members(gens), group=False), out, "generation_members")
     _write(since.rows(tables.rebalances(gens, commits), group=False), out, "rebalances")
     _write(since.rows(tables.lag(commits, leo, gens), group=False), out, "lag")
+    _client_metrics(spark, log_dirs, out, scope, gens)
     if staged:
         for name in RAW:
             _write(since.rows(read(spark, home, name), group=False), out, name)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def _client_metrics(spark, log_dirs, out, scope: tables.Scope, gens):
+    """Pushed client metrics (KIP-714) and, per rebalance, its members' pushes during the generation it
+    produced; neither table exists when the store holds no telemetry export (telemetry off)."""
+    points = tables.client_metrics(spark, log_dirs, tables.Scope(scope.since_ms, scope.until_ms))
+    for name in CLIENT_METRICS:
+        shutil.rmtree(table_dir(out, name), ignore_errors=True)   # a previous run's, over another store
+    if points is None:
+        return
+    _write(points, out, "client_metrics")
+    _write(tables.rebalance_client_metrics(read(spark, out, "rebalances"), gens, read(spark, out, "client_metrics")),
+           out, "rebalance_client_metrics")
 
 
 def latest_time(spark, out) -> int | None:

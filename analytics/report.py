@@ -265,6 +265,53 @@ def share_groups(spark, out):
                                  "a closed session or an acquisition lock running out look alike there).</p>")
 
 
+COORDINATOR = "org.apache.kafka.consumer.coordinator."
+# KIP-714's consumer metrics that speak of a rebalance, as librdkafka and the Java consumer push them, and
+# which of a generation's pushes to show: the largest windowed latency, the last total and partition count
+REPORTED = {COORDINATOR + "rebalance.latency.max": ("max_value", "rebalance latency max (ms)"),
+            COORDINATOR + "rebalance.latency.total": ("last_value", "rebalance latency total (ms)"),
+            COORDINATOR + "assigned.partitions": ("last_value", "assigned partitions")}
+
+
+def client_metrics_beside_rebalances(spark, out):
+    """Per rebalance and member: the broker's recorded phases next to what the member itself pushed (KIP-714)
+    during the generation the rebalance produced. Omitted when the store has no pushed client metrics."""
+    import os
+
+    if not os.path.isdir(pipeline.table_dir(out, "rebalance_client_metrics")):
+        return ""
+    rows = pipeline.read(spark, out, "rebalance_client_metrics").where(
+        F.col("metric").isin(list(REPORTED)) & (F.size("attributes") == 0))
+    chosen = F.coalesce(*[F.when(F.col("metric") == m, F.col(col)) for m, (col, _) in REPORTED.items()])
+    keys = ["group", "generation", "log_partition", "log_offset", "consumer_id"]
+    wide = rows.withColumn("shown", chosen).groupBy(
+        *keys, "time", "rebalance_timestamp", "cause", "join_ms", "sync_ms", "reconcile_ms", "client_id",
+    ).pivot("metric", list(REPORTED)).agg(F.first("shown")) \
+        .join(rows.groupBy(*keys).agg(F.max("pushes").alias("pushes"),
+                                      F.min("first_push_delay_ms").alias("first_push")), keys)
+    total = wide.count()
+    if total == 0:
+        return ""
+    labels = [label for _, label in REPORTED.values()]
+    pdf = (wide.orderBy(F.desc("rebalance_timestamp"), "group", "client_id").limit(RECENT_REBALANCES)
+           .select(F.date_format("time", "yyyy-MM-dd HH:mm:ss").alias("time (UTC)"), "group", "generation", "cause",
+                   "join_ms", "sync_ms", "reconcile_ms", F.col("client_id").alias("member (client.id)"),
+                   *[F.col(f"`{m}`").alias(label) for m, (_, label) in REPORTED.items()],
+                   "pushes", F.col("first_push").alias("first push after (ms)")).toPandas())
+    for col in ("join_ms", "sync_ms", "reconcile_ms", *labels):
+        pdf[col] = pdf[col].map(lambda v: "" if pd.isna(v) else f"{v:g}")
+    pdf = pdf.drop(columns=[c for c in ("join_ms", "sync_ms", "reconcile_ms") if (pdf[c] == "").all()])  # not this kind
+    pdf = pdf.rename(columns={"join_ms": "join (ms)", "sync_ms": "sync (ms)", "reconcile_ms": "reconcile (ms)"})
+    title = "Rebalances as their members saw them (KIP-714 client metrics)" + _top_note(
+        len(pdf), total, "member rebalances")
+    return _table(title, pdf) + (
+        "<p>Join, sync and reconcile: the coordinator's recorded phases. The other columns: what the member's "
+        "client pushed (org.apache.kafka.consumer.coordinator.*) from the rebalance's record to the group's "
+        "next record: the largest rebalance latency max of those pushes (the client's own join and sync, "
+        "until its application took the assignment), and the latency total and assigned partitions of the "
+        "last one.</p>")
+
+
 def build(spark, out) -> str:
     as_of = pipeline.read(spark, out, "health_groups").agg(F.max("as_of_ms")).collect()[0][0]
     as_of_text = when(as_of) if as_of else "n/a"
@@ -290,7 +337,7 @@ def build(spark, out) -> str:
                .rename(columns={"totallag": "totallag (records)", "maxlag": "maxlag (records)"})),
         _table(f"Latest {len(recent)} of {counts['rebalances']} rebalances" if counts["rebalances"] > len(recent)
                else "Latest rebalances", recent),
-        consumer_groups(spark, out), share_groups(spark, out),
+        client_metrics_beside_rebalances(spark, out), consumer_groups(spark, out), share_groups(spark, out),
     ]
     summary = " · ".join(_plural(v, k.replace("_", " ").removesuffix("s")) for k, v in counts.items())
     return PAGE.format(when=html.escape(as_of_text), summary=html.escape(summary), body="\n".join(parts))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from kcoord.analytics import client_metrics as client_metrics_logic
 from kcoord.analytics import consumer_epochs, share_records, source
 
 HEADER = "kcoord.rebalance."
@@ -261,3 +262,61 @@ def _with_owner(rows: DataFrame, gens: DataFrame) -> DataFrame:
         .drop("generation").join(gen_of, ["group", "log_partition", "gen_log_offset"], "left") \
         .withColumnRenamed("gen", "generation")
     return out.drop("gen_log_offset")
+
+
+# --- pushed client metrics (KIP-714), from the broker's telemetry export (client_metrics.py) -------------------
+PUSH_SCHEMA = ("timestamp long, client_instance_id string, client_id string, client_software_name string, "
+               "client_software_version string, client_source_address string, client_source_port int, "
+               "subscription_id int, push_interval_ms long, terminating boolean, resource map<string,string>, "
+               "points array<struct<name:string,kind:string,value:double,count:long,unit:string,monotonic:boolean,"
+               "time_unix_nano:long,attributes:map<string,string>>>")
+
+
+def _resource(names):
+    values = [F.col("resource")[n] for n in names]
+    first = F.coalesce(*values) if len(values) > 1 else values[0]
+    return F.when(first != "", first)
+
+
+def client_metrics(spark, log_dirs, scope: Scope) -> DataFrame | None:
+    """One row per data point of every push the broker exported; None when it exported none (telemetry off).
+    A line torn by a crash is dropped (DROPMALFORMED)."""
+    files = client_metrics_logic.export_files(log_dirs)
+    if not files:
+        return None
+    raw = scope.rows(spark.read.schema(PUSH_SCHEMA).option("mode", "DROPMALFORMED").json(files), group=False)
+    p = F.col("p")
+    return raw.where(F.col("client_instance_id").isNotNull()).select(
+        "timestamp", _time("timestamp").alias("time"), "client_instance_id", "client_id", "client_software_name",
+        "client_software_version", F.col("client_source_address").alias("host"),
+        _resource(client_metrics_logic.GROUP_ID_ATTRIBUTES).alias("group_id"),
+        _resource(client_metrics_logic.MEMBER_ID_ATTRIBUTES).alias("member_id"), "terminating", "push_interval_ms",
+        "resource", F.explode("points").alias("p"),
+    ).select("*", p["name"].alias("metric"), p["kind"].alias("kind"), p["value"].alias("value"),
+             p["count"].alias("count"), p["unit"].alias("unit"), p["attributes"].alias("attributes"),
+             p["time_unix_nano"].alias("time_unix_nano")).drop("p")
+
+
+def rebalance_client_metrics(rebalances: DataFrame, gens: DataFrame, points: DataFrame) -> DataFrame:
+    """Per rebalance, member of the generation it produced and pushed metric: the member's pushes from the
+    rebalance's record to the group's next one (client_metrics.beside_rebalances: first, last and largest
+    value), with the rebalance's recorded phases. A push is offered to the group it names (librdkafka's
+    group_id resource attribute), else to every group that had a member with its client.id and host."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    keys = ["group", "log_partition", "log_offset"]
+    slim = F.transform("members", lambda m: F.struct(m["member_id"].alias("member_id"),
+                                                       m["client_id"].alias("client_id"),
+                                                       m["client_host"].alias("client_host")))
+    r = rebalances.select(*keys, "generation", "timestamp").join(
+        gens.select(*keys, "next_timestamp", slim.alias("members")), keys)
+    hosts = generation_members(gens).select("group", "client_id", "host").distinct() \
+        .withColumn("host", F.regexp_replace("host", "^/", ""))
+    cols = list(client_metrics_logic.POINT_COLUMNS)
+    named = points.where(F.col("group_id").isNotNull()).select(F.col("group_id").alias("group"), *cols)
+    unnamed = points.where(F.col("group_id").isNull()).join(hosts, ["client_id", "host"]).select("group", *cols)
+    candidates = named.unionByName(unnamed)
+    phases = rebalances.select(*keys, "cause", "join_ms", "sync_ms", "reconcile_ms", "rebalance_ms")
+    out = r.groupBy("group").cogroup(candidates.groupBy("group")).applyInArrow(
+        client_metrics_logic.beside_rebalances_table, from_arrow_schema(client_metrics_logic.SCHEMA))
+    return out.join(phases, keys, "left").withColumn("time", _time("rebalance_timestamp"))

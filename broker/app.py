@@ -31,6 +31,7 @@ from kcoord.broker.fault_injector import FaultInjector
 from kcoord.broker.hooks import Hooks
 from kcoord.broker.quota import ClientQuotaManager, QuotaConfig, quota_managers
 from kcoord.broker.server import BoundListener, KafkaServer
+from kcoord.broker.telemetry_export import TelemetryExport
 from kcoord.metadata.client_metrics_configs import ClientMetricsConfigStore
 from kcoord.metadata.client_quotas import ClientQuotaStore
 from kcoord.metadata.dynamic_broker_configs import DynamicBrokerConfigs
@@ -121,6 +122,8 @@ class Broker:
         self._prometheus: PrometheusEndpoint | None = None
         self._statsd: StatsdPusher | None = None
         self._admin: AdminEndpoint | None = None  # when kcoord.admin.listener is set
+        self.telemetry_export: TelemetryExport | None = None  # pushed metrics to log.dirs, for analytics
+        self._telemetry_writer: asyncio.Task[None] | None = None
         self.cluster: ClusterNode | None = None   # when kcoord.etcd.connect is set (kcoord.cluster.node)
         # cluster mode: KIP-890 verification of transactional writes by a coordinator on another node
         self.txn_verifier: TxnVerifier | None = None
@@ -215,6 +218,9 @@ class Broker:
         if self.server is not None:
             await self.server.stop(timeout)
         await self.visibility.close()
+        if self._telemetry_writer is not None and self.telemetry_export is not None:
+            self._telemetry_writer.cancel()
+            await self.telemetry_export.flush()   # what clients pushed until now, for the analytics
         if "logs" in built:
             await self.sync_all()
             await self.logs.close()
@@ -242,6 +248,12 @@ class Broker:
             default_interval_ms=self.config.get("kcoord.client.telemetry.push.interval.ms"))
         self.client_metrics_configs.on_change = self.client_telemetry.subscriptions_changed
         self.metrics.collectors.append(self.client_telemetry.prometheus_lines)
+        export_bytes = self.config.get("kcoord.client.telemetry.export.max.bytes")
+        if export_bytes > 0:  # for the analytics report; receives only what the (enabled) receiver accepted
+            self.telemetry_export = TelemetryExport(self.log_dir, export_bytes, lambda: int(time.time() * 1000))
+            self.client_telemetry.on_receive = self.telemetry_export.received
+            self.metrics.collectors.append(self.telemetry_export.prometheus_lines)
+            self._telemetry_writer = asyncio.get_running_loop().create_task(self.telemetry_export.run())
 
     def _start_quotas(self) -> None:
         self.client_quotas = ClientQuotaStore(  # cluster mode: followed as the node joins

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from kcoord.metadata.client_metrics_configs import ALL_METRICS, DEFAULT_INTERVAL_MS, Subscription
 from kcoord.observability.metrics import prometheus_family, prometheus_name
 from kcoord.protocol.errors import DecodeError, ErrorCode
-from kcoord.protocol.otlp import DataPoint, OtlpError, decode_metrics_data
+from kcoord.protocol.otlp import DataPoint, MetricsData, OtlpError, decode_metrics_data
 from kcoord.protocol.records import GZIP, LZ4, NONE, SNAPPY, ZSTD, crc32c, decompress
 
 log = logging.getLogger("kcoord.telemetry")
@@ -152,6 +152,8 @@ class ClientTelemetry:
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()  # least recently used first
         self._version = 0
         self._current: list[Subscription] = subscriptions()
+        # the export hook (Kafka's ClientTelemetryReceiver.exportMetrics): each accepted, decoded push
+        self.on_receive: Callable[[ClientInstance, MetricsData], None] | None = None
 
     # -- state the broker asks about ---------------------------------------------------------------
     @property
@@ -248,6 +250,8 @@ class ClientTelemetry:
             return ErrorCode.INVALID_RECORD
         instance.pushes += 1
         instance.resource.update(data.resource)
+        if self.on_receive is not None:
+            self.on_receive(instance, data)
         points = instance.points
         for point in data.points:
             key = (point.metric, point.attributes)

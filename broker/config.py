@@ -338,6 +338,9 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
        "kcoord: the built-in client telemetry receiver (KIP-714; Kafka: a ClientTelemetry metric reporter): "
        "GetTelemetrySubscriptions / PushTelemetry advertised, pushed metrics shown at /metrics, `kcoord "
        "clients` and the test fixture. Defining a CLIENT_METRICS resource also turns it on."),
+    _p("kcoord.client.telemetry.export.max.bytes", 64 << 20, _int(0, INT64_MAX),
+       "kcoord: the cap on the pushed metrics kept as JSON lines under log.dirs/kcoord-client-telemetry/ for "
+       "the analytics report (rolled over 4 files, the oldest deleted, no fsync); 0 = no export."),
     _p("kcoord.client.telemetry.push.interval.ms", 30000, _int(100, 3600000),
        "kcoord: push interval of kcoord's own subscription (every metric), given to clients while the "
        "receiver is on and no CLIENT_METRICS resource is defined."),

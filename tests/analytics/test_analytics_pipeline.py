@@ -147,6 +147,13 @@ def test_since_and_group_filter_cut_the_tables_but_keep_the_context(run, spark, 
         g: c for g, c in scenario.EXPECTED_LEGACY_CAUSES.items() if g > 1}
 
 
+def test_a_store_without_pushed_client_metrics_has_no_table_nor_section_for_them(run):
+    """Telemetry off (no kcoord-client-telemetry/ in the log dir): the report says nothing about it."""
+    _, out, _ = run
+    assert not any(os.path.exists(pipeline.table_dir(out, name)) for name in pipeline.CLIENT_METRICS)
+    assert "KIP-714" not in open(os.path.join(out, "report.html"), encoding="utf-8").read()
+
+
 def test_times_are_epoch_ms_or_iso():
     assert cli.parse_time("1700000000000") == 1_700_000_000_000
     assert cli.parse_time("2023-11-14T22:13:20Z") == 1_700_000_000_000

@@ -9,6 +9,7 @@ clientTelemetryEnabled); librdkafka starts its telemetry only when the broker li
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import urllib.request
@@ -18,6 +19,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kcoord.protocol import messages as m
+from kcoord.protocol.telemetry_export import EXPORT_DIR
 from kcoord.testkit.waiting import wait_until
 from tests.support.raw_kafka import RawKafka
 
@@ -49,6 +51,14 @@ def produce_some(bootstrap: str, client_id: str, until) -> None:
         producer.flush(5)
 
 
+def exported(broker) -> list[dict]:
+    directory = broker.data_dir / EXPORT_DIR
+    if not directory.exists():
+        return []
+    return [json.loads(line) for path in sorted(directory.glob("*.jsonl")) for line in path.read_text().splitlines()
+            if line.endswith("}")]
+
+
 def metrics_text(broker) -> str:
     return urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics").read().decode()
 
@@ -75,6 +85,10 @@ def test_librdkafka_pushes_its_metrics_where_users_look(kafka_broker):
                              capture_output=True, text=True, timeout=60)
     assert instance["client_instance_id"] in listing.stdout
 
+    # ... and in the export the analytics read (broker/telemetry_export.py), written within a second or so
+    wait_until(lambda: any(line["client_instance_id"] == instance["client_instance_id"]
+                           for line in exported(kafka_broker)), 30, "the push to be exported")
+
 
 @pytest.mark.kcoord(overrides={"metrics.port": "0"})
 def test_with_telemetry_off_nothing_is_advertised_and_the_client_is_unaffected(kafka_broker):
@@ -85,6 +99,7 @@ def test_with_telemetry_off_nothing_is_advertised_and_the_client_is_unaffected(k
     assert 'api="Produce"' in text
     assert "GetTelemetrySubscriptions" not in text and "PushTelemetry" not in text
     assert kafka_broker.clients() == []
+    assert not (kafka_broker.data_dir / EXPORT_DIR).exists()
 
 
 def alter_client_metrics(port: int, name: str, **configs: str):
