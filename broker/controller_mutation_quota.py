@@ -94,8 +94,11 @@ class MutationQuota:
     def refund(self, permits: int) -> None:
         """Give back a charge for a mutation the controller then refused: Kafka checks the quota after every
         other check, which kcoord's controller makes only as it writes."""
-        if self._bucket is not None:
-            self._bucket.record(-permits, self._quota, self._burst, self._clock_ms())
+        if self._bucket is None:
+            return
+        self._bucket.record(-permits, self._quota, self._burst, self._clock_ms())
+        if not self._strict and self._bucket.tokens >= 0:  # the charge that broke the quota is gone
+            self._throttle_ms = 0
 
     def _violated(self, tokens: float, now_ms: int) -> None:
         self._throttle_ms = round(-tokens / self._quota * 1000)  # ControllerMutationQuotaManager.throttleTimeMs

@@ -24,7 +24,8 @@ def entity(**pairs):
 
 def manager(now: list[int], rate: float = 2.0, samples: int = 11) -> ControllerMutationQuotaManager:
     mgr = ControllerMutationQuotaManager(lambda: now[0], MutationQuotaConfig(samples, 1000))
-    mgr.update({entity(client_id="admin"): {CONTROLLER_MUTATION_RATE: rate}})
+    mgr.update({entity(client_id="admin"): {CONTROLLER_MUTATION_RATE: rate},
+                entity(client_id="other"): {CONTROLLER_MUTATION_RATE: rate}})
     return mgr
 
 
@@ -100,6 +101,10 @@ def test_a_refund_gives_back_what_the_controller_then_refused():
     assert quota.try_record(1)                              # tokens back at 1: not below zero
     assert quota.try_record(1)
     assert not quota.try_record(1)
+    permissive = mgr.quota_for("ANONYMOUS", "other", "DeleteTopics", 4)   # its own bucket: another client
+    assert permissive.try_record(3) and permissive.throttle_time_ms() == 2000
+    permissive.refund(3)
+    assert permissive.throttle_time_ms() == 0                # nothing left to throttle for
 
 
 def test_a_new_quota_value_keeps_the_tokens_and_removing_it_forgets_them():
