@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kcoord.broker import registry
 from kcoord.broker.client_telemetry import ClientTelemetry
 from kcoord.broker.config import PROPERTIES, BrokerConfig, ConfigError
+from kcoord.broker.controller_mutation_quota import ControllerMutationQuotaManager, MutationQuotaConfig
 from kcoord.broker.coordinator_roles import CoordinatorRoles
 from kcoord.broker.data.fetch_wait import FetchWaiters
 from kcoord.broker.data.producers import ProducerStateManager
@@ -98,6 +99,7 @@ class Broker:
     produce_quota: ClientQuotaManager      # producer_byte_rate enforcement (.active: any quota defined)
     fetch_quota: ClientQuotaManager        # consumer_byte_rate enforcement
     request_quota: ClientQuotaManager      # request_percentage enforcement (the server times requests)
+    mutation_quota: ControllerMutationQuotaManager  # controller_mutation_rate (KIP-599): the mutation APIs charge it
     producers: ProducerStateManager
     group_coordinator: GroupRuntime        # the group coordinator (GroupCoordinatorService on asyncio)
     txn_coordinator: TransactionRuntime    # the transaction coordinator
@@ -261,12 +263,15 @@ class Broker:
         self.produce_quota, self.fetch_quota, self.request_quota = quota_managers(
             lambda: int(time.monotonic() * 1000),
             QuotaConfig(self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds") * 1000))
+        self.mutation_quota = ControllerMutationQuotaManager(lambda: int(time.monotonic() * 1000), MutationQuotaConfig(
+            self.config.get("controller.quota.window.num"), self.config.get("controller.quota.window.size.seconds") * 1000))
 
         def quotas_changed() -> None:
             quotas = self.client_quotas.quotas()
             self.produce_quota.update(quotas)
             self.fetch_quota.update(quotas)
             self.request_quota.update(quotas)
+            self.mutation_quota.update(quotas)
             if self.server is not None:
                 self.server.request_quota_changed()
 

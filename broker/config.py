@@ -331,6 +331,10 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     # --- client quotas (KIP-13 / KIP-219; the quotas themselves: AlterClientQuotas)
     _p("quota.window.num", 11, _int(1, INT32_MAX), "The number of samples kept for client quotas' rates."),
     _p("quota.window.size.seconds", 1, _int(1, INT32_MAX), "The time span of each sample of client quotas' rates."),
+    _p("controller.quota.window.num", 11, _int(1, INT32_MAX),
+       "controller_mutation_rate (KIP-599): the burst a client may mutate at once is this many windows' worth."),
+    _p("controller.quota.window.size.seconds", 1, _int(1, INT32_MAX),
+       "controller_mutation_rate (KIP-599): the time span of each of those windows."),
     # --- client telemetry (KIP-714)
     _p("telemetry.max.bytes", 1048576, _int(1, INT32_MAX),
        "The largest PushTelemetry payload (compressed) a client may send."),

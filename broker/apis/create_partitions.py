@@ -15,12 +15,17 @@ Cluster mode: the active controller adds the partitions (Controller.create_parti
 registered brokers with the topic's replication factor, or checked when assigned by hand, as
 ReplicationControlManager.createPartitions; its messages), the topic key and the new partition keys in
 one txn; any other node answers NOT_CONTROLLER (clients send CreatePartitions to the controller).
+controller_mutation_rate (KIP-599, broker/controller_mutation_quota.py) charges the partitions added once
+the other checks pass, validate_only included (ReplicationControlManager.createPartitions; QuorumController
+drops the records after); from v3 a topic above it gets THROTTLING_QUOTA_EXCEEDED, before v3 the quota only
+throttles the response.
 """
 from __future__ import annotations
 
 from collections import Counter
 
 from kcoord.broker.context import RequestContext
+from kcoord.broker.controller_mutation_quota import THROTTLED_MESSAGE, quota_for_request, throttle_response
 from kcoord.broker.registry import api
 from kcoord.metadata.topics import TopicError
 from kcoord.protocol import messages as m
@@ -32,6 +37,7 @@ async def handle(ctx: RequestContext, request: m.CreatePartitionsRequest):
     counts = Counter(t.name for t in request.topics)
     duplicates = [name for name, n in counts.items() if n > 1]
     results = [_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name.") for name in duplicates]
+    quota = quota_for_request(ctx, "CreatePartitions")
     cluster = ctx.broker.cluster
     if cluster is not None:
         controller = cluster.active_controller
@@ -43,10 +49,18 @@ async def handle(ctx: RequestContext, request: m.CreatePartitionsRequest):
                                        f"This node ({cluster.node_id}) is not the controller."))
                 continue
             assignments = None if t.assignments is None else [list(a.broker_ids) for a in t.assignments]
+            # the controller checks as it writes: charge the growth it can see, give it back if refused
+            topic = controller.image.topics.get(t.name)
+            permits = t.count - len(topic.info.replicas) if topic is not None and topic.info is not None else 0
+            if permits > 0 and not quota.try_record(permits):
+                results.append(_result(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE))
+                continue
             code, message = await controller.create_partitions(t.name, t.count, assignments,
                                                                validate_only=request.validate_only)
+            if code != ErrorCode.NONE and permits > 0:
+                quota.refund(permits)
             results.append(_result(t.name, code, message))
-        return m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
+        return m.CreatePartitionsResponse(throttle_time_ms=throttle_response(ctx, quota), results=results)
     topics = ctx.broker.topics
     for t in request.topics:
         if counts[t.name] > 1:
@@ -57,10 +71,14 @@ async def handle(ctx: RequestContext, request: m.CreatePartitionsRequest):
         except TopicError as exc:
             results.append(_result(t.name, exc.code, exc.message))
             continue
+        topic = topics.get(t.name)
+        if topic is not None and not quota.try_record(t.count - topic.partitions):
+            results.append(_result(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE))
+            continue
         if not request.validate_only:
             topics.add_partitions(t.name, t.count)
         results.append(_result(t.name, ErrorCode.NONE, None))
-    return m.CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return m.CreatePartitionsResponse(throttle_time_ms=throttle_response(ctx, quota), results=results)
 
 
 def _result(name: str, code: ErrorCode, message: str | None):

@@ -7,6 +7,8 @@ Versions (we serve 2-7):
   v5: flexible; the result carries partitions, replication factor and the effective configs
   v6: same as v5
   v7: topic id in the result
+From v6 a topic above controller_mutation_rate gets THROTTLING_QUOTA_EXCEEDED (KIP-599); before v6 that
+quota only throttles the response (broker/controller_mutation_quota.py).
 Single node: replication factor must be 1 (or -1 = default); a manual assignment may only name this
 node. Errors as Kafka: TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR,
 INVALID_REPLICATION_ASSIGNMENT, INVALID_TOPIC_EXCEPTION, INVALID_CONFIG, INVALID_REQUEST (a name twice).
@@ -15,6 +17,9 @@ registered brokers, rack-aware; INVALID_REPLICATION_FACTOR "Unable to replicate 
 ..." as KRaft words it); -1 partitions / replication factor = num.partitions / default.replication.factor.
 Any other node answers NOT_CONTROLLER, as a ZooKeeper-era broker did: clients send CreateTopics to the
 controller Metadata names.
+The mutation quota charges a topic's partition count once the topic passes every other check, validate_only
+included (ReplicationControlManager.createTopic calls applyPartitionChangeQuota before the validate_only
+branch of createTopics drops the records).
 """
 from __future__ import annotations
 
@@ -24,6 +29,12 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from kcoord.broker.context import RequestContext
+from kcoord.broker.controller_mutation_quota import (
+    THROTTLED_MESSAGE,
+    MutationQuota,
+    quota_for_request,
+    throttle_response,
+)
 from kcoord.broker.registry import api
 from kcoord.cluster.replica_placement import (
     PlacementError,
@@ -44,6 +55,7 @@ ZERO_UUID = uuid.UUID(int=0)  # validate_only: no topic, no id
 @api(key=19, name="CreateTopics", min_version=2, max_version=7)
 async def handle(ctx: RequestContext, request: m.CreateTopicsRequest):
     counts = Counter(t.name for t in request.topics)
+    quota = quota_for_request(ctx, "CreateTopics")
     results = []
     for t in request.topics:
         if counts[t.name] > 1:
@@ -51,10 +63,10 @@ async def handle(ctx: RequestContext, request: m.CreateTopicsRequest):
                                    f"Create topics request from client contains duplicate topic {t.name}"))
             continue
         if ctx.broker.cluster is not None:
-            results.append(await _create_in_cluster(ctx, ctx.broker.cluster, t, request.validate_only))
+            results.append(await _create_in_cluster(ctx, ctx.broker.cluster, t, request.validate_only, quota))
         else:
-            results.append(_create(ctx, t, request.validate_only))
-    return m.CreateTopicsResponse(throttle_time_ms=0, topics=results)
+            results.append(_create(ctx, t, request.validate_only, quota))
+    return m.CreateTopicsResponse(throttle_time_ms=throttle_response(ctx, quota), topics=results)
 
 
 def _result(name: str, code: ErrorCode, message: str | None = None):
@@ -63,7 +75,7 @@ def _result(name: str, code: ErrorCode, message: str | None = None):
         configs=None)
 
 
-def _create(ctx, t, validate_only: bool):
+def _create(ctx, t, validate_only: bool, quota: MutationQuota):
     topics = ctx.broker.topics
     configs = {c.name: c.value for c in t.configs}
     assignments = [(a.partition_index, list(a.broker_ids)) for a in t.assignments]
@@ -71,6 +83,8 @@ def _create(ctx, t, validate_only: bool):
         partitions = topics.check_create(t.name, t.num_partitions, t.replication_factor, configs, assignments)
     except TopicError as exc:
         return _result(t.name, exc.code, exc.message)
+    if not quota.try_record(partitions):
+        return _result(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
     if validate_only:
         topic_id, effective = ZERO_UUID, topics.preview_configs(configs)
     else:
@@ -91,7 +105,8 @@ def _created(name: str, topic_id: uuid.UUID, partitions: int, replication_factor
                  for k, (v, is_default) in sorted(effective.items())])
 
 
-async def _create_in_cluster(ctx: RequestContext, cluster: ClusterNode, t, validate_only: bool):
+async def _create_in_cluster(ctx: RequestContext, cluster: ClusterNode, t, validate_only: bool,
+                             quota: MutationQuota):
     if not cluster.is_controller:
         return _result(t.name, ErrorCode.NOT_CONTROLLER, f"This node ({cluster.node_id}) is not the controller.")
     config = ctx.broker.config
@@ -123,10 +138,20 @@ async def _create_in_cluster(ctx: RequestContext, cluster: ClusterNode, t, valid
                 lists = place_replicas(image.usable_brokers(), partitions, rf, random.Random())
         except PlacementError as exc:
             return _result(t.name, exc.code, exc.message)
+        if not quota.try_record(len(lists)):
+            return _result(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
         return _created(t.name, ZERO_UUID, len(lists), len(lists[0]) if lists else rf, effective)
+    # the controller checks the rest as it writes: charge what passes the checks made here, give it back if
+    # the controller refuses the topic (Kafka charges after every other check)
+    permits = len(assignments) if assignments is not None else partitions
+    charged = permits > 0 and t.name not in cluster.image.topics
+    if charged and not quota.try_record(permits):
+        return _result(t.name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, THROTTLED_MESSAGE)
     result = await cluster.create_topic(t.name, partitions, rf, {k: v for k, v in configs.items() if v is not None},
                                         assignments)
     if result.error != ErrorCode.NONE:
+        if charged:
+            quota.refund(permits)
         return _result(t.name, result.error, result.message)
     replicas = next(iter(result.assignment.values()), ())
     return _created(t.name, result.topic_id or ZERO_UUID, len(result.assignment), len(replicas), effective)

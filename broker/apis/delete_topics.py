@@ -12,6 +12,9 @@ Cluster mode: the active controller deletes the topic key and its partition keys
 epoch compare (ReplicationControlManager.deleteTopics); every replica's metadata diff then says
 StopReplica and the replica layer drops the partition. Names and ids are resolved in the controller's
 image; any other node answers NOT_CONTROLLER (clients send DeleteTopics to the controller).
+controller_mutation_rate (KIP-599, broker/controller_mutation_quota.py) charges a topic's partition count
+after the checks above (ReplicationControlManager.deleteTopic); from v5 a topic above it gets
+THROTTLING_QUOTA_EXCEEDED, before v5 the quota only throttles the response.
 """
 from __future__ import annotations
 
@@ -19,6 +22,12 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kcoord.broker.context import RequestContext
+from kcoord.broker.controller_mutation_quota import (
+    THROTTLED_MESSAGE,
+    MutationQuota,
+    quota_for_request,
+    throttle_response,
+)
 from kcoord.broker.registry import api
 from kcoord.metadata.topics import CONSUMER_OFFSETS, TRANSACTION_STATE
 from kcoord.protocol import messages as m
@@ -36,14 +45,17 @@ async def handle(ctx: RequestContext, request: m.DeleteTopicsRequest):
         targets = [(t.name, t.topic_id) for t in request.topics]
     else:
         targets = [(name, ZERO_UUID) for name in request.topic_names]
+    quota = quota_for_request(ctx, "DeleteTopics")
     if ctx.broker.cluster is not None:
-        results = [await _delete_in_cluster(ctx.broker, ctx.broker.cluster, name, topic_id) for name, topic_id in targets]
+        results = [await _delete_in_cluster(ctx.broker, ctx.broker.cluster, name, topic_id, quota)
+                   for name, topic_id in targets]
     else:
-        results = [_delete(ctx.broker, name, topic_id) for name, topic_id in targets]
-    return m.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+        results = [_delete(ctx.broker, name, topic_id, quota) for name, topic_id in targets]
+    return m.DeleteTopicsResponse(throttle_time_ms=throttle_response(ctx, quota), responses=results)
 
 
-async def _delete_in_cluster(broker, cluster: ClusterNode, name: str | None, topic_id: uuid.UUID):
+async def _delete_in_cluster(broker, cluster: ClusterNode, name: str | None, topic_id: uuid.UUID,
+                             quota: MutationQuota):
     R = m.DeleteTopicsResponse.DeletableTopicResult
     controller = cluster.active_controller
     if controller is None:
@@ -64,11 +76,16 @@ async def _delete_in_cluster(broker, cluster: ClusterNode, name: str | None, top
     if name in (CONSUMER_OFFSETS, TRANSACTION_STATE):
         return R(name=name, topic_id=tid, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
                  error_message=f"Deletion of internal topic {name} is not allowed.")
+    permits = len(topic.info.replicas)
+    if not quota.try_record(permits):
+        return R(name=name, topic_id=tid, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED, error_message=THROTTLED_MESSAGE)
     code, message = (await controller.delete_topics([name]))[name]
+    if code != ErrorCode.NONE:
+        quota.refund(permits)  # the controller refused it after all: no mutation to pay for
     return R(name=name, topic_id=tid, error_code=code, error_message=message)
 
 
-def _delete(broker, name, topic_id):
+def _delete(broker, name, topic_id, quota: MutationQuota):
     R = m.DeleteTopicsResponse.DeletableTopicResult
     topics = broker.topics
     topic = topics.get(name) if name is not None else topics.by_id(topic_id)
@@ -81,6 +98,9 @@ def _delete(broker, name, topic_id):
     if topic.internal:
         return R(name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
                  error_message=f"Deletion of internal topic {topic.name} is not allowed.")
+    if not quota.try_record(topic.partitions):
+        return R(name=topic.name, topic_id=topic.topic_id, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                 error_message=THROTTLED_MESSAGE)
     topics.delete(topic.name)
     broker.fetch_waiters.notify_topic(topic.name, topic.partitions)
     # its committed offsets go too (Kafka's GroupCoordinator.onPartitionsDeleted)
