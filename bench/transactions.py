@@ -85,7 +85,7 @@ def _loop(bootstrap: str, source: str, sink: str, n: int, transactional: bool, t
 
 
 def run(quick: bool = False) -> dict:
-    n = 2_000 if quick else 10_000
+    n = 2_000 if quick else 20_000
     reps = 2 if quick else 6
     server = KcoordServer({"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5"})
     bootstrap = f"127.0.0.1:{server.port}"
