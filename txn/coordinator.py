@@ -5,12 +5,24 @@ and 2 (KIP-890 part 2: the epoch bumped at every end, kcoord.txn.metadata).
 Each handler validates against the metadata, prepares a transition (TxnTransit: the record's value) and
 awaits its append to `__transaction_state-N`; the metadata changes only when the record is durable, by
 the replay a load also uses (TransactionStateManager.replay). While a transition is in flight the id
-answers CONCURRENT_TRANSACTIONS. EndTxn answers once PrepareCommit/PrepareAbort is durable; the markers
-are then written to every partition of the transaction (data partitions and `__consumer_offsets`) and
-only after that CompleteCommit/CompleteAbort -- so a crash in between completes the transaction when the
-partition is loaded again (`on_loaded`), never half of it.
+answers CONCURRENT_TRANSACTIONS. EndTxn answers once PrepareCommit/PrepareAbort is durable, as Kafka's
+handleEndTransaction does; the markers are then written to every partition of the transaction (data
+partitions and `__consumer_offsets`), durable, and only after that CompleteCommit/CompleteAbort -- so a
+crash in between completes the transaction when the partition is loaded again (`on_loaded`), never half
+of it. The Complete record is appended without waiting for its fsync (`append_unsynced`): nothing is
+acknowledged on it, the next write of its partition (the producer's next AddPartitionsToTxn /
+AddOffsetsToTxn / InitProducerId) is fsynced together with it, and a crash before that leaves the
+Prepare record, which a load completes again (markers of an ended transaction change nothing).
+
+A request of the id that comes while its markers are being written (the producer's next transaction,
+an EndTxn retry, a new producer's InitProducerId) first waits for them (`wait_completed`, bounded), so
+it finds the transaction complete instead of answering CONCURRENT_TRANSACTIONS and sending the client
+into its retry backoff (100 ms in librdkafka); past the bound it answers as Kafka does.
 
 Injected: `append(partition, key, value) -> ErrorCode` (awaits durability; in a cluster, the ISR),
+`append_unsynced(partition, key, value) -> ErrorCode` (the same without awaiting the fsync; default
+`append`), `wait_completed(transactional_id)` (returns once the id's marker work is done or a bound
+passed; default: at once),
 `write_markers(producer_id, epoch, commit, partitions, coordinator_epoch, transaction_version=)` (awaits
 every marker durable, retrying itself; the coordinator epoch is the id's partition's, which each partition
 leader checks, and the transaction's client version goes with it as WriteTxnMarkers v2 carries it),
@@ -47,6 +59,10 @@ log = logging.getLogger("kcoord.txn")
 RETRY_BACKOFF_S = 0.5
 
 
+async def _no_wait(_transactional_id: str) -> None:
+    return None
+
+
 class CoordinatorFenced(Exception):
     """Raised by `write_markers`: a partition leader has seen markers of this producer from a newer
     coordinator epoch, so this coordinator stops completing the transaction (the marker channel's
@@ -58,9 +74,13 @@ class TransactionCoordinator:
                  write_markers: Callable[..., Awaitable[None]],
                  allocate_producer_id: Callable[[], int | ErrorCode], clock, spawn: Callable[..., None],
                  sleep: Callable[[float], Awaitable[None]],
-                 transaction_version: Callable[[], int] = lambda: TV_0) -> None:
+                 transaction_version: Callable[[], int] = lambda: TV_0,
+                 append_unsynced: Callable[[int, bytes, bytes], Awaitable[ErrorCode]] | None = None,
+                 wait_completed: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.state = state
         self._append_record = append
+        self._append_unsynced = append_unsynced or append
+        self._wait_completed = wait_completed or _no_wait
         self._write_markers = write_markers
         self._allocate = allocate_producer_id
         self.clock = clock
@@ -73,11 +93,12 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------ records out, replay in
 
-    async def _append(self, md: TransactionMetadata, transit: TxnTransit) -> ErrorCode:
+    async def _append(self, md: TransactionMetadata, transit: TxnTransit, *, synced: bool = True) -> ErrorCode:
         partition = self.state.partition_for(md.transactional_id)
         log_version = 1 if self.transaction_version() >= TV_1 else 0
         key, value = encode_key(md.transactional_id), encode_value(transit.value, log_version)
-        error = await self._append_record(partition, key, value)
+        append = self._append_record if synced else self._append_unsynced
+        error = await append(partition, key, value)
         if error == E.NONE:
             self.state.replay(partition, key, value, transit)
         else:
@@ -111,6 +132,7 @@ class TransactionCoordinator:
             return E.INVALID_REQUEST, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
         if not self.state.validate_timeout(timeout_ms):
             return E.INVALID_TRANSACTION_TIMEOUT, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        await self._wait_completed(transactional_id)
         md = self._lookup(transactional_id)
         if isinstance(md, ErrorCode):
             return md, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
@@ -170,6 +192,7 @@ class TransactionCoordinator:
         """`client_version` TV_2: the implicit add of a transactional Produce v12+ or TxnOffsetCommit v5
         (KIP-890 part 2), recorded as the transaction's client version."""
         partitions = set(partitions)
+        await self._wait_completed(transactional_id)
         current = self._lookup(transactional_id)
         if isinstance(current, TransactionMetadata) and (
                 current.pending or current.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)):
@@ -182,6 +205,11 @@ class TransactionCoordinator:
         if md.state == S.ONGOING and partitions <= md.partitions:
             return E.NONE
         return await self._append(md, md.prepare_add_partitions(partitions, self.clock.now_ms(), client_version))
+
+    async def settled(self, transactional_id: str) -> None:
+        """Returns once the id's marker work is done (or its bound passed): what a verification of a
+        transactional produce or TxnOffsetCommit awaits before `verify_partitions`, as the adds do."""
+        await self._wait_completed(transactional_id)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                           partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -215,6 +243,7 @@ class TransactionCoordinator:
         (KAFKA-14563's table; a pending transition answers CONCURRENT_TRANSACTIONS before the epoch is
         checked, KAFKA-18464)."""
         none = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        await self._wait_completed(transactional_id)
         md = self._lookup(transactional_id)
         if md is None:
             return (E.INVALID_PRODUCER_ID_MAPPING, *none)
@@ -321,7 +350,7 @@ class TransactionCoordinator:
                     or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 return
             if not md.pending:
-                error = await self._append(md, md.prepare_complete(self.clock.now_ms()))
+                error = await self._append(md, md.prepare_complete(self.clock.now_ms()), synced=False)
                 if error == E.NONE:
                     log.debug("%s: %s", transactional_id, md.state.name)
                     return

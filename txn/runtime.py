@@ -1,7 +1,11 @@
 """The transaction coordinator's runtime: binds TransactionCoordinator to asyncio and storage.
 
 * appends to `__transaction_state-N` (one v2 batch per record, uncompressed, acknowledged once fsynced,
-  as Kafka's TransactionLog enforces compression none and acks=-1);
+  as Kafka's TransactionLog enforces compression none and acks=-1; CompleteCommit/CompleteAbort, which
+  nothing is acknowledged on, is appended without waiting for its fsync: the partition's next fsync
+  covers it, see kcoord.txn.coordinator);
+* keeps each id's marker work (a task) so that the id's next request waits for it (`wait_completed`,
+  at most MARKER_WAIT_S) instead of answering CONCURRENT_TRANSACTIONS;
 * loads every partition by replaying its log once the server listens (its ids answer
   COORDINATOR_LOAD_IN_PROGRESS meanwhile), then completes transactions a crash left prepared;
 * aborts transactions open past their timeout every
@@ -44,6 +48,10 @@ from kcoord.txn.coordinator import TransactionCoordinator
 from kcoord.txn.state_manager import TRANSACTION_STATE_TOPIC, TransactionStateManager, TxnConfig
 
 log = logging.getLogger("kcoord.txn")
+# How long a request of a transactional id waits for the markers of its previous transaction before the
+# coordinator answers CONCURRENT_TRANSACTIONS (they take a few fsyncs; longer only if a partition is
+# unavailable, when the client's retries are the right wait).
+MARKER_WAIT_S = 1.0
 
 class TransactionRuntime:
     """`broker.transactions`: the coordinator, its loading and its background work."""
@@ -65,7 +73,8 @@ class TransactionRuntime:
         self.coordinator = TransactionCoordinator(
             self.state, append=self._append, write_markers=write_markers,
             allocate_producer_id=allocate_producer_id, clock=WallClock(), spawn=self._spawn, sleep=asyncio.sleep,
-            transaction_version=transaction_version)
+            transaction_version=transaction_version, append_unsynced=self._append_unsynced,
+            wait_completed=self.wait_completed)
         self.loaded = asyncio.Event()
         self.load_gate = LoadGate(lambda: asyncio.get_running_loop().create_future())  # tests' holds
         self._load_task: asyncio.Task | None = None
@@ -99,13 +108,14 @@ class TransactionRuntime:
             self._completions[key] = task
         return task
 
-    async def wait_completed(self, transactional_id: str, timeout_s: float) -> None:
+    async def wait_completed(self, transactional_id: str, timeout_s: float = MARKER_WAIT_S) -> None:
         """Wait (at most timeout_s) until the id's markers are written and its transaction complete.
 
-        EndTxn answers once PrepareCommit/PrepareAbort is durable, as Kafka's; kcoord's handler then waits
-        a little for the markers too, so the producer's next AddPartitionsToTxn does not meet
-        CONCURRENT_TRANSACTIONS and its client's retry backoff (100 ms in librdkafka). The answer is the
-        same either way; only when it comes changes."""
+        EndTxn answers once PrepareCommit/PrepareAbort is durable, as Kafka's; the producer's next request
+        (AddPartitionsToTxn, AddOffsetsToTxn, InitProducerId, an EndTxn retry) waits here for the markers,
+        so it does not meet CONCURRENT_TRANSACTIONS and its client's retry backoff (100 ms in librdkafka),
+        while the client's own work between the two overlaps the markers. The answer is the coordinator's
+        either way; only when it comes changes."""
         task = self._completions.get(transactional_id)
         if task is not None and not task.done():
             await asyncio.wait({task}, timeout=timeout_s)
@@ -124,6 +134,20 @@ class TransactionRuntime:
             return await self._append_replicated(partition, key, value)
         try:
             await self._log_for(partition).append_durable(bytearray(build_batch([(key, value)])))
+        except StorageError as exc:
+            log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, partition, exc)
+            return APPEND_ERRORS.get(exc.error_code, exc.error_code)
+        return ErrorCode.NONE
+
+    async def _append_unsynced(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+        """Append without waiting for the fsync (single node; a cluster waits for the ISR as `_append`):
+        written to the log, so the partition's next fsync (a later append's, or shutdown's) covers it."""
+        if not self._active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.follow_leadership:
+            return await self._append_replicated(partition, key, value)
+        try:
+            self._log_for(partition).append(bytearray(build_batch([(key, value)])))
         except StorageError as exc:
             log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, partition, exc)
             return APPEND_ERRORS.get(exc.error_code, exc.error_code)

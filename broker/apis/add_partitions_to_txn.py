@@ -52,6 +52,7 @@ async def _one(ctx, transactional_id, producer_id, epoch, topics, verify_only) -
         return {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in partitions}
     if verify_only:
+        await txns.coordinator.settled(transactional_id)
         return txns.coordinator.verify_partitions(transactional_id, producer_id, epoch, partitions)
     client_version = TV_2 if ctx.api_version >= 4 else None  # v4+ only comes from brokers (KIP-890)
     error = await txns.coordinator.handle_add_partitions(transactional_id, producer_id, epoch, partitions,

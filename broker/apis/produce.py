@@ -59,6 +59,9 @@ async def handle(ctx: RequestContext, request: m.ProduceRequest):
     replication = broker.visibility.replication
     verified = None
     if request.transactional_id is not None and not refused:
+        # after the markers of the id's previous transaction, if this node is writing them: a late batch of
+        # the ended transaction then meets its marker, and the next one's first batch a complete transaction
+        await broker.txn_coordinator.coordinator.settled(request.transactional_id)
         if ctx.api_version >= 12:
             verified = await _verify(broker, request, by_id, add=True)
         elif broker.txn_verifier is not None:

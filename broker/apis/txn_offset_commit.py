@@ -84,6 +84,8 @@ async def _verify(broker, request, add: bool) -> ErrorCode | None:
     if verified is None and add and request.transactional_id:
         verified = {tp: await broker.txn_coordinator.coordinator.handle_add_partitions(
             request.transactional_id, request.producer_id, request.producer_epoch, [tp], TV_2)}
+    elif verified is None and request.transactional_id:
+        await broker.txn_coordinator.coordinator.settled(request.transactional_id)
     error = verify_transactional(broker, request.transactional_id, tp,
                                  _Producer(request.producer_id, request.producer_epoch), verified)
     return ErrorCode.COORDINATOR_NOT_AVAILABLE if error == ErrorCode.NOT_ENOUGH_REPLICAS else error
