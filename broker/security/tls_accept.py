@@ -3,14 +3,15 @@ is asyncio's) wraps the KafkaConnection, exactly as `create_server(ssl=...)` doe
 handshake is not silent: the connection hears of it (`tls_failed`) and logs it. The KafkaConnection's
 connection_made comes only once the handshake succeeded, with the TLS transport.
 
-Two things keep a small request's TLS cost to OpenSSL's own (measured on steady heartbeats):
-- Between the SSL protocol and the KafkaConnection sits a `TlsReader`, a buffered protocol. Given a
-  plain protocol, both loops' SSL protocols read each decrypted chunk with `SSLObject.read(256 KiB)`: a
-  fresh 256 KiB bytes object per read, above glibc's mmap threshold until something raises it, so a
-  request could cost an mmap, page faults, an mremap and an munmap. Given a buffer, they decrypt into it.
-- `DirectSSLObject`: the SSL protocol calls its SSL object's read, write and pending several times per
-  request; ssl.SSLObject's are Python methods that only forward to the C object's, so ours are the C
-  object's own (same arguments, results and exceptions)."""
+What a small request costs over TLS is kept to OpenSSL's own work (measured on steady heartbeats) by the
+SSL object the server's contexts make, `DirectSSLObject` (broker/security/tls.py sets it):
+- Both loops' SSL protocols read decrypted data with `SSLObject.read(256 KiB)`, which makes a 256 KiB bytes
+  object per read and shrinks it: above glibc's mmap threshold (until something raises it), so a request
+  could cost an mmap, page faults, an mremap and an munmap. Ours reads at most READ_CHUNK_BYTES at a time
+  (the SSL protocols read until nothing is pending, so a large request is read in several chunks).
+- They call read, write and pending several times per request; ssl.SSLObject's are Python methods that only
+  forward to the C object's, so ours are the C object's own (read: with its size capped).
+"""
 from __future__ import annotations
 
 import asyncio
@@ -19,59 +20,30 @@ import ssl
 from typing import Any
 
 HANDSHAKE_TIMEOUT_S = 30.0
-# A TLS record holds at most 16 KiB of plaintext: a buffer of 32 KiB takes two at once, more than
-# fits is read on the next loop turn (the SSL protocol schedules it). Kafka's SslTransportLayer holds
-# buffers of a record's size per connection too.
-READ_BUFFER_BYTES = 32 * 1024
+# A TLS record holds at most 16 KiB of plaintext: a read of that much takes a whole record, and its bytes
+# object comes from the heap, far below glibc's mmap threshold (128 KiB by default).
+READ_CHUNK_BYTES = 16 * 1024 + 256
 _classes: dict[type, type] = {}
 
 
 class DirectSSLObject(ssl.SSLObject):
-    """An SSLObject whose hot methods are the C object's, not Python forwarders: a server context's
-    `sslobject_class` (broker/security/tls.py). `_create` is what `SSLContext.wrap_bio` calls."""
+    """An SSLObject whose hot methods are the C object's, not Python forwarders, and whose reads without a
+    buffer are capped at READ_CHUNK_BYTES: a server context's `sslobject_class`. `_create` is what
+    `SSLContext.wrap_bio` calls."""
 
     @classmethod
     def _create(cls, *args: Any, **kwargs: Any) -> DirectSSLObject:
         obj = super()._create(*args, **kwargs)  # pyright: ignore[reportAttributeAccessIssue]  (private in the stubs)
         inner = obj._sslobj
-        obj.read, obj.write, obj.pending = inner.read, inner.write, inner.pending
+        read = inner.read
+
+        def capped_read(len: int = 1024, buffer: Any = None) -> Any:  # noqa: A002  (SSLObject.read's names)
+            if buffer is not None:
+                return read(len, buffer)
+            return read(len if len < READ_CHUNK_BYTES else READ_CHUNK_BYTES)
+
+        obj.read, obj.write, obj.pending = capped_read, inner.write, inner.pending
         return obj
-
-
-class TlsReader(asyncio.BufferedProtocol):
-    """What the SSL protocol serves: decrypts into a buffer of its own (made at the first read: an idle
-    connection holds none), hands the KafkaConnection a copy of what was read (its queue keeps frames
-    across reads), and forwards the rest of the protocol."""
-
-    __slots__ = ("connection", "_view")
-
-    def __init__(self, connection: Any) -> None:
-        self.connection = connection
-        self._view: memoryview | None = None
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        view = self._view
-        if view is None:
-            view = self._view = memoryview(bytearray(READ_BUFFER_BYTES))
-        return view
-
-    def buffer_updated(self, nbytes: int) -> None:
-        self.connection.data_received(bytes(self._view[:nbytes]))  # pyright: ignore[reportOptionalSubscript]  (get_buffer came first)
-
-    def connection_made(self, transport: Any) -> None:
-        self.connection.connection_made(transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.connection.connection_lost(exc)
-
-    def eof_received(self) -> bool | None:
-        return self.connection.eof_received()
-
-    def pause_writing(self) -> None:
-        self.connection.pause_writing()
-
-    def resume_writing(self) -> None:
-        self.connection.resume_writing()
 
 
 def _protocol_class(loop: asyncio.AbstractEventLoop) -> type:
@@ -100,7 +72,7 @@ def tls_protocol(connection: Any, context: Any) -> Any:
     """The protocol to hand the loop for one accepted TLS connection served by `connection`."""
     loop = asyncio.get_running_loop()
     waiter = loop.create_future()
-    proto = _protocol_class(loop)(loop, TlsReader(connection), context, waiter, server_side=True,
+    proto = _protocol_class(loop)(loop, connection, context, waiter, server_side=True,
                                   ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
     proto.kafka_connection = connection
 

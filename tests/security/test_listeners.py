@@ -176,10 +176,11 @@ def test_encrypted_pem_key_with_ssl_key_password(tmp_path, pki):
 
 
 def test_tls_requests_larger_than_a_read_and_pipelined_are_answered_in_order(secure_server_factory, pki):
-    """The TLS listener decrypts into a 32 KiB buffer (broker/security/tls_accept.py): a request of many
-    TLS records, sent behind a small one and ahead of another before any answer is read, is read across
-    several buffers and every answer comes back whole and in order (Kafka: one response per request, in request
-    order -- SocketServer's Processor mutes a channel until its response is sent)."""
+    """The TLS listener reads decrypted data at most a record's worth at a time (broker/security/
+    tls_accept.py): a request of many TLS records, sent behind a small one and ahead of another before any
+    answer is read, is read in many chunks and every answer comes back whole and in order (Kafka: one
+    response per request, in request order -- SocketServer's Processor mutes a channel until its response
+    is sent)."""
     srv = secure_server_factory({"listeners": "SSL://127.0.0.1:0", **tls_settings(pki)})
     names = [f"no-such-topic-{i:05d}-{'x' * 40}" for i in range(3000)]  # ~190 KiB of request
     with raw(srv.address("SSL"), ca=str(pki.ca)) as c:
