@@ -18,7 +18,7 @@ from bench.runner import RESULTS, enable_profiling, save, settings, table
 # ours first (ceiling is every throughput figure's baseline), then colleagues' modules
 OURS = ["ceiling", "heartbeat", "heartbeat_tls", "rebalance", "offsets", "load", "memory", "e2e", "replication"]
 THEIRS = ["codec", "storage", "coordinator_load", "clean_start", "analytics", "fixture", "consumer_groups", "transactions",
-          "consumer_group_formation", "consumer_heartbeat", "uniform_assignor", "formation_inprocess",
+          "consumer_group_formation", "consumer_heartbeat", "heartbeat_inprocess", "uniform_assignor", "formation_inprocess",
           "coordinator_failover", "coordinator_spread", "share_groups"]
 ALL = OURS + THEIRS
 

@@ -154,9 +154,12 @@ class GroupCoordinatorService(ShardElections):
         """A steady ConsumerGroupHeartbeat answered from its fields (the frame fast path): the heartbeat
         interval to answer with (ConsumerGroupHeartbeat.steady), or None: take consumer_group_heartbeat
         (which also answers every error: not active, no shard here, not loaded, not led)."""
-        shard = self.shard_for(group_id)
-        if shard.__class__ is ErrorCode:
-            return None
+        # shard_for's answer when the group's shard is live here, without its calls; else shard_for
+        shard = self.shards.get(self._partition_cache.get(group_id, -1)) if self.active else None
+        if shard is None:
+            shard = self.shard_for(group_id)
+            if shard.__class__ is ErrorCode:
+                return None
         return shard.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id, client_host)  # pyright: ignore[reportAttributeAccessIssue]  (not an ErrorCode: the shard)
 
     def share_group_heartbeat(self, context: RequestContext, request,

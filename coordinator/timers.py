@@ -19,6 +19,7 @@ class Clock(Protocol):
 
 class Timer(Protocol):
     def schedule(self, key: Hashable, delay_ms: int, callback: Callable[[], None]) -> None: ...
+    def push(self, key: Hashable, delay_ms: int) -> bool: ...
     def cancel(self, key: Hashable) -> bool: ...
 
 
@@ -38,6 +39,15 @@ class TimerQueue:
         heapq.heappush(self._heap, (deadline, seq, key))
         if self.on_schedule is not None:
             self.on_schedule(deadline)
+
+    def push(self, key: Hashable, delay_ms: int) -> bool:
+        """`schedule(key, delay_ms, <its pending callback>)`: False (nothing scheduled) when none is pending.
+        What a steady heartbeat does to its member's session timer, without making the callback again."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return False
+        self.schedule(key, delay_ms, entry[2])
+        return True
 
     def cancel(self, key: Hashable) -> bool:
         return self._entries.pop(key, None) is not None

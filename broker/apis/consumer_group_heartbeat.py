@@ -20,7 +20,7 @@ does: the coordinator checks it from its fields and the answer is remembered byt
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from kcoord.broker.context import RequestContext
 from kcoord.broker.frame_answer import FrameAnswer
@@ -72,23 +72,14 @@ def _client_id(frame) -> str:
 
 
 # A steady member sends the same bytes every time but for the correlation id: its frames' tails (client id
-# and body) -> _Steady. Only heartbeats the coordinator answered as steady are remembered. Bounded: emptied
-# when full, as protocol/frames.RequestReader's memory is.
-class _Steady(NamedTuple):
-    version: int
-    group_id: str
-    member_id: str
-    member_epoch: int
-    client_id: str
-    interval: int          # the heartbeat interval the answer below carries
-    answer_size: int       # the answer: its size prefix, the correlation id, then answer_rest
-    answer_rest: bytes
-
-    def answer(self, correlation_id: int) -> bytes:
-        return _SIZE_CORRELATION(self.answer_size, correlation_id) + self.answer_rest
-
-
-_steady: dict[bytes, _Steady] = {}
+# and body) -> what the coordinator is asked and the answer, a plain tuple (the hot path unpacks it in one
+# step; a NamedTuple's fields and indexes go through its type's slower generic paths):
+#   (version, group_id, member_id, member_epoch, client_id, interval, answer_size, answer_rest)
+# `interval` is the heartbeat interval the answer carries; the answer is its size prefix, the correlation id,
+# then answer_rest. Only heartbeats the coordinator answered as steady are remembered. Bounded: emptied when
+# full, as protocol/frames.RequestReader's memory is.
+Steady = tuple[int, str, str, int, str, int, int, bytes]
+_steady: dict[bytes, Steady] = {}
 MAX_STEADY = 1 << 16
 _SIZE_CORRELATION = struct.Struct(">ii").pack
 
@@ -99,13 +90,18 @@ def _steady_frame(version: int, correlation_id: int, member_id: str, member_epoc
 
 
 def remember(tail: bytes, version: int, group_id: str, member_id: str, member_epoch: int, client_id: str,
-             interval: int) -> _Steady:
+             interval: int) -> Steady:
     if len(_steady) >= MAX_STEADY:
         _steady.clear()
     answer = _steady_frame(version, 0, member_id, member_epoch, interval)
-    known = _steady[tail] = _Steady(version, group_id, member_id, member_epoch, client_id, interval,
-                                    len(answer) - 4, answer[8:])
+    known = _steady[tail] = (version, group_id, member_id, member_epoch, client_id, interval, len(answer) - 4,
+                             answer[8:])
     return known
+
+
+def steady_answer(known: Steady, correlation_id: int) -> bytes:
+    """A remembered steady heartbeat's answer at this correlation id (serve_frame does the same inline)."""
+    return _SIZE_CORRELATION(known[6], correlation_id) + known[7]
 
 
 @frame_handler(key=API_KEY)
@@ -121,13 +117,14 @@ def serve_frame(broker: Broker, frame: bytes, client_host: str):
     known = _steady.get(frame[12:])
     if known is not None:
         size, key, version, correlation_id = _HEAD(frame)
-        if key == API_KEY and version == known[0] and size == len(frame) - 4 and broker.features.consumer_protocol:
-            interval = broker.group_coordinator.steady_consumer_heartbeat(known[1], known[2], known[3], known[4],
+        known_version, group_id, member_id, member_epoch, client_id, known_interval, answer_size, answer_rest = known
+        if key == API_KEY and version == known_version and size == len(frame) - 4 and broker.features.consumer_protocol:
+            interval = broker.group_coordinator.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id,
                                                                           client_host)
-            if interval == known[5]:
-                return 0, known.answer(correlation_id)
+            if interval == known_interval:  # steady_answer(known, correlation_id), inline
+                return 0, _SIZE_CORRELATION(answer_size, correlation_id) + answer_rest
             if interval is not None:
-                return 0, _steady_frame(version, correlation_id, known[2], known[3], interval)
+                return 0, _steady_frame(version, correlation_id, member_id, member_epoch, interval)
     read = reader.read(frame)
     if read is None or not broker.features.consumer_protocol:  # group.version 0: `handle` refuses
         return None

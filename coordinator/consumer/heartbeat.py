@@ -131,8 +131,11 @@ class ConsumerGroupHeartbeat:
             return None
         if steady_group(self, group_id, member_id, member_epoch, client_id, client_host) is None:
             return None
-        self.schedule_session_timeout(group_id, member_id)  # (the group's size is as last reported: no event)
-        return m.config.consumer_group_heartbeat_interval_ms
+        # the member's session timer, pushed back (the group's size is as last reported: no event)
+        config = m.config
+        if not m.timer.push(("consumer-session", group_id, member_id), config.consumer_group_session_timeout_ms):
+            self.schedule_session_timeout(group_id, member_id)
+        return config.consumer_group_heartbeat_interval_ms
 
     # ------------------------------------------------------------ join / heartbeat
 

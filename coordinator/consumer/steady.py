@@ -44,15 +44,13 @@ def steady_group(hb, group_id: str, member_id: str, member_epoch: int, client_id
     if (member is None or member.member_epoch != member_epoch or member.state != STABLE
             or member.classic is not None or group.group_epoch > group.assignment_epoch
             or member_epoch != group.assignment_epoch or member.client_id != client_id
-            or member.client_host != client_host or group.regexes or group.resolved_regexes
-            or not _same(hb.group_metadata(group), group.subscription_metadata)):
+            or member.client_host != client_host or group.regexes or group.resolved_regexes):
+        return None
+    # the subscribed topics are as recorded (group_metadata gives the recorded object itself when so)
+    metadata, recorded = hb.group_metadata(group), group.subscription_metadata
+    if metadata is not recorded and metadata != recorded:
         return None
     return group
-
-
-def _same(metadata: dict, recorded: dict) -> bool:
-    """The subscribed topics are as recorded (subscriptions.group_metadata gives the recorded object when so)."""
-    return metadata is recorded or metadata == recorded
 
 
 def steady_heartbeat(hb, context, req):

@@ -48,6 +48,19 @@ class LoopTimer:
         entry.handle = self._loop.call_at(when, self._fire, key, entry)
         self._pending[key] = entry
 
+    def push(self, key, delay_ms: int) -> bool:
+        """`schedule(key, delay_ms, <its pending callback>)`: False (nothing scheduled) when none is pending.
+        What a steady heartbeat does to its member's session timer, without making the callback again."""
+        entry = self._pending.get(key)
+        if entry is None:
+            return False
+        when = self._loop.time() + (delay_ms / 1000.0 if delay_ms > 0 else 0.0)
+        if entry.armed_at <= when:
+            entry.when = when
+        else:
+            self.schedule(key, delay_ms, entry.callback)
+        return True
+
     def cancel(self, key) -> bool:
         entry = self._pending.pop(key, None)
         if entry is None:

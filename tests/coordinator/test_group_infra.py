@@ -64,23 +64,29 @@ def test_timers_are_keyed_replaceable_and_fire_in_order():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["schedule", "cancel", "sleep"]), st.integers(0, 4),
+@given(st.lists(st.tuples(st.sampled_from(["schedule", "push", "cancel", "sleep"]), st.integers(0, 4),
                           st.integers(0, 50)), max_size=60))
 def test_timer_queue_matches_a_naive_model(steps):
+    """`push` is `schedule` with the pending callback (a steady heartbeat's session timer): the same
+    deadline and order as a schedule at that step, the callback of the schedule before it."""
     clock = ManualClock(0)
     fired = []
-    model: dict[int, tuple[int, int]] = {}  # key -> (deadline, seq)
+    model: dict[int, tuple[int, int, int]] = {}  # key -> (deadline, order, seq of its callback's schedule)
     expected = []
     for seq, (op, key, ms) in enumerate(steps):
         if op == "schedule":
             clock.timers.schedule(key, ms, lambda k=key, s=seq: fired.append((k, s, clock.now_ms())))
-            model[key] = (clock.now_ms() + ms, seq)
+            model[key] = (clock.now_ms() + ms, seq, seq)
+        elif op == "push":
+            assert clock.timers.push(key, ms) == (key in model)
+            if key in model:
+                model[key] = (clock.now_ms() + ms, seq, model[key][2])
         elif op == "cancel":
             assert clock.timers.cancel(key) == (model.pop(key, None) is not None)
         else:
             target = clock.now_ms() + ms
-            due = sorted((d, s, k) for k, (d, s) in model.items() if d <= target)
-            for d, s, k in due:
+            due = sorted((d, order, s, k) for k, (d, order, s) in model.items() if d <= target)
+            for d, _order, s, k in due:
                 expected.append((k, s, d))
                 del model[k]
             clock.sleep(ms)

@@ -173,3 +173,25 @@ def test_encrypted_pem_key_with_ssl_key_password(tmp_path, pki):
     assert server_context(BrokerConfig({**props, "ssl.key.password": "key-pw"}), "SSL").verify_mode == 0
     with pytest.raises(ConfigError, match=r"ssl\.keystore\.location"):
         server_context(BrokerConfig({**props, "ssl.key.password": "wrong"}), "SSL")
+
+
+def test_tls_requests_larger_than_a_read_and_pipelined_are_answered_in_order(secure_server_factory, pki):
+    """The TLS listener reads decrypted data at most a record's worth at a time (broker/security/
+    tls_accept.py): a request of many TLS records, sent behind a small one and ahead of another before any
+    answer is read, is read in many chunks and every answer comes back whole and in order (Kafka: one
+    response per request, in request order -- SocketServer's Processor mutes a channel until its response
+    is sent)."""
+    srv = secure_server_factory({"listeners": "SSL://127.0.0.1:0", **tls_settings(pki)})
+    names = [f"no-such-topic-{i:05d}-{'x' * 40}" for i in range(3000)]  # ~190 KiB of request
+    with raw(srv.address("SSL"), ca=str(pki.ca)) as c:
+        big = m.MetadataRequest(topics=[m.MetadataRequest.MetadataRequestTopic(name=n) for n in names],
+                                allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        versions = m.ApiVersionsRequest(client_software_name="t", client_software_version="1")
+        sent = [(18, 3, c.send_request(18, 3, versions)), (3, 12, c.send_request(3, 12, big)),
+                (18, 3, c.send_request(18, 3, versions))]
+        answers = [c.read_response(key, version) for key, version, _cid in sent]
+    assert [cid for cid, _answer in answers] == [cid for _key, _version, cid in sent]
+    assert answers[0][1].error_code == answers[2][1].error_code == ErrorCode.NONE
+    topics = answers[1][1].topics
+    assert [t.name for t in topics] == names
+    assert {t.error_code for t in topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}

@@ -142,8 +142,8 @@ def test_a_remembered_steady_answer_is_the_general_answer(version, correlation_i
     cgh_api._steady.pop(b"tail")
     general = cgh_api.response_frame(version, correlation_id,
                                      HeartbeatResult(E.NONE, None, member_id, member_epoch, interval))
-    assert (0, known.answer(correlation_id)) == general
+    assert (0, cgh_api.steady_answer(known, correlation_id)) == general
     expected = m.response_codec(API, version).encode(m.ConsumerGroupHeartbeatResponse(
         throttle_time_ms=0, error_code=0, error_message=None, member_id=member_id, member_epoch=member_epoch,
         heartbeat_interval_ms=interval, assignment=None))
-    assert known.answer(correlation_id)[9:] == expected  # size, correlation id, header tags, then the body
+    assert cgh_api.steady_answer(known, correlation_id)[9:] == expected  # size, correlation id, header tags, then the body

@@ -91,3 +91,20 @@ def test_a_callback_may_schedule_its_own_key_again():
     timer.schedule("tick", 1_000, tick)
     loop.advance(10.0)
     assert fired == [1.0, 2.0, 3.0] and not timer.is_scheduled("tick")
+
+
+def test_push_moves_the_pending_timer_and_keeps_its_callback():
+    """push(key, ms) is schedule(key, ms, <the pending callback>): later without re-arming, earlier
+    re-armed at once, nothing when nothing is pending (the caller then schedules)."""
+    loop = FakeLoop()
+    timer = LoopTimer(loop, WallClock())
+    fired: list[tuple[str, float]] = []
+    assert timer.push("hb", 10_000) is False and not timer.is_scheduled("hb")
+    timer.schedule("hb", 10_000, lambda: fired.append(("session", loop.now)))
+    loop.advance(4.0)
+    assert timer.push("hb", 10_000) is True and loop.armed == 1  # pushed back: no re-arming
+    loop.advance_to(13.9)
+    assert fired == []
+    assert timer.push("hb", 1_000) is True and loop.armed == 2  # earlier: re-armed at once
+    loop.advance_to(14.9)
+    assert fired == [("session", 14.9)] and not timer.is_scheduled("hb")
