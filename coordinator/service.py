@@ -156,10 +156,9 @@ class GroupCoordinatorService(ShardElections):
         (which also answers every error: not active, no shard here, not loaded, not led)."""
         # shard_for's answer when the group's shard is live here, without its calls; else shard_for
         shard = self.shards.get(self._partition_cache.get(group_id, -1)) if self.active else None
-        if shard is None:
-            shard = self.shard_for(group_id)
-            if shard.__class__ is ErrorCode:
-                return None
+        shard = shard or self.shard_for(group_id)
+        if shard.__class__ is ErrorCode:
+            return None
         return shard.steady_consumer_heartbeat(group_id, member_id, member_epoch, client_id, client_host)  # pyright: ignore[reportAttributeAccessIssue]  (not an ErrorCode: the shard)
 
     def share_group_heartbeat(self, context: RequestContext, request,
@@ -334,8 +333,7 @@ class GroupCoordinatorService(ShardElections):
 
     def begin_load(self, partition: int) -> GroupCoordinatorShard:
         """A new, empty shard for `partition`: its groups answer as "loading" until `complete_load`."""
-        old = self.shards.pop(partition, None)
-        if old is not None:
+        if (old := self.shards.pop(partition, None)) is not None:
             old.on_unloaded()
         shard = self.loading[partition] = self._new_shard(partition)
         return shard
@@ -353,9 +351,8 @@ class GroupCoordinatorService(ShardElections):
 
     def load_partition(self, partition: int, records: Iterable = (), state: PartitionState | None = None,
                        keep_state: bool = False) -> int:
-        """Load a partition at once: `state` (a checkpoint's, or empty) with `records` replayed on top
-        (records: objects with .key/.value or (key, value[, headers]) tuples, oldest first). Returns the
-        number of groups loaded."""
+        """Load a partition at once: `state` (a checkpoint's, or empty) with `records` (objects with .key/.value or
+        (key, value[, headers]) tuples, oldest first) replayed on top. Returns the number of groups loaded."""
         shard = self.begin_load(partition)
         state = PartitionState() if state is None else state
         state.replay(records, self.log)
