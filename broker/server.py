@@ -38,6 +38,15 @@ log = logging.getLogger("kcoord.server")
 _SIZE_API_KEY = struct.Struct(">ih")  # a request frame starts with its size, then the header's api_key
 
 
+def client_host(address: str) -> str:
+    """The client's address as Kafka names it: an IPv4-mapped IPv6 address (a dual-stack listener's IPv4 client,
+    `::ffff:1.2.3.4`) is its IPv4 address, as Java's InetAddress gives it, so ACL hosts, quotas by ip and
+    DescribeGroups' client hosts see `1.2.3.4`."""
+    if address.startswith("::ffff:") and "." in address:
+        return address[7:]
+    return address
+
+
 @dataclass(frozen=True, slots=True)
 class BoundListener:
     name: str
@@ -99,7 +108,7 @@ class KafkaConnection(asyncio.Protocol):
     def tcp_connected(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername") or ("?", 0)
         local = transport.get_extra_info("sockname") or ("?", 0)
-        self.peer = (str(peer[0]), int(peer[1]))
+        self.peer = (client_host(str(peer[0])), int(peer[1]))
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self.seq}"
         self._tcp = transport  # under TLS: the socket's transport, while the handshake runs
 

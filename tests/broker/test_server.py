@@ -156,3 +156,14 @@ def test_each_listener_advertises_itself(kcoord_server_factory, tmp_path):
             (b,) = c.request(3, 9, m.MetadataRequest(topics=[], allow_auto_topic_creation=False)).brokers
             seen[port] = (b.host, b.port)
     assert seen == {plaintext: ("localhost", plaintext), internal: ("127.0.0.1", internal)}
+
+
+def test_an_ipv4_mapped_client_address_is_named_as_its_ipv4_address():
+    """A dual-stack listener's IPv4 client arrives as `::ffff:a.b.c.d`; Kafka (Java's InetAddress) names it
+    `a.b.c.d`, which ACL hosts, ip quotas and DescribeGroups' client_host then compare and show."""
+    from kcoord.broker.server import client_host
+
+    assert client_host("::ffff:127.0.0.1") == "127.0.0.1"
+    assert client_host("127.0.0.1") == "127.0.0.1"
+    assert client_host("::1") == "::1"
+    assert client_host("::ffff:7f00:1") == "::ffff:7f00:1"  # not the dotted form a socket reports for a mapped one
