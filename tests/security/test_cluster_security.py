@@ -2,8 +2,6 @@
 SCRAM store follow (no sockets: tests/cluster/test_cluster_security_e2e.py runs it on etcd and TCP)."""
 from __future__ import annotations
 
-import asyncio
-
 from kcoord.broker.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from kcoord.broker.security.authorizer import StandardAuthorizer
 from kcoord.broker.security.cluster_security import ClusterSecurity, decode, scram_key
@@ -12,6 +10,7 @@ from kcoord.coordinator.testing import ManualClock
 from kcoord.metadata.local_store import LocalStore
 from kcoord.metadata.scram_store import ScramStore
 from kcoord.metadata.store import Put
+from kcoord.testkit.waiting import wait_until_async
 
 DENY = AclBinding(ResourceType.TOPIC, "t", PatternType.LITERAL, "User:erin", "*", AclOperation.WRITE,
                   AclPermissionType.DENY)
@@ -22,13 +21,6 @@ def _node(store, tmp_path, name: str) -> tuple[ClusterSecurity, StandardAuthoriz
     scram = ScramStore(str(tmp_path), read_file=False)
     return ClusterSecurity(store, authz, scram), authz, scram
 
-
-async def _until(predicate) -> None:
-    for _ in range(100):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("not followed")
 
 
 async def test_acls_and_credentials_written_through_one_node_are_followed_by_another(tmp_path):
@@ -42,15 +34,15 @@ async def test_acls_and_credentials_written_through_one_node_are_followed_by_ano
     await two.start()
     await one.create_acls([DENY, DENY])
     assert authz1.acls == [DENY]  # the writer answers once its own copy has it
-    await _until(lambda: authz2.acls == [DENY])
+    await wait_until_async(lambda: authz2.acls == [DENY], 5, "the other node following")
     assert not authz2.authorize("User:erin", "h", AclOperation.WRITE, ResourceType.TOPIC, "t")
 
     credential = make_credential("SCRAM-SHA-256", "pw")
     await two.alter_scram([("a/b", "SCRAM-SHA-256", credential)], [])
-    await _until(lambda: scram1.get("a/b", "SCRAM-SHA-256") == credential)
+    await wait_until_async(lambda: scram1.get("a/b", "SCRAM-SHA-256") == credential, 5, "the other node following")
     await two.delete_acls([DENY])
     await one.alter_scram([], [("a/b", "SCRAM-SHA-256")])
-    await _until(lambda: authz1.acls == [] and scram2.get("a/b", "SCRAM-SHA-256") is None)
+    await wait_until_async(lambda: authz1.acls == [] and scram2.get("a/b", "SCRAM-SHA-256") is None, 5, "the other node following")
     assert not (tmp_path / "one-acls.json").exists()  # nothing of it in the node's files
     await one.close()
     await two.close()

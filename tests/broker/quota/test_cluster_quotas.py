@@ -15,6 +15,7 @@ from kcoord.coordinator.testing import ManualClock
 from kcoord.metadata.client_quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE, Alteration, ClientQuotaStore
 from kcoord.metadata.local_store import LocalStore
 from kcoord.metadata.store import Put
+from kcoord.testkit.waiting import wait_until_async
 
 
 def entity(**pairs) -> frozenset:
@@ -26,13 +27,6 @@ def _node(store, tmp_path, name: str) -> tuple[ClusterClientQuotas, ClientQuotaS
     quotas = ClientQuotaStore(str(tmp_path / name), read_file=False)
     return ClusterClientQuotas(store, quotas), quotas
 
-
-async def _until(predicate) -> None:
-    for _ in range(100):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("not followed")
 
 
 def test_keys_follow_the_zookeeper_era_layout_and_round_trip():
@@ -65,20 +59,20 @@ async def test_an_alteration_through_one_node_is_enforced_by_another(tmp_path):
                                Alteration(entity(user="u", ip="10.0.0.1"), [(PRODUCER_BYTE_RATE, 1.0)])], False)
     assert [(code, message is None) for _e, message, code in results] == [("NONE", True), ("INVALID_REQUEST", False)]
     assert quotas1.quotas() == {entity(client_id="app"): {PRODUCER_BYTE_RATE: 1000.0}}  # read-your-writes
-    await _until(lambda: produce.active)
+    await wait_until_async(lambda: produce.active, 5, "the other node following")
     assert produce.record("", "app", 10_000) > 0       # node two throttles what node one set
     assert produce.record("", "other", 10_000) == 0
     assert not (tmp_path / "one" / "kcoord-client-quotas.json").exists()  # nothing of it in the node's files
 
     # a change through node two starts from the stored value: node one's key is kept
     await two.alter([Alteration(entity(client_id="app"), [(REQUEST_PERCENTAGE, 50.0)])], False)
-    await _until(lambda: quotas1.quotas() == {entity(client_id="app"): {PRODUCER_BYTE_RATE: 1000.0,
-                                                                         REQUEST_PERCENTAGE: 50.0}})
+    await wait_until_async(lambda: quotas1.quotas() == {entity(client_id="app"): {PRODUCER_BYTE_RATE: 1000.0,
+                                                                         REQUEST_PERCENTAGE: 50.0}}, 5, "the other node following")
     assert request.active
     # removing every key removes the entity's key from the store
     await one.alter([Alteration(entity(client_id="app"), [(PRODUCER_BYTE_RATE, None), (REQUEST_PERCENTAGE, None)])],
                     False)
-    await _until(lambda: not produce.active and quotas2.quotas() == {})
+    await wait_until_async(lambda: not produce.active and quotas2.quotas() == {}, 5, "the other node following")
     assert (await store.range(PREFIX)).kvs == ()
     await one.close()
     await two.close()
@@ -121,7 +115,7 @@ async def test_concurrent_alterations_of_one_entity_through_two_nodes_both_land(
     target = entity(user="u", client_id="c")
     await asyncio.gather(one.alter([Alteration(target, [(PRODUCER_BYTE_RATE, 100.0)])], False),
                          two.alter([Alteration(target, [(REQUEST_PERCENTAGE, 10.0)])], False))
-    await _until(lambda: quotas1.quotas() == {target: {PRODUCER_BYTE_RATE: 100.0, REQUEST_PERCENTAGE: 10.0}})
+    await wait_until_async(lambda: quotas1.quotas() == {target: {PRODUCER_BYTE_RATE: 100.0, REQUEST_PERCENTAGE: 10.0}}, 5, "the other node following")
     assert store.refused == 1
     await one.close()
     await two.close()

@@ -7,7 +7,6 @@ Kafka: a CLIENT_METRICS ConfigRecord in the metadata log reaches every broker's 
 at `/config/client-metrics/<name>`."""
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from kcoord.broker.client_telemetry import ClientInfo, ClientTelemetry
@@ -17,6 +16,7 @@ from kcoord.metadata.client_metrics_configs import ClientMetricsConfigStore
 from kcoord.metadata.local_store import LocalStore
 from kcoord.metadata.store import Put
 from kcoord.protocol.errors import ErrorCode
+from kcoord.testkit.waiting import wait_until_async
 
 CLIENT = ClientInfo("app-1", "librdkafka", "2.16.1", "127.0.0.1", 50000)
 
@@ -30,13 +30,6 @@ def _node(store, tmp_path, name: str) -> tuple[ClusterConfigResources, ClientMet
     return ClusterConfigResources(store, CLIENT_METRICS, configs.replace_all), configs, telemetry
 
 
-async def _until(predicate) -> None:
-    for _ in range(100):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("not followed")
-
 
 async def test_a_subscription_defined_through_one_node_is_served_by_another(tmp_path):
     store = LocalStore(timer=ManualClock().timers)
@@ -49,14 +42,14 @@ async def test_a_subscription_defined_through_one_node_is_served_by_another(tmp_
     await one.alter("producers/all", {"metrics": "org.apache.kafka.producer.", "interval.ms": "2000",
                                       "match": "client_id=app-.*"})
     assert configs1.names() == ["producers/all"]  # read-your-writes
-    await _until(lambda: telemetry2.enabled)
+    await wait_until_async(lambda: telemetry2.enabled, 5, "the other node following")
     answer = telemetry2.get_subscriptions(uuid.UUID(int=0), CLIENT)
     assert (answer.error, answer.push_interval_ms, answer.requested_metrics) == (
         ErrorCode.NONE, 2000, ("org.apache.kafka.producer.",))
     assert not (tmp_path / "one" / "kcoord-client-metrics.json").exists()  # nothing of it in the node's files
 
     await two.alter("producers/all", {})  # no configs: the resource is gone, everywhere
-    await _until(lambda: configs1.names() == [] and not telemetry2.enabled)
+    await wait_until_async(lambda: configs1.names() == [] and not telemetry2.enabled, 5, "the other node following")
     await one.close()
     await two.close()
 
