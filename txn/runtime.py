@@ -127,31 +127,27 @@ class TransactionRuntime:
         if not task.cancelled() and task.exception() is not None:
             log.error("transaction coordinator task failed", exc_info=task.exception())
 
-    async def _append(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
+    async def _append(self, partition: int, key: bytes, value: bytes | None, *, synced: bool = True) -> ErrorCode:
+        """Append one record; `synced=False` (single node) returns once it is written, without waiting for the
+        fsync: the partition's next fsync (a later append's, or shutdown's) covers it. A cluster always waits
+        for the ISR."""
         if not self._active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if self.follow_leadership:
             return await self._append_replicated(partition, key, value)
+        batch = bytearray(build_batch([(key, value)]))
         try:
-            await self._log_for(partition).append_durable(bytearray(build_batch([(key, value)])))
+            if synced:
+                await self._log_for(partition).append_durable(batch)
+            else:
+                self._log_for(partition).append(batch)
         except StorageError as exc:
             log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, partition, exc)
             return APPEND_ERRORS.get(exc.error_code, exc.error_code)
         return ErrorCode.NONE
 
     async def _append_unsynced(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
-        """Append without waiting for the fsync (single node; a cluster waits for the ISR as `_append`):
-        written to the log, so the partition's next fsync (a later append's, or shutdown's) covers it."""
-        if not self._active:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if self.follow_leadership:
-            return await self._append_replicated(partition, key, value)
-        try:
-            self._log_for(partition).append(bytearray(build_batch([(key, value)])))
-        except StorageError as exc:
-            log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, partition, exc)
-            return APPEND_ERRORS.get(exc.error_code, exc.error_code)
-        return ErrorCode.NONE
+        return await self._append(partition, key, value, synced=False)
 
     async def _append_replicated(self, partition: int, key: bytes, value: bytes | None) -> ErrorCode:
         """Cluster mode: append as the partition's leader, fsync, then wait until the high watermark passes
