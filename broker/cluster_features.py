@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from kcoord.metadata.features import DEFAULT_LEVELS, FeatureStore, FeatureUpdate, UpdateResult
 from kcoord.metadata.prefix_follower import PrefixFollower
@@ -31,9 +31,13 @@ def encode(levels: Mapping[str, int], epoch: int) -> bytes:
 
 
 class ClusterFeatures:
-    def __init__(self, store: MetadataStore, features: FeatureStore) -> None:
+    def __init__(self, store: MetadataStore, features: FeatureStore,
+                 on_replaced: Callable[[], None] | None = None) -> None:
+        """`on_replaced`: called after each change of the levels this node follows (what depends on a level,
+        such as whether cordoned.log.dirs has effect, is recomputed there)."""
         self._store = store
         self._features = features
+        self._on_replaced = on_replaced
         self._defaults = (dict(DEFAULT_LEVELS), 0)  # what a cluster without the key has (not this node's file)
         self.follower = PrefixFollower(store, PREFIX, self._on_change)
 
@@ -46,7 +50,7 @@ class ClusterFeatures:
     def _on_change(self, values: Mapping[str, bytes]) -> None:
         value = values.get(FINALIZED)
         if value is None:
-            self._features.replace(*self._defaults)
+            self._replace(*self._defaults)
             return
         try:
             doc = json.loads(value)
@@ -55,7 +59,13 @@ class ClusterFeatures:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             log.error("ignoring the bad value of %s: %s", PREFIX, exc)
             return
-        self._features.replace(levels, epoch)
+        self._replace(levels, epoch)
+
+    def _replace(self, levels: Mapping[str, int], epoch: int) -> None:
+        before = self._features.levels()
+        self._features.replace(dict(levels), epoch)
+        if self._on_replaced is not None and self._features.levels() != before:
+            self._on_replaced()
 
     async def update(self, updates: list[FeatureUpdate], validate_only: bool) -> UpdateResult:
         """FeatureStore.update's answer, the change made in the metadata store (StoreError: not made)."""

@@ -109,7 +109,12 @@ async def open_cluster_node(broker: Broker) -> ClusterNode:
     # topic configs changed through any node (config/topics/<t>), followed here
     topic_configs = broker.cluster_topic_configs = ClusterTopicConfigs(store, broker)
     await topic_configs.start()
-    features = broker.cluster_features = ClusterFeatures(store, broker.features)  # finalized levels: the cluster's
+    def features_changed() -> None:  # cordoned.log.dirs has effect from metadata.version 4.3-IV0 only
+        if broker.cluster is not None:
+            broker.cluster.set_cordoned(broker.topics.cordoned())
+
+    # finalized levels: the cluster's
+    features = broker.cluster_features = ClusterFeatures(store, broker.features, features_changed)
     await features.start()
     # dynamic broker configs (topics without an override follow a change) and group configs
     def broker_configs_changed(layers: dict[str, dict[str, str]]) -> None:
