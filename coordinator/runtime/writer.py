@@ -2,7 +2,8 @@
 
 Each write becomes one v2 batch for `__consumer_offsets-N`. The writes to a partition within one loop
 tick are appended together (one write to the segment) after the tick, and one fsync waiter covers them
-(storage's group commit shares the fsync with everything else in flight). Every write's callback runs
+(storage's group commit shares the fsync with everything else in flight); none when the log leaves
+flushing to the OS (log.flush.interval.messages > 1), as the transaction and share coordinators' writes. Every write's callback runs
 once its records are durable (NONE), or with the error that kept them from it: a failed write or fsync
 fails every write it covered, and none of them is acknowledged.
 
@@ -125,7 +126,11 @@ class OffsetsTopicWriter:
         try:
             # trusted: the batches were built here (kcoord.coordinator.record_batch), not read from a socket
             appended = partition_log.append(records, trusted=True)
-            durable = partition_log.sync_future(appended)
+            if partition_log.config.flush_on_append:
+                durable = partition_log.sync_future(appended)
+            else:  # log.flush.interval.messages > 1: the OS flushes, as for every other log (and Kafka's)
+                durable = self._loop.create_future()
+                durable.set_result(None)
         except Exception as exc:  # the segment cut the write back: nothing of it is acknowledged
             self._answer(callbacks, _append_error(exc, f"append to {OFFSETS_TOPIC}-{partition}"))
             return

@@ -46,6 +46,21 @@ async def test_writes_of_one_tick_share_one_append_and_each_is_answered(tmp_path
     await manager.close()
 
 
+async def test_a_log_that_leaves_flushing_to_the_os_answers_commits_without_an_fsync(tmp_path):
+    # log.flush.interval.messages > 1 (flush_on_append False) is every log's setting, __consumer_offsets' too:
+    # Kafka's GroupCoordinator appends with acks=-1 and no flush; the transaction coordinator here does the same
+    fs = FaultyFS()
+    manager = LogManager(str(tmp_path), fs=fs, default_config=LogConfig(flush_on_append=False))
+    runtime = await started(manager)
+    fsyncs = fs.fsyncs
+    assert await asyncio.gather(commit(runtime, "a", 0, 10), commit(runtime, "b", 0, 20)) == [
+        {("t", 0): E.NONE}, {("t", 0): E.NONE}]
+    assert fs.fsyncs == fsyncs
+    assert (committed(runtime, "a", 0), committed(runtime, "b", 0)) == (10, 20)
+    await runtime.close()
+    await manager.close()
+
+
 @pytest.mark.parametrize("fault", ["fail_next_write", "fail_next_fsync"])
 async def test_a_failed_shared_write_or_fsync_fails_every_commit_it_carried(tmp_path, fault):
     fs = FaultyFS()
