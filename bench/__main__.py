@@ -17,7 +17,7 @@ from bench.runner import RESULTS, enable_profiling, save, settings, table
 
 # ours first (ceiling is every throughput figure's baseline), then colleagues' modules
 OURS = ["ceiling", "heartbeat", "heartbeat_tls", "rebalance", "offsets", "load", "memory", "e2e", "replication"]
-THEIRS = ["codec", "storage", "coordinator_load", "clean_start", "analytics", "fixture", "consumer_groups", "transactions",
+THEIRS = ["codec", "storage", "coordinator_load", "clean_start", "analytics", "fixture", "consumer_groups", "transactions", "transactions_breakdown",
           "consumer_group_formation", "consumer_heartbeat", "heartbeat_inprocess", "uniform_assignor", "formation_inprocess",
           "coordinator_failover", "coordinator_spread", "share_groups"]
 ALL = OURS + THEIRS

@@ -47,8 +47,10 @@ def _fill(bootstrap: str, topic: str, n: int) -> None:
     p.flush(60)
 
 
-def _loop(bootstrap: str, source: str, sink: str, n: int, transactional: bool, tag: str) -> tuple[float, list]:
-    """Records/s of one run over `n` inputs, and the EndTxn latencies (s) when transactional."""
+def _loop(bootstrap: str, source: str, sink: str, n: int, transactional: bool, tag: str,
+          on_first_batch=None) -> tuple[float, list]:
+    """Records/s of one run over `n` inputs, and the EndTxn latencies (s) when transactional. `on_first_batch`
+    is called once the first batch is in hand, before the timing starts (bench.transactions_breakdown)."""
     from confluent_kafka import Consumer, Producer
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{tag}", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
@@ -63,7 +65,10 @@ def _loop(bootstrap: str, source: str, sink: str, n: int, transactional: bool, t
         msgs = [m for m in consumer.consume(BATCH, timeout=1.0) if m.error() is None]
         if not msgs:
             continue
-        started = started or time.perf_counter()
+        if started is None:
+            if on_first_batch is not None:
+                on_first_batch()
+            started = time.perf_counter()
         if transactional:
             producer.begin_transaction()
         for m in msgs:
