@@ -1,0 +1,170 @@
+"""The acceptors: one task per listener that accepts sockets and applies the connection quotas (Kafka's
+SocketServer.Acceptor.accept, with ConnectionQuotas.inc: kcoord.broker.connection_quotas decides).
+
+Per accepted socket: record it in the broker's and the listener's creation rate and, over either limit or
+with no connection slot free (`max.connections`), wait before accepting more (the rest stay in the kernel's
+backlog, as with Kafka's blocked acceptor thread); then the ip's `connection_creation_rate`: over it the
+socket is held, never read, and closed when the throttle ends (DelayedCloseSocket); then the per-ip count
+(`max.connections.per.ip`): at it, closed at once. Otherwise the socket becomes a connection
+(`connect(socket, listener, ip)`), counted until the server reports it closed (`closed`).
+
+The costs are per connection, never per request: a served connection is the loop's ordinary transport.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+
+from kcoord.broker.connection_quotas import ConnectionLimits, ConnectionQuotas, normalized_ip
+from kcoord.observability.metrics import Metrics
+
+log = logging.getLogger("kcoord.server")
+
+BACKLOG = 512
+LimitsKey = tuple
+
+
+class Acceptors:
+    def __init__(self, quotas: ConnectionQuotas, metrics: Metrics, limits_key: Callable[[], LimitsKey],
+                 limits_of: Callable[[LimitsKey, dict[str, int]], ConnectionLimits],
+                 connect: Callable[[socket.socket, str, str], None]) -> None:
+        self._quotas = quotas
+        self._metrics = metrics
+        self._limits_key = limits_key      # the settings as they are now (dynamic configs change them)
+        self._limits_of = limits_of        # -> ConnectionLimits, given the overrides' hosts resolved to ips
+        self._key: LimitsKey | None = None
+        self._connect = connect
+        self._sockets: list[tuple[str, socket.socket]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._held: dict[socket.socket, asyncio.TimerHandle] = {}   # throttled sockets, closed when it ends
+        self._waiters: list[asyncio.Future[None]] = []              # acceptors waiting for a free slot
+
+    async def bind(self, listener: str, host: str, port: int) -> int:
+        """Listen on host:port (every address it resolves to, as loop.create_server does); the port bound."""
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(host or None, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+        bound = port
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, True)
+                sock.bind((address[0], bound, *address[2:]))
+                sock.listen(BACKLOG)
+                sock.setblocking(False)
+            except OSError:
+                sock.close()
+                raise
+            bound = sock.getsockname()[1]  # port 0: the other addresses get the same port
+            self._sockets.append((listener, sock))
+        return bound
+
+    def start(self) -> None:
+        """Accept on every bound socket (Kafka's Acceptor.start)."""
+        loop = asyncio.get_running_loop()
+        for listener, sock in self._sockets[len(self._tasks):]:
+            self._tasks.append(loop.create_task(self._run(listener, sock), name=f"acceptor-{listener}"))
+
+    async def close(self) -> None:
+        """Stop accepting; close the listening sockets and the throttled ones (Acceptor.closeAll)."""
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks)
+        for _, sock in self._sockets:
+            sock.close()
+        for sock, timer in self._held.items():
+            timer.cancel()
+            sock.close()
+        self._held.clear()
+
+    def closed(self, listener: str, ip: str) -> None:
+        """A connection counted by `admit` ended: its slot is free (ConnectionQuotas.dec: notifyAll)."""
+        self._quotas.closed(listener, ip)
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def _run(self, listener: str, sock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                client, address = await loop.sock_accept(sock)
+            except OSError as exc:  # out of file descriptors, a connection reset while queued...
+                log.error("listener %s: accept failed: %s", listener, exc)
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                await self._accept(listener, client, normalized_ip(str(address[0])))
+            except asyncio.CancelledError:
+                client.close()
+                raise
+            except Exception:
+                log.exception("listener %s: error while accepting a connection; closing it", listener)
+                client.close()
+
+    async def _accept(self, listener: str, client: socket.socket, ip: str) -> None:
+        quotas = self._quotas
+        await self._refresh_limits()
+        throttle_ms = quotas.record_connection(listener)
+        if throttle_ms or not quotas.slot_available(listener):
+            await self._wait_for_slot(listener, throttle_ms)
+        admission = quotas.admit(listener, ip)
+        if admission.accepted:
+            self._connect(client, listener, ip)
+        elif admission.throttle_ms:
+            log.debug("delaying closing of connection from %s for %d ms", ip, admission.throttle_ms)
+            self._held[client] = asyncio.get_running_loop().call_later(
+                admission.throttle_ms / 1000.0, self._close_held, client)
+            self._metrics.inc("kcoord_connections_throttled_total", listener=listener)
+        else:
+            log.info("rejected connection from %s: the address already has the configured maximum of %d "
+                     "connections", ip, admission.max_connections)
+            client.close()
+            self._metrics.inc("kcoord_connections_refused_total", listener=listener)
+
+    async def _wait_for_slot(self, listener: str, throttle_ms: int) -> None:
+        """waitForConnectionSlot: the throttle's time, and until a connection slot is free."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        end = started + throttle_ms / 1000.0
+        while True:
+            remaining = end - loop.time()
+            if remaining <= 0 and self._quotas.slot_available(listener):
+                break
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            # a close wakes it; the settings are looked at again at least once a second (a raised
+            # max.connections frees slots too: Kafka's updateBrokerMaxConnections notifies)
+            await asyncio.wait([waiter], timeout=remaining if remaining > 0 else 1.0)
+            await self._refresh_limits()
+        self._metrics.inc("kcoord_connection_accept_wait_seconds_total", loop.time() - started, listener=listener)
+
+    def _close_held(self, client: socket.socket) -> None:
+        self._held.pop(client, None)
+        client.close()
+
+    async def _refresh_limits(self) -> None:
+        """New limits when the settings changed: max.connections.per.ip.overrides' host names resolved here,
+        once per change, as Kafka resolves them (InetAddress.getByName) when the config is updated."""
+        key = self._limits_key()
+        if key == self._key:
+            return
+        self._key = key
+        resolved: dict[str, int] = {}
+        loop = asyncio.get_running_loop()
+        for host, count in key[-1].items():
+            try:
+                infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+            except OSError as exc:
+                log.warning("max.connections.per.ip.overrides: cannot resolve %s: %s", host, exc)
+                continue
+            for info in infos:
+                resolved.setdefault(normalized_ip(str(info[4][0])), count)
+        self._quotas.configure(self._limits_of(key, resolved))
