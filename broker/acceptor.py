@@ -8,11 +8,16 @@ socket is held, never read, and closed when the throttle ends (DelayedCloseSocke
 (`max.connections.per.ip`): at it, closed at once. Otherwise the socket becomes a connection
 (`connect(socket, listener, ip)`), counted until the server reports it closed (`closed`).
 
-The costs are per connection, never per request: a served connection is the loop's ordinary transport.
+Like the event loop's own server, a listening socket stays registered for reads and is accepted from in the
+callback, as many as are queued; only an acceptor that has to wait leaves it (its socket is unregistered
+meanwhile). The costs are per connection, never per request: a served connection is the loop's ordinary
+transport.
 """
 from __future__ import annotations
 
 import asyncio
+import errno
+import ipaddress
 import logging
 import socket
 from collections.abc import Callable
@@ -24,6 +29,18 @@ log = logging.getLogger("kcoord.server")
 
 BACKLOG = 512
 LimitsKey = tuple
+# accept() failures that say the process is out of something: wait a second before accepting again (as the
+# loop's own server does)
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def client_host(address: str) -> str:
+    """The client's address as Kafka names it: an IPv4-mapped IPv6 address (a dual-stack listener's IPv4 client,
+    `::ffff:1.2.3.4`) is its IPv4 address, as Java's InetAddress gives it, so ACL hosts, quotas by ip and
+    DescribeGroups' client hosts see `1.2.3.4`."""
+    if address.startswith("::ffff:") and "." in address:
+        return address[7:]
+    return address
 
 
 class Acceptors:
@@ -37,7 +54,10 @@ class Acceptors:
         self._key: LimitsKey | None = None
         self._connect = connect
         self._sockets: list[tuple[str, socket.socket]] = []
-        self._tasks: list[asyncio.Task[None]] = []
+        self._reading: set[socket.socket] = set()                   # registered for accepts
+        self._started = False
+        self._closing = False
+        self._tasks: set[asyncio.Task[None]] = set()                # acceptors waiting, hosts being resolved
         self._held: dict[socket.socket, asyncio.TimerHandle] = {}   # throttled sockets, closed when it ends
         self._waiters: list[asyncio.Future[None]] = []              # acceptors waiting for a free slot
 
@@ -65,16 +85,22 @@ class Acceptors:
 
     def start(self) -> None:
         """Accept on every bound socket (Kafka's Acceptor.start)."""
-        loop = asyncio.get_running_loop()
-        for listener, sock in self._sockets[len(self._tasks):]:
-            self._tasks.append(loop.create_task(self._run(listener, sock), name=f"acceptor-{listener}"))
+        self._started = True
+        for listener, sock in self._sockets:
+            self._resume(listener, sock)
 
     async def close(self) -> None:
         """Stop accepting; close the listening sockets and the throttled ones (Acceptor.closeAll)."""
-        for task in self._tasks:
+        self._closing = True
+        loop = asyncio.get_running_loop()
+        for sock in self._reading:
+            loop.remove_reader(sock)
+        self._reading.clear()
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks)
+        if tasks:
+            await asyncio.wait(tasks)
         for _, sock in self._sockets:
             sock.close()
         for sock, timer in self._held.items():
@@ -91,32 +117,53 @@ class Acceptors:
                 if not waiter.done():
                     waiter.set_result(None)
 
-    async def _run(self, listener: str, sock: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
+    def _resume(self, listener: str, sock: socket.socket) -> None:
+        if self._started and not self._closing and sock not in self._reading:
+            self._reading.add(sock)
+            asyncio.get_running_loop().add_reader(sock, self._readable, listener, sock)
+
+    def _pause(self, sock: socket.socket) -> None:
+        if sock in self._reading:
+            self._reading.discard(sock)
+            asyncio.get_running_loop().remove_reader(sock)
+
+    def _readable(self, listener: str, sock: socket.socket) -> None:
+        for _ in range(BACKLOG):
             try:
-                client, address = await loop.sock_accept(sock)
+                client, address = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except ConnectionAbortedError:  # the peer gave up while queued
+                continue
             except OSError as exc:  # out of file descriptors, a connection reset while queued...
                 log.error("listener %s: accept failed: %s", listener, exc)
-                await asyncio.sleep(0.1)
-                continue
+                if exc.errno in _OUT_OF_RESOURCES:
+                    self._pause(sock)
+                    asyncio.get_running_loop().call_later(1.0, self._resume, listener, sock)
+                return
             try:
-                await self._accept(listener, client, normalized_ip(str(address[0])))
-            except asyncio.CancelledError:
-                client.close()
-                raise
+                if not self._accept(listener, sock, client, client_host(str(address[0]))):
+                    return  # the acceptor waits; reading resumes when it is done
             except Exception:
                 log.exception("listener %s: error while accepting a connection; closing it", listener)
                 client.close()
 
-    async def _accept(self, listener: str, client: socket.socket, ip: str) -> None:
+    def _accept(self, listener: str, sock: socket.socket, client: socket.socket, ip: str) -> bool:
+        """Accept `client` now (True), or leave it to a task that waits first (False: `sock` is paused)."""
+        self._refresh_limits()
         quotas = self._quotas
-        await self._refresh_limits()
         throttle_ms = quotas.record_connection(listener)
         if throttle_ms or not quotas.slot_available(listener):
-            await self._wait_for_slot(listener, throttle_ms)
-        admission = quotas.admit(listener, ip)
+            self._pause(sock)
+            self._spawn(self._wait_then_admit(listener, sock, client, ip, throttle_ms))
+            return False
+        self._admit(listener, client, ip)
+        return True
+
+    def _admit(self, listener: str, client: socket.socket, ip: str) -> None:
+        admission = self._quotas.admit(listener, ip)
         if admission.accepted:
+            client.setblocking(False)
             self._connect(client, listener, ip)
         elif admission.throttle_ms:
             log.debug("delaying closing of connection from %s for %d ms", ip, admission.throttle_ms)
@@ -128,6 +175,17 @@ class Acceptors:
                      "connections", ip, admission.max_connections)
             client.close()
             self._metrics.inc("kcoord_connections_refused_total", listener=listener)
+
+    async def _wait_then_admit(self, listener: str, sock: socket.socket, client: socket.socket, ip: str,
+                               throttle_ms: int) -> None:
+        try:
+            await self._wait_for_slot(listener, throttle_ms)
+            self._admit(listener, client, ip)
+        except BaseException:
+            client.close()
+            raise
+        finally:
+            self._resume(listener, sock)  # what queued meanwhile is accepted as the socket reads ready
 
     async def _wait_for_slot(self, listener: str, throttle_ms: int) -> None:
         """waitForConnectionSlot: the throttle's time, and until a connection slot is free."""
@@ -143,23 +201,40 @@ class Acceptors:
             # a close wakes it; the settings are looked at again at least once a second (a raised
             # max.connections frees slots too: Kafka's updateBrokerMaxConnections notifies)
             await asyncio.wait([waiter], timeout=remaining if remaining > 0 else 1.0)
-            await self._refresh_limits()
+            self._refresh_limits()
         self._metrics.inc("kcoord_connection_accept_wait_seconds_total", loop.time() - started, listener=listener)
 
     def _close_held(self, client: socket.socket) -> None:
         self._held.pop(client, None)
         client.close()
 
-    async def _refresh_limits(self) -> None:
-        """New limits when the settings changed: max.connections.per.ip.overrides' host names resolved here,
-        once per change, as Kafka resolves them (InetAddress.getByName) when the config is updated."""
+    def _spawn(self, work) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _refresh_limits(self) -> None:
+        """New limits when the settings changed. max.connections.per.ip.overrides' ips apply at once; its host
+        names once resolved (Kafka resolves them, InetAddress.getByName, when the config is updated)."""
         key = self._limits_key()
         if key == self._key:
             return
         self._key = key
-        resolved: dict[str, int] = {}
-        loop = asyncio.get_running_loop()
+        per_ip: dict[str, int] = {}
+        hosts: dict[str, int] = {}
         for host, count in key[-1].items():
+            try:
+                per_ip[str(ipaddress.ip_address(host))] = count
+            except ValueError:
+                hosts[host] = count
+        self._quotas.configure(self._limits_of(key, per_ip))
+        if hosts:
+            self._spawn(self._resolve(key, per_ip, hosts))
+
+    async def _resolve(self, key: LimitsKey, per_ip: dict[str, int], hosts: dict[str, int]) -> None:
+        loop = asyncio.get_running_loop()
+        resolved = dict(per_ip)
+        for host, count in hosts.items():
             try:
                 infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
             except OSError as exc:
@@ -167,4 +242,5 @@ class Acceptors:
                 continue
             for info in infos:
                 resolved.setdefault(normalized_ip(str(info[4][0])), count)
-        self._quotas.configure(self._limits_of(key, resolved))
+        if key == self._key:  # not changed again meanwhile
+            self._quotas.configure(self._limits_of(key, resolved))

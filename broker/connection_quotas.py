@@ -140,14 +140,22 @@ class ConnectionQuotas:
     # -- the acceptor's steps ----------------------------------------------------------------------
     def record_connection(self, listener: str) -> int:
         """waitForConnectionSlot's first half (recordConnectionAndGetThrottleTimeMs): record the connection in
-        the broker's and the listener's rate; the longer throttle, in ms, the acceptor waits before going on."""
-        now = self._clock_ms()
+        the broker's and the listener's rate; the longer throttle, in ms, the acceptor waits before going on.
+        A rate without a limit is not kept (Kafka keeps it as a metric), so a limit set later starts from none."""
         limits = self.limits
-        throttle = self._broker_rate.record_and_throttle_ms(limits.max_connection_creation_rate, now,
-                                                            self._max_throttle_ms)
-        listener_rate = self._listener_rate(listener, now)
-        bound = limits.listener_max_connection_creation_rate.get(listener, UNLIMITED)
-        return max(throttle, listener_rate.record_and_throttle_ms(bound, now, self._max_throttle_ms))
+        broker_bound = limits.max_connection_creation_rate
+        listener_bound = limits.listener_max_connection_creation_rate.get(listener, UNLIMITED) \
+            if limits.listener_max_connection_creation_rate else UNLIMITED
+        if broker_bound >= UNLIMITED and listener_bound >= UNLIMITED:
+            return 0
+        now = self._clock_ms()
+        throttle = 0
+        if broker_bound < UNLIMITED:
+            throttle = self._broker_rate.record_and_throttle_ms(broker_bound, now, self._max_throttle_ms)
+        if listener_bound < UNLIMITED:
+            throttle = max(throttle, self._listener_rate(listener, now).record_and_throttle_ms(
+                listener_bound, now, self._max_throttle_ms))
+        return throttle
 
     def slot_available(self, listener: str) -> bool:
         """connectionSlotAvailable: below the listener's max.connections and the broker's."""
@@ -167,10 +175,13 @@ class ConnectionQuotas:
             if sensor is None:
                 sensor = self._ip_sensors[ip] = _Rate(self._samples, self._window_ms, now)
             throttle = sensor.record_and_throttle_ms(rate, now, self._max_throttle_ms)
-            if throttle > 0:  # not accepted: taken back from every rate it was recorded in
+            if throttle > 0:  # not accepted: taken back from every rate it was recorded in (updateListenerMetrics)
                 sensor.unrecord(now)
-                self._broker_rate.unrecord(now)
-                self._listener_rate(listener, now).unrecord(now)
+                limits = self.limits
+                if limits.max_connection_creation_rate < UNLIMITED:
+                    self._broker_rate.unrecord(now)
+                if limits.listener_max_connection_creation_rate.get(listener, UNLIMITED) < UNLIMITED:
+                    self._listener_rate(listener, now).unrecord(now)
                 return Admission(False, throttle_ms=throttle)
         limits = self.limits
         limit = limits.per_ip_overrides.get(ip, limits.max_connections_per_ip) if limits.per_ip_overrides \

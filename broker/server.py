@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kcoord.broker import registry
-from kcoord.broker.acceptor import Acceptors, LimitsKey
+from kcoord.broker.acceptor import Acceptors, LimitsKey, client_host
 from kcoord.broker.connection import (
     CloseConnection,
     ConnectionState,
@@ -40,15 +40,6 @@ if TYPE_CHECKING:  # the composition root builds the server (a run-time import w
 log = logging.getLogger("kcoord.server")
 
 _SIZE_API_KEY = struct.Struct(">ih")  # a request frame starts with its size, then the header's api_key
-
-
-def client_host(address: str) -> str:
-    """The client's address as Kafka names it: an IPv4-mapped IPv6 address (a dual-stack listener's IPv4 client,
-    `::ffff:1.2.3.4`) is its IPv4 address, as Java's InetAddress gives it, so ACL hosts, quotas by ip and
-    DescribeGroups' client hosts see `1.2.3.4`."""
-    if address.startswith("::ffff:") and "." in address:
-        return address[7:]
-    return address
 
 
 @dataclass(frozen=True, slots=True)
