@@ -1,5 +1,6 @@
-"""The acceptors: one task per listener that accepts sockets and applies the connection quotas (Kafka's
-SocketServer.Acceptor.accept, with ConnectionQuotas.inc: kcoord.broker.connection_quotas decides).
+"""The acceptors: the listening sockets, accepted from as they read ready, each new socket put through the
+connection quotas (Kafka's SocketServer.Acceptor.accept with ConnectionQuotas.inc; what to do is decided by
+kcoord.broker.connection_quotas, pure).
 
 Per accepted socket: record it in the broker's and the listener's creation rate and, over either limit or
 with no connection slot free (`max.connections`), wait before accepting more (the rest stay in the kernel's
@@ -9,9 +10,9 @@ socket is held, never read, and closed when the throttle ends (DelayedCloseSocke
 (`connect(socket, listener, ip)`), counted until the server reports it closed (`closed`).
 
 Like the event loop's own server, a listening socket stays registered for reads and is accepted from in the
-callback, as many as are queued; only an acceptor that has to wait leaves it (its socket is unregistered
-meanwhile). The costs are per connection, never per request: a served connection is the loop's ordinary
-transport.
+callback, as many as are queued; an acceptor that has to wait unregisters its socket and a task waits, then
+registers it again. The costs are per connection, never per request: a served connection is the loop's
+ordinary transport.
 """
 from __future__ import annotations
 

@@ -16,12 +16,14 @@ The rates are Kafka's Rate over `quota.window.num` samples of `quota.window.size
 for an hour after its last connection, ConnectionQuotaEntity.ipQuotaEntity); a throttle is
 QuotaUtils.boundedThrottleTime: (rate - quota) / quota * window, at most one window.
 
-Where kcoord differs: Kafka's acceptor thread blocks; kcoord's acceptor is a task per listener
-(broker/server.py) that awaits instead, so other listeners and every open connection are served
-meanwhile, as with Kafka's thread per listener. There is no inter-broker listener exempt from the
-broker-wide limits (Kafka's protectedListener), since kcoord has no inter-broker listener setting, and so
-nothing of Kafka's closing of the least recently used connection when that listener pushes the broker
-over `max.connections` (maxConnectionsExceeded).
+Where kcoord differs: Kafka's acceptor thread blocks; kcoord's (broker/acceptor.py) stops reading its
+listening socket while a task waits, so other listeners and every open connection are served meanwhile, as
+with Kafka's thread per listener. Kafka closes a held socket at the first look after its throttle ended
+(the acceptor looks at least every 500 ms); kcoord when it ends. A creation rate without a limit is not
+measured (Kafka keeps it as a metric), so a limit set at run time starts from an empty rate. No listener
+is exempt from the broker-wide limits (Kafka's protectedListener: its inter-broker listener; kcoord has no
+such setting), so there is nothing of Kafka's closing of the least recently used connection when that
+listener takes the broker over `max.connections` (maxConnectionsExceeded).
 
 Pure logic with an injected clock: no sockets.
 """
