@@ -36,9 +36,11 @@ API_VERSIONS = encode_request_frame(18, 3, 1, "burst", m.request_codec(18, 3).en
 TIMEOUT_S = 10.0
 
 
-def open_and_ask(port: int) -> socket.socket:
-    """A new connection that has sent ApiVersions (its answer read later, by `outcome`)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S)
+def open_and_ask(port: int, host: str = "127.0.0.1", source: str | None = None) -> socket.socket:
+    """A new connection (from `source`, a loopback address, if given) that has sent ApiVersions; its answer is
+    read later, by `outcome`."""
+    sock = socket.create_connection((host, port), timeout=TIMEOUT_S,
+                                    source_address=None if source is None else (source, 0))
     sock.sendall(API_VERSIONS)
     return sock
 
@@ -66,8 +68,8 @@ def unanswered(sock: socket.socket) -> bool:
         sock.settimeout(TIMEOUT_S)
 
 
-def burst(port: int, count: int) -> list[str]:
-    socks = [open_and_ask(port) for _ in range(count)]
+def burst(port: int, count: int, host: str = "127.0.0.1", source: str | None = None) -> list[str]:
+    socks = [open_and_ask(port, host, source) for _ in range(count)]
     try:
         return [outcome(s) for s in socks]
     finally:
