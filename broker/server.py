@@ -495,6 +495,7 @@ class KafkaServer:
         self.acceptors = Acceptors(broker.connection_quotas, self.metrics, self._limits_key, self._limits_of,
                                    self._connect)
         self._listener_limits: tuple[dict[str, int], dict[str, int]] = ({}, {})
+        self._attaching: set[asyncio.Task[None]] = set()  # accepted sockets getting their transport
 
     def request_quota_changed(self) -> None:
         """With a request_percentage quota defined every request is timed on the general path: the frame
@@ -513,7 +514,8 @@ class KafkaServer:
         for listener in listeners:
             port = await self.acceptors.bind(listener.name, listener.host, listener.port)
             self.bound.append(BoundListener(listener.name, listener.host, port))
-            for key, limits in zip(("max.connections", "max.connection.creation.rate"), self._listener_limits, strict=True):
+            for key, limits in zip(("max.connections", "max.connection.creation.rate"), self._listener_limits,
+                                   strict=True):
                 name, value = setting(config, listener.name, key)
                 if name != key:  # listener.name.<l>.<key> is set (static: Kafka's are dynamic per listener)
                     limits[listener.name] = value
@@ -536,8 +538,8 @@ class KafkaServer:
         self.connections.add(conn)
         protocol = conn if conn._tls is None else tls_protocol(conn, conn._tls)
         task = asyncio.get_running_loop().create_task(self._attach(conn, sock, protocol))
-        self.workers.add(task)
-        task.add_done_callback(self.workers.discard)
+        self._attaching.add(task)
+        task.add_done_callback(self._attaching.discard)
 
     async def _attach(self, conn: KafkaConnection, sock: socket.socket, protocol: Any) -> None:
         try:
@@ -559,6 +561,8 @@ class KafkaServer:
 
     async def stop(self, timeout: float) -> None:
         await self.acceptors.close()  # stop accepting
+        if self._attaching:  # just accepted: connected first, then drained like the others
+            await asyncio.wait(self._attaching, timeout=1.0)
         conns = list(self.connections)
         for conn in conns:
             conn.drain_and_close()

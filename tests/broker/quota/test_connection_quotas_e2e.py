@@ -180,10 +180,12 @@ def test_max_connections_per_ip_overrides_change_at_run_time(kafka_broker):
     assert burst(port, 5) == ["answered"] * 5
 
 
-@pytest.mark.kcoord(overrides={"max.connections": "2", "metrics.port": "0"})
-def test_past_max_connections_the_acceptor_waits_for_a_free_slot(kafka_broker):
-    """ConnectionQuotas.waitForConnectionSlot: at max.connections the acceptor waits (Kafka refuses nothing); the
-    connection waiting is served once another closes."""
+@pytest.mark.parametrize("limit", ["max.connections", "listener.name.plaintext.max.connections"])
+def test_past_max_connections_the_acceptor_waits_for_a_free_slot(kafka_broker_factory, limit):
+    """ConnectionQuotas.waitForConnectionSlot / connectionSlotAvailable: at max.connections (the broker's or the
+    listener's) the acceptor waits (Kafka refuses nothing); the connection waiting is served once another
+    closes."""
+    kafka_broker = kafka_broker_factory({limit: "2", "metrics.port": "0"})
     port = kafka_broker.port
     held = [open_and_ask(port) for _ in range(2)]
     waiting = open_and_ask(port)
