@@ -201,3 +201,13 @@ def test_past_max_connections_the_acceptor_waits_for_a_free_slot(kafka_broker_fa
     finally:
         for s in [*held, waiting]:
             s.close()
+
+
+@pytest.mark.kcoord(overrides={"max.connection.creation.rate": "1", "metrics.port": "0"})
+def test_over_the_brokers_creation_rate_the_acceptor_waits_and_refuses_nothing(kafka_broker):
+    """ConnectionQuotas.waitForConnectionSlot with recordConnectionAndGetThrottleTimeMs: the 11th connection in a
+    young 10 s window takes the broker over 1 a second, and the acceptor waits out the throttle before accepting
+    it and the next; every connection is answered."""
+    assert burst(kafka_broker.port, 12) == ["answered"] * 12
+    assert metric(kafka_broker, "kcoord_connection_accept_wait_seconds_total") > 0
+    assert metric(kafka_broker, "kcoord_connections_throttled_total") == 0
