@@ -167,6 +167,8 @@ def test_max_connections_per_ip_overrides_change_at_run_time(kafka_broker):
             admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1", configs=configs)], incremental=True)
         finally:
             admin.close()
+        # the admin's connections are from 127.0.0.1 too: counted until the node has seen them close
+        wait_until(lambda: metric(kafka_broker, "kcoord_connections") == 0, 10, "the admin's connections to close")
 
     alter({"max.connections.per.ip.overrides": "127.0.0.1:2,localhost:2"})
     socks = [open_and_ask(port) for _ in range(3)]
