@@ -9,10 +9,12 @@ socket is held, never read, and closed when the throttle ends (DelayedCloseSocke
 (`max.connections.per.ip`): at it, closed at once. Otherwise the socket becomes a connection
 (`connect(socket, listener, ip)`), counted until the server reports it closed (`closed`).
 
-Like the event loop's own server, a listening socket stays registered for reads and is accepted from in the
-callback, as many as are queued; an acceptor that has to wait unregisters its socket and a task waits, then
-registers it again. The costs are per connection, never per request: a served connection is the loop's
-ordinary transport.
+While no connection quota or limit is set (Kafka's defaults), the event loop's own server accepts (uvloop's,
+in C) and each connection is only counted, as it starts: accepting in Python costs a connection about 45 µs
+of CPU more. Once any is set (`limits_changed`: an ip quota altered, a dynamic setting changed), the listening
+sockets are read here instead, in their read callback, as many as are queued; an acceptor that has to wait
+unregisters its socket and a task waits, then registers it again. Nothing runs per request: a served
+connection is the loop's ordinary transport.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from kcoord.broker.connection_quotas import ConnectionLimits, ConnectionQuotas, normalized_ip
 from kcoord.observability.metrics import Metrics
@@ -47,15 +50,19 @@ def client_host(address: str) -> str:
 class Acceptors:
     def __init__(self, quotas: ConnectionQuotas, metrics: Metrics, limits_key: Callable[[], LimitsKey],
                  limits_of: Callable[[LimitsKey, dict[str, int]], ConnectionLimits],
-                 connect: Callable[[socket.socket, str, str], None]) -> None:
+                 connect: Callable[[socket.socket, str, str], None], protocol_for: Callable[[str], Any]) -> None:
         self._quotas = quotas
         self._metrics = metrics
         self._limits_key = limits_key      # the settings as they are now (dynamic configs change them)
         self._limits_of = limits_of        # -> ConnectionLimits, given the overrides' hosts resolved to ips
         self._key: LimitsKey | None = None
-        self._connect = connect
+        self._connect = connect            # an accepted socket -> a served connection, counted under the ip
+        self._protocol_for = protocol_for  # the loop's server's protocol factory, per listener
         self._sockets: list[tuple[str, socket.socket]] = []
-        self._reading: set[socket.socket] = set()                   # registered for accepts
+        self._reading: set[socket.socket] = set()                   # registered for accepts (limits set)
+        self._servers: dict[socket.socket, asyncio.Server] = {}     # the loop accepts (no limit set)
+        self._limited = False
+        self._waits = 0                                             # acceptors waiting now
         self._started = False
         self._closing = False
         self._tasks: set[asyncio.Task[None]] = set()                # acceptors waiting, hosts being resolved
@@ -87,8 +94,35 @@ class Acceptors:
     def start(self) -> None:
         """Accept on every bound socket (Kafka's Acceptor.start)."""
         self._started = True
+        self.limits_changed()
+
+    def limits_changed(self) -> None:
+        """An ip quota or a setting may have changed: the next connections get it, accepted here or by the loop."""
+        self._refresh_limits()
+        if not self._started or self._closing:
+            return
+        self._limited = self._quotas.limited or self._waits > 0
         for listener, sock in self._sockets:
-            self._resume(listener, sock)
+            if self._limited:
+                server = self._servers.pop(sock, None)
+                if server is not None:
+                    server.close()  # its own descriptor of the socket; this one keeps listening
+                self._resume(listener, sock)
+            elif sock not in self._servers:
+                self._pause(sock)
+                self._spawn(self._serve_fast(listener, sock))
+
+    async def _serve_fast(self, listener: str, sock: socket.socket) -> None:
+        server = await asyncio.get_running_loop().create_server(
+            lambda: self._protocol_for(listener), sock=sock.dup(), backlog=BACKLOG)
+        if self._limited or self._closing or sock in self._servers:  # changed meanwhile
+            server.close()
+        else:
+            self._servers[sock] = server
+
+    def count(self, listener: str, ip: str) -> None:
+        """A connection the loop accepted (nothing limited): counted until `closed`."""
+        self._quotas.count(listener, ip)
 
     async def close(self) -> None:
         """Stop accepting; close the listening sockets and the throttled ones (Acceptor.closeAll)."""
@@ -97,6 +131,9 @@ class Acceptors:
         for sock in self._reading:
             loop.remove_reader(sock)
         self._reading.clear()
+        for server in self._servers.values():
+            server.close()
+        self._servers.clear()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -119,7 +156,7 @@ class Acceptors:
                     waiter.set_result(None)
 
     def _resume(self, listener: str, sock: socket.socket) -> None:
-        if self._started and not self._closing and sock not in self._reading:
+        if self._started and not self._closing and self._limited and sock not in self._reading:
             self._reading.add(sock)
             asyncio.get_running_loop().add_reader(sock, self._readable, listener, sock)
 
@@ -156,6 +193,7 @@ class Acceptors:
         throttle_ms = quotas.record_connection(listener)
         if throttle_ms or not quotas.slot_available(listener):
             self._pause(sock)
+            self._waits += 1
             self._spawn(self._wait_then_admit(listener, sock, client, ip, throttle_ms))
             return False
         self._admit(listener, client, ip)
@@ -186,7 +224,9 @@ class Acceptors:
             client.close()
             raise
         finally:
+            self._waits -= 1
             self._resume(listener, sock)  # what queued meanwhile is accepted as the socket reads ready
+            self.limits_changed()  # the loop accepts again if the limits went meanwhile
 
     async def _wait_for_slot(self, listener: str, throttle_ms: int) -> None:
         """waitForConnectionSlot: the throttle's time, and until a connection slot is free."""
@@ -245,3 +285,4 @@ class Acceptors:
                 resolved.setdefault(normalized_ip(str(info[4][0])), count)
         if key == self._key:  # not changed again meanwhile
             self._quotas.configure(self._limits_of(key, resolved))
+            self.limits_changed()

@@ -182,6 +182,7 @@ class Broker:
             idle_ms=self.config.get("connections.max.idle.ms"),
             high_water=max(2, self.config.get("queued.max.requests")),
             low_water=max(1, self.config.get("queued.max.requests") // 4))
+        self.dynamic_configs.on_change = self.server.acceptors.limits_changed  # max.connections* are dynamic
         in_cluster = self.config.get("kcoord.etcd.connect") is not None
         # A cluster node binds its ports (it registers them) but accepts nothing until it has joined and
         # follows the cluster's metadata: until then it would answer from its single-node view, naming
@@ -280,6 +281,7 @@ class Broker:
             self.connection_quotas.update_ip_quotas(quotas)
             if self.server is not None:
                 self.server.request_quota_changed()
+                self.server.acceptors.limits_changed()
 
         self.client_quotas.on_change = quotas_changed
         quotas_changed()

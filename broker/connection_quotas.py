@@ -188,13 +188,27 @@ class ConnectionQuotas:
         limits = self.limits
         limit = limits.per_ip_overrides.get(ip, limits.max_connections_per_ip) if limits.per_ip_overrides \
             else limits.max_connections_per_ip
-        count = self.counts.get(ip, 0)
-        if count >= limit:
+        if self.counts.get(ip, 0) >= limit:
             return Admission(False, max_connections=limit)
-        self.counts[ip] = count + 1
+        self.count(listener, ip)
+        return ACCEPTED
+
+    def count(self, listener: str, ip: str) -> None:
+        """Count an accepted connection (admit does; a connection accepted while nothing is limited comes here
+        straight), until `closed`."""
+        self.counts[ip] = self.counts.get(ip, 0) + 1
         self.listener_counts[listener] = self.listener_counts.get(listener, 0) + 1
         self.total += 1
-        return ACCEPTED
+
+    @property
+    def limited(self) -> bool:
+        """Whether any connection quota or limit is set: else every connection is accepted and only counted."""
+        limits = self.limits
+        return (self._default_ip_rate is not None or bool(self._ip_rates)
+                or min(limits.max_connections, limits.max_connection_creation_rate, limits.max_connections_per_ip)
+                < UNLIMITED or bool(limits.per_ip_overrides)
+                or any(v < UNLIMITED for v in limits.listener_max_connections.values())
+                or any(v < UNLIMITED for v in limits.listener_max_connection_creation_rate.values()))
 
     def closed(self, listener: str, ip: str) -> None:
         """An accepted connection ended (ConnectionQuotas.dec)."""

@@ -107,6 +107,9 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = (client_host(str(peer[0])), int(peer[1]))
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self.seq}"
         self._tcp = transport  # under TLS: the socket's transport, while the handshake runs
+        if self.counted_ip is None:  # the loop's server accepted it (no connection limit set): counted here
+            self.counted_ip = self.peer[0]
+            self.server.acceptors.count(self.listener, self.counted_ip)
 
     def tls_failed(self, exc: BaseException) -> None:
         """The TLS handshake failed (a plaintext client, an untrusted certificate, a timeout...): the
@@ -493,7 +496,7 @@ class KafkaServer:
         self.bound: list[BoundListener] = []
         self._seq = itertools.count()
         self.acceptors = Acceptors(broker.connection_quotas, self.metrics, self._limits_key, self._limits_of,
-                                   self._connect)
+                                   self._connect, self._protocol_for)
         self._listener_limits: tuple[dict[str, int], dict[str, int]] = ({}, {})
         self._attaching: set[asyncio.Task[None]] = set()  # accepted sockets getting their transport
 
@@ -531,12 +534,21 @@ class KafkaServer:
     def _limits_of(self, key: LimitsKey, per_ip: dict[str, int]) -> ConnectionLimits:
         return ConnectionLimits(key[0], key[1], key[2], per_ip, *self._listener_limits)
 
-    def _connect(self, sock: socket.socket, listener: str, ip: str) -> None:
-        """An accepted socket becomes a KafkaConnection (under TLS: once its handshake is done)."""
+    def _new_connection(self, listener: str) -> tuple[KafkaConnection, Any]:
+        """A new KafkaConnection and the protocol the loop drives (under TLS the loop's SSL protocol, which
+        serves the connection once its handshake is done)."""
         conn = KafkaConnection(self, listener, next(self._seq))
-        conn.counted_ip = ip
         self.connections.add(conn)
-        protocol = conn if conn._tls is None else tls_protocol(conn, conn._tls)
+        return conn, (conn if conn._tls is None else tls_protocol(conn, conn._tls))
+
+    def _protocol_for(self, listener: str) -> Any:
+        """The loop's server's protocol factory (no connection limit set)."""
+        return self._new_connection(listener)[1]
+
+    def _connect(self, sock: socket.socket, listener: str, ip: str) -> None:
+        """A socket the acceptor accepted (connection limits set) becomes a KafkaConnection, counted under `ip`."""
+        conn, protocol = self._new_connection(listener)
+        conn.counted_ip = ip
         task = asyncio.get_running_loop().create_task(self._attach(conn, sock, protocol))
         self._attaching.add(task)
         task.add_done_callback(self._attaching.discard)

@@ -89,6 +89,7 @@ class DynamicBrokerConfigs:
         self._static = dict(config.props)  # what server.properties / --override / defaults gave
         self._layers: dict[str, dict[str, str]] = read_json(self._path, {}).get("brokers", {}) if read_file else {}
         self._apply()
+        self.on_change: Callable[[], None] = lambda: None  # after the effective values changed (the acceptors)
 
     def is_dynamic(self, name: str) -> bool:
         return name in DYNAMIC_BROKER_PROPERTIES
@@ -143,6 +144,7 @@ class DynamicBrokerConfigs:
             self._layers.pop(resource_name, None)
         write_json_atomically(self._path, {"version": 1, "brokers": self._layers})
         self._apply()
+        self.on_change()
         log.info("dynamic broker configs of %r now %s", resource_name or "<cluster default>", overrides)
 
     def replace_layers(self, layers: Mapping[str, Mapping[str, str]]) -> bool:
@@ -153,6 +155,7 @@ class DynamicBrokerConfigs:
             return False
         self._layers = layers
         self._apply()
+        self.on_change()
         log.info("dynamic broker configs now %s", layers)
         return True
 
