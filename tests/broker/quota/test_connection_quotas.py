@@ -149,3 +149,23 @@ def test_kafka_4_sampled_rate_keeps_an_overlapping_sample_and_purges_by_last_eve
     assert rate.rate(2500) == 4 / 2.5                     # the first slot's last event (999) is 1.5 s old
     assert rate.rate(2999) == 2 / 1.999                   # now 2 s old: purged
     assert rate.rate(4000) == 0
+
+
+def test_limited_while_any_quota_or_limit_is_set():
+    """Kafka's defaults limit nothing (Integer.MAX_VALUE everywhere, QuotaConfig.IP_CONNECTION_RATE_DEFAULT):
+    then the loop's own server accepts and connections are only counted."""
+    q = quotas([0])
+    assert not q.limited
+    q.count(L, "10.0.0.1")
+    assert q.counts == {"10.0.0.1": 1} and q.total == 1
+    q.update_ip_quotas({ip_entity(None): {CONNECTION_CREATION_RATE: 5.0}})
+    assert q.limited
+    q.update_ip_quotas({})
+    assert not q.limited
+    for limits in (ConnectionLimits(max_connections=10), ConnectionLimits(max_connections_per_ip=0),
+                   ConnectionLimits(per_ip_overrides={"10.0.0.1": 5}),
+                   ConnectionLimits(listener_max_connection_creation_rate={L: 3})):
+        q.configure(limits)
+        assert q.limited, limits
+    q.configure(ConnectionLimits())
+    assert not q.limited
