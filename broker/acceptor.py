@@ -147,7 +147,7 @@ class Acceptors:
         self._held.clear()
 
     def closed(self, listener: str, ip: str) -> None:
-        """A connection counted by `admit` ended: its slot is free (ConnectionQuotas.dec: notifyAll)."""
+        """A counted connection ended: its slot is free (ConnectionQuotas.dec: notifyAll)."""
         self._quotas.closed(listener, ip)
         if self._waiters:
             waiters, self._waiters = self._waiters, []
