@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kcoord.broker import registry
 from kcoord.broker.client_telemetry import ClientTelemetry
 from kcoord.broker.config import PROPERTIES, BrokerConfig, ConfigError
+from kcoord.broker.connection_quotas import ConnectionQuotas
 from kcoord.broker.controller_mutation_quota import ControllerMutationQuotaManager, MutationQuotaConfig
 from kcoord.broker.coordinator_roles import CoordinatorRoles
 from kcoord.broker.data.fetch_wait import FetchWaiters
@@ -100,6 +101,7 @@ class Broker:
     fetch_quota: ClientQuotaManager        # consumer_byte_rate enforcement
     request_quota: ClientQuotaManager      # request_percentage enforcement (the server times requests)
     mutation_quota: ControllerMutationQuotaManager  # controller_mutation_rate (KIP-599): the mutation APIs charge it
+    connection_quotas: ConnectionQuotas    # connection_creation_rate by ip and the max.connections* settings
     producers: ProducerStateManager
     group_coordinator: GroupRuntime        # the group coordinator (GroupCoordinatorService on asyncio)
     txn_coordinator: TransactionRuntime    # the transaction coordinator
@@ -180,6 +182,7 @@ class Broker:
             idle_ms=self.config.get("connections.max.idle.ms"),
             high_water=max(2, self.config.get("queued.max.requests")),
             low_water=max(1, self.config.get("queued.max.requests") // 4))
+        self.dynamic_configs.on_change = self.server.acceptors.limits_changed  # max.connections* are dynamic
         in_cluster = self.config.get("kcoord.etcd.connect") is not None
         # A cluster node binds its ports (it registers them) but accepts nothing until it has joined and
         # follows the cluster's metadata: until then it would answer from its single-node view, naming
@@ -265,6 +268,9 @@ class Broker:
             QuotaConfig(self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds") * 1000))
         self.mutation_quota = ControllerMutationQuotaManager(lambda: int(time.monotonic() * 1000), MutationQuotaConfig(
             self.config.get("controller.quota.window.num"), self.config.get("controller.quota.window.size.seconds") * 1000))
+        self.connection_quotas = ConnectionQuotas(  # the acceptors apply it (broker/acceptor.py)
+            lambda: int(time.monotonic() * 1000), self.config.get("quota.window.num"),
+            self.config.get("quota.window.size.seconds") * 1000)
 
         def quotas_changed() -> None:
             quotas = self.client_quotas.quotas()
@@ -272,8 +278,10 @@ class Broker:
             self.fetch_quota.update(quotas)
             self.request_quota.update(quotas)
             self.mutation_quota.update(quotas)
+            self.connection_quotas.update_ip_quotas(quotas)
             if self.server is not None:
                 self.server.request_quota_changed()
+                self.server.acceptors.limits_changed()
 
         self.client_quotas.on_change = quotas_changed
         quotas_changed()

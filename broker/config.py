@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -112,6 +113,21 @@ def _assignors(raw: str) -> list[str]:
     return names
 
 
+_HOST_CHARACTERS = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.validHostPattern
+
+
+def _ip_overrides(raw: str) -> dict[str, int]:
+    """`host:count,...` (Csv.parseCsvMap: the count after the last colon, so an IPv6 host keeps its own)."""
+    out: dict[str, int] = {}
+    for item in _str_list(raw):
+        host, sep, count = item.rpartition(":")
+        host = host.strip()
+        if not sep or not host or not _HOST_CHARACTERS.fullmatch(host):
+            raise ValueError(f"expected host:count entries, got {item!r}")
+        out[host] = _int(0, INT32_MAX)(count)
+    return out
+
+
 def parse_listeners(raw: str) -> list[Listener]:
     """`PLAINTEXT://127.0.0.1:9092,OTHER://:9093` -> Listeners. Empty host means all interfaces."""
     listeners = []
@@ -187,6 +203,18 @@ PROPERTIES: dict[str, Property] = {p.name: p for p in [
     _p("message.max.bytes", 1048588, _int(0, INT32_MAX), "Largest record batch accepted by Produce."),
     _p("socket.request.max.bytes", 104857600, _int(1, INT32_MAX), "Largest request frame accepted."),
     _p("connections.max.idle.ms", 600000, _int(-1), "Idle connections are closed after this."),
+    # --- connection quotas (kcoord.broker.connection_quotas; SocketServerConfigs, dynamic as in Kafka)
+    _p("max.connections", INT32_MAX, _int(0, INT32_MAX),
+       "Connections the broker holds at once; past it the acceptor waits for one to close "
+       "(listener.name.<listener>.max.connections: per listener)."),
+    _p("max.connection.creation.rate", INT32_MAX, _int(0, INT32_MAX),
+       "New connections a second the broker accepts; past it the acceptor waits "
+       "(listener.name.<listener>.max.connection.creation.rate: per listener)."),
+    _p("max.connections.per.ip", INT32_MAX, _int(0, INT32_MAX),
+       "Connections from one ip address; a new one past it is closed at once. 0 only with overrides."),
+    _p("max.connections.per.ip.overrides", "", _ip_overrides,
+       "Per ip or host name limits replacing max.connections.per.ip, as host:count,... "
+       "(hostName:100,127.0.0.1:200)."),
     # --- security (broker/security/ reads them; listener.name.<listener>.<key> overrides per listener)
     _p("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
        _str, "Listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
@@ -447,6 +475,9 @@ class BrokerConfig:
         if self.props["group.consumer.heartbeat.interval.ms"] >= self.props["group.consumer.session.timeout.ms"]:
             raise ConfigError("property 'group.consumer.heartbeat.interval.ms' must be less than "
                               "group.consumer.session.timeout.ms")
+        if self.props["max.connections.per.ip"] == 0 and not self.props["max.connections.per.ip.overrides"]:
+            raise ConfigError("property 'max.connections.per.ip' can be 0 only if max.connections.per.ip.overrides "
+                              "is set")
         cordon_refusal = cordoned_log_dirs.refusal(self.props["cordoned.log.dirs"], self.props["log.dirs"])
         if cordon_refusal is not None:  # Kafka refuses to start (KafkaConfig's validation)
             raise ConfigError(f"property {cordon_refusal}")

@@ -58,31 +58,38 @@ def resolve(quotas: dict[Entity, dict[str, float]], key: str, user: str, client_
 
 
 class SampledRate:
-    """Kafka's Rate over a SampledStat of `samples` windows of `window_ms` (a sum per window)."""
+    """Kafka's Rate over a SampledStat of `samples` windows of `window_ms` (a sum per window), as Kafka 4 keeps
+    it: one slot more than `samples` for a sample that overlaps the measured window, a sample dropped once its
+    last event is `samples` windows old, a window of at least 1 ms."""
 
-    __slots__ = ("samples", "window_ms", "_starts", "_values", "_current")
+    __slots__ = ("samples", "window_ms", "_starts", "_last", "_values", "_current")
 
     def __init__(self, samples: int, window_ms: int, now_ms: int) -> None:
         self.samples, self.window_ms = samples, window_ms
         self._starts = [now_ms]
+        self._last = [now_ms]  # each sample's last event (Sample.lastEventMs)
         self._values = [0.0]
         self._current = 0
 
     def record(self, value: float, now_ms: int) -> None:
-        if now_ms - self._starts[self._current] >= self.window_ms:  # the sample is complete: the next one
-            self._current = (self._current + 1) % self.samples
-            if self._current >= len(self._starts):
+        current = self._current
+        if now_ms - self._starts[current] >= self.window_ms:  # the sample is complete: the next one
+            current = self._current = (current + 1) % (self.samples + 1)
+            if current >= len(self._starts):
                 self._starts.append(now_ms)
+                self._last.append(now_ms)
                 self._values.append(0.0)
             else:
-                self._starts[self._current], self._values[self._current] = now_ms, 0.0
-        self._values[self._current] += value
+                self._starts[current], self._values[current] = now_ms, 0.0
+        self._values[current] += value
+        self._last[current] = now_ms
 
     def _purge(self, now_ms: int) -> None:
         expire = self.samples * self.window_ms
-        for i, start in enumerate(self._starts):
-            if now_ms - start >= expire:
-                self._starts[i], self._values[i] = now_ms, 0.0
+        for i, last in enumerate(self._last):
+            if now_ms - last >= expire:
+                self._starts[i] = self._last[i] = now_ms
+                self._values[i] = 0.0
 
     def window_size_ms(self, now_ms: int) -> int:
         self._purge(now_ms)
@@ -90,12 +97,16 @@ class SampledRate:
         full, least = elapsed // self.window_ms, self.samples - 1
         if full < least:
             elapsed += (least - full) * self.window_ms
-        return elapsed
+        return max(elapsed, 1)
 
     def rate(self, now_ms: int) -> float:
         """Per second."""
-        window = self.window_size_ms(now_ms)
-        return sum(self._values) / (window / 1000.0) if window > 0 else 0.0
+        window = self.window_size_ms(now_ms)  # first: it purges the obsolete samples
+        return sum(self._values) / (window / 1000.0)
+
+    def idle_ms(self, now_ms: int) -> int:
+        """Time since the last event (a sensor's expiration counts from it)."""
+        return now_ms - max(self._last)
 
 
 @dataclass(frozen=True, slots=True)

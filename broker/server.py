@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+import socket
 import struct
 import time
 from collections import deque
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kcoord.broker import registry
+from kcoord.broker.acceptor import Acceptors, LimitsKey, client_host
 from kcoord.broker.connection import (
     CloseConnection,
     ConnectionState,
@@ -26,7 +28,9 @@ from kcoord.broker.connection import (
     encode_response,
     parse_request,
 )
+from kcoord.broker.connection_quotas import ConnectionLimits
 from kcoord.broker.context import RequestContext
+from kcoord.broker.security.listener_config import setting
 from kcoord.broker.security.session import ConnectionSession
 from kcoord.broker.security.tls_accept import tls_protocol
 
@@ -36,15 +40,6 @@ if TYPE_CHECKING:  # the composition root builds the server (a run-time import w
 log = logging.getLogger("kcoord.server")
 
 _SIZE_API_KEY = struct.Struct(">ih")  # a request frame starts with its size, then the header's api_key
-
-
-def client_host(address: str) -> str:
-    """The client's address as Kafka names it: an IPv4-mapped IPv6 address (a dual-stack listener's IPv4 client,
-    `::ffff:1.2.3.4`) is its IPv4 address, as Java's InetAddress gives it, so ACL hosts, quotas by ip and
-    DescribeGroups' client hosts see `1.2.3.4`."""
-    if address.startswith("::ffff:") and "." in address:
-        return address[7:]
-    return address
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +88,7 @@ class KafkaConnection(asyncio.Protocol):
         self._request_quota = server.broker.request_quota
         self._muted_until = 0.0  # monotonic time a throttle (KIP-219) ends; 0: not throttled
         self.closed = asyncio.get_running_loop().create_future()
+        self.counted_ip: str | None = None  # the ip the connection quotas count it under, until it ends
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -111,6 +107,9 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = (client_host(str(peer[0])), int(peer[1]))
         self.connection_id = f"{local[0]}:{local[1]}-{peer[0]}:{peer[1]}-{self.seq}"
         self._tcp = transport  # under TLS: the socket's transport, while the handshake runs
+        if self.counted_ip is None:  # the loop's server accepted it (no connection limit set): counted here
+            self.counted_ip = self.peer[0]
+            self.server.acceptors.count(self.listener, self.counted_ip)
 
     def tls_failed(self, exc: BaseException) -> None:
         """The TLS handshake failed (a plaintext client, an untrusted certificate, a timeout...): the
@@ -120,7 +119,7 @@ class KafkaConnection(asyncio.Protocol):
         log.warning("closing connection %s (client %s): TLS handshake failed: %s", self.connection_id,
                     self.peer[0], str(exc) or type(exc).__name__)
         self._lost = True
-        self.server.connections.discard(self)
+        self.server.connection_ended(self)
         if not self.closed.done():
             self.closed.set_result(None)
 
@@ -171,7 +170,7 @@ class KafkaConnection(asyncio.Protocol):
         self._direct = False
         self.queue.clear()
         self._writable.set()
-        self.server.connections.discard(self)
+        self.server.connection_ended(self)
         self._metrics.connection_closed(self.listener)
         for listener in self.server.broker.disconnect_listeners:
             listener(self.connection_id)
@@ -495,8 +494,11 @@ class KafkaServer:
         self.request_quota_changed()
         self.workers: set[asyncio.Task] = set()  # outlive their connection while a request finishes
         self.bound: list[BoundListener] = []
-        self._servers: list[asyncio.Server] = []
         self._seq = itertools.count()
+        self.acceptors = Acceptors(broker.connection_quotas, self.metrics, self._limits_key, self._limits_of,
+                                   self._connect, self._protocol_for)
+        self._listener_limits: tuple[dict[str, int], dict[str, int]] = ({}, {})
+        self._attaching: set[asyncio.Task[None]] = set()  # accepted sockets getting their transport
 
     def request_quota_changed(self) -> None:
         """With a request_percentage quota defined every request is timed on the general path: the frame
@@ -511,28 +513,68 @@ class KafkaServer:
     async def start(self, listeners: list[Any], serve: bool = True) -> list[BoundListener]:
         """Bind every listener; with `serve` False nothing is accepted until enable_request_processing()
         (a cluster node binds first, to register its ports, and serves once it has joined)."""
-        loop = asyncio.get_running_loop()
+        config = self.broker.config
         for listener in listeners:
-            def factory(name: str = listener.name) -> Any:
-                conn = KafkaConnection(self, name, next(self._seq))
-                self.connections.add(conn)
-                return conn if conn._tls is None else tls_protocol(conn, conn._tls)
-
-            srv = await loop.create_server(factory, host=listener.host or None, port=listener.port,
-                                           reuse_address=True, backlog=512, start_serving=serve)
-            self._servers.append(srv)
-            port = srv.sockets[0].getsockname()[1]
+            port = await self.acceptors.bind(listener.name, listener.host, listener.port)
             self.bound.append(BoundListener(listener.name, listener.host, port))
+            for key, limits in zip(("max.connections", "max.connection.creation.rate"), self._listener_limits,
+                                   strict=True):
+                name, value = setting(config, listener.name, key)
+                if name != key:  # listener.name.<l>.<key> is set (static: Kafka's are dynamic per listener)
+                    limits[listener.name] = value
+        if serve:
+            self.acceptors.start()
         return self.bound
+
+    def _limits_key(self) -> LimitsKey:
+        props = self.broker.config.props  # dynamic broker configs write the effective values here
+        return (props["max.connections"], props["max.connection.creation.rate"], props["max.connections.per.ip"],
+                props["max.connections.per.ip.overrides"])
+
+    def _limits_of(self, key: LimitsKey, per_ip: dict[str, int]) -> ConnectionLimits:
+        return ConnectionLimits(key[0], key[1], key[2], per_ip, *self._listener_limits)
+
+    def _new_connection(self, listener: str) -> tuple[KafkaConnection, Any]:
+        """A new KafkaConnection and the protocol the loop drives (under TLS the loop's SSL protocol, which
+        serves the connection once its handshake is done)."""
+        conn = KafkaConnection(self, listener, next(self._seq))
+        self.connections.add(conn)
+        return conn, (conn if conn._tls is None else tls_protocol(conn, conn._tls))
+
+    def _protocol_for(self, listener: str) -> Any:
+        """The loop's server's protocol factory (no connection limit set)."""
+        return self._new_connection(listener)[1]
+
+    def _connect(self, sock: socket.socket, listener: str, ip: str) -> None:
+        """A socket the acceptor accepted (connection limits set) becomes a KafkaConnection, counted under `ip`."""
+        conn, protocol = self._new_connection(listener)
+        conn.counted_ip = ip
+        task = asyncio.get_running_loop().create_task(self._attach(conn, sock, protocol))
+        self._attaching.add(task)
+        task.add_done_callback(self._attaching.discard)
+
+    async def _attach(self, conn: KafkaConnection, sock: socket.socket, protocol: Any) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, sock)
+        except Exception as exc:  # noqa: BLE001  (the peer went away before its transport was made)
+            log.info("could not set up connection from %s: %s", conn.counted_ip, exc)
+            sock.close()
+            self.connection_ended(conn)
+
+    def connection_ended(self, conn: KafkaConnection) -> None:
+        self.connections.discard(conn)
+        if conn.counted_ip is not None:
+            self.acceptors.closed(conn.listener, conn.counted_ip)
+            conn.counted_ip = None
 
     async def enable_request_processing(self) -> None:
         """Start accepting on listeners bound with serve=False (Kafka's SocketServer.enableRequestProcessing)."""
-        for srv in self._servers:
-            await srv.start_serving()
+        self.acceptors.start()
 
     async def stop(self, timeout: float) -> None:
-        for srv in self._servers:
-            srv.close()  # stop accepting
+        await self.acceptors.close()  # stop accepting
+        if self._attaching:  # just accepted: connected first, then drained like the others
+            await asyncio.wait(self._attaching, timeout=1.0)
         conns = list(self.connections)
         for conn in conns:
             conn.drain_and_close()
@@ -550,5 +592,3 @@ class KafkaServer:
             worker.cancel()
         if workers:
             await asyncio.wait(workers, timeout=1.0)
-        for srv in self._servers:
-            await srv.wait_closed()

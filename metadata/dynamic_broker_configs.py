@@ -32,6 +32,8 @@ DYNAMIC_BROKER_PROPERTIES = frozenset({
     "message.max.bytes", "log.cleaner.delete.retention.ms", "log.cleaner.min.cleanable.ratio",
     "log.index.interval.bytes",
     CORDONED_LOG_DIRS,  # KIP-1066: per node; the metadata.version gate is config_changes'
+    # connection quotas (SocketServer.ReconfigurableConfigs): new connections get them
+    "max.connections", "max.connection.creation.rate", "max.connections.per.ip", "max.connections.per.ip.overrides",
 })
 # ConfigSource values (DescribeConfigsResponse.json)
 DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 2, 3, 4, 5
@@ -87,6 +89,7 @@ class DynamicBrokerConfigs:
         self._static = dict(config.props)  # what server.properties / --override / defaults gave
         self._layers: dict[str, dict[str, str]] = read_json(self._path, {}).get("brokers", {}) if read_file else {}
         self._apply()
+        self.on_change: Callable[[], None] = lambda: None  # after the effective values changed (the acceptors)
 
     def is_dynamic(self, name: str) -> bool:
         return name in DYNAMIC_BROKER_PROPERTIES
@@ -127,6 +130,10 @@ class DynamicBrokerConfigs:
             value = _parse(self._properties, name, raw)
             if name == CORDONED_LOG_DIRS and (reason := cordon_refusal(value, self._static["log.dirs"])):
                 raise ConfigRefused(reason)
+            if name == "max.connections.per.ip" and value == 0 and not (
+                    overrides.get("max.connections.per.ip.overrides") or self._config.props[name + ".overrides"]):
+                raise ConfigRefused("max.connections.per.ip can be set to zero only if "
+                                    "max.connections.per.ip.overrides property is set.")
 
     def replace(self, resource_name: str, overrides: dict[str, str]) -> None:
         """Make `overrides` the whole dynamic set of `resource_name` (validated first), durably, and apply."""
@@ -137,6 +144,7 @@ class DynamicBrokerConfigs:
             self._layers.pop(resource_name, None)
         write_json_atomically(self._path, {"version": 1, "brokers": self._layers})
         self._apply()
+        self.on_change()
         log.info("dynamic broker configs of %r now %s", resource_name or "<cluster default>", overrides)
 
     def replace_layers(self, layers: Mapping[str, Mapping[str, str]]) -> bool:
@@ -147,6 +155,7 @@ class DynamicBrokerConfigs:
             return False
         self._layers = layers
         self._apply()
+        self.on_change()
         log.info("dynamic broker configs now %s", layers)
         return True
 
@@ -171,4 +180,6 @@ def config_text(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
+    if isinstance(value, dict):  # max.connections.per.ip.overrides
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     return str(value)

@@ -105,6 +105,8 @@ def cmd_config(args: argparse.Namespace) -> int:
     cfg = load_config(args)
     for name, value, doc in cfg.describe():
         shown = ",".join(str(v) for v in value) if isinstance(value, list) else value
+        if isinstance(value, dict):  # max.connections.per.ip.overrides, as it is written
+            shown = ",".join(f"{k}:{v}" for k, v in value.items())
         if name in SENSITIVE and value is not None:
             shown = "[hidden]"
         print(f"{name}={'' if shown is None else shown}    # {doc}")

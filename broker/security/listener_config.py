@@ -24,6 +24,7 @@ PER_LISTENER = frozenset({
     "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",
     "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.principal.mapping.rules",
     "ssl.enabled.protocols", "sasl.enabled.mechanisms", "sasl.jaas.config", "connections.max.reauth.ms",
+    "max.connections", "max.connection.creation.rate",  # connection quotas (SocketServer.ListenerReconfigurableConfigs)
 })
 
 
