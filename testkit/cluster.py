@@ -34,6 +34,7 @@ import pathlib
 import signal
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from kcoord.testkit.broker_process import TEST_SETTINGS, BrokerProcess
 from kcoord.testkit.etcd import EtcdProcess, free_port
@@ -94,7 +95,12 @@ class KafkaCluster:
             for node in self.nodes.values():
                 if not linked:
                     node.overrides["kcoord.etcd.connect"] = connect
-                node.start(max(1.0, deadline - time.monotonic()))
+            # all at once, each start waiting for its own node's ready line: a cluster is up in about one
+            # node's start time, not the sum (which node wins the controller lease was never fixed)
+            with ThreadPoolExecutor(len(self.nodes)) as pool:
+                starts = [pool.submit(node.start, max(1.0, deadline - time.monotonic())) for node in self.nodes.values()]
+                for start in starts:
+                    start.result()
             self.wait_registered(set(self.nodes), max(1.0, deadline - time.monotonic()))
         except BaseException:
             self.stop()
