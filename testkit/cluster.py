@@ -101,7 +101,10 @@ class KafkaCluster:
                 starts = [pool.submit(node.start, max(1.0, deadline - time.monotonic())) for node in self.nodes.values()]
                 for start in starts:
                     start.result()
-            self.wait_registered(set(self.nodes), max(1.0, deadline - time.monotonic()))
+            # through every node: each follows the registrations on its own, and the controller (any of them)
+            # refuses a manual assignment naming a broker its own image does not have yet
+            for node_id in self.nodes:
+                self.wait_registered(set(self.nodes), max(1.0, deadline - time.monotonic()), via=node_id)
         except BaseException:
             self.stop()
             raise
