@@ -9,10 +9,10 @@ the two loops on the OS-flush server is what fsync-free storage alone could reac
 from __future__ import annotations
 
 import re
-import socket
 import urllib.request
 
 from bench import transactions as t
+from bench.loadgen import free_port
 from bench.loadgen_server import KcoordServer
 from bench.runner import main, median, proc_cpu_seconds, settings
 
@@ -20,12 +20,6 @@ NO_FSYNC = {"log.flush.interval.messages": str(2**62)}
 _SUMMARY = re.compile(r'kcoord_request_seconds_(sum|count)\{api="(\w+)"\} (\S+)')
 # what a batch of each loop asks for in turn; the rest (Fetch long polls, group and metadata upkeep) is left out
 APIS = ("AddOffsetsToTxn", "AddPartitionsToTxn", "TxnOffsetCommit", "Produce", "EndTxn", "OffsetCommit")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _request_seconds(metrics_port: int) -> dict[str, tuple[float, float]]:
@@ -60,7 +54,7 @@ def run(quick: bool = False) -> dict:
     reps = 1 if quick else 3
     rows = []
     for storage, overrides in (("fsync per append", {}), ("OS flush", NO_FSYNC)):
-        metrics_port = _free_port()
+        metrics_port = free_port()
         server = KcoordServer({"transaction.state.log.num.partitions": "5", "offsets.topic.num.partitions": "5",
                                "metrics.port": str(metrics_port), **overrides})
         bootstrap = f"127.0.0.1:{server.port}"
