@@ -10,6 +10,8 @@ and AccessControlEntryRecord of the metadata log; here every node follows `acls/
 metadata store (kcoord.broker.security.cluster_security)."""
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 
 import pytest
@@ -61,17 +63,23 @@ def test_a_user_created_through_one_node_authenticates_on_every_node(kafka_clust
     at once: it answers after its own copy has the change), a wrong password fails; a kafka-python
     producer authenticated on node 3's listener writes; the user deleted through node 2 can log in nowhere."""
     from kafka import KafkaProducer
-    from kafka.admin import ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion
+    from kafka.admin import ScramMechanism, UserScramCredentialDeletion
 
     cluster = kafka_cluster
-    admin = admin_via(cluster, 1)
+    # Raw, to node 1 itself: kafka-python's admin sends it to its least loaded broker, any of the three
+    R = m.AlterUserScramCredentialsRequest
+    upserts = []
+    for mechanism, digest in ((ScramMechanism.SCRAM_SHA_512, "sha512"), (ScramMechanism.SCRAM_SHA_256, "sha256")):
+        salt = os.urandom(16)
+        upserts.append(R.ScramCredentialUpsertion(
+            name="dave", mechanism=int(mechanism), iterations=4096, salt=salt,
+            salted_password=hashlib.pbkdf2_hmac(digest, b"dave-secret", salt, 4096)))
+    client = raw(cluster.nodes[1].bootstrap_servers)
     try:
-        assert admin.alter_user_scram_credentials([
-            UserScramCredentialUpsertion("dave", ScramMechanism.SCRAM_SHA_512, "dave-secret", iterations=4096),
-            UserScramCredentialUpsertion("dave", ScramMechanism.SCRAM_SHA_256, "dave-secret", iterations=4096),
-        ]) == {"dave": None}
+        altered = client.request(51, 0, R(deletions=[], upsertions=upserts))
     finally:
-        admin.close()
+        client.close()
+    assert [(r.user, r.error_code) for r in altered.results] == [("dave", ErrorCode.NONE)]
     assert login(cluster.nodes[1], "dave", "dave-secret") is ErrorCode.NONE
     for node_id in (2, 3):
         wait_until(lambda n=node_id: login(cluster.nodes[n], "dave", "dave-secret") is ErrorCode.NONE, 10,
@@ -159,14 +167,24 @@ def test_an_acl_created_through_one_node_is_enforced_on_all(kafka_cluster):
     acl_filter = ACLFilter(principal="User:erin", host=None, operation=ACLOperation.ANY,
                            permission_type=ACLPermissionType.ANY,
                            resource_pattern=ResourcePatternFilter(ResourceType.ANY, None, Pattern.ANY))
-    for node_id in (1, 2, 3):
-        admin = admin_via(cluster, node_id)
+
+    def erins_acls(node_id: int) -> list[tuple]:
+        """DescribeAcls sent to the node itself (kafka-python's admin picks its least loaded broker)."""
+        client = raw(cluster.nodes[node_id].bootstrap_servers)
         try:
-            listed = wait_until(lambda a=admin: a.describe_acls(acl_filter)[0], 10, f"the ACL on node {node_id}")
+            response = client.request(29, 3, m.DescribeAclsRequest(
+                resource_type_filter=int(ResourceType.ANY), resource_name_filter=None,
+                pattern_type_filter=int(Pattern.ANY), principal_filter="User:erin", host_filter=None,
+                operation=int(ACLOperation.ANY), permission_type=int(ACLPermissionType.ANY)))
         finally:
-            admin.close()
-        assert [(a.principal, a.operation, a.permission_type, a.resource_pattern.resource_name) for a in listed] == \
-            [("User:erin", ACLOperation.WRITE, ACLPermissionType.DENY, "guarded")]
+            client.close()
+        assert response.error_code == ErrorCode.NONE
+        return [(acl.principal, acl.operation, acl.permission_type, resource.resource_name)
+                for resource in response.resources for acl in resource.acls]
+
+    for node_id in (1, 2, 3):
+        listed = wait_until(lambda n=node_id: erins_acls(n), 10, f"the ACL on node {node_id}")
+        assert listed == [("User:erin", int(ACLOperation.WRITE), int(ACLPermissionType.DENY), "guarded")]
 
     cluster.kill(leader)
     cluster.restart(leader)
