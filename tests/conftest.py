@@ -14,6 +14,33 @@ pytest_plugins = ["kcoord.testkit.pytest_plugin", "kcoord.testkit.cluster_plugin
 
 _RUNNING_BEFORE = pytest.StashKey[tuple]()
 
+# Under pytest-xdist (`make test`: two workers, --dist loadfile), a module is a unit of work: its
+# module-scoped servers start once. Two more rules:
+# - tests/analytics/ is one unit, so one worker starts the session's Spark JVM (conftest there);
+# - each worker lists the modules that hold a slow test first, and the scheduler takes units in that order:
+#   the minute-long cluster runs start early instead of being left alone at the end.
+ONE_UNIT = ("tests/analytics/",)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((unit for unit in ONE_UNIT if nodeid.startswith(unit)), None) or super()._split_scope(nodeid)
+
+    return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):   # not an xdist worker: collection order
+        return
+    slow = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("spark")}
+    items.sort(key=lambda item: item.path not in slow)   # stable: a module's tests stay together, in order
+
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
