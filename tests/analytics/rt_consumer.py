@@ -33,6 +33,7 @@ class Listener(ConsumerRebalanceListener):
 consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
                          enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=3,
                          session_timeout_ms=6000, heartbeat_interval_ms=1000)
+consumer.partitions_for_topic(topic)  # its metadata before the first join: see tests/test_example_app.py's App
 consumer.subscribe([topic], listener=Listener())
 while not stopping:
     consumer.poll(timeout_ms=300)

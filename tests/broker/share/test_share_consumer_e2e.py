@@ -305,6 +305,7 @@ def test_classic_consumer_and_share_groups_side_by_side(server):
     modern.subscribe([topic])
     classic = KafkaConsumer(topic, bootstrap_servers=server.bootstrap, group_id="side-classic",
                             auto_offset_reset="earliest", consumer_timeout_ms=20000)
+    classic.partitions_for_topic(topic)  # its metadata before the first join: see tests/test_example_app.py's App
     try:
         shared = poll_until(share, lambda got: len(got) >= total)
         modern_got: list = []

@@ -19,6 +19,7 @@ def main() -> int:
     consumer = KafkaConsumer(source, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                              auto_offset_reset="earliest", isolation_level="read_committed",
                              session_timeout_ms=6000, heartbeat_interval_ms=500)
+    consumer.partitions_for_topic(source)  # its metadata before the first join: see tests/test_example_app.py's App
     producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
     producer.init_transactions()
     done = 0

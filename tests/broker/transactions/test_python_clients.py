@@ -52,6 +52,7 @@ def test_kafka_python_consume_transform_produce(server):
     b = server.bootstrap
     consumer = KafkaConsumer("kp-in", bootstrap_servers=b, group_id="kp-eos", enable_auto_commit=False,
                              auto_offset_reset="earliest", isolation_level="read_committed")
+    consumer.partitions_for_topic("kp-in")  # its metadata before the first join: see tests/test_example_app.py's App
     producer = KafkaProducer(bootstrap_servers=b, transactional_id="kp-eos-1")
     producer.init_transactions()
     done = 0
