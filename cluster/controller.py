@@ -333,6 +333,14 @@ class Controller:
             self._image = self._image.apply_kvs([kv], 0)
         return written
 
+    async def _brokers_now(self) -> MetadataImage:
+        """The registered brokers as the store has them now, for a request that names or places replicas.
+        The image follows the watch, which may not yet have delivered a registration made a moment ago: a
+        cluster just started lists a broker through every node's Metadata while this image still lacks it,
+        and a manual assignment naming it would be refused. The ZooKeeper-era admin path read /brokers/ids
+        at the request the same way (AdminZkClient.createTopic: getBrokerMetadatas)."""
+        return MetadataImage.from_snapshot(await self._store.range(keys.BROKERS))
+
     def _unclean(self, topic: str) -> bool:
         t = self._image.topics.get(topic)
         value = t.info.configs.get(UNCLEAN_CONFIG) if t is not None and t.info is not None else None
@@ -349,18 +357,18 @@ class Controller:
         async with self._lock:
             if self._writer is None:
                 return CreateTopicResult(ErrorCode.NOT_CONTROLLER, f"node {self.node_id} is not the controller")
-            image = self._image
-            if name in image.topics:
+            if name in self._image.topics:
                 return CreateTopicResult(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-            live = image.live_brokers()
+            brokers = await self._brokers_now()
+            live = brokers.live_brokers()
             try:
                 if assignments is not None:
-                    lists = check_manual_assignments(list(assignments.items()), set(image.brokers), live)
+                    lists = check_manual_assignments(list(assignments.items()), set(brokers.brokers), live)
                 else:
                     if partitions <= 0:
                         return CreateTopicResult(ErrorCode.INVALID_PARTITIONS,
                                                  f"Number of partitions was set to an invalid value {partitions}.")
-                    lists = place_replicas(image.usable_brokers(), partitions, replication_factor, self._rng)
+                    lists = place_replicas(brokers.usable_brokers(), partitions, replication_factor, self._rng)
             except PlacementError as exc:
                 return CreateTopicResult(exc.code, exc.message)
             tid = topic_id or uuid.uuid4()
@@ -412,11 +420,13 @@ class Controller:
         partition, start (or replace) a reassignment to the target replicas, or cancel it (None)."""
         results: dict[TopicPartition, Outcome] = {}
         async with self._lock:
+            brokers = await self._brokers_now() if self._writer is not None else self._image
             for tp, target in targets:
-                results[tp] = await self._reassign(tp, target, allow_replication_factor_change)
+                results[tp] = await self._reassign(tp, target, allow_replication_factor_change, brokers)
         return results
 
-    async def _reassign(self, tp: TopicPartition, target: Sequence[int] | None, allow_rf_change: bool) -> Outcome:
+    async def _reassign(self, tp: TopicPartition, target: Sequence[int] | None, allow_rf_change: bool,
+                        brokers: MetadataImage) -> Outcome:
         if self._writer is None:
             return Outcome(ErrorCode.NOT_CONTROLLER, message=f"node {self.node_id} is not the controller")
         topic = self._image.topics.get(tp.topic)
@@ -432,8 +442,8 @@ class Controller:
             return Outcome(ErrorCode.INVALID_REPLICATION_FACTOR,
                            message=f"The replication factor is changed from {rf} to {len(target)}")
         unclean = self._unclean(tp.topic)
-        registered = frozenset(self._image.brokers)
-        live = self._image.live_brokers()
+        registered = frozenset(brokers.brokers)
+        live = brokers.live_brokers()
         last: list[Outcome] = []
 
         def compute(current: PartitionRegistration) -> PartitionRegistration | None:
@@ -512,13 +522,13 @@ class Controller:
                 return (ErrorCode.INVALID_REPLICATION_ASSIGNMENT, f"Attempted to add {added} additional partition(s), "
                         f"but only {len(assignments)} assignment(s) were specified.")
             rf = len(topic.info.replicas.get(0, ()))
-            image = self._image
-            live = image.live_brokers()
+            brokers = await self._brokers_now()
+            live = brokers.live_brokers()
             try:
                 if assignments is not None:
-                    lists = check_added_assignments(assignments, added, rf, current, set(image.brokers), live)
+                    lists = check_added_assignments(assignments, added, rf, current, set(brokers.brokers), live)
                 else:
-                    lists = place_replicas(image.usable_brokers(), added, rf, self._rng)
+                    lists = place_replicas(brokers.usable_brokers(), added, rf, self._rng)
             except PlacementError as exc:
                 return exc.code, exc.message
             if validate_only:

@@ -134,3 +134,25 @@ async def test_create_partitions_places_with_the_topic_replication_factor(cluste
     assert c.image.topics["t"].info.replicas[3] == (1, 3)
     assert (await c.create_partitions("t", 6))[0] is ErrorCode.NONE  # placed by the controller
     assert all(len(r.replicas) == 2 for r in partitions(c.image, "t").values())
+
+
+async def test_a_broker_registered_a_moment_ago_can_be_named_before_the_controllers_watch_brings_it(cluster_env):
+    """A registration the controller's watch has not delivered yet (a cluster just started: every node's
+    Metadata lists the broker, the controller's image does not) is read from the store at the request, as
+    the ZooKeeper-era AdminZkClient.createTopic read /brokers/ids: a manual assignment naming it is accepted,
+    and so are CreatePartitions and a reassignment onto it (a CI run refused the first, 'broker 1 ... is not
+    registered'). An id nobody registered is still INVALID_REPLICATION_ASSIGNMENT."""
+    env = cluster_env
+    nodes = await start_nodes(env, 1)
+    c = (await controller_of(env, nodes)).controller
+    store = env.local
+    for broker in (2, 3):
+        await store.txn([], [Put(keys.broker_key(broker), keys.BrokerInfo(broker).encode())])
+    assert not {2, 3} & set(c.image.brokers)   # the watch has not run: nothing above gave it the loop
+    created = await c.create_topic("late", -1, -1, assignments={0: [2]})
+    assert (created.error, created.assignment) == (ErrorCode.NONE, {0: (2,)})
+    assert await c.create_partitions("late", 2, [[3]]) == (ErrorCode.NONE, None)
+    moved = await c.alter_partition_reassignments([(TopicPartition("late", 0), [3])])
+    assert moved[TopicPartition("late", 0)].error is ErrorCode.NONE
+    refused = await c.create_topic("ghost", -1, -1, assignments={0: [9]})
+    assert refused.error is ErrorCode.INVALID_REPLICATION_ASSIGNMENT
