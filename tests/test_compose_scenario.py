@@ -129,16 +129,19 @@ def test_compose_scenario_as_processes(tmp_path):
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
             for cid in CONSUMERS
         ]
-        for proc in consumers:
-            threading.Thread(target=_watch_stderr, args=(proc, events), daemon=True).start()
+        # stderr is the watchers' alone (communicate() would read it too, and close it under them)
+        watchers = [threading.Thread(target=_watch_stderr, args=(proc, events), daemon=True) for proc in consumers]
+        for watcher in watchers:
+            watcher.start()
         try:
             assignment = wait_for_settled_group(events, 6, CONSUMERS)
             producer = demo("produce", "--topic", "demo", "--partitions", "6", "--count", str(count))
             assert producer.returncode == 0, producer.stderr
             outputs = []
-            for proc in consumers:
-                out, _ = proc.communicate(timeout=120)
-                assert proc.returncode == 0
+            for proc, watcher in zip(consumers, watchers, strict=True):
+                out = proc.stdout.read()   # to EOF: the consumer exits after its idle timeout
+                assert proc.wait(timeout=120) == 0
+                watcher.join(timeout=10)
                 outputs.append([json.loads(line) for line in out.splitlines() if line.startswith("{")])
         finally:
             for proc in consumers:
