@@ -82,6 +82,9 @@ async def consumer_formation(port: int, n: int, group: str, formed: list | None 
                 if report is None and epoch:
                     plain = ((member_id, epoch), body)
             r = _resp.decode(await conn.call(HEARTBEAT, 1, body), 5)[0]
+            if r.error_code == w.COORDINATOR_LOAD_IN_PROGRESS:  # retriable, as for clients: the shard still loads
+                await asyncio.sleep(HB_S)
+                continue
             if r.error_code:
                 raise RuntimeError(f"ConsumerGroupHeartbeat error {r.error_code}: {r.error_message}")
             sent = owned if report is not None else sent
