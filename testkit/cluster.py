@@ -101,8 +101,7 @@ class KafkaCluster:
                 starts = [pool.submit(node.start, max(1.0, deadline - time.monotonic())) for node in self.nodes.values()]
                 for start in starts:
                     start.result()
-            # through every node: each follows the registrations on its own, and the controller (any of them)
-            # refuses a manual assignment naming a broker its own image does not have yet
+            # through every node: each follows the registrations on its own, so a test may ask any of them
             for node_id in self.nodes:
                 self.wait_registered(set(self.nodes), max(1.0, deadline - time.monotonic()), via=node_id)
         except BaseException:

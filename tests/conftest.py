@@ -19,7 +19,7 @@ _RUNNING_BEFORE = pytest.StashKey[tuple]()
 # - tests/analytics/ is one unit, so one worker starts the session's Spark JVM (conftest there);
 # - each worker lists the modules that hold a slow test first, and the scheduler takes units in that order:
 #   the minute-long cluster runs start early instead of being left alone at the end.
-ONE_UNIT = ("tests/analytics/",)
+ANALYTICS = "tests/analytics/"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -30,7 +30,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class ModuleScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return next((unit for unit in ONE_UNIT if nodeid.startswith(unit)), None) or super()._split_scope(nodeid)
+            return ANALYTICS if nodeid.startswith(ANALYTICS) else super()._split_scope(nodeid)
 
     return ModuleScheduling(config, log)
 
